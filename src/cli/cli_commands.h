@@ -1,0 +1,16 @@
+// The `airlock` subcommands. Each takes the arguments after its name and returns the exit code.
+#ifndef AIRLOCK_CLI_CLI_COMMANDS_H_
+#define AIRLOCK_CLI_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace airlock {
+
+int RunCommand(const std::vector<std::string>& args);
+int DoctorCommand(const std::vector<std::string>& args);
+int ImageCommand(const std::vector<std::string>& args);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_CLI_CLI_COMMANDS_H_

@@ -1,0 +1,96 @@
+// `airlock image`: import, list and remove images in the local store.
+#include <cstdio>
+#include <ctime>
+
+#include "nlohmann/json.hpp"
+#include "src/cli/cli_commands.h"
+#include "src/common/host_paths.h"
+#include "src/image/image_store.h"
+
+namespace airlock {
+namespace {
+
+constexpr char kImageUsage[] =
+    "usage: airlock image import --rootfs TAR --tag NAME\n"
+    "       airlock image ls [--json]\n"
+    "       airlock image rm NAME...\n"
+    "import turns a root filesystem tar (any compression; e.g. from mmdebstrap --format=tar)\n"
+    "into a read-only ext4 image without unpacking it on the host.\n";
+
+int Usage(const char* problem) {
+  std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
+  return 2;
+}
+
+int Import(const std::vector<std::string>& args, ImageStore& store) {
+  std::string tar, tag;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--rootfs" || args[i] == "--tag") && i + 1 < args.size()) {
+      (args[i] == "--rootfs" ? tar : tag) = args[i + 1];
+      ++i;
+    } else {
+      return Usage(("unexpected argument " + args[i]).c_str());
+    }
+  }
+  if (tar.empty() || tag.empty()) return Usage("import needs --rootfs TAR and --tag NAME");
+  absl::StatusOr<ImageInfo> info = store.ImportRootfsTar(tar, tag);
+  if (!info.ok()) {
+    std::fprintf(stderr, "airlock image import: %s\n", std::string(info.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  return 0;
+}
+
+int List(const std::vector<std::string>& args, ImageStore& store) {
+  bool json = args.size() == 1 && args[0] == "--json";
+  if (!args.empty() && !json) return Usage("ls takes only --json");
+  absl::StatusOr<std::vector<ImageInfo>> images = store.List();
+  if (!images.ok()) {
+    std::fprintf(stderr, "airlock image ls: %s\n", std::string(images.status().message()).c_str());
+    return 1;
+  }
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ImageInfo& i : *images) {
+      out.push_back({{"name", i.name}, {"digest", i.digest}, {"size_bytes", i.size_bytes},
+                     {"created", i.created}, {"source", i.source}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-32s %-20s %10s  %s\n", "NAME", "DIGEST", "SIZE", "CREATED");
+  for (const ImageInfo& i : *images) {
+    char when[32];
+    time_t t = static_cast<time_t>(i.created);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M", gmtime(&t));
+    std::printf("%-32s %-20s %8.1fMi  %s\n", i.name.c_str(), i.digest.substr(0, 19).c_str(),
+                i.size_bytes / 1048576.0, when);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ImageCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("missing subcommand");
+  ImageStore store(DefaultHostPaths().images);
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "import") return Import(rest, store);
+  if (args[0] == "ls") return List(rest, store);
+  if (args[0] == "rm") {
+    if (rest.empty()) return Usage("rm needs at least one image name");
+    int code = 0;
+    for (const std::string& name : rest) {
+      absl::Status s = store.Remove(name);
+      if (!s.ok()) {
+        std::fprintf(stderr, "airlock image rm: %s\n", std::string(s.message()).c_str());
+        code = 1;
+      }
+    }
+    return code;
+  }
+  return Usage(("unknown subcommand " + args[0]).c_str());
+}
+
+}  // namespace airlock

@@ -1,0 +1,95 @@
+#include "src/cli/run_args.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace airlock {
+namespace {
+
+// Accepts "--name VALUE" and "--name=VALUE" (and a short alias); advances *i past the value.
+bool TakeValue(const std::vector<std::string>& args, size_t* i, const std::string& name,
+               const std::string& alias, std::string* value, absl::Status* error) {
+  const std::string& arg = args[*i];
+  if (arg == name || (!alias.empty() && arg == alias)) {
+    if (*i + 1 >= args.size()) {
+      *error = absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      return true;
+    }
+    *value = args[++*i];
+    return true;
+  }
+  if (arg.rfind(name + "=", 0) == 0) {
+    *value = arg.substr(name.size() + 1);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
+  RunArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    std::string value;
+    absl::Status error;
+    if (TakeValue(args, &i, "--env", "-e", &value, &error)) {
+      if (!error.ok()) return error;
+      if (value.empty() || value[0] == '=') {
+        return absl::InvalidArgumentError("--env needs KEY=VALUE (or KEY to copy it from here)");
+      }
+      if (value.find('=') == std::string::npos) {
+        const char* here = std::getenv(value.c_str());
+        if (here == nullptr) continue;  // like docker: an unset variable is left out
+        value = absl::StrCat(value, "=", here);
+      }
+      out.env.push_back(value);
+    } else if (TakeValue(args, &i, "--workdir", "-w", &value, &error)) {
+      if (!error.ok()) return error;
+      if (value.empty() || value[0] != '/') {
+        return absl::InvalidArgumentError("--workdir needs an absolute path in the guest");
+      }
+      out.workdir = value;
+    } else if (TakeValue(args, &i, "--timeout", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (!absl::SimpleAtod(value, &out.timeout_seconds) || !std::isfinite(out.timeout_seconds) ||
+          out.timeout_seconds <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--timeout needs a positive number of seconds, not \"", value, "\""));
+      }
+    } else if (TakeValue(args, &i, "--memory", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (!absl::SimpleAtoi(value, &out.memory_mib) || out.memory_mib < 128 ||
+          out.memory_mib > 65536) {
+        return absl::InvalidArgumentError("--memory needs a size in MiB between 128 and 65536");
+      }
+    } else if (TakeValue(args, &i, "--cpus", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (!absl::SimpleAtoi(value, &out.cpus) || out.cpus < 1 || out.cpus > 64) {
+        return absl::InvalidArgumentError("--cpus needs a number between 1 and 64");
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option ", arg));
+    } else {
+      // The image; the command follows, after an optional "--".
+      out.image = arg;
+      if (i + 1 < args.size() && args[i + 1] == "--") continue;
+      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+  }
+  if (out.command.empty()) {
+    return absl::InvalidArgumentError("no command given; put it after --, e.g. airlock run -- python3 -V");
+  }
+  return out;
+}
+
+}  // namespace airlock

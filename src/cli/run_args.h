@@ -1,0 +1,39 @@
+// Parsing of `airlock run` arguments. Client input: every mistake is an InvalidArgument whose
+// message says what to do.
+#ifndef AIRLOCK_CLI_RUN_ARGS_H_
+#define AIRLOCK_CLI_RUN_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+struct RunArgs {
+  std::string image;                  // empty: the default image
+  std::vector<std::string> command;   // argv in the guest
+  std::vector<std::string> env;       // KEY=VALUE, in order given
+  std::string workdir;                // empty: /
+  double timeout_seconds = 0;         // 0: none
+  uint32_t memory_mib = 512;
+  uint32_t cpus = 1;
+};
+
+inline constexpr char kRunUsage[] =
+    "usage: airlock run [OPTIONS] [IMAGE] -- COMMAND [ARG...]\n"
+    "Runs COMMAND in a fresh microVM of IMAGE (default: airlock/bookworm-python) and exits\n"
+    "with its exit code (128+N if a signal N ended it, 124 on timeout, 125 for an Airlock\n"
+    "error, 126 if COMMAND cannot be executed, 127 if it is not found in the guest).\n"
+    "  -e, --env KEY=VALUE    set an environment variable (KEY alone copies it from here)\n"
+    "  -w, --workdir DIR      working directory in the guest (default /)\n"
+    "      --timeout SECONDS  destroy the VM after this wall-clock time (exit 124)\n"
+    "      --memory MIB       guest memory in MiB (default 512)\n"
+    "      --cpus N           virtual CPUs (default 1)\n";
+
+[[nodiscard]] absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_CLI_RUN_ARGS_H_

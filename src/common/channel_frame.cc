@@ -1,0 +1,172 @@
+#include "src/common/channel_frame.h"
+
+#include <cstring>
+
+namespace airlock {
+namespace {
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetLe(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payload) {
+  if (payload.size() > kMaxPayload) __builtin_trap();  // a caller bug, never peer input
+  std::string out;
+  out.reserve(kFrameHeaderSize + payload.size());
+  PutLe(&out, kProtocolVersion, 1);
+  PutLe(&out, static_cast<uint8_t>(type), 1);
+  PutLe(&out, 0, 2);
+  PutLe(&out, stream, 4);
+  PutLe(&out, payload.size(), 4);
+  out.append(payload);
+  return out;
+}
+
+FrameParser::Result FrameParser::Fail(std::string message) {
+  error_ = std::move(message);
+  return Result::kError;
+}
+
+FrameParser::Result FrameParser::Next(std::span<const uint8_t>* input, Frame* frame) {
+  if (!error_.empty()) return Result::kError;
+  if (!have_header_) {
+    size_t take = std::min(kFrameHeaderSize - header_have_, input->size());
+    memcpy(header_ + header_have_, input->data(), take);
+    header_have_ += take;
+    *input = input->subspan(take);
+    if (header_have_ < kFrameHeaderSize) return Result::kNeedMore;
+    if (header_[0] != kProtocolVersion) {
+      return Fail("unsupported protocol version " + std::to_string(header_[0]));
+    }
+    if (header_[1] == 0 || header_[1] > kMaxFrameType) {
+      return Fail("unknown frame type " + std::to_string(header_[1]));
+    }
+    if (header_[2] != 0 || header_[3] != 0) return Fail("reserved header bits set");
+    type_ = static_cast<FrameType>(header_[1]);
+    stream_ = static_cast<uint32_t>(GetLe(header_ + 4, 4));
+    length_ = static_cast<uint32_t>(GetLe(header_ + 8, 4));
+    if (length_ > kMaxPayload) {
+      return Fail("frame payload of " + std::to_string(length_) + " bytes exceeds the " +
+                  std::to_string(kMaxPayload) + "-byte cap");
+    }
+    have_header_ = true;
+    payload_.clear();
+  }
+  size_t take = std::min<size_t>(length_ - payload_.size(), input->size());
+  payload_.append(reinterpret_cast<const char*>(input->data()), take);
+  *input = input->subspan(take);
+  if (payload_.size() < length_) return Result::kNeedMore;
+  frame->type = type_;
+  frame->stream = stream_;
+  frame->payload = std::move(payload_);
+  payload_.clear();
+  have_header_ = false;
+  header_have_ = 0;
+  return Result::kFrame;
+}
+
+PayloadWriter& PayloadWriter::U32(uint32_t v) {
+  PutLe(&out_, v, 4);
+  return *this;
+}
+
+PayloadWriter& PayloadWriter::U64(uint64_t v) {
+  PutLe(&out_, v, 8);
+  return *this;
+}
+
+PayloadWriter& PayloadWriter::Str(std::string_view s) {
+  U32(static_cast<uint32_t>(s.size()));
+  out_.append(s);
+  return *this;
+}
+
+PayloadWriter& PayloadWriter::StrList(const std::vector<std::string>& list) {
+  U32(static_cast<uint32_t>(list.size()));
+  for (const std::string& s : list) Str(s);
+  return *this;
+}
+
+bool PayloadReader::Take(size_t n, const char** p) {
+  if (!ok_ || in_.size() - pos_ < n) return ok_ = false;
+  *p = in_.data() + pos_;
+  pos_ += n;
+  return true;
+}
+
+bool PayloadReader::U32(uint32_t* v) {
+  const char* p;
+  if (!Take(4, &p)) return false;
+  *v = static_cast<uint32_t>(GetLe(reinterpret_cast<const uint8_t*>(p), 4));
+  return true;
+}
+
+bool PayloadReader::I32(int32_t* v) {
+  uint32_t u;
+  if (!U32(&u)) return false;
+  *v = static_cast<int32_t>(u);
+  return true;
+}
+
+bool PayloadReader::U64(uint64_t* v) {
+  const char* p;
+  if (!Take(8, &p)) return false;
+  *v = GetLe(reinterpret_cast<const uint8_t*>(p), 8);
+  return true;
+}
+
+bool PayloadReader::I64(int64_t* v) {
+  uint64_t u;
+  if (!U64(&u)) return false;
+  *v = static_cast<int64_t>(u);
+  return true;
+}
+
+bool PayloadReader::Str(std::string* s) {
+  uint32_t n;
+  const char* p;
+  if (!U32(&n) || !Take(n, &p)) return false;
+  s->assign(p, n);
+  return true;
+}
+
+bool PayloadReader::StrList(std::vector<std::string>* list) {
+  uint32_t n;
+  if (!U32(&n)) return false;
+  if (n > kMaxListItems || n > (in_.size() - pos_) / 4) return ok_ = false;
+  list->clear();
+  list->reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string s;
+    if (!Str(&s)) return false;
+    list->push_back(std::move(s));
+  }
+  return true;
+}
+
+std::string EncodeMetrics(const GuestMetrics& m) {
+  PayloadWriter w;
+  w.U64(m.cpu_busy_ticks).U64(m.cpu_total_ticks).U64(m.ticks_per_second).U64(m.vcpus);
+  w.U64(m.memory_total_bytes).U64(m.memory_available_bytes).U64(m.processes);
+  w.U64(m.disk_total_bytes).U64(m.disk_used_bytes).U64(m.uptime_ms);
+  return w.bytes();
+}
+
+bool DecodeMetrics(std::string_view payload, GuestMetrics* m) {
+  PayloadReader r(payload);
+  r.U64(&m->cpu_busy_ticks) && r.U64(&m->cpu_total_ticks) && r.U64(&m->ticks_per_second) &&
+      r.U64(&m->vcpus) && r.U64(&m->memory_total_bytes) && r.U64(&m->memory_available_bytes) &&
+      r.U64(&m->processes) && r.U64(&m->disk_total_bytes) && r.U64(&m->disk_used_bytes) &&
+      r.U64(&m->uptime_ms);
+  return r.AtEnd();
+}
+
+}  // namespace airlock

@@ -1,0 +1,169 @@
+// The host <-> guest channel's wire format: frames, their parser, and the payload codec.
+//
+// This file is shared by the host (src/vm/) and the guest agent (src/guest/), so it depends
+// on nothing but the C++ standard library. Every byte it parses may come from a hostile peer:
+// lengths are checked against fixed caps before they size anything, and a parser that saw one
+// bad frame stays failed.
+//
+// Wire format (little-endian), documented in ARCHITECTURE.md:
+//   u8  version   kProtocolVersion
+//   u8  type      FrameType
+//   u16 reserved  must be 0
+//   u32 stream    0 for the connection itself, otherwise a stream the host opened
+//   u32 length    payload bytes that follow, at most kMaxPayload
+#ifndef AIRLOCK_COMMON_CHANNEL_FRAME_H_
+#define AIRLOCK_COMMON_CHANNEL_FRAME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace airlock {
+
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderSize = 12;
+inline constexpr uint32_t kMaxPayload = 64 * 1024;
+// Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
+inline constexpr uint32_t kInitialWindow = 256 * 1024;
+// Caps on the lists inside payloads; a payload is already capped at kMaxPayload bytes.
+inline constexpr uint32_t kMaxListItems = 4096;
+
+enum class FrameType : uint8_t {
+  // Guest -> host on stream 0 when the agent starts serving: u32 protocol, string agent version.
+  kHello = 1,
+  // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy.
+  // The guest sets its clock, mixes the entropy into its RNG and answers kReady.
+  kSync = 2,
+  // Guest -> host on stream 0: the guest is ready to run commands (after kSync).
+  kReady = 3,
+  // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags.
+  kExecStart = 4,
+  // Host -> guest: bytes for the stream's input (stdin, or a file's content).
+  kInput = 5,
+  // Host -> guest: the stream's input has ended. Empty payload.
+  kInputEnd = 6,
+  // Guest -> host: bytes the stream's process wrote to stdout (or a file's content).
+  kStdout = 7,
+  // Guest -> host: bytes the stream's process wrote to stderr.
+  kStderr = 8,
+  // Guest -> host, closes a stream: u32 ExitKind, i32 code, string message.
+  kExit = 9,
+  // Host -> guest: i32 signal number for the stream's process group.
+  kSignal = 10,
+  // Either way: u32 more bytes of data frames the sender of this frame will accept.
+  kWindow = 11,
+  // Host -> guest, opens a stream: string path, u32 mode. Content follows as kInput.
+  kFileWrite = 12,
+  // Host -> guest, opens a stream: string path. Content comes back as kStdout.
+  kFileRead = 13,
+  // Host -> guest, opens a stream; the guest answers kMetrics and the stream is done.
+  kMetricsRequest = 14,
+  // Guest -> host: u64 fields of GuestMetrics, in declaration order.
+  kMetrics = 15,
+  // Either way on stream 0: string message; the sender saw a protocol violation.
+  kProtocolError = 16,
+};
+inline constexpr uint8_t kMaxFrameType = 16;
+
+// How a stream ended (kExit).
+enum class ExitKind : uint32_t {
+  kExited = 0,       // code is the exit status
+  kSignaled = 1,     // code is the signal number
+  kSpawnFailed = 2,  // code is the errno of the failed exec/chdir; message says which
+  kFailed = 3,       // a file or metrics operation failed: code is an errno
+};
+
+// Flags of kExecStart.
+inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null
+
+struct Frame {
+  FrameType type = FrameType::kHello;
+  uint32_t stream = 0;
+  std::string payload;
+};
+
+// Returns the header + payload bytes of one frame. payload must be at most kMaxPayload.
+std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payload);
+
+// Incremental parser of a byte stream into frames. Not thread-safe.
+class FrameParser {
+ public:
+  enum class Result { kFrame, kNeedMore, kError };
+
+  // Takes bytes from the front of *input until one frame is complete (kFrame, *frame filled),
+  // input is exhausted (kNeedMore), or the bytes are not a valid frame (kError; sticky).
+  Result Next(std::span<const uint8_t>* input, Frame* frame);
+
+  const std::string& error() const { return error_; }
+
+ private:
+  Result Fail(std::string message);
+
+  uint8_t header_[kFrameHeaderSize] = {};
+  size_t header_have_ = 0;
+  bool have_header_ = false;
+  FrameType type_ = FrameType::kHello;
+  uint32_t stream_ = 0;
+  uint32_t length_ = 0;
+  std::string payload_;
+  std::string error_;
+};
+
+// Builds a payload. Strings are u32 length + bytes; lists are u32 count + items.
+class PayloadWriter {
+ public:
+  PayloadWriter& U32(uint32_t v);
+  PayloadWriter& I32(int32_t v) { return U32(static_cast<uint32_t>(v)); }
+  PayloadWriter& U64(uint64_t v);
+  PayloadWriter& I64(int64_t v) { return U64(static_cast<uint64_t>(v)); }
+  PayloadWriter& Str(std::string_view s);
+  PayloadWriter& StrList(const std::vector<std::string>& list);
+  const std::string& bytes() const { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads a payload. Every getter returns false once anything was short or over a cap; check
+// ok() (or AtEnd(), which also requires that nothing is left over) after the last one.
+class PayloadReader {
+ public:
+  explicit PayloadReader(std::string_view in) : in_(in) {}
+  bool U32(uint32_t* v);
+  bool I32(int32_t* v);
+  bool U64(uint64_t* v);
+  bool I64(int64_t* v);
+  bool Str(std::string* s);
+  bool StrList(std::vector<std::string>* list);
+  bool ok() const { return ok_; }
+  bool AtEnd() const { return ok_ && pos_ == in_.size(); }
+
+ private:
+  bool Take(size_t n, const char** p);
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// Guest resource usage (kMetrics), sampled by the agent.
+struct GuestMetrics {
+  uint64_t cpu_busy_ticks = 0;     // /proc/stat user+nice+system+irq+softirq+steal
+  uint64_t cpu_total_ticks = 0;    // the above plus idle and iowait
+  uint64_t ticks_per_second = 0;   // sysconf(_SC_CLK_TCK)
+  uint64_t vcpus = 0;
+  uint64_t memory_total_bytes = 0;
+  uint64_t memory_available_bytes = 0;
+  uint64_t processes = 0;
+  uint64_t disk_total_bytes = 0;  // the writable layer
+  uint64_t disk_used_bytes = 0;
+  uint64_t uptime_ms = 0;
+};
+std::string EncodeMetrics(const GuestMetrics& m);
+bool DecodeMetrics(std::string_view payload, GuestMetrics* m);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_CHANNEL_FRAME_H_

@@ -1,0 +1,41 @@
+// Small file helpers shared by the host binaries.
+#ifndef AIRLOCK_COMMON_FILE_UTIL_H_
+#define AIRLOCK_COMMON_FILE_UTIL_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+// Reads a whole file; fails (rather than allocating) if it is larger than max_bytes.
+[[nodiscard]] absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                                           size_t max_bytes);
+
+// Writes content under a temporary name in the same directory, fsyncs it, renames it over path
+// and fsyncs the directory, so a crash leaves either the old file or the new one.
+[[nodiscard]] absl::Status WriteFileAtomically(const std::string& path, const std::string& content,
+                                               mode_t mode);
+
+// fsync()s a directory so that a rename or creation in it is durable.
+[[nodiscard]] absl::Status SyncDirectory(const std::string& dir);
+
+// Fsyncs path (a file written by someone else), renames it to final_path, fsyncs the directory.
+[[nodiscard]] absl::Status CommitFile(const std::string& path, const std::string& final_path);
+
+// mkdir -p with the given mode for directories it creates.
+[[nodiscard]] absl::Status MakeDirectories(const std::string& path, mode_t mode);
+
+// Removes a directory tree (no symlinks followed). Missing is not an error.
+[[nodiscard]] absl::Status RemoveTree(const std::string& path);
+
+// The directory part of a path ("." if none).
+std::string DirName(const std::string& path);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_FILE_UTIL_H_

@@ -1,0 +1,53 @@
+// airlock-agent: PID 1 of every Airlock guest. It must never exit: the kernel panics (and the
+// VM stops) when PID 1 dies, so every failure after boot is logged and served around.
+#include <signal.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "src/guest/agent_server.h"
+#include "src/guest/guest_boot.h"
+
+namespace {
+
+[[noreturn]] void PowerOff(const std::string& why) {
+  airlock::guest::ConsoleLog("fatal: " + why + "; powering off");
+  sync();
+  reboot(RB_POWER_OFF);
+  for (;;) pause();
+}
+
+}  // namespace
+
+int main() {
+  if (getpid() != 1) {
+    airlock::guest::ConsoleLog("must run as PID 1 inside an Airlock guest");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sigchld_fd < 0) PowerOff("signalfd failed");
+
+  std::string error = airlock::guest::BootRoot();
+  if (!error.empty()) PowerOff("boot: " + error);
+
+  int channel = -1;
+  for (int attempt = 0; channel < 0; ++attempt) {
+    channel = airlock::guest::OpenChannelPort();
+    if (channel < 0) {
+      if (attempt == 100) PowerOff("no virtio-serial port named airlock.0");
+      usleep(10000);
+    }
+  }
+  for (;;) {
+    airlock::guest::AgentServer server(channel, sigchld_fd);
+    airlock::guest::ConsoleLog("channel: " + server.Serve() + "; serving again");
+    usleep(100000);
+  }
+}

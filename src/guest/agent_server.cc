@@ -1,0 +1,609 @@
+#include "src/guest/agent_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "src/guest/guest_boot.h"
+
+namespace airlock::guest {
+namespace {
+
+constexpr char kAgentVersion[] = "airlock-agent 1";
+// The agent stops reading command output while this much is queued for the host.
+constexpr size_t kOutQueueCap = 1024 * 1024;
+constexpr uint32_t kMaxEntropy = 512;
+constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Runs in the forked child: never returns. Reports failure as {errno, stage} on report_fd.
+[[noreturn]] void ExecChild(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env, const std::string& cwd,
+                            int stdin_fd, int stdout_fd, int stderr_fd, int report_fd) {
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+  setsid();
+  dup2(stdin_fd, 0);
+  dup2(stdout_fd, 1);
+  dup2(stderr_fd, 2);
+  auto fail = [&](int stage) {
+    int report[2] = {errno, stage};
+    (void)!write(report_fd, report, sizeof(report));
+    _exit(127);
+  };
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) fail(1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  std::string path = kDefaultPath;
+  for (const std::string& e : env) {
+    envp.push_back(const_cast<char*>(e.c_str()));
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  envp.push_back(nullptr);
+  const std::string& file = argv[0];
+  if (file.find('/') != std::string::npos) {
+    execve(file.c_str(), args.data(), envp.data());
+    fail(2);
+  }
+  bool denied = false;
+  std::istringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
+    execve(candidate.c_str(), args.data(), envp.data());
+    if (errno == EACCES) denied = true;
+  }
+  errno = denied ? EACCES : ENOENT;
+  fail(2);
+  _exit(127);
+}
+
+uint64_t ReadMeminfo(const std::string& text, const std::string& key) {
+  size_t at = text.find(key + ":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
+}
+
+GuestMetrics SampleMetrics() {
+  GuestMetrics m;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  uint64_t v[8] = {};
+  stat >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
+  m.cpu_busy_ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  m.cpu_total_ticks = m.cpu_busy_ticks + v[3] + v[4];
+  m.ticks_per_second = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  m.vcpus = static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::ifstream meminfo("/proc/meminfo");
+  std::stringstream ss;
+  ss << meminfo.rdbuf();
+  m.memory_total_bytes = ReadMeminfo(ss.str(), "MemTotal");
+  m.memory_available_bytes = ReadMeminfo(ss.str(), "MemAvailable");
+  std::ifstream loadavg("/proc/loadavg");
+  std::string a, b, c, running;
+  loadavg >> a >> b >> c >> running;
+  size_t slash = running.find('/');
+  if (slash != std::string::npos) m.processes = std::strtoull(running.c_str() + slash + 1, nullptr, 10);
+  struct statvfs fs;
+  if (statvfs("/", &fs) == 0) {
+    m.disk_total_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+    m.disk_used_bytes = static_cast<uint64_t>(fs.f_blocks - fs.f_bfree) * fs.f_frsize;
+  }
+  timespec up;
+  clock_gettime(CLOCK_BOOTTIME, &up);
+  m.uptime_ms = static_cast<uint64_t>(up.tv_sec) * 1000 + up.tv_nsec / 1000000;
+  return m;
+}
+
+void MakeParents(const std::string& path) {
+  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+    mkdir(path.substr(0, at).c_str(), 0755);
+  }
+}
+
+}  // namespace
+
+struct AgentServer::Stream {
+  enum class Kind { kExec, kFileWrite, kFileRead };
+  Kind kind = Kind::kExec;
+  pid_t pid = -1;
+  int stdin_fd = -1;
+  int out_fd[2] = {-1, -1};  // stdout, stderr
+  int file_fd = -1;
+  std::string stdin_buf;
+  bool input_ended = false;
+  bool exited = false;
+  int wait_status = 0;
+  uint64_t send_window = kInitialWindow;  // data bytes we may still send the host
+  uint64_t recv_outstanding = 0;          // input received and not yet granted back
+  uint64_t recv_consumed = 0;             // of which consumed, to grant in the next kWindow
+  int file_error = 0;
+};
+
+AgentServer::AgentServer(int channel_fd, int sigchld_fd)
+    : channel_fd_(channel_fd), sigchld_fd_(sigchld_fd) {}
+
+AgentServer::~AgentServer() {
+  for (auto& [id, s] : streams_) {
+    for (int* fd : {&s->stdin_fd, &s->out_fd[0], &s->out_fd[1], &s->file_fd}) CloseFd(fd);
+  }
+}
+
+void AgentServer::Send(FrameType type, uint32_t stream, std::string_view payload) {
+  out_.push_back(EncodeFrame(type, stream, payload));
+  out_bytes_ += out_.back().size();
+}
+
+bool AgentServer::FlushOut(std::string* error) {
+  while (!out_.empty()) {
+    std::string& front = out_.front();
+    ssize_t n = write(channel_fd_, front.data(), front.size());
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return true;
+      *error = std::string("write to channel: ") + strerror(errno);
+      return false;
+    }
+    out_bytes_ -= static_cast<size_t>(n);
+    if (static_cast<size_t>(n) == front.size()) {
+      out_.pop_front();
+    } else {
+      front.erase(0, static_cast<size_t>(n));
+    }
+  }
+  return true;
+}
+
+void AgentServer::FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(kind)).I32(code).Str(message);
+  Send(FrameType::kExit, id, w.bytes());
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = *it->second;
+  CloseFd(&s.stdin_fd);
+  CloseFd(&s.out_fd[0]);
+  CloseFd(&s.out_fd[1]);
+  CloseFd(&s.file_fd);
+  streams_.erase(it);
+}
+
+void AgentServer::StartExec(uint32_t id, const std::string& payload) {
+  PayloadReader r(payload);
+  std::vector<std::string> argv, env;
+  std::string cwd;
+  uint32_t flags = 0;
+  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags);
+  auto stream = std::make_unique<Stream>();
+  streams_[id] = std::move(stream);
+  if (!r.AtEnd() || argv.empty()) {
+    FinishStream(id, ExitKind::kSpawnFailed, EINVAL, "malformed exec request");
+    return;
+  }
+  int in[2], out[2], err[2], report[2];
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    FinishStream(id, ExitKind::kSpawnFailed, errno, "pipe");
+    return;
+  }
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(in[0]);
+    close(in[1]);
+    FinishStream(id, ExitKind::kSpawnFailed, e, "pipe");
+    return;
+  }
+  if (!(flags & kExecFlagStdin)) {
+    close(in[0]);
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  pid_t pid = fork();
+  if (pid == 0) ExecChild(argv, env, cwd, in[0], out[1], err[1], report[1]);
+  int fork_errno = errno;
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  close(report[1]);
+  Stream& s = *streams_[id];
+  s.stdin_fd = in[1];
+  s.out_fd[0] = out[0];
+  s.out_fd[1] = err[0];
+  if (pid < 0) {
+    close(report[0]);
+    FinishStream(id, ExitKind::kSpawnFailed, fork_errno, "fork");
+    return;
+  }
+  s.pid = pid;
+  // The report pipe closes on a successful exec; otherwise it carries {errno, stage}.
+  int failure[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = read(report[0], failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == sizeof(failure)) {
+    waitpid(pid, nullptr, 0);
+    std::string what = failure[1] == 1 ? "working directory " + cwd : argv[0];
+    FinishStream(id, ExitKind::kSpawnFailed, failure[0], what + ": " + strerror(failure[0]));
+    return;
+  }
+  if (!(flags & kExecFlagStdin)) CloseFd(&s.stdin_fd);
+  SetNonBlocking(s.out_fd[0]);
+  SetNonBlocking(s.out_fd[1]);
+  if (s.stdin_fd >= 0) SetNonBlocking(s.stdin_fd);
+}
+
+void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
+  PayloadReader r(payload);
+  std::string path;
+  uint32_t mode = 0;
+  r.Str(&path) && r.U32(&mode);
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kFileWrite;
+  streams_[id] = std::move(stream);
+  if (!r.AtEnd() || path.empty() || path[0] != '/') {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "path must be absolute");
+    return;
+  }
+  MakeParents(path);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 07777);
+  if (fd < 0) {
+    streams_[id]->file_error = errno;
+    return;  // reported at kInputEnd, after the input the host already sent is consumed
+  }
+  streams_[id]->file_fd = fd;
+}
+
+void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
+  PayloadReader r(payload);
+  std::string path;
+  r.Str(&path);
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kFileRead;
+  streams_[id] = std::move(stream);
+  if (!r.AtEnd() || path.empty() || path[0] != '/') {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "path must be absolute");
+    return;
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int e = fd < 0 ? errno : EISDIR;
+    if (fd >= 0) close(fd);
+    FinishStream(id, ExitKind::kFailed, e, path + ": " + strerror(e));
+    return;
+  }
+  streams_[id]->file_fd = fd;
+}
+
+void AgentServer::GrantInput(uint32_t id, Stream& s, bool force) {
+  if (s.recv_consumed == 0 || (!force && s.recv_consumed < kMaxPayload)) return;
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(s.recv_consumed));
+  Send(FrameType::kWindow, id, w.bytes());
+  s.recv_outstanding -= s.recv_consumed;
+  s.recv_consumed = 0;
+}
+
+bool AgentServer::HandleInput(Stream& s, const Frame& frame, std::string* error) {
+  s.recv_outstanding += frame.payload.size();
+  if (s.recv_outstanding > kInitialWindow) {
+    *error = "host sent input beyond the window";
+    return false;
+  }
+  if (s.kind == Stream::Kind::kExec && s.stdin_fd >= 0 && !s.input_ended) {
+    s.stdin_buf += frame.payload;
+    return true;
+  }
+  if (s.kind == Stream::Kind::kFileWrite && s.file_fd >= 0) {
+    const char* p = frame.payload.data();
+    size_t left = frame.payload.size();
+    while (left > 0) {
+      ssize_t n = write(s.file_fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        s.file_error = errno;
+        CloseFd(&s.file_fd);
+        break;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  s.recv_consumed += frame.payload.size();  // written, or discarded
+  return true;
+}
+
+bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
+  auto it = streams_.find(frame.stream);
+  switch (frame.type) {
+    case FrameType::kSync: {
+      PayloadReader r(frame.payload);
+      int64_t sec;
+      uint32_t nsec;
+      std::string entropy;
+      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.AtEnd()) || nsec >= 1000000000 ||
+          entropy.size() > kMaxEntropy) {
+        *error = "malformed sync";
+        return false;
+      }
+      timespec now = {static_cast<time_t>(sec), static_cast<long>(nsec)};
+      if (clock_settime(CLOCK_REALTIME, &now) != 0) ConsoleLog("clock_settime failed");
+      int rnd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+      if (rnd >= 0) {
+        std::vector<uint32_t> info(2 + (entropy.size() + 3) / 4);
+        auto* pool = reinterpret_cast<rand_pool_info*>(info.data());
+        pool->entropy_count = static_cast<int>(entropy.size() * 8);
+        pool->buf_size = static_cast<int>(entropy.size());
+        memcpy(pool->buf, entropy.data(), entropy.size());
+        if (ioctl(rnd, RNDADDENTROPY, pool) != 0) ConsoleLog("RNDADDENTROPY failed");
+        close(rnd);
+      }
+      Send(FrameType::kReady, 0, "");
+      return true;
+    }
+    case FrameType::kExecStart:
+    case FrameType::kFileWrite:
+    case FrameType::kFileRead:
+    case FrameType::kMetricsRequest:
+      if (frame.stream == 0 || it != streams_.end()) {
+        *error = "stream " + std::to_string(frame.stream) + " is already open";
+        return false;
+      }
+      if (frame.type == FrameType::kExecStart) StartExec(frame.stream, frame.payload);
+      if (frame.type == FrameType::kFileWrite) StartFileWrite(frame.stream, frame.payload);
+      if (frame.type == FrameType::kFileRead) StartFileRead(frame.stream, frame.payload);
+      if (frame.type == FrameType::kMetricsRequest) {
+        Send(FrameType::kMetrics, frame.stream, EncodeMetrics(SampleMetrics()));
+      }
+      return true;
+    case FrameType::kInput:
+      return it == streams_.end() || HandleInput(*it->second, frame, error);
+    case FrameType::kInputEnd:
+      if (it == streams_.end()) return true;
+      it->second->input_ended = true;
+      if (it->second->kind == Stream::Kind::kFileWrite) {
+        Stream& s = *it->second;
+        if (s.file_fd >= 0 && fsync(s.file_fd) != 0) s.file_error = errno;
+        int e = s.file_error;
+        GrantInput(frame.stream, s, true);
+        FinishStream(frame.stream, e ? ExitKind::kFailed : ExitKind::kExited, e,
+                     e ? strerror(e) : "");
+      }
+      return true;
+    case FrameType::kSignal: {
+      PayloadReader r(frame.payload);
+      int32_t sig;
+      if (!r.I32(&sig) || !r.AtEnd() || sig <= 0 || sig >= NSIG) {
+        *error = "malformed signal request";
+        return false;
+      }
+      if (it != streams_.end() && it->second->pid > 0 && !it->second->exited) {
+        kill(-it->second->pid, sig);
+      }
+      return true;
+    }
+    case FrameType::kWindow: {
+      PayloadReader r(frame.payload);
+      uint32_t more;
+      if (!r.U32(&more) || !r.AtEnd()) {
+        *error = "malformed window";
+        return false;
+      }
+      if (it != streams_.end()) it->second->send_window += more;
+      return true;
+    }
+    case FrameType::kProtocolError:
+      ConsoleLog("host reported a protocol error: " + frame.payload.substr(0, 200));
+      return true;
+    default:
+      *error = "unexpected frame type " + std::to_string(static_cast<int>(frame.type));
+      return false;
+  }
+}
+
+void AgentServer::Reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& [id, s] : streams_) {
+      if (s->pid == pid) {
+        s->exited = true;
+        s->wait_status = status;
+      }
+    }
+  }
+}
+
+void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
+  char buf[kMaxPayload];
+  while (s.out_fd[which] >= 0 && s.send_window > 0 && out_bytes_ < kOutQueueCap) {
+    size_t want = std::min<uint64_t>(s.send_window, sizeof(buf));
+    ssize_t n = read(s.out_fd[which], buf, want);
+    if (n > 0) {
+      Send(which == 0 ? FrameType::kStdout : FrameType::kStderr, id,
+           std::string_view(buf, static_cast<size_t>(n)));
+      s.send_window -= static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // EOF, an error, or (once the process is gone) nothing more buffered: this pipe is done.
+    // Output of background processes still holding the pipe after the exit is not waited for.
+    if (n == 0 || errno != EAGAIN || exited) CloseFd(&s.out_fd[which]);
+    return;
+  }
+}
+
+void AgentServer::PumpStdin(Stream& s) {
+  while (s.stdin_fd >= 0 && !s.stdin_buf.empty()) {
+    ssize_t n = write(s.stdin_fd, s.stdin_buf.data(), s.stdin_buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n < 0) {  // EPIPE: the process closed its stdin; discard what is left
+      s.recv_consumed += s.stdin_buf.size();
+      s.stdin_buf.clear();
+      CloseFd(&s.stdin_fd);
+      return;
+    }
+    s.stdin_buf.erase(0, static_cast<size_t>(n));
+    s.recv_consumed += static_cast<uint64_t>(n);
+  }
+}
+
+void AgentServer::PumpFileRead(uint32_t id, Stream& s) {
+  char buf[kMaxPayload];
+  while (s.send_window > 0 && out_bytes_ < kOutQueueCap) {
+    ssize_t n = read(s.file_fd, buf, std::min<uint64_t>(s.send_window, sizeof(buf)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      FinishStream(id, ExitKind::kFailed, e, strerror(e));
+      return;
+    }
+    if (n == 0) {
+      FinishStream(id, ExitKind::kExited, 0, "");
+      return;
+    }
+    Send(FrameType::kStdout, id, std::string_view(buf, static_cast<size_t>(n)));
+    s.send_window -= static_cast<uint64_t>(n);
+  }
+}
+
+std::string AgentServer::Serve() {
+  PayloadWriter hello;
+  hello.U32(kProtocolVersion).Str(kAgentVersion);
+  Send(FrameType::kHello, 0, hello.bytes());
+  std::vector<uint8_t> inbuf(kMaxPayload);
+  std::vector<pollfd> fds;
+  struct Owner {
+    uint32_t id;
+    int which;  // 0 stdout, 1 stderr, 2 stdin
+  };
+  std::vector<Owner> owners;
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    fds.push_back({channel_fd_, static_cast<short>(POLLIN | (out_.empty() ? 0 : POLLOUT)), 0});
+    fds.push_back({sigchld_fd_, POLLIN, 0});
+    int timeout = -1;
+    for (auto& [id, s] : streams_) {
+      if (s->kind == Stream::Kind::kFileRead && s->send_window > 0 && out_bytes_ < kOutQueueCap) {
+        timeout = 0;
+      }
+      if (s->kind != Stream::Kind::kExec) continue;
+      if (s->exited && s->send_window > 0 && out_bytes_ < kOutQueueCap) timeout = 0;
+      for (int which = 0; which < 2; ++which) {
+        if (s->out_fd[which] >= 0 && s->send_window > 0 && out_bytes_ < kOutQueueCap) {
+          fds.push_back({s->out_fd[which], POLLIN, 0});
+          owners.push_back({id, which});
+        }
+      }
+      if (s->stdin_fd >= 0 && !s->stdin_buf.empty()) {
+        fds.push_back({s->stdin_fd, POLLOUT, 0});
+        owners.push_back({id, 2});
+      }
+    }
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+      return std::string("poll: ") + strerror(errno);
+    }
+    if (fds[0].revents & POLLIN) {
+      ssize_t n = read(channel_fd_, inbuf.data(), inbuf.size());
+      if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        return std::string("read from channel: ") + strerror(errno);
+      }
+      std::span<const uint8_t> input(inbuf.data(), n > 0 ? static_cast<size_t>(n) : 0);
+      Frame frame;
+      std::string error;
+      for (;;) {
+        FrameParser::Result result = parser_.Next(&input, &frame);
+        if (result == FrameParser::Result::kNeedMore) break;
+        if (result == FrameParser::Result::kError) {
+          error = parser_.error();
+        } else {
+          HandleFrame(frame, &error);
+        }
+        if (!error.empty()) {
+          Send(FrameType::kProtocolError, 0, error);
+          std::string ignored;
+          FlushOut(&ignored);
+          return "protocol error: " + error;
+        }
+      }
+    } else if (fds[0].revents & (POLLHUP | POLLERR)) {
+      // The host end is not connected (between a snapshot and its restore): wait for it.
+      usleep(20000);
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (read(sigchld_fd_, &info, sizeof(info)) > 0) {
+      }
+    }
+    Reap();  // cheap, and also catches a SIGCHLD that raced with the pipes
+    for (size_t i = 0; i < owners.size(); ++i) {
+      const pollfd& p = fds[i + 2];
+      auto it = streams_.find(owners[i].id);
+      if (p.revents == 0 || it == streams_.end()) continue;
+      if (owners[i].which == 2) {
+        PumpStdin(*it->second);
+      } else {
+        PumpOutput(owners[i].id, *it->second, owners[i].which, false);
+      }
+    }
+    std::vector<uint32_t> ids;
+    for (auto& [id, s] : streams_) ids.push_back(id);
+    for (uint32_t id : ids) {
+      auto it = streams_.find(id);
+      if (it == streams_.end()) continue;
+      Stream& s = *it->second;
+      if (s.kind == Stream::Kind::kFileRead) {
+        PumpFileRead(id, s);
+        continue;
+      }
+      if (s.kind != Stream::Kind::kExec) {
+        GrantInput(id, s, false);
+        continue;
+      }
+      if (s.input_ended && s.stdin_buf.empty()) CloseFd(&s.stdin_fd);
+      GrantInput(id, s, s.stdin_buf.empty());
+      if (!s.exited) continue;
+      PumpOutput(id, s, 0, true);
+      PumpOutput(id, s, 1, true);
+      if (s.out_fd[0] < 0 && s.out_fd[1] < 0) {
+        if (WIFSIGNALED(s.wait_status)) {
+          FinishStream(id, ExitKind::kSignaled, WTERMSIG(s.wait_status), "");
+        } else {
+          FinishStream(id, ExitKind::kExited, WEXITSTATUS(s.wait_status), "");
+        }
+      }
+    }
+    std::string error;
+    if (!FlushOut(&error)) return error;
+  }
+}
+
+}  // namespace airlock::guest

@@ -1,0 +1,58 @@
+// The guest agent's server: answers the host over the channel port.
+//
+// Single-threaded poll loop owned by PID 1. It runs commands (argv, env, cwd, stdin, separate
+// stdout/stderr, exit status or signal, signals on request), writes and reads files, samples
+// metrics, reaps every child (orphans included), and obeys the channel's flow control in both
+// directions so that neither side buffers more than a window per stream.
+#ifndef AIRLOCK_GUEST_AGENT_SERVER_H_
+#define AIRLOCK_GUEST_AGENT_SERVER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "src/common/channel_frame.h"
+
+namespace airlock::guest {
+
+class AgentServer {
+ public:
+  // channel_fd: the non-blocking port; sigchld_fd: a signalfd for SIGCHLD (blocked).
+  AgentServer(int channel_fd, int sigchld_fd);
+  ~AgentServer();
+
+  // Serves until the channel fails; returns why. PID 1 then reopens the port and serves again.
+  std::string Serve();
+
+ private:
+  struct Stream;
+
+  void Send(FrameType type, uint32_t stream, std::string_view payload);
+  bool HandleFrame(const Frame& frame, std::string* error);
+  void StartExec(uint32_t id, const std::string& payload);
+  void StartFileWrite(uint32_t id, const std::string& payload);
+  void StartFileRead(uint32_t id, const std::string& payload);
+  bool HandleInput(Stream& s, const Frame& frame, std::string* error);
+  void FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message);
+  void Reap();
+  void PumpOutput(uint32_t id, Stream& s, int which, bool exited);
+  void PumpStdin(Stream& s);
+  void PumpFileRead(uint32_t id, Stream& s);
+  void GrantInput(uint32_t id, Stream& s, bool force);
+  bool FlushOut(std::string* error);
+
+  int channel_fd_;
+  int sigchld_fd_;
+  FrameParser parser_;
+  std::deque<std::string> out_;
+  size_t out_bytes_ = 0;
+  std::map<uint32_t, std::unique_ptr<Stream>> streams_;
+};
+
+}  // namespace airlock::guest
+
+#endif  // AIRLOCK_GUEST_AGENT_SERVER_H_

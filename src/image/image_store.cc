@@ -1,0 +1,194 @@
+#include "src/image/image_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
+#include "src/common/errno_status.h"
+#include "src/common/file_util.h"
+#include "src/common/unique_fd.h"
+#include "src/image/tar_to_ext4.h"
+
+namespace airlock {
+namespace {
+
+// Bump when the converter's output for the same input changes.
+constexpr char kConverterVersion[] = "ext4-v1";
+constexpr size_t kMaxMetadata = 1 << 20;
+
+std::string Hex(const unsigned char* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[p[i] >> 4]);
+    out.push_back(kDigits[p[i] & 15]);
+  }
+  return out;
+}
+
+std::string Sha256String(const std::string& s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
+  return Hex(md, len);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Sha256File(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  std::string buf(1 << 20, '\0');
+  for (;;) {
+    ssize_t n = read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read", path);
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  return Hex(md, len);
+}
+
+absl::Status ImageStore::ValidateName(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 200 && name[0] != '.' && name[0] != '/' &&
+            name[0] != '-' && name.find("..") == std::string::npos;
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                c == '-' || c == '/' || c == ':');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "invalid image name \"", name,
+      "\": use lowercase letters, digits and . _ - / : (for example team/tool:1)"));
+}
+
+std::string ImageStore::RefPath(const std::string& name) const {
+  return absl::StrCat(root_, "/refs/",
+                      absl::StrReplaceAll(name, {{"%", "%25"}, {"/", "%2F"}, {":", "%3A"}}));
+}
+
+absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
+                                               const std::string& name) const {
+  std::string dir = absl::StrCat(root_, "/blobs/", key);
+  absl::StatusOr<std::string> text = ReadFileToString(dir + "/image.json", kMaxMetadata);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("image ", name, " is damaged (", text.status().message(),
+                                            "); remove it with `airlock image rm ", name,
+                                            "` and import it again"));
+  }
+  nlohmann::json meta = nlohmann::json::parse(*text, nullptr, false);
+  if (!meta.is_object()) return absl::DataLossError(absl::StrCat(dir, "/image.json is corrupt"));
+  ImageInfo info;
+  info.name = name;
+  info.digest = absl::StrCat("sha256:", key);
+  info.rootfs_path = dir + "/rootfs.ext4";
+  info.created = meta.value("created", int64_t{0});
+  info.source = meta.value("source", std::string());
+  struct stat st;
+  if (stat(info.rootfs_path.c_str(), &st) != 0) return ErrnoStatus("stat", info.rootfs_path);
+  info.size_bytes = static_cast<uint64_t>(st.st_size);
+  return info;
+}
+
+absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  absl::StatusOr<std::string> text = ReadFileToString(RefPath(name), kMaxMetadata);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "image ", name, " is not in the store; `airlock image ls` lists what is, and "
+        "scripts/setup.sh builds the default image"));
+  }
+  nlohmann::json ref = nlohmann::json::parse(*text, nullptr, false);
+  std::string key = ref.is_object() ? ref.value("digest", std::string()) : "";
+  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::DataLossError(absl::StrCat("the tag file of image ", name, " is corrupt"));
+  }
+  return LoadBlob(key, name);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_path,
+                                                      const std::string& name) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  absl::StatusOr<std::string> tar_digest = Sha256File(tar_path);
+  if (!tar_digest.ok()) return tar_digest.status();
+  std::string key = Sha256String(absl::StrCat(kConverterVersion, "\n", *tar_digest));
+  for (const char* sub : {"/blobs", "/refs"}) {
+    if (absl::Status s = MakeDirectories(root_ + sub, 0755); !s.ok()) return s;
+  }
+  std::string blob = absl::StrCat(root_, "/blobs/", key);
+  struct stat st;
+  if (stat((blob + "/image.json").c_str(), &st) != 0) {
+    std::string tmp = absl::StrCat(blob, ".tmp-", getpid());
+    if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
+    if (mkdir(tmp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", tmp);
+    absl::Status status = ConvertRootfsTar(tar_path, tmp + "/rootfs.ext4");
+    // Images hold no secrets, and the VMM reads them as an unprivileged user.
+    if (status.ok() && chmod((tmp + "/rootfs.ext4").c_str(), 0644) != 0) {
+      status = ErrnoStatus("chmod", tmp + "/rootfs.ext4");
+    }
+    if (status.ok()) {
+      nlohmann::json meta = {{"created", static_cast<int64_t>(time(nullptr))},
+                             {"source", absl::StrCat("rootfs tar sha256:", *tar_digest)},
+                             {"converter", kConverterVersion}};
+      status = WriteFileAtomically(tmp + "/image.json", meta.dump(), 0644);
+    }
+    if (status.ok()) status = CommitFile(tmp + "/rootfs.ext4", tmp + "/rootfs.ext4");
+    if (status.ok() && rename(tmp.c_str(), blob.c_str()) != 0) {
+      // Another import of the same bytes won the race: its blob is identical.
+      if (errno != EEXIST && errno != ENOTEMPTY) status = ErrnoStatus("rename", tmp);
+    }
+    RemoveTree(tmp).IgnoreError();  // what is left of a lost race or a failure
+    if (!status.ok()) return status;
+    if (absl::Status s = SyncDirectory(root_ + "/blobs"); !s.ok()) return s;
+  }
+  nlohmann::json ref = {{"digest", key}};
+  if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), 0644); !s.ok()) return s;
+  return LoadBlob(key, name);
+}
+
+absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
+  std::vector<ImageInfo> out;
+  DIR* dir = opendir((root_ + "/refs").c_str());
+  if (dir == nullptr) return out;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir)) {
+    std::string file = e->d_name;
+    if (file[0] == '.' || file.find(".tmp.") != std::string::npos) continue;
+    names.push_back(absl::StrReplaceAll(file, {{"%2F", "/"}, {"%3A", ":"}, {"%25", "%"}}));
+  }
+  closedir(dir);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    absl::StatusOr<ImageInfo> info = Resolve(name);
+    if (info.ok()) out.push_back(*info);
+  }
+  return out;
+}
+
+absl::Status ImageStore::Remove(const std::string& name) {
+  absl::StatusOr<ImageInfo> info = Resolve(name);
+  if (!info.ok()) return info.status();
+  if (unlink(RefPath(name).c_str()) != 0) return ErrnoStatus("remove", RefPath(name));
+  absl::StatusOr<std::vector<ImageInfo>> rest = List();
+  if (!rest.ok()) return rest.status();
+  for (const ImageInfo& other : *rest) {
+    if (other.digest == info->digest) return absl::OkStatus();
+  }
+  return RemoveTree(DirName(info->rootfs_path));
+}
+
+}  // namespace airlock

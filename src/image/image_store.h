@@ -1,0 +1,55 @@
+// The local image store under $AIRLOCK_HOME/images:
+//   blobs/<key>/rootfs.ext4   read-only root filesystem (key: hash of the source and converter)
+//   blobs/<key>/image.json    what it was built from
+//   refs/<escaped name>       {"digest": key}
+// An image becomes visible only by an atomic rename of a complete blob directory and ref file,
+// so a crash mid-import leaves no half image. Thread-compatible; processes may import at once.
+#ifndef AIRLOCK_IMAGE_IMAGE_STORE_H_
+#define AIRLOCK_IMAGE_IMAGE_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+struct ImageInfo {
+  std::string name;
+  std::string digest;       // "sha256:<hex>" of the source plus converter version
+  std::string rootfs_path;  // the ext4 image a VM boots with
+  uint64_t size_bytes = 0;  // apparent size of rootfs.ext4
+  int64_t created = 0;      // unix seconds
+  std::string source;       // what it was imported from
+};
+
+class ImageStore {
+ public:
+  explicit ImageStore(std::string root) : root_(std::move(root)) {}
+
+  // Converts a root filesystem tar (as mmdebstrap writes) and tags it `name`. Importing the
+  // same bytes again only moves the tag.
+  [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsTar(const std::string& tar_path,
+                                                          const std::string& name);
+  [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
+  [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
+  // Removes the tag, and the blob if no other tag uses it.
+  [[nodiscard]] absl::Status Remove(const std::string& name);
+
+  // Image names: lowercase letters, digits and . _ - / :, at most 200 bytes.
+  [[nodiscard]] static absl::Status ValidateName(const std::string& name);
+
+ private:
+  std::string RefPath(const std::string& name) const;
+  absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
+  std::string root_;
+};
+
+// Hex sha256 of a file's content.
+[[nodiscard]] absl::StatusOr<std::string> Sha256File(const std::string& path);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_IMAGE_IMAGE_STORE_H_

@@ -1,0 +1,43 @@
+// Converts tar streams (plain or compressed) into a read-only ext4 image through libarchive
+// and Ext4Writer. Nothing is ever unpacked on the host: every entry becomes an inode inside the
+// image file, so no entry can reach a host path. Tar input is untrusted (fuzz/tar_to_ext4_fuzz.cc).
+#ifndef AIRLOCK_IMAGE_TAR_TO_EXT4_H_
+#define AIRLOCK_IMAGE_TAR_TO_EXT4_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/image/ext4_writer.h"
+
+namespace airlock {
+
+// Largest image the converter will create, and largest single file it accepts.
+inline constexpr uint64_t kMaxImageBytes = 64ull << 30;
+
+struct TarStats {
+  uint64_t entries = 0;
+  uint64_t data_bytes = 0;   // regular file content
+  uint64_t blocks = 0;       // 4 KiB blocks the content and directories need, estimated
+};
+
+// Reads a tar (any compression libarchive knows) and sums what the image needs.
+[[nodiscard]] absl::StatusOr<TarStats> ScanTar(const std::string& tar_path);
+
+// Size and inode count for an image holding the given layers, with room for metadata.
+Ext4Writer::Options ImageSizeFor(const std::vector<TarStats>& layers);
+
+// Applies one tar to the filesystem being written. With whiteouts, OCI layer semantics apply:
+// ".wh.NAME" removes NAME, ".wh..wh..opq" empties its directory.
+[[nodiscard]] absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer,
+                                    bool whiteouts);
+
+// ScanTar + Ext4Writer::Create + ApplyTar + Finish: a rootfs tar becomes an image at out_path.
+[[nodiscard]] absl::Status ConvertRootfsTar(const std::string& tar_path,
+                                            const std::string& out_path);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_IMAGE_TAR_TO_EXT4_H_

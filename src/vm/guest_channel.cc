@@ -1,0 +1,428 @@
+#include "src/vm/guest_channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/errno_status.h"
+
+namespace airlock {
+namespace {
+
+constexpr size_t kEntropyBytes = 64;
+
+}  // namespace
+
+ExecStream::~ExecStream() { channel_->CloseStream(id_); }
+
+absl::StatusOr<ExecEvent> ExecStream::Next(absl::Time deadline) {
+  return channel_->NextEvent(id_, deadline);
+}
+
+absl::Status ExecStream::WriteStdin(std::string_view data) {
+  return channel_->SendInput(id_, data, absl::InfiniteFuture());
+}
+
+absl::Status ExecStream::CloseStdin() { return channel_->Send(FrameType::kInputEnd, id_, ""); }
+
+absl::Status ExecStream::Signal(int signal) {
+  PayloadWriter w;
+  w.I32(signal);
+  return channel_->Send(FrameType::kSignal, id_, w.bytes());
+}
+
+GuestChannel::GuestChannel(UniqueFd fd, FailureCallback on_failure)
+    : fd_(std::move(fd)), on_failure_(std::move(on_failure)) {}
+
+std::shared_ptr<GuestChannel> GuestChannel::Start(UniqueFd fd, FailureCallback on_failure) {
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+  std::shared_ptr<GuestChannel> channel(new GuestChannel(std::move(fd), std::move(on_failure)));
+  channel->reader_ = std::thread([raw = channel.get()] { raw->ReadLoop(); });
+  return channel;
+}
+
+GuestChannel::~GuestChannel() { Stop(); }
+
+void GuestChannel::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (failure_.ok()) failure_ = absl::CancelledError("the VM was shut down");
+  }
+  cv_.notify_all();
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+  std::lock_guard<std::mutex> lock(write_mu_);
+  fd_.reset();
+}
+
+absl::Status GuestChannel::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void GuestChannel::Fail(const absl::Status& reason) {
+  FailureCallback callback;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return;
+    failure_ = reason;
+    callback = on_failure_;
+  }
+  cv_.notify_all();
+  if (callback && !stopping_) callback(reason);
+}
+
+void GuestChannel::ReadLoop() {
+  FrameParser parser;
+  std::vector<uint8_t> buf(kMaxPayload + kFrameHeaderSize);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ || !failure_.ok()) return;
+    }
+    pollfd p = {fd_.get(), POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r < 0 && errno != EINTR) {
+      Fail(ErrnoStatus("poll on the guest channel"));
+      return;
+    }
+    if (r <= 0) continue;
+    ssize_t n = read(fd_.get(), buf.data(), buf.size());
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) {
+      Fail(absl::UnavailableError(n == 0 ? "the VM went away (its channel closed)"
+                                         : ErrnoStatus("read from the guest channel").message()));
+      return;
+    }
+    std::span<const uint8_t> input(buf.data(), static_cast<size_t>(n));
+    Frame frame;
+    for (;;) {
+      FrameParser::Result result = parser.Next(&input, &frame);
+      if (result == FrameParser::Result::kNeedMore) break;
+      absl::Status status =
+          result == FrameParser::Result::kError
+              ? absl::DataLossError(absl::StrCat("the guest sent a malformed frame: ", parser.error()))
+              : HandleFrame(frame);
+      if (!status.ok()) {
+        Send(FrameType::kProtocolError, 0, std::string(status.message().substr(0, 1000))).IgnoreError();
+        Fail(status);
+        return;
+      }
+    }
+  }
+}
+
+absl::Status GuestChannel::HandleFrame(Frame& frame) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto violation = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
+                                            " (stream ", frame.stream, ")"));
+  };
+  if (frame.stream == 0) {
+    switch (frame.type) {
+      case FrameType::kHello: {
+        PayloadReader r(frame.payload);
+        uint32_t version;
+        std::string agent;
+        if (!r.U32(&version) || !r.Str(&agent) || !r.AtEnd()) return violation("malformed hello");
+        if (version != kProtocolVersion) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the guest agent speaks protocol ", version, ", this host ", kProtocolVersion,
+              "; rebuild the initramfs (scripts/setup.sh)"));
+        }
+        hello_ = true;
+        break;
+      }
+      case FrameType::kReady:
+        ready_ = true;
+        break;
+      case FrameType::kProtocolError:
+        return absl::DataLossError(absl::StrCat("the guest agent reported a protocol error: ",
+                                                frame.payload.substr(0, 200)));
+      default:
+        return violation("unexpected frame on the connection stream");
+    }
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+  auto it = streams_.find(frame.stream);
+  if (it == streams_.end()) {
+    // Late frames for a stream the host already closed are normal; unknown ids are not.
+    if (frame.stream < next_stream_ && frame.stream % 2 == 1) return absl::OkStatus();
+    return violation("frame for a stream the host never opened");
+  }
+  Stream& s = it->second;
+  if (s.done) return violation("frame after the stream ended");
+  switch (frame.type) {
+    case FrameType::kStdout:
+    case FrameType::kStderr: {
+      if (frame.payload.empty()) return violation("empty data frame");
+      s.received_unconsumed += frame.payload.size();
+      if (s.received_unconsumed > kInitialWindow) return violation("data beyond the window");
+      ExecEvent event;
+      event.type = frame.type == FrameType::kStdout ? ExecEvent::Type::kStdout
+                                                    : ExecEvent::Type::kStderr;
+      event.data = std::move(frame.payload);
+      s.events.push_back(std::move(event));
+      break;
+    }
+    case FrameType::kExit: {
+      PayloadReader r(frame.payload);
+      uint32_t kind;
+      ExecEvent event;
+      event.type = ExecEvent::Type::kExit;
+      if (!r.U32(&kind) || !r.I32(&event.code) || !r.Str(&event.message) || !r.AtEnd() ||
+          kind > static_cast<uint32_t>(ExitKind::kFailed) || event.message.size() > 4096) {
+        return violation("malformed exit");
+      }
+      event.exit_kind = static_cast<ExitKind>(kind);
+      s.events.push_back(std::move(event));
+      s.done = true;
+      break;
+    }
+    case FrameType::kWindow: {
+      PayloadReader r(frame.payload);
+      uint32_t more;
+      if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
+      s.send_window += more;
+      if (s.send_window > kInitialWindow) return violation("window grows beyond its size");
+      break;
+    }
+    case FrameType::kMetrics:
+      if (frame.payload.size() > 1024) return violation("oversized metrics");
+      s.metrics = std::move(frame.payload);
+      s.done = true;
+      break;
+    default:
+      return violation(absl::StrCat("unexpected frame type ", static_cast<int>(frame.type)));
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_view payload) {
+  std::string bytes = EncodeFrame(type, stream, payload);
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!fd_.valid()) return absl::CancelledError("the VM was shut down");
+  absl::Time deadline = absl::Now() + kWriteTimeout;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) return ErrnoStatus("write to the guest channel");
+    if (absl::Now() > deadline) {
+      absl::Status status = absl::DeadlineExceededError(
+          "the guest stopped reading its channel for 10 seconds");
+      Fail(status);
+      return status;
+    }
+    pollfd p = {fd_.get(), POLLOUT, 0};
+    poll(&p, 1, 100);
+  }
+  return absl::OkStatus();
+}
+
+uint32_t GuestChannel::OpenStream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t id = next_stream_;
+  next_stream_ += 2;
+  streams_[id];
+  return id;
+}
+
+void GuestChannel::CloseStream(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.erase(id);
+}
+
+absl::Status GuestChannel::Handshake(absl::Time deadline) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!hello_ && failure_.ok()) {
+      if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+        return absl::DeadlineExceededError("the guest agent did not say hello in time");
+      }
+    }
+    if (!failure_.ok()) return failure_;
+    ready_ = false;
+  }
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  std::string entropy(kEntropyBytes, '\0');
+  if (getrandom(entropy.data(), entropy.size(), 0) != static_cast<ssize_t>(entropy.size())) {
+    return ErrnoStatus("getrandom");
+  }
+  PayloadWriter w;
+  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy);
+  if (absl::Status s = Send(FrameType::kSync, 0, w.bytes()); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!ready_ && failure_.ok()) {
+    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+      return absl::DeadlineExceededError("the guest agent did not become ready in time");
+    }
+  }
+  return failure_;
+}
+
+absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadline) {
+  uint64_t grant = 0;
+  ExecEvent event;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return absl::FailedPreconditionError("stream closed");
+      Stream& s = it->second;
+      if (!s.events.empty()) {
+        event = std::move(s.events.front());
+        s.events.pop_front();
+        if (event.type != ExecEvent::Type::kExit) {
+          s.received_unconsumed -= event.data.size();
+          s.consumed_ungranted += event.data.size();
+          if (s.consumed_ungranted >= kMaxPayload || s.events.empty()) {
+            grant = s.consumed_ungranted;
+            s.consumed_ungranted = 0;
+          }
+        }
+        break;
+      }
+      if (!failure_.ok()) return failure_;
+      if (s.done) return absl::FailedPreconditionError("stream already ended");
+      if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
+          absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("deadline passed");
+      }
+    }
+  }
+  if (grant > 0 && !event.data.empty()) {
+    PayloadWriter w;
+    w.U32(static_cast<uint32_t>(grant));
+    if (absl::Status s = Send(FrameType::kWindow, id, w.bytes()); !s.ok()) return s;
+  }
+  return event;
+}
+
+absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::Time deadline) {
+  while (!data.empty()) {
+    size_t chunk;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (;;) {
+        if (!failure_.ok()) return failure_;
+        auto it = streams_.find(id);
+        if (it == streams_.end() || it->second.done) {
+          return absl::FailedPreconditionError("the command has ended");
+        }
+        if (it->second.send_window > 0) {
+          chunk = std::min<uint64_t>({data.size(), it->second.send_window, kMaxPayload});
+          it->second.send_window -= chunk;
+          break;
+        }
+        if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
+            absl::Now() >= deadline) {
+          return absl::DeadlineExceededError("the guest did not accept input in time");
+        }
+      }
+    }
+    if (absl::Status s = Send(FrameType::kInput, id, data.substr(0, chunk)); !s.ok()) return s;
+    data.remove_prefix(chunk);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRequest& request) {
+  if (request.argv.empty()) return absl::InvalidArgumentError("no command given");
+  PayloadWriter w;
+  w.StrList(request.argv).StrList(request.env).Str(request.cwd);
+  w.U32(request.stdin ? kExecFlagStdin : 0);
+  if (w.bytes().size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));
+  }
+  if (absl::Status s = status(); !s.ok()) return s;
+  uint32_t id = OpenStream();
+  std::unique_ptr<ExecStream> stream(new ExecStream(shared_from_this(), id));
+  if (absl::Status s = Send(FrameType::kExecStart, id, w.bytes()); !s.ok()) return s;
+  return stream;
+}
+
+absl::Status GuestChannel::WriteFile(const std::string& path, uint32_t mode,
+                                     std::string_view content, absl::Time deadline) {
+  PayloadWriter w;
+  w.Str(path).U32(mode);
+  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  uint32_t id = OpenStream();
+  ExecStream stream(shared_from_this(), id);
+  if (absl::Status s = Send(FrameType::kFileWrite, id, w.bytes()); !s.ok()) return s;
+  if (absl::Status s = SendInput(id, content, deadline); !s.ok()) return s;
+  if (absl::Status s = Send(FrameType::kInputEnd, id, ""); !s.ok()) return s;
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = NextEvent(id, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type != ExecEvent::Type::kExit) continue;
+    if (event->exit_kind == ExitKind::kExited && event->code == 0) return absl::OkStatus();
+    return absl::Status(absl::ErrnoToStatusCode(event->code),
+                        absl::StrCat("write ", path, " in the guest: ", event->message));
+  }
+}
+
+absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size_t max_bytes,
+                                                   absl::Time deadline) {
+  PayloadWriter w;
+  w.Str(path);
+  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  uint32_t id = OpenStream();
+  ExecStream stream(shared_from_this(), id);
+  if (absl::Status s = Send(FrameType::kFileRead, id, w.bytes()); !s.ok()) return s;
+  std::string content;
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = NextEvent(id, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type == ExecEvent::Type::kExit) {
+      if (event->exit_kind == ExitKind::kExited) return content;
+      return absl::Status(absl::ErrnoToStatusCode(event->code),
+                          absl::StrCat("read ", path, " in the guest: ", event->message));
+    }
+    if (content.size() + event->data.size() > max_bytes) {
+      return absl::OutOfRangeError(
+          absl::StrCat(path, " in the guest is larger than ", max_bytes, " bytes"));
+    }
+    content += event->data;
+  }
+}
+
+absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
+  uint32_t id = OpenStream();
+  ExecStream stream(shared_from_this(), id);
+  if (absl::Status s = Send(FrameType::kMetricsRequest, id, ""); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (!failure_.ok()) return failure_;
+    Stream& s = streams_[id];
+    if (s.done) {
+      GuestMetrics m;
+      if (!DecodeMetrics(s.metrics, &m)) {
+        absl::Status status = absl::DataLossError("the guest sent malformed metrics");
+        lock.unlock();
+        Fail(status);
+        return status;
+      }
+      return m;
+    }
+    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
+        absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("the guest did not report metrics in time");
+    }
+  }
+}
+
+}  // namespace airlock

@@ -1,0 +1,134 @@
+// The host end of the channel to one guest agent (see src/common/channel_frame.h).
+//
+// Everything the guest sends is hostile: frames are parsed once into private copies, data is
+// accepted only within the flow-control window the host granted, stream ids must be ones the
+// host opened, and the first violation fails the channel for good (the owner then destroys the
+// VM). A reader thread owns the socket's read side; any thread may call the public methods.
+// A hung guest can never block the host for long: writes time out.
+#ifndef AIRLOCK_VM_GUEST_CHANNEL_H_
+#define AIRLOCK_VM_GUEST_CHANNEL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/common/channel_frame.h"
+#include "src/common/unique_fd.h"
+
+namespace airlock {
+
+struct ExecRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+  std::string cwd;               // empty: the guest's /
+  bool stdin = false;            // the host will send input (else the process reads /dev/null)
+};
+
+// One event of a running command.
+struct ExecEvent {
+  enum class Type { kStdout, kStderr, kExit };
+  Type type = Type::kStdout;
+  std::string data;                     // kStdout / kStderr
+  ExitKind exit_kind = ExitKind::kExited;  // kExit
+  int code = 0;
+  std::string message;
+};
+
+class GuestChannel;
+
+// A command running in the guest. Thread-safe; Next() is meant for one consumer thread.
+class ExecStream {
+ public:
+  ~ExecStream();
+  // The next event, waiting until deadline (DeadlineExceeded) or a channel failure.
+  [[nodiscard]] absl::StatusOr<ExecEvent> Next(absl::Time deadline);
+  // Sends stdin bytes, waiting for the guest's window as needed.
+  [[nodiscard]] absl::Status WriteStdin(std::string_view data);
+  [[nodiscard]] absl::Status CloseStdin();
+  [[nodiscard]] absl::Status Signal(int signal);
+
+ private:
+  friend class GuestChannel;
+  ExecStream(std::shared_ptr<GuestChannel> channel, uint32_t id)
+      : channel_(std::move(channel)), id_(id) {}
+  std::shared_ptr<GuestChannel> channel_;
+  uint32_t id_;
+};
+
+class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
+ public:
+  using FailureCallback = std::function<void(const absl::Status&)>;
+
+  // Takes the host end of the port's socket and starts reading. on_failure runs once, on the
+  // reader thread, when the channel fails (including when the guest goes away).
+  static std::shared_ptr<GuestChannel> Start(UniqueFd fd, FailureCallback on_failure);
+  ~GuestChannel();
+  // Stops the reader thread and closes the socket; pending calls fail.
+  void Stop();
+
+  // Waits for the agent's hello, sends the clock and fresh entropy, waits until it is ready.
+  [[nodiscard]] absl::Status Handshake(absl::Time deadline);
+
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<ExecStream>> StartExec(const ExecRequest& request);
+  [[nodiscard]] absl::Status WriteFile(const std::string& path, uint32_t mode,
+                                       std::string_view content, absl::Time deadline);
+  [[nodiscard]] absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes,
+                                                     absl::Time deadline);
+  [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
+
+  // The failure, or OK while the channel works.
+  absl::Status status() const;
+  // Fails the channel with this reason (idempotent; the first reason wins).
+  void Fail(const absl::Status& reason);
+
+  // How long a write may wait for the guest to read before the channel fails.
+  static constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
+
+ private:
+  friend class ExecStream;
+  struct Stream {
+    std::deque<ExecEvent> events;
+    uint64_t received_unconsumed = 0;  // data bytes received and not yet granted back
+    uint64_t consumed_ungranted = 0;
+    uint64_t send_window = kInitialWindow;  // input bytes the guest will still accept
+    bool done = false;                      // kExit (or kMetrics) arrived
+    std::string metrics;
+  };
+
+  explicit GuestChannel(UniqueFd fd, FailureCallback on_failure);
+  void ReadLoop();
+  absl::Status HandleFrame(Frame& frame);
+  absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
+  uint32_t OpenStream();
+  void CloseStream(uint32_t id);
+  absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);
+  absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline);
+
+  UniqueFd fd_;
+  FailureCallback on_failure_;
+  std::thread reader_;
+  std::mutex write_mu_;  // serializes whole frames on the socket
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  absl::Status failure_;
+  bool stopping_ = false;
+  bool hello_ = false;
+  bool ready_ = false;
+  uint32_t next_stream_ = 1;
+  std::map<uint32_t, Stream> streams_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_GUEST_CHANNEL_H_

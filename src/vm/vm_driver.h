@@ -1,0 +1,53 @@
+// The seam between Airlock and a virtual machine monitor. QemuDriver (qemu_driver.h) is the
+// implementation today; a Firecracker or cloud-host driver is another class behind this.
+#ifndef AIRLOCK_VM_VM_DRIVER_H_
+#define AIRLOCK_VM_VM_DRIVER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/vm/guest_channel.h"
+
+namespace airlock {
+
+struct VmConfig {
+  std::string kernel_path;
+  std::string initramfs_path;
+  std::string image_path;       // read-only root filesystem image (ext4)
+  int session_disk_fd = -1;     // writable disk; not owned, the driver keeps its own reference
+  uint32_t memory_mib = 512;
+  uint32_t vcpus = 1;
+  std::string hostname;
+  std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
+};
+
+// A running VM. Destroying it kills the VM process, reaps it and releases every host resource
+// it held (sockets, descriptors, threads). Thread-safe.
+class Vm {
+ public:
+  virtual ~Vm() = default;
+  // Waits until the guest agent has booted and synchronized its clock.
+  [[nodiscard]] virtual absl::Status WaitReady(absl::Time deadline) = 0;
+  virtual GuestChannel& channel() = 0;
+  virtual pid_t pid() const = 0;
+  // Ends the VM at once; reason becomes the channel's failure.
+  virtual void Kill(const absl::Status& reason) = 0;
+  // The last lines the guest console and the VMM printed, for error messages.
+  virtual std::string DiagnosticTail() const = 0;
+};
+
+class VmDriver {
+ public:
+  virtual ~VmDriver() = default;
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Vm>> Start(const VmConfig& config) = 0;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_VM_DRIVER_H_

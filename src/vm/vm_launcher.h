@@ -1,0 +1,37 @@
+// Starts a sandbox VM for an image: a fresh writable session disk (an unnamed, sparse file
+// formatted with libext2fs, so it vanishes with its last descriptor), the kernel, the agent's
+// initramfs, and the VM driver; returns once the agent is ready to run commands.
+#ifndef AIRLOCK_VM_VM_LAUNCHER_H_
+#define AIRLOCK_VM_VM_LAUNCHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/common/host_paths.h"
+#include "src/image/image_store.h"
+#include "src/vm/vm_driver.h"
+
+namespace airlock {
+
+struct LaunchOptions {
+  uint32_t memory_mib = 512;
+  uint32_t vcpus = 1;
+  uint64_t disk_bytes = 1ull << 30;  // the writable layer
+  std::string hostname;
+  absl::Duration boot_timeout = absl::Seconds(60);
+};
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver,
+                                                           const HostPaths& paths,
+                                                           const ImageInfo& image,
+                                                           const LaunchOptions& options);
+
+// Creates an unnamed ext4 disk of the given size in dir and returns its descriptor.
+[[nodiscard]] absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_VM_LAUNCHER_H_
