@@ -35,7 +35,8 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
   if (tar.empty() || tag.empty()) return Usage("import needs --rootfs TAR and --tag NAME");
   absl::StatusOr<ImageInfo> info = store.ImportRootfsTar(tar, tag);
   if (!info.ok()) {
-    std::fprintf(stderr, "airlock image import: %s\n", std::string(info.status().message()).c_str());
+    std::fprintf(stderr, "airlock image import: %s\n",
+                 std::string(info.status().message()).c_str());
     return 1;
   }
   std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
@@ -53,8 +54,11 @@ int List(const std::vector<std::string>& args, ImageStore& store) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const ImageInfo& i : *images) {
-      out.push_back({{"name", i.name}, {"digest", i.digest}, {"size_bytes", i.size_bytes},
-                     {"created", i.created}, {"source", i.source}});
+      out.push_back({{"name", i.name},
+                     {"digest", i.digest},
+                     {"size_bytes", i.size_bytes},
+                     {"created", i.created},
+                     {"source", i.source}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;

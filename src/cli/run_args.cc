@@ -87,7 +87,8 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
     }
   }
   if (out.command.empty()) {
-    return absl::InvalidArgumentError("no command given; put it after --, e.g. airlock run -- python3 -V");
+    return absl::InvalidArgumentError(
+        "no command given; put it after --, e.g. airlock run -- python3 -V");
   }
   return out;
 }

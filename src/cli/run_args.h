@@ -12,11 +12,11 @@
 namespace airlock {
 
 struct RunArgs {
-  std::string image;                  // empty: the default image
-  std::vector<std::string> command;   // argv in the guest
-  std::vector<std::string> env;       // KEY=VALUE, in order given
-  std::string workdir;                // empty: /
-  double timeout_seconds = 0;         // 0: none
+  std::string image;                 // empty: the default image
+  std::vector<std::string> command;  // argv in the guest
+  std::vector<std::string> env;      // KEY=VALUE, in order given
+  std::string workdir;               // empty: /
+  double timeout_seconds = 0;        // 0: none
   uint32_t memory_mib = 512;
   uint32_t cpus = 1;
 };

@@ -1,0 +1,41 @@
+#include "src/cli/run_args.h"
+
+#include <gtest/gtest.h>
+
+namespace airlock {
+namespace {
+
+TEST(RunArgsTest, ParsesImageOptionsAndCommand) {
+  absl::StatusOr<RunArgs> r = ParseRunArgs(
+      {"-e", "A=1", "--env=B=2", "-w", "/tmp", "--timeout", "1.5", "img:1", "--", "ls", "-l"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->image, "img:1");
+  EXPECT_EQ(r->env, (std::vector<std::string>{"A=1", "B=2"}));
+  EXPECT_EQ(r->workdir, "/tmp");
+  EXPECT_DOUBLE_EQ(r->timeout_seconds, 1.5);
+  EXPECT_EQ(r->command, (std::vector<std::string>{"ls", "-l"}));
+}
+
+TEST(RunArgsTest, DefaultImageAndCommandWithoutSeparator) {
+  absl::StatusOr<RunArgs> r = ParseRunArgs({"--", "python3", "-c", "print(1)"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->image, "");
+  EXPECT_EQ(r->command.size(), 3u);
+  r = ParseRunArgs({"img", "python3", "-c", "x"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->image, "img");
+  EXPECT_EQ(r->command, (std::vector<std::string>{"python3", "-c", "x"}));
+}
+
+TEST(RunArgsTest, ErrorsSayWhatToDo) {
+  EXPECT_NE(ParseRunArgs({}).status().message().find("after --"), absl::string_view::npos);
+  EXPECT_FALSE(ParseRunArgs({"--timeout", "-3", "--", "x"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"--timeout", "abc", "--", "x"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"-w", "relative", "--", "x"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"--bogus", "--", "x"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"-e"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"--memory", "1", "--", "x"}).ok());
+}
+
+}  // namespace
+}  // namespace airlock

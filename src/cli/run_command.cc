@@ -98,9 +98,8 @@ int RunCommand(const std::vector<std::string>& args) {
   options.memory_mib = run->memory_mib;
   options.vcpus = run->cpus;
   options.hostname = name;
-  absl::Time deadline = run->timeout_seconds > 0
-                            ? absl::Now() + absl::Seconds(run->timeout_seconds)
-                            : absl::InfiniteFuture();
+  absl::Time deadline = run->timeout_seconds > 0 ? absl::Now() + absl::Seconds(run->timeout_seconds)
+                                                 : absl::InfiniteFuture();
   // Until the VM is up, a signal just ends us: QEMU dies with its parent and the session disk
   // has no name, so nothing is left behind.
   absl::StatusOr<std::unique_ptr<Vm>> vm = LaunchVm(driver, paths, *image, options);
@@ -113,8 +112,8 @@ int RunCommand(const std::vector<std::string>& args) {
 
   ExecRequest request;
   request.argv = run->command;
-  request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "HOME=/root", "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", name)};
+  request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                 "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", name)};
   request.env.insert(request.env.end(), run->env.begin(), run->env.end());
   request.cwd = run->workdir;
   request.stdin = true;

@@ -150,9 +150,9 @@ class PayloadReader {
 
 // Guest resource usage (kMetrics), sampled by the agent.
 struct GuestMetrics {
-  uint64_t cpu_busy_ticks = 0;     // /proc/stat user+nice+system+irq+softirq+steal
-  uint64_t cpu_total_ticks = 0;    // the above plus idle and iowait
-  uint64_t ticks_per_second = 0;   // sysconf(_SC_CLK_TCK)
+  uint64_t cpu_busy_ticks = 0;    // /proc/stat user+nice+system+irq+softirq+steal
+  uint64_t cpu_total_ticks = 0;   // the above plus idle and iowait
+  uint64_t ticks_per_second = 0;  // sysconf(_SC_CLK_TCK)
   uint64_t vcpus = 0;
   uint64_t memory_total_bytes = 0;
   uint64_t memory_available_bytes = 0;

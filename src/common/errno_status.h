@@ -5,10 +5,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace airlock {
 

@@ -52,8 +52,7 @@ absl::Status CommitFile(const std::string& path, const std::string& final_path) 
   return SyncDirectory(DirName(final_path));
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content,
-                                 mode_t mode) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd.valid()) return ErrnoStatus("create", tmp);

@@ -9,12 +9,12 @@
 namespace airlock {
 
 struct HostPaths {
-  std::string home;        // AIRLOCK_HOME
-  std::string kernel;      // AIRLOCK_KERNEL, default $AIRLOCK_HOME/kernel/vmlinux
-  std::string initramfs;   // AIRLOCK_INITRAMFS, default <dir of airlock>/airlock-initramfs.cpio
-  std::string images;      // $AIRLOCK_HOME/images
-  std::string scratch;     // $AIRLOCK_HOME/tmp: unnamed (O_TMPFILE) session disks
-  std::string qemu;        // AIRLOCK_QEMU, default /usr/bin/qemu-system-x86_64
+  std::string home;       // AIRLOCK_HOME
+  std::string kernel;     // AIRLOCK_KERNEL, default $AIRLOCK_HOME/kernel/vmlinux
+  std::string initramfs;  // AIRLOCK_INITRAMFS, default <dir of airlock>/airlock-initramfs.cpio
+  std::string images;     // $AIRLOCK_HOME/images
+  std::string scratch;    // $AIRLOCK_HOME/tmp: unnamed (O_TMPFILE) session disks
+  std::string qemu;       // AIRLOCK_QEMU, default /usr/bin/qemu-system-x86_64
 };
 
 HostPaths DefaultHostPaths();

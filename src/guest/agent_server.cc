@@ -109,7 +109,8 @@ GuestMetrics SampleMetrics() {
   std::string a, b, c, running;
   loadavg >> a >> b >> c >> running;
   size_t slash = running.find('/');
-  if (slash != std::string::npos) m.processes = std::strtoull(running.c_str() + slash + 1, nullptr, 10);
+  if (slash != std::string::npos)
+    m.processes = std::strtoull(running.c_str() + slash + 1, nullptr, 10);
   struct statvfs fs;
   if (statvfs("/", &fs) == 0) {
     m.disk_total_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;

@@ -11,6 +11,7 @@ extern "C" {
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,14 +26,22 @@ constexpr int kMaxDepth = 256;
 
 int FileType(uint32_t type) {
   switch (type) {
-    case S_IFREG: return EXT2_FT_REG_FILE;
-    case S_IFDIR: return EXT2_FT_DIR;
-    case S_IFLNK: return EXT2_FT_SYMLINK;
-    case S_IFCHR: return EXT2_FT_CHRDEV;
-    case S_IFBLK: return EXT2_FT_BLKDEV;
-    case S_IFIFO: return EXT2_FT_FIFO;
-    case S_IFSOCK: return EXT2_FT_SOCK;
-    default: return EXT2_FT_UNKNOWN;
+    case S_IFREG:
+      return EXT2_FT_REG_FILE;
+    case S_IFDIR:
+      return EXT2_FT_DIR;
+    case S_IFLNK:
+      return EXT2_FT_SYMLINK;
+    case S_IFCHR:
+      return EXT2_FT_CHRDEV;
+    case S_IFBLK:
+      return EXT2_FT_BLKDEV;
+    case S_IFIFO:
+      return EXT2_FT_FIFO;
+    case S_IFSOCK:
+      return EXT2_FT_SOCK;
+    default:
+      return EXT2_FT_UNKNOWN;
   }
 }
 
@@ -289,7 +298,7 @@ absl::Status Ext4Writer::RemoveInodeTree(uint32_t parent, const std::string& nam
     ext2fs_file_acl_block_set(fs_, &inode, 0);
   }
   inode.i_links_count = 0;
-  inode.i_dtime = 1;
+  inode.i_dtime = static_cast<uint32_t>(time(nullptr));  // small values read as orphan links
   if (absl::Status s = Check(ext2fs_write_inode(fs_, ino, &inode), "write inode"); !s.ok()) {
     return s;
   }

@@ -13,11 +13,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 struct struct_ext2_filsys;
 
@@ -33,14 +33,14 @@ struct Ext4Metadata {
 class Ext4Writer {
  public:
   struct Options {
-    uint64_t size_bytes = 0;    // the file is truncated (sparse) to this size
-    uint32_t inode_count = 0;   // 0: one per 16 KiB
+    uint64_t size_bytes = 0;   // the file is truncated (sparse) to this size
+    uint32_t inode_count = 0;  // 0: one per 16 KiB
     std::string label;
   };
 
   // Creates (truncates) the file at path and formats it. path may be /proc/self/fd/N.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Ext4Writer>> Create(const std::string& path,
-                                                                        const Options& options);
+                                                                          const Options& options);
   ~Ext4Writer();
 
   // Each Add* replaces an existing non-directory entry of the same name (tar semantics: a

@@ -71,9 +71,9 @@ absl::Status ImageStore::ValidateName(const std::string& name) {
                 c == '-' || c == '/' || c == ':');
   }
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "invalid image name \"", name,
-      "\": use lowercase letters, digits and . _ - / : (for example team/tool:1)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid image name \"", name,
+                   "\": use lowercase letters, digits and . _ - / : (for example team/tool:1)"));
 }
 
 std::string ImageStore::RefPath(const std::string& name) const {
@@ -86,9 +86,9 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
   std::string dir = absl::StrCat(root_, "/blobs/", key);
   absl::StatusOr<std::string> text = ReadFileToString(dir + "/image.json", kMaxMetadata);
   if (!text.ok()) {
-    return absl::NotFoundError(absl::StrCat("image ", name, " is damaged (", text.status().message(),
-                                            "); remove it with `airlock image rm ", name,
-                                            "` and import it again"));
+    return absl::NotFoundError(
+        absl::StrCat("image ", name, " is damaged (", text.status().message(),
+                     "); remove it with `airlock image rm ", name, "` and import it again"));
   }
   nlohmann::json meta = nlohmann::json::parse(*text, nullptr, false);
   if (!meta.is_object()) return absl::DataLossError(absl::StrCat(dir, "/image.json is corrupt"));
@@ -108,9 +108,10 @@ absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   absl::StatusOr<std::string> text = ReadFileToString(RefPath(name), kMaxMetadata);
   if (!text.ok()) {
-    return absl::NotFoundError(absl::StrCat(
-        "image ", name, " is not in the store; `airlock image ls` lists what is, and "
-        "scripts/setup.sh builds the default image"));
+    return absl::NotFoundError(
+        absl::StrCat("image ", name,
+                     " is not in the store; `airlock image ls` lists what is, and "
+                     "scripts/setup.sh builds the default image"));
   }
   nlohmann::json ref = nlohmann::json::parse(*text, nullptr, false);
   std::string key = ref.is_object() ? ref.value("digest", std::string()) : "";

@@ -22,13 +22,13 @@ absl::StatusOr<std::string> CleanTarPath(absl::string_view name) {
     start = end + 1;
     if (component.empty() || component == ".") continue;
     if (component == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tar entry \"", name, "\" has a \"..\" component (it would escape the image)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tar entry \"", name, "\" has a \"..\" component (it would escape the image)"));
     }
     if (component.size() > kMaxNameComponent) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tar entry \"", name.substr(0, 64), "...\" has a name component longer than ",
-                       kMaxNameComponent, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("tar entry \"", name.substr(0, 64),
+                                                     "...\" has a name component longer than ",
+                                                     kMaxNameComponent, " bytes"));
     }
     if (!out.empty()) out.push_back('/');
     out.append(component.data(), component.size());

@@ -4,9 +4,9 @@
 #define AIRLOCK_IMAGE_TAR_PATH_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace airlock {
 

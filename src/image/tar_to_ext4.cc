@@ -37,9 +37,9 @@ absl::StatusOr<ArchivePtr> OpenTar(const std::string& path) {
 
 absl::Status ArchiveError(archive* a, const std::string& path) {
   const char* message = archive_error_string(a);
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, " is not a valid tar archive: ", message ? message : "unreadable entry",
-      " (is it truncated?)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, " is not a valid tar archive: ", message ? message : "unreadable entry",
+                   " (is it truncated?)"));
 }
 
 // Adds missing parent directories of a cleaned path, like tar does for sparse archives.
@@ -137,8 +137,9 @@ absl::StatusOr<TarStats> ScanTar(const std::string& tar_path) {
       if (size < 0 || static_cast<uint64_t>(size) > kMaxImageBytes ||
           stats.data_bytes + static_cast<uint64_t>(size) > kMaxImageBytes) {
         return absl::InvalidArgumentError(absl::StrCat(
-            tar_path, ": entry ", archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "?",
-            " has size ", size, "; images are limited to ", kMaxImageBytes >> 30, " GiB"));
+            tar_path, ": entry ",
+            archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "?", " has size ", size,
+            "; images are limited to ", kMaxImageBytes >> 30, " GiB"));
       }
       stats.data_bytes += static_cast<uint64_t>(size);
       stats.blocks += (static_cast<uint64_t>(size) + kBlock - 1) / kBlock;
@@ -187,7 +188,8 @@ absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer, bool whit
     if (!path.ok()) return path.status();
     if (absl::Status s = EnsureParents(*path, writer, &known_dirs); !s.ok()) return s;
     std::string base = path->substr(path->find_last_of('/') + 1);
-    std::string dir = base.size() == path->size() ? "" : path->substr(0, path->size() - base.size() - 1);
+    std::string dir =
+        base.size() == path->size() ? "" : path->substr(0, path->size() - base.size() - 1);
     absl::Status status;
     if (whiteouts && base == kOpaqueWhiteout) {
       status = writer->ClearDirectory(dir);

@@ -19,8 +19,8 @@ inline constexpr uint64_t kMaxImageBytes = 64ull << 30;
 
 struct TarStats {
   uint64_t entries = 0;
-  uint64_t data_bytes = 0;   // regular file content
-  uint64_t blocks = 0;       // 4 KiB blocks the content and directories need, estimated
+  uint64_t data_bytes = 0;  // regular file content
+  uint64_t blocks = 0;      // 4 KiB blocks the content and directories need, estimated
 };
 
 // Reads a tar (any compression libarchive knows) and sums what the image needs.

@@ -33,7 +33,8 @@ bool CpuHasVirtualization() {
 std::string ProbeKvm() {
   UniqueFd kvm(open("/dev/kvm", O_RDWR | O_CLOEXEC));
   if (!kvm.valid()) return "/dev/kvm cannot be opened";
-  if (ioctl(kvm.get(), KVM_GET_API_VERSION, 0) != KVM_API_VERSION) return "/dev/kvm has another API";
+  if (ioctl(kvm.get(), KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
+    return "/dev/kvm has another API";
   UniqueFd vm(ioctl(kvm.get(), KVM_CREATE_VM, 0));
   if (!vm.valid()) return "/dev/kvm refuses to create a VM";
   return "";

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -95,8 +96,8 @@ void GuestChannel::ReadLoop() {
     ssize_t n = read(fd_.get(), buf.data(), buf.size());
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) {
-      Fail(absl::UnavailableError(n == 0 ? "the VM went away (its channel closed)"
-                                         : ErrnoStatus("read from the guest channel").message()));
+      Fail(absl::UnavailableError(absl::StrCat("the VM went away (its channel ",
+                                               n == 0 ? "closed" : strerror(errno), ")")));
       return;
     }
     std::span<const uint8_t> input(buf.data(), static_cast<size_t>(n));
@@ -104,12 +105,13 @@ void GuestChannel::ReadLoop() {
     for (;;) {
       FrameParser::Result result = parser.Next(&input, &frame);
       if (result == FrameParser::Result::kNeedMore) break;
-      absl::Status status =
-          result == FrameParser::Result::kError
-              ? absl::DataLossError(absl::StrCat("the guest sent a malformed frame: ", parser.error()))
-              : HandleFrame(frame);
+      absl::Status status = result == FrameParser::Result::kError
+                                ? absl::DataLossError(absl::StrCat(
+                                      "the guest sent a malformed frame: ", parser.error()))
+                                : HandleFrame(frame);
       if (!status.ok()) {
-        Send(FrameType::kProtocolError, 0, std::string(status.message().substr(0, 1000))).IgnoreError();
+        Send(FrameType::kProtocolError, 0, std::string(status.message().substr(0, 1000)))
+            .IgnoreError();
         Fail(status);
         return;
       }
@@ -131,9 +133,9 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
         std::string agent;
         if (!r.U32(&version) || !r.Str(&agent) || !r.AtEnd()) return violation("malformed hello");
         if (version != kProtocolVersion) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "the guest agent speaks protocol ", version, ", this host ", kProtocolVersion,
-              "; rebuild the initramfs (scripts/setup.sh)"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("the guest agent speaks protocol ", version, ", this host ",
+                           kProtocolVersion, "; rebuild the initramfs (scripts/setup.sh)"));
         }
         hello_ = true;
         break;
@@ -165,8 +167,8 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
       s.received_unconsumed += frame.payload.size();
       if (s.received_unconsumed > kInitialWindow) return violation("data beyond the window");
       ExecEvent event;
-      event.type = frame.type == FrameType::kStdout ? ExecEvent::Type::kStdout
-                                                    : ExecEvent::Type::kStderr;
+      event.type =
+          frame.type == FrameType::kStdout ? ExecEvent::Type::kStdout : ExecEvent::Type::kStderr;
       event.data = std::move(frame.payload);
       s.events.push_back(std::move(event));
       break;
@@ -220,8 +222,8 @@ absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_vie
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN) return ErrnoStatus("write to the guest channel");
     if (absl::Now() > deadline) {
-      absl::Status status = absl::DeadlineExceededError(
-          "the guest stopped reading its channel for 10 seconds");
+      absl::Status status =
+          absl::DeadlineExceededError("the guest stopped reading its channel for 10 seconds");
       Fail(status);
       return status;
     }

@@ -38,7 +38,7 @@ struct ExecRequest {
 struct ExecEvent {
   enum class Type { kStdout, kStderr, kExit };
   Type type = Type::kStdout;
-  std::string data;                     // kStdout / kStderr
+  std::string data;                        // kStdout / kStderr
   ExitKind exit_kind = ExitKind::kExited;  // kExit
   int code = 0;
   std::string message;

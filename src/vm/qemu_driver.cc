@@ -67,12 +67,16 @@ class LogTail {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
-int PidfdKill(int pidfd) { return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0)); }
+int PidfdKill(int pidfd) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0));
+}
 
 class QemuVm : public Vm {
  public:
   QemuVm(pid_t pid, UniqueFd pidfd, UniqueFd console, UniqueFd stderr_pipe)
-      : pid_(pid), pidfd_(std::move(pidfd)), console_(std::move(console)),
+      : pid_(pid),
+        pidfd_(std::move(pidfd)),
+        console_(std::move(console)),
         stderr_(std::move(stderr_pipe)) {
     logger_ = std::thread([this] { LogLoop(); });
   }
@@ -193,35 +197,60 @@ class QemuVm : public Vm {
 
 std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
   bool kvm = config.accelerator == "kvm";
-  std::string cmdline = absl::StrCat("console=ttyS0 quiet panic=-1 reboot=t airlock.hostname=",
-                                     config.hostname);
+  std::string cmdline =
+      absl::StrCat("console=ttyS0 quiet panic=-1 reboot=t airlock.hostname=", config.hostname);
   return {
       qemu_path_,
-      "-M", "microvm,acpi=off,x-option-roms=off,rtc=off",
-      "-accel", kvm ? "kvm" : "tcg,tb-size=256",
-      "-cpu", kvm ? "host" : "max",
-      "-m", absl::StrCat(config.memory_mib, "M"),
-      "-smp", absl::StrCat(config.vcpus),
-      "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-      "-kernel", config.kernel_path,
-      "-initrd", config.initramfs_path,
-      "-append", cmdline,
-      "-chardev", absl::StrCat("socket,id=console,fd=", kConsoleFd),
-      "-serial", "chardev:console",
-      "-chardev", absl::StrCat("socket,id=qmp,fd=", kQmpFd),
-      "-mon", "chardev=qmp,mode=control",
-      "-device", "virtio-rng-device",
-      "-drive", absl::StrCat("id=image,file=", config.image_path,
-                             ",format=raw,if=none,readonly=on"),
-      "-device", "virtio-blk-device,drive=image,serial=airlock-image",
-      "-add-fd", absl::StrCat("fd=", kDiskFd, ",set=1"),
-      "-add-fd", absl::StrCat("fd=", kDiskReadOnlyFd, ",set=1"),
-      "-drive", "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap",
-      "-device", "virtio-blk-device,drive=session,serial=airlock-rw",
-      "-device", "virtio-serial-device,max_ports=2",
-      "-chardev", absl::StrCat("socket,id=channel,fd=", kChannelFd),
-      "-device", "virtserialport,chardev=channel,name=airlock.0",
+      "-M",
+      "microvm,acpi=off,x-option-roms=off,rtc=off",
+      "-accel",
+      kvm ? "kvm" : "tcg,tb-size=256",
+      "-cpu",
+      kvm ? "host" : "max",
+      "-m",
+      absl::StrCat(config.memory_mib, "M"),
+      "-smp",
+      absl::StrCat(config.vcpus),
+      "-nodefaults",
+      "-no-user-config",
+      "-nographic",
+      "-no-reboot",
+      "-sandbox",
+      "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-kernel",
+      config.kernel_path,
+      "-initrd",
+      config.initramfs_path,
+      "-append",
+      cmdline,
+      "-chardev",
+      absl::StrCat("socket,id=console,fd=", kConsoleFd),
+      "-serial",
+      "chardev:console",
+      "-chardev",
+      absl::StrCat("socket,id=qmp,fd=", kQmpFd),
+      "-mon",
+      "chardev=qmp,mode=control",
+      "-device",
+      "virtio-rng-device",
+      "-drive",
+      absl::StrCat("id=image,file=", config.image_path, ",format=raw,if=none,readonly=on"),
+      "-device",
+      "virtio-blk-device,drive=image,serial=airlock-image",
+      "-add-fd",
+      absl::StrCat("fd=", kDiskFd, ",set=1"),
+      "-add-fd",
+      absl::StrCat("fd=", kDiskReadOnlyFd, ",set=1"),
+      "-drive",
+      "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap",
+      "-device",
+      "virtio-blk-device,drive=session,serial=airlock-rw",
+      "-device",
+      "virtio-serial-device,max_ports=2",
+      "-chardev",
+      absl::StrCat("socket,id=channel,fd=", kChannelFd),
+      "-device",
+      "virtserialport,chardev=channel,name=airlock.0",
   };
 }
 
@@ -231,14 +260,18 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   }
   if (access(qemu_path_.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        qemu_path_, " is missing; install it with scripts/setup.sh (Debian package qemu-system-x86)"));
+        qemu_path_,
+        " is missing; install it with scripts/setup.sh (Debian package qemu-system-x86)"));
   }
   int channel[2], qmp[2], console[2], err[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0) return ErrnoStatus("socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0)
+    return ErrnoStatus("socketpair");
   UniqueFd channel_host(channel[0]), channel_vm(channel[1]);
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0) return ErrnoStatus("socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
+    return ErrnoStatus("socketpair");
   UniqueFd qmp_host(qmp[0]), qmp_vm(qmp[1]);
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, console) != 0) return ErrnoStatus("socketpair");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, console) != 0)
+    return ErrnoStatus("socketpair");
   UniqueFd console_host(console[0]), console_vm(console[1]);
   if (pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
   UniqueFd err_host(err[0]), err_vm(err[1]);
@@ -275,8 +308,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     waitpid(pid, nullptr, 0);
     return ErrnoStatus("pidfd_open");
   }
-  auto vm = std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host),
-                                     std::move(err_host));
+  auto vm =
+      std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host), std::move(err_host));
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());

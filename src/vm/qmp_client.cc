@@ -17,7 +17,8 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline) {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("QEMU did not answer");
     pollfd p = {fd, events, 0};
-    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
+    int r =
+        poll(&p, 1, static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000)));
     if (r > 0) return absl::OkStatus();
     if (r < 0 && errno != EINTR) return ErrnoStatus("poll QMP");
   }
@@ -33,8 +34,8 @@ absl::StatusOr<std::unique_ptr<QmpClient>> QmpClient::Connect(UniqueFd fd, absl:
   if (!greeting->contains("QMP")) return absl::DataLossError("QEMU sent no QMP greeting");
   const nlohmann::json& v = (*greeting)["QMP"]["version"]["qemu"];
   if (v.is_object()) {
-    client->version_ = absl::StrCat(v.value("major", 0), ".", v.value("minor", 0), ".",
-                                     v.value("micro", 0));
+    client->version_ =
+        absl::StrCat(v.value("major", 0), ".", v.value("minor", 0), ".", v.value("micro", 0));
   }
   absl::StatusOr<nlohmann::json> caps =
       client->Execute("qmp_capabilities", nlohmann::json::object(), deadline);

@@ -23,7 +23,7 @@ class QmpClient {
 
   // Reads the greeting and negotiates capabilities.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<QmpClient>> Connect(UniqueFd fd,
-                                                                        absl::Time deadline);
+                                                                          absl::Time deadline);
 
   // Runs a command; returns its "return" value, or the QMP error as a status.
   [[nodiscard]] absl::StatusOr<nlohmann::json> Execute(const std::string& command,

@@ -19,8 +19,8 @@ namespace airlock {
 struct VmConfig {
   std::string kernel_path;
   std::string initramfs_path;
-  std::string image_path;       // read-only root filesystem image (ext4)
-  int session_disk_fd = -1;     // writable disk; not owned, the driver keeps its own reference
+  std::string image_path;    // read-only root filesystem image (ext4)
+  int session_disk_fd = -1;  // writable disk; not owned, the driver keeps its own reference
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
   std::string hostname;

@@ -25,8 +25,8 @@ absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t byte
 
 absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& paths,
                                              const ImageInfo& image, const LaunchOptions& options) {
-  for (const auto& [what, path] : {std::pair{"guest kernel", paths.kernel},
-                                   std::pair{"guest initramfs", paths.initramfs}}) {
+  for (const auto& [what, path] :
+       {std::pair{"guest kernel", paths.kernel}, std::pair{"guest initramfs", paths.initramfs}}) {
     if (access(path.c_str(), R_OK) != 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("the ", what, " ", path, " is missing; run scripts/setup.sh to build it"));

@@ -24,8 +24,7 @@ struct LaunchOptions {
   absl::Duration boot_timeout = absl::Seconds(60);
 };
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver,
-                                                           const HostPaths& paths,
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& paths,
                                                            const ImageInfo& image,
                                                            const LaunchOptions& options);
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Sets up Airlock on Debian 12, as root: installs the Debian packages it needs, builds the guest
+# kernel (cached in /var/cache/airlock keyed by its inputs), builds Airlock, links `airlock`
+# into /usr/local/bin, and builds the default image. Idempotent, and quick when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "setup.sh: run as root (it installs packages)" >&2; exit 1; }
+
+packages=(
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
+  libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev
+  qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+kernel=$(scripts/build-kernel.sh)
+
+[ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+ninja -C build >&2
+ln -sfn "$PWD/build/airlock" /usr/local/bin/airlock
+
+home=${AIRLOCK_HOME:-/var/lib/airlock}
+mkdir -p "$home/kernel"
+ln -sfn "$kernel" "$home/kernel/vmlinux"
+
+tar=$(scripts/build-image-tar.sh bookworm python3)
+build/airlock image import --rootfs "$tar" --tag airlock/bookworm-python >&2
+echo "setup: ready" >&2

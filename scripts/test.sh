@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite (run scripts/setup.sh first): formatting, unit tests, the unit tests and
+# fuzz targets under ASan+UBSan, then the tests that boot real VMs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== clang-format"
+git ls-files -- '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+
+echo "== unit tests"
+ninja -C build >/dev/null
+(cd build && ctest -L unit --output-on-failure)
+
+echo "== unit tests and fuzzers under ASan+UBSan (clang)"
+if [ ! -f build-asan/build.ninja ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DAIRLOCK_SANITIZE=ON -DAIRLOCK_BUILD_GUEST=OFF -DAIRLOCK_FUZZ=ON >/dev/null
+fi
+ninja -C build-asan >/dev/null
+(cd build-asan && ctest -L unit --output-on-failure)
+fuzz_seconds=${AIRLOCK_FUZZ_SECONDS:-20}
+for fuzzer in build-asan/*_fuzz; do
+  name=$(basename "$fuzzer" _fuzz)
+  scratch=$(mktemp -d)
+  echo "fuzzing $name for ${fuzz_seconds}s"
+  "$fuzzer" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$scratch" "fuzz/corpus/$name" \
+    > "$scratch.log" 2>&1 || { tail -50 "$scratch.log"; exit 1; }
+  rm -rf "$scratch" "$scratch.log"
+done
+
+echo "== VM tests"
+(cd build && ctest -L vm --output-on-failure)

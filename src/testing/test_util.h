@@ -1,0 +1,46 @@
+// Helpers shared by unit tests: temporary directories, building tars, inspecting ext4 images.
+#ifndef AIRLOCK_TESTING_TEST_UTIL_H_
+#define AIRLOCK_TESTING_TEST_UTIL_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace airlock::testing {
+
+// A fresh directory removed (with its content) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct TarEntry {
+  std::string name;
+  mode_t type = S_IFREG;  // S_IFREG, S_IFDIR, S_IFLNK, S_IFCHR, ...
+  std::string data;       // content, or the target of a symlink / hard link
+  bool hardlink = false;
+  mode_t mode = 0644;
+  int64_t size = -1;  // declared size; -1: data.size()
+  std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
+// Writes a pax tar (optionally gzip-compressed) with libarchive.
+void WriteTar(const std::string& path, const std::vector<TarEntry>& entries, bool gzip = false);
+
+// Runs debugfs -R command on an image; returns its stdout.
+std::string Debugfs(const std::string& image, const std::string& command);
+
+// Runs e2fsck -fn; returns its exit code (0 when the filesystem is clean) and output.
+int Fsck(const std::string& image, std::string* output);
+
+}  // namespace airlock::testing
+
+#endif  // AIRLOCK_TESTING_TEST_UTIL_H_
