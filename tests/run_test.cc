@@ -1,0 +1,304 @@
+// `airlock run` end to end: real microVMs (TCG here), driven through the binary a user runs.
+// Needs scripts/setup.sh to have built the kernel and the default image.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/common/host_paths.h"
+
+namespace airlock {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// A running `airlock` process with pipes on stdin, stdout and stderr.
+class Airlock {
+ public:
+  explicit Airlock(const std::vector<std::string>& args) {
+    int in[2], out[2], err[2];
+    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+    std::vector<std::string> argv = {AIRLOCK_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> raw;
+    for (std::string& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execv(raw[0], raw.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+    stderr_ = err[0];
+  }
+  ~Airlock() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    for (int fd : {stdin_, stdout_, stderr_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  void Write(const std::string& data) {
+    ASSERT_EQ(write(stdin_, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  }
+  void CloseStdin() {
+    close(stdin_);
+    stdin_ = -1;
+  }
+  pid_t pid() const { return pid_; }
+
+  // Reads output until `until` holds or both streams end; false if 120 s pass first (a hang).
+  bool ReadUntil(const std::function<bool()>& until) {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!until() && (stdout_ >= 0 || stderr_ >= 0)) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      pollfd fds[2] = {{stdout_, POLLIN, 0}, {stderr_, POLLIN, 0}};
+      if (poll(fds, 2, 1000) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents == 0) continue;
+        char buf[65536];
+        ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n > 0) {
+          (i == 0 ? result_.out : result_.err).append(buf, static_cast<size_t>(n));
+        } else {
+          close(fds[i].fd);
+          (i == 0 ? stdout_ : stderr_) = -1;
+        }
+      }
+    }
+    return true;
+  }
+
+  Result Finish() {
+    if (stdin_ >= 0) CloseStdin();
+    EXPECT_TRUE(ReadUntil([] { return false; })) << "airlock hung";
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return result_;
+  }
+  const Result& partial() const { return result_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int stdin_ = -1, stdout_ = -1, stderr_ = -1;
+  Result result_;
+};
+
+Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "") {
+  Airlock a(args);
+  if (!input.empty()) a.Write(input);
+  return a.Finish();
+}
+
+// QEMU processes on this host (the suite runs VMs one at a time).
+int CountQemu() {
+  int count = 0;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = readdir(proc)) {
+    std::string comm;
+    FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "r");
+    if (f == nullptr) continue;
+    char buf[64] = {};
+    if (fgets(buf, sizeof(buf), f)) comm = buf;
+    fclose(f);
+    if (comm.rfind("qemu-system", 0) == 0) ++count;
+  }
+  closedir(proc);
+  return count;
+}
+
+int CountScratchFiles() {
+  int count = 0;
+  DIR* dir = opendir(DefaultHostPaths().scratch.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) count += e->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+// Waits (bounded) until no QEMU is left; returns how many remain.
+int QemuLeftAfterWaiting() {
+  for (int i = 0; i < 100 && CountQemu() > 0; ++i) usleep(100000);
+  return CountQemu();
+}
+
+TEST(RunTest, PrintsOutputAndMirrorsTheExitCode) {
+  Result r = RunAirlock({"run", "--", "python3", "-c", "print('hi!')"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hi!\n");
+  r = RunAirlock({"run", "--", "sh", "-c", "echo to-out; echo to-err >&2; exit 7"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(r.out, "to-out\n");
+  EXPECT_EQ(r.err, "to-err\n");
+}
+
+TEST(RunTest, ExitCodesForSignalsMissingCommandsAndErrors) {
+  Result r = RunAirlock({"run", "--", "sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.exit_code, 137);
+  r = RunAirlock({"run", "--", "no-such-command"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("no-such-command: command not found in the guest"), std::string::npos);
+  r = RunAirlock({"run", "--", "/etc/passwd"});
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  r = RunAirlock({"run", "-w", "/no/such/dir", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("/no/such/dir"), std::string::npos);
+  r = RunAirlock({"run", "no/such-image", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("airlock image ls"), std::string::npos) << r.err;
+  r = RunAirlock({"run"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("usage"), std::string::npos);
+}
+
+TEST(RunTest, PassesStdinEnvironmentAndWorkdir) {
+  Result r = RunAirlock({"run", "--", "cat"}, "hello through stdin\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello through stdin\n");
+  std::string big(3 << 20, 'b');  // larger than every window and buffer on the way
+  r = RunAirlock({"run", "--", "sh", "-c", "wc -c"}, big);
+  EXPECT_EQ(r.out, std::to_string(big.size()) + "\n");
+  r = RunAirlock(
+      {"run", "-e", "GREETING=hello", "-w", "/tmp", "--", "sh", "-c", "echo $GREETING; pwd"});
+  EXPECT_EQ(r.out, "hello\n/tmp\n");
+}
+
+TEST(RunTest, StreamsOutputWhileTheCommandRuns) {
+  // The command prints a line, then waits for input that the test sends only after it has
+  // seen that line: if output were held back until exit, this would never finish.
+  Airlock a({"run", "--", "sh", "-c", "echo first; read answer; echo second $answer"});
+  ASSERT_TRUE(a.ReadUntil([&] { return a.partial().out.find("first\n") != std::string::npos; }));
+  EXPECT_EQ(a.partial().out, "first\n");
+  a.Write("go\n");
+  Result r = a.Finish();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "first\nsecond go\n");
+}
+
+TEST(RunTest, TimeoutDestroysTheVm) {
+  Result r = RunAirlock({"run", "--timeout", "1", "--", "sleep", "300"});
+  EXPECT_EQ(r.exit_code, 124);
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+}
+
+TEST(RunTest, TheGuestIsItsOwnMachineWithoutNetwork) {
+  const char* probe = R"(
+import os, socket
+print("kernel", os.uname().release)
+print("hostname", socket.gethostname())
+print("pid1", open("/proc/1/cmdline").read().strip("\0"))
+print("nics", ",".join(sorted(os.listdir("/sys/class/net"))))
+root = [l.split() for l in open("/proc/mounts") if l.split()[1] == "/"][-1]
+print("root", root[2])
+for addr in [("127.0.0.1", 9), ("1.1.1.1", 80), ("::1", 9)]:
+    s = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET)
+    s.settimeout(5)
+    try:
+        s.connect(addr)
+        print("connect", addr[0], "ok")
+    except OSError as e:
+        print("connect", addr[0], "failed")
+open("/written", "w").write("x")
+print("wrote", os.path.exists("/written"))
+)";
+  Result r = RunAirlock({"run", "--", "python3", "-c", probe});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  utsname host;
+  uname(&host);
+  EXPECT_NE(r.out.find("kernel "), std::string::npos);
+  EXPECT_EQ(r.out.find(std::string("kernel ") + host.release + "\n"), std::string::npos);
+  EXPECT_NE(r.out.find("hostname airlock-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pid1 /init\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nics lo\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("root overlay\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("connect 127.0.0.1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("connect 1.1.1.1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("connect ::1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote True"), std::string::npos);
+  // A write in one run is gone in the next: every VM gets a fresh writable layer.
+  r = RunAirlock({"run", "--", "sh", "-c", "test -e /written && echo still-there || echo gone"});
+  EXPECT_EQ(r.out, "gone\n");
+}
+
+TEST(RunTest, NothingIsLeftOnTheHostAfterManyRuns) {
+  int before = CountQemu();
+  ASSERT_EQ(before, 0) << "another VM is running on this host";
+  for (int i = 0; i < 20; ++i) {
+    Result r = RunAirlock({"run", "--", "true"});
+    ASSERT_EQ(r.exit_code, 0) << "run " << i << ": " << r.err;
+  }
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  EXPECT_EQ(CountScratchFiles(), 0);
+}
+
+TEST(RunTest, NothingIsLeftWhenTheClientOrTheVmIsKilledMidway) {
+  {
+    Airlock a({"run", "--", "sh", "-c", "echo running; sleep 300"});
+    ASSERT_TRUE(a.ReadUntil([&] { return a.partial().out == "running\n"; }));
+    ASSERT_EQ(CountQemu(), 1);
+    kill(a.pid(), SIGKILL);
+    a.Finish();
+  }
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  {
+    Airlock a({"run", "--", "sh", "-c", "echo running; sleep 300"});
+    ASSERT_TRUE(a.ReadUntil([&] { return a.partial().out == "running\n"; }));
+    // Kill the VM itself: the user gets a clear error, not a hang.
+    DIR* proc = opendir("/proc");
+    while (dirent* e = readdir(proc)) {
+      FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "r");
+      if (f == nullptr) continue;
+      char buf[64] = {};
+      if (fgets(buf, sizeof(buf), f) && std::string(buf).rfind("qemu-system", 0) == 0) {
+        kill(atoi(e->d_name), SIGKILL);
+      }
+      fclose(f);
+    }
+    closedir(proc);
+    Result r = a.Finish();
+    EXPECT_EQ(r.exit_code, 125);
+    EXPECT_NE(r.err.find("the VM failed"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  EXPECT_EQ(CountScratchFiles(), 0);
+}
+
+TEST(DoctorTest, NamesTheAcceleratorAndWhatIsPresent) {
+  Result r = RunAirlock({"doctor"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("accelerator: "), std::string::npos);
+  EXPECT_NE(r.out.find("qemu: "), std::string::npos);
+  EXPECT_NE(r.out.find(kDefaultImage), std::string::npos);
+}
+
+}  // namespace
+}  // namespace airlock

@@ -175,7 +175,10 @@ int RunCommand(const std::vector<std::string>& args) {
           return finish(kExitNotFound);
         }
         std::fprintf(stderr, "airlock: %s\n", event->message.c_str());
-        return finish(event->code == EACCES ? kExitCannotExecute : kExitAirlockError);
+        if (event->code == EACCES || event->code == ENOEXEC || event->code == ETXTBSY) {
+          return finish(kExitCannotExecute);
+        }
+        return finish(kExitAirlockError);
       case ExitKind::kFailed:
         return finish(Fail(event->message));
     }

@@ -187,6 +187,9 @@ class QemuVm : public Vm {
     if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) {
       _exit(125);
     }
+    // Changing credentials cleared the parent-death signal: set it again.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
   }
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   execve(path, argv, envp);
