@@ -39,7 +39,7 @@ FrameParser::Result FrameParser::Next(std::span<const uint8_t>* input, Frame* fr
   if (!error_.empty()) return Result::kError;
   if (!have_header_) {
     size_t take = std::min(kFrameHeaderSize - header_have_, input->size());
-    memcpy(header_ + header_have_, input->data(), take);
+    if (take > 0) memcpy(header_ + header_have_, input->data(), take);
     header_have_ += take;
     *input = input->subspan(take);
     if (header_have_ < kFrameHeaderSize) return Result::kNeedMore;
@@ -61,7 +61,7 @@ FrameParser::Result FrameParser::Next(std::span<const uint8_t>* input, Frame* fr
     payload_.clear();
   }
   size_t take = std::min<size_t>(length_ - payload_.size(), input->size());
-  payload_.append(reinterpret_cast<const char*>(input->data()), take);
+  if (take > 0) payload_.append(reinterpret_cast<const char*>(input->data()), take);
   *input = input->subspan(take);
   if (payload_.size() < length_) return Result::kNeedMore;
   frame->type = type_;

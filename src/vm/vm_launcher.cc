@@ -32,6 +32,16 @@ absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& 
           absl::StrCat("the ", what, " ", path, " is missing; run scripts/setup.sh to build it"));
     }
   }
+  // The hostname travels on the kernel command line: nothing but a plain DNS label.
+  bool label_ok =
+      !options.hostname.empty() && options.hostname.size() <= 63 && options.hostname.front() != '-';
+  for (char c : options.hostname) {
+    label_ok = label_ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+  }
+  if (!label_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid hostname \"", options.hostname, "\": use 1-63 of a-z, 0-9 and -"));
+  }
   absl::StatusOr<UniqueFd> disk = CreateSessionDisk(paths.scratch, options.disk_bytes);
   if (!disk.ok()) return disk.status();
   VmConfig config;
