@@ -23,8 +23,8 @@ for fuzzer in build-asan/*_fuzz; do
   name=$(basename "$fuzzer" _fuzz)
   scratch=$(mktemp -d)
   echo "fuzzing $name for ${fuzz_seconds}s"
-  "$fuzzer" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$scratch" "fuzz/corpus/$name" \
-    > "$scratch.log" 2>&1 || { tail -50 "$scratch.log"; exit 1; }
+  "$fuzzer" -max_total_time="$fuzz_seconds" -artifact_prefix="$scratch/" "$scratch" "fuzz/corpus/$name" \
+    > "$scratch.log" 2>&1 || { tail -50 "$scratch.log"; cp "$scratch"/crash-* . 2>/dev/null; exit 1; }
   rm -rf "$scratch" "$scratch.log"
 done
 

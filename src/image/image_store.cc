@@ -96,8 +96,12 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
   info.name = name;
   info.digest = absl::StrCat("sha256:", key);
   info.rootfs_path = dir + "/rootfs.ext4";
-  info.created = meta.value("created", int64_t{0});
-  info.source = meta.value("source", std::string());
+  if (meta.contains("created") && meta["created"].is_number_integer()) {
+    info.created = meta["created"].get<int64_t>();
+  }
+  if (meta.contains("source") && meta["source"].is_string()) {
+    info.source = meta["source"].get<std::string>();
+  }
   struct stat st;
   if (stat(info.rootfs_path.c_str(), &st) != 0) return ErrnoStatus("stat", info.rootfs_path);
   info.size_bytes = static_cast<uint64_t>(st.st_size);
@@ -114,7 +118,9 @@ absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
                      "scripts/setup.sh builds the default image"));
   }
   nlohmann::json ref = nlohmann::json::parse(*text, nullptr, false);
-  std::string key = ref.is_object() ? ref.value("digest", std::string()) : "";
+  std::string key = ref.is_object() && ref.contains("digest") && ref["digest"].is_string()
+                        ? ref["digest"].get<std::string>()
+                        : "";
   if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return absl::DataLossError(absl::StrCat("the tag file of image ", name, " is corrupt"));
   }

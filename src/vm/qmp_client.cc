@@ -24,6 +24,18 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline) {
   }
 }
 
+// The member `key` of an object, or null: never throws, whatever shape QEMU sent.
+const nlohmann::json* Member(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+int64_t IntMember(const nlohmann::json* j, const char* key) {
+  const nlohmann::json* v = j ? Member(*j, key) : nullptr;
+  return v && v->is_number_integer() ? v->get<int64_t>() : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<QmpClient>> QmpClient::Connect(UniqueFd fd, absl::Time deadline) {
@@ -31,12 +43,12 @@ absl::StatusOr<std::unique_ptr<QmpClient>> QmpClient::Connect(UniqueFd fd, absl:
   std::unique_ptr<QmpClient> client(new QmpClient(std::move(fd)));
   absl::StatusOr<nlohmann::json> greeting = client->ReadMessage(deadline);
   if (!greeting.ok()) return greeting.status();
-  if (!greeting->contains("QMP")) return absl::DataLossError("QEMU sent no QMP greeting");
-  const nlohmann::json& v = (*greeting)["QMP"]["version"]["qemu"];
-  if (v.is_object()) {
-    client->version_ =
-        absl::StrCat(v.value("major", 0), ".", v.value("minor", 0), ".", v.value("micro", 0));
-  }
+  const nlohmann::json* qmp = Member(*greeting, "QMP");
+  if (qmp == nullptr) return absl::DataLossError("QEMU sent no QMP greeting");
+  const nlohmann::json* version = Member(*qmp, "version");
+  const nlohmann::json* qemu = version ? Member(*version, "qemu") : nullptr;
+  client->version_ = absl::StrCat(IntMember(qemu, "major"), ".", IntMember(qemu, "minor"), ".",
+                                  IntMember(qemu, "micro"));
   absl::StatusOr<nlohmann::json> caps =
       client->Execute("qmp_capabilities", nlohmann::json::object(), deadline);
   if (!caps.ok()) return caps.status();
@@ -88,12 +100,12 @@ absl::StatusOr<nlohmann::json> QmpClient::Execute(const std::string& command,
   for (;;) {
     absl::StatusOr<nlohmann::json> message = ReadMessage(deadline);
     if (!message.ok()) return message.status();
-    if (message->contains("event")) continue;
-    if (message->contains("return")) return (*message)["return"];
-    if (message->contains("error")) {
-      const nlohmann::json& error = (*message)["error"];
-      std::string desc = error.is_object() ? error.value("desc", std::string("unknown error")) : "";
-      return absl::InternalError(absl::StrCat("QMP ", command, ": ", desc));
+    if (Member(*message, "event") != nullptr) continue;
+    if (const nlohmann::json* ret = Member(*message, "return")) return *ret;
+    if (const nlohmann::json* error = Member(*message, "error")) {
+      const nlohmann::json* desc = Member(*error, "desc");
+      return absl::InternalError(absl::StrCat(
+          "QMP ", command, ": ", desc && desc->is_string() ? desc->get<std::string>() : "error"));
     }
     return absl::DataLossError("QEMU sent an unexpected QMP message");
   }
