@@ -19,7 +19,7 @@ for _ in $(seq "$rounds"); do
   t0=$(now_ms)
   qemu-system-x86_64 -M microvm,acpi=off,x-option-roms=off,rtc=off "${accel_args[@]}" -m 512M \
     -nodefaults -no-user-config -nographic -no-reboot -kernel "$kernel" \
-    -initrd build/bench-initramfs.cpio -append "console=ttyS0 quiet panic=-1" >/dev/null
+    -initrd build/bench-initramfs.cpio -append "console=ttyS0 quiet panic=-1 reboot=t" >/dev/null
   t1=$(now_ms); boot_times+=($((t1 - t0)))
 done
 run=$(printf '%s\n' "${run_times[@]}" | median)

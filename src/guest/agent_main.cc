@@ -12,10 +12,12 @@
 
 namespace {
 
+// Ends the VM: microvm has no ACPI to power off with, so reboot, which the host's QEMU
+// (-no-reboot) turns into an exit.
 [[noreturn]] void PowerOff(const std::string& why) {
-  airlock::guest::ConsoleLog("fatal: " + why + "; powering off");
+  airlock::guest::ConsoleLog("fatal: " + why + "; stopping the VM");
   sync();
-  reboot(RB_POWER_OFF);
+  reboot(RB_AUTOBOOT);
   for (;;) pause();
 }
 
