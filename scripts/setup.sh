@@ -21,6 +21,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+# Members of this group may use airlockd's socket (each sees only their own sessions).
+getent group airlock >/dev/null || groupadd --system airlock
+
 kernel=$(scripts/build-kernel.sh)
 
 [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2

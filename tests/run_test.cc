@@ -15,108 +15,10 @@
 #include <vector>
 
 #include "src/common/host_paths.h"
+#include "tests/cli_runner.h"
 
 namespace airlock {
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// A running `airlock` process with pipes on stdin, stdout and stderr.
-class Airlock {
- public:
-  explicit Airlock(const std::vector<std::string>& args) {
-    int in[2], out[2], err[2];
-    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
-    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-    EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
-    std::vector<std::string> argv = {AIRLOCK_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (std::string& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      execv(raw[0], raw.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-    stderr_ = err[0];
-  }
-  ~Airlock() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    for (int fd : {stdin_, stdout_, stderr_}) {
-      if (fd >= 0) close(fd);
-    }
-  }
-
-  void Write(const std::string& data) {
-    ASSERT_EQ(write(stdin_, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  }
-  void CloseStdin() {
-    close(stdin_);
-    stdin_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-
-  // Reads output until `until` holds or both streams end; false if 120 s pass first (a hang).
-  bool ReadUntil(const std::function<bool()>& until) {
-    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (!until() && (stdout_ >= 0 || stderr_ >= 0)) {
-      if (std::chrono::steady_clock::now() > give_up) return false;
-      pollfd fds[2] = {{stdout_, POLLIN, 0}, {stderr_, POLLIN, 0}};
-      if (poll(fds, 2, 1000) <= 0) continue;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].revents == 0) continue;
-        char buf[65536];
-        ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-        if (n > 0) {
-          (i == 0 ? result_.out : result_.err).append(buf, static_cast<size_t>(n));
-        } else {
-          close(fds[i].fd);
-          (i == 0 ? stdout_ : stderr_) = -1;
-        }
-      }
-    }
-    return true;
-  }
-
-  Result Finish() {
-    if (stdin_ >= 0) CloseStdin();
-    EXPECT_TRUE(ReadUntil([] { return false; })) << "airlock hung";
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    reaped_ = true;
-    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return result_;
-  }
-  const Result& partial() const { return result_; }
-
- private:
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int stdin_ = -1, stdout_ = -1, stderr_ = -1;
-  Result result_;
-};
-
-Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "") {
-  Airlock a(args);
-  if (!input.empty()) a.Write(input);
-  return a.Finish();
-}
 
 // QEMU processes on this host (the suite runs VMs one at a time).
 int CountQemu() {

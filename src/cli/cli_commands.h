@@ -10,6 +10,13 @@ namespace airlock {
 int RunCommand(const std::vector<std::string>& args);
 int DoctorCommand(const std::vector<std::string>& args);
 int ImageCommand(const std::vector<std::string>& args);
+int SessionCommand(const std::vector<std::string>& args);
+int ExecCommand(const std::vector<std::string>& args);
+int ListCommand(const std::vector<std::string>& args);
+int PsCommand(const std::vector<std::string>& args);
+int LogsCommand(const std::vector<std::string>& args);
+int MetricsCommand(const std::vector<std::string>& args);
+int RemoveCommand(const std::vector<std::string>& args);
 
 }  // namespace airlock
 

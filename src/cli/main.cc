@@ -13,13 +13,24 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  run [IMAGE] -- CMD ARGS...   run a command in a fresh microVM (airlock run --help)\n"
+    "  session create [IMAGE] [--cpus N] [--memory 512m] [--pids N] [--disk 2g] [--ttl 1h]\n"
+    "                               boot a durable session; prints its id\n"
+    "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
+    "  ls [--json|-q]               your sessions: state, limits, last use\n"
+    "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
+    "  logs [-f] [-n N] [--since D] ID   output of a session's commands, with timestamps\n"
+    "  metrics [--watch] [ID...]    guest CPU, memory, processes and disk\n"
+    "  rm ID...                     destroy sessions (their logs stay)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
     "  image ls [--json]            list images\n"
     "  image rm NAME...             remove images\n"
     "\n"
-    "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS,\n"
-    "AIRLOCK_QEMU, AIRLOCK_ACCEL=kvm|tcg\n";
+    "Everything but doctor and image goes through airlockd, started on first use when run\n"
+    "as root (or run it yourself as a service).\n"
+    "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_SOCKET (default\n"
+    "/run/airlock/airlockd.sock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS, AIRLOCK_QEMU,\n"
+    "AIRLOCK_ACCEL=kvm|tcg\n";
 
 }  // namespace
 
@@ -34,6 +45,13 @@ int main(int argc, char** argv) {
   if (command == "run") return airlock::RunCommand(args);
   if (command == "doctor") return airlock::DoctorCommand(args);
   if (command == "image") return airlock::ImageCommand(args);
+  if (command == "session") return airlock::SessionCommand(args);
+  if (command == "exec") return airlock::ExecCommand(args);
+  if (command == "ls") return airlock::ListCommand(args);
+  if (command == "ps") return airlock::PsCommand(args);
+  if (command == "logs") return airlock::LogsCommand(args);
+  if (command == "metrics") return airlock::MetricsCommand(args);
+  if (command == "rm") return airlock::RemoveCommand(args);
   std::fprintf(stderr, "airlock: unknown command \"%s\"\n%s", command.c_str(), kUsage);
   return 2;
 }

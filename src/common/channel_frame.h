@@ -34,8 +34,9 @@ inline constexpr uint32_t kMaxListItems = 4096;
 enum class FrameType : uint8_t {
   // Guest -> host on stream 0 when the agent starts serving: u32 protocol, string agent version.
   kHello = 1,
-  // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy.
-  // The guest sets its clock, mixes the entropy into its RNG and answers kReady.
+  // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy, u32 limit on
+  // the processes of commands (0: none). The guest sets its clock, mixes the entropy into its
+  // RNG, applies the limit to the cgroup its commands run in, and answers kReady.
   kSync = 2,
   // Guest -> host on stream 0: the guest is ready to run commands (after kSync).
   kReady = 3,

@@ -31,6 +31,47 @@ constexpr size_t kOutQueueCap = 1024 * 1024;
 constexpr uint32_t kMaxEntropy = 512;
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+// Commands run in this cgroup (see ExecChild); the agent itself stays outside it, so a command
+// that exhausts processes or memory cannot starve the agent.
+constexpr char kCommandCgroup[] = "/sys/fs/cgroup/airlock";
+// Memory kept back from commands for the kernel and the agent.
+constexpr uint64_t kAgentMemoryReserve = 48ull << 20;
+
+bool WriteText(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
+uint64_t ReadMeminfo(const std::string& text, const std::string& key) {
+  size_t at = text.find(key + ":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
+}
+
+// Returns what failed, or an empty string.
+std::string ApplyCommandLimits(uint32_t pids_max) {
+  mkdir(kCommandCgroup, 0755);
+  if (!WriteText("/sys/fs/cgroup/cgroup.subtree_control", "+pids +memory")) {
+    return std::string("enable cgroup controllers: ") + strerror(errno);
+  }
+  std::string base = kCommandCgroup;
+  if (!WriteText(base + "/pids.max", pids_max ? std::to_string(pids_max) : "max")) {
+    return std::string("pids.max: ") + strerror(errno);
+  }
+  std::ifstream meminfo("/proc/meminfo");
+  std::stringstream ss;
+  ss << meminfo.rdbuf();
+  uint64_t total = ReadMeminfo(ss.str(), "MemTotal");
+  if (total > 2 * kAgentMemoryReserve &&
+      !WriteText(base + "/memory.max", std::to_string(total - kAgentMemoryReserve))) {
+    return std::string("memory.max: ") + strerror(errno);
+  }
+  return "";
+}
+
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
@@ -45,6 +86,7 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
+  WriteText(std::string(kCommandCgroup) + "/cgroup.procs", "0");  // best effort: may be absent
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   setsid();
   dup2(stdin_fd, 0);
@@ -82,12 +124,6 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
   errno = denied ? EACCES : ENOENT;
   fail(2);
   _exit(127);
-}
-
-uint64_t ReadMeminfo(const std::string& text, const std::string& key) {
-  size_t at = text.find(key + ":");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
 }
 
 GuestMetrics SampleMetrics() {
@@ -347,8 +383,9 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       int64_t sec;
       uint32_t nsec;
       std::string entropy;
-      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.AtEnd()) || nsec >= 1000000000 ||
-          entropy.size() > kMaxEntropy) {
+      uint32_t pids_max = 0;
+      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids_max) && r.AtEnd()) ||
+          nsec >= 1000000000 || entropy.size() > kMaxEntropy) {
         *error = "malformed sync";
         return false;
       }
@@ -364,6 +401,8 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         if (ioctl(rnd, RNDADDENTROPY, pool) != 0) ConsoleLog("RNDADDENTROPY failed");
         close(rnd);
       }
+      std::string limit_error = ApplyCommandLimits(pids_max);
+      if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
       Send(FrameType::kReady, 0, "");
       return true;
     }

@@ -246,7 +246,7 @@ void GuestChannel::CloseStream(uint32_t id) {
   streams_.erase(id);
 }
 
-absl::Status GuestChannel::Handshake(absl::Time deadline) {
+absl::Status GuestChannel::Handshake(absl::Time deadline, uint32_t pids_max) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     while (!hello_ && failure_.ok()) {
@@ -264,7 +264,7 @@ absl::Status GuestChannel::Handshake(absl::Time deadline) {
     return ErrnoStatus("getrandom");
   }
   PayloadWriter w;
-  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy);
+  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy).U32(pids_max);
   if (absl::Status s = Send(FrameType::kSync, 0, w.bytes()); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   while (!ready_ && failure_.ok()) {

@@ -76,8 +76,9 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // Stops the reader thread and closes the socket; pending calls fail.
   void Stop();
 
-  // Waits for the agent's hello, sends the clock and fresh entropy, waits until it is ready.
-  [[nodiscard]] absl::Status Handshake(absl::Time deadline);
+  // Waits for the agent's hello, sends the clock, fresh entropy and the process limit for
+  // commands (0: none), and waits until the agent is ready.
+  [[nodiscard]] absl::Status Handshake(absl::Time deadline, uint32_t pids_max = 0);
 
   [[nodiscard]] absl::StatusOr<std::unique_ptr<ExecStream>> StartExec(const ExecRequest& request);
   [[nodiscard]] absl::Status WriteFile(const std::string& path, uint32_t mode,

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -65,6 +68,9 @@ class LogTail {
   std::string data_;
 };
 
+// waitid's P_PIDFD, which older headers lack.
+constexpr int kPidfdIdType = 3;
+
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 int PidfdKill(int pidfd) {
@@ -97,13 +103,31 @@ class QemuVm : public Vm {
   }
 
   absl::Status WaitReady(absl::Time deadline) override {
-    absl::Status status = channel_->Handshake(deadline);
+    absl::Status status = channel_->Handshake(deadline, pids_max_);
     if (status.ok()) return status;
     Kill(status);
     return Explain("the VM did not boot", status);
   }
 
   GuestChannel& channel() override { return *channel_; }
+  std::string accelerator() const override { return accelerator_; }
+  void set_accelerator(std::string accelerator) { accelerator_ = std::move(accelerator); }
+  void set_pids_max(uint32_t pids_max) { pids_max_ = pids_max; }
+
+  std::optional<std::string> ExitReason() override {
+    siginfo_t info = {};
+    // WNOWAIT: the destructor still reaps it.
+    if (waitid(static_cast<idtype_t>(kPidfdIdType), static_cast<id_t>(pidfd_.get()), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid == 0) {
+      return std::nullopt;
+    }
+    if (info.si_code == CLD_EXITED) {
+      return absl::StrCat("the VM process exited with status ", info.si_status);
+    }
+    return absl::StrCat("the VM process was killed by signal ", info.si_status, " (",
+                        sigabbrev_np(info.si_status) ? sigabbrev_np(info.si_status) : "?", ")");
+  }
   pid_t pid() const override { return pid_; }
   int pidfd() const { return pidfd_.get(); }
 
@@ -158,6 +182,8 @@ class QemuVm : public Vm {
   std::thread logger_;
   std::unique_ptr<QmpClient> qmp_;
   std::shared_ptr<GuestChannel> channel_;
+  std::string accelerator_;
+  uint32_t pids_max_ = 0;
 };
 
 // In the forked child: only async-signal-safe calls until execve.
@@ -194,6 +220,44 @@ class QemuVm : public Vm {
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   execve(path, argv, envp);
   _exit(127);
+}
+
+// The parent-death signal fires when the *thread* that forked exits, not the process. Server
+// threads come and go, so every VM is forked from one thread that lives as long as the process.
+pid_t RunOnSpawnerThread(const std::function<pid_t()>& spawn) {
+  struct Spawner {
+    std::mutex serial;  // one request at a time
+    std::mutex mu;
+    std::condition_variable cv;
+    const std::function<pid_t()>* request = nullptr;
+    pid_t result = 0;
+    int result_errno = 0;
+    bool done = false;
+  };
+  // Never destroyed: the thread waits on it until the process ends.
+  static Spawner* spawner = [] {
+    auto* s = new Spawner;
+    std::thread([s] {
+      std::unique_lock<std::mutex> lock(s->mu);
+      for (;;) {
+        s->cv.wait(lock, [s] { return s->request != nullptr && !s->done; });
+        s->result = (*s->request)();
+        s->result_errno = errno;
+        s->done = true;
+        s->cv.notify_all();
+      }
+    }).detach();
+    return s;
+  }();
+  std::lock_guard<std::mutex> serial(spawner->serial);
+  std::unique_lock<std::mutex> lock(spawner->mu);
+  spawner->request = &spawn;
+  spawner->done = false;
+  spawner->cv.notify_all();
+  spawner->cv.wait(lock, [] { return spawner->done; });
+  spawner->request = nullptr;
+  errno = spawner->result_errno;
+  return spawner->result;
 }
 
 }  // namespace
@@ -296,11 +360,14 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   const int sources[kSources] = {channel_vm.get(), qmp_vm.get(), console_vm.get(),
                                  config.session_disk_fd, disk_read_only.get()};
   pid_t parent = getpid();
-  pid_t pid = fork();
+  pid_t pid = RunOnSpawnerThread([&] {
+    pid_t child = fork();
+    if (child == 0) {
+      ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid);
+    }
+    return child;
+  });
   if (pid < 0) return ErrnoStatus("fork");
-  if (pid == 0) {
-    ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid);
-  }
   channel_vm.reset();
   qmp_vm.reset();
   console_vm.reset();
@@ -313,6 +380,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   }
   auto vm =
       std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host), std::move(err_host));
+  vm->set_accelerator(config.accelerator);
+  vm->set_pids_max(config.guest_pids_max);
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());

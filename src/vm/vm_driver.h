@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,6 +25,7 @@ struct VmConfig {
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
   std::string hostname;
+  uint32_t guest_pids_max = 0;      // processes of commands inside the guest; 0: no limit
   std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
 };
 
@@ -40,6 +42,10 @@ class Vm {
   virtual void Kill(const absl::Status& reason) = 0;
   // The last lines the guest console and the VMM printed, for error messages.
   virtual std::string DiagnosticTail() const = 0;
+  // If the VM process has ended, how ("killed by signal 9"); nullopt while it runs.
+  virtual std::optional<std::string> ExitReason() = 0;
+  // The accelerator the VM runs on ("kvm" or "tcg").
+  virtual std::string accelerator() const = 0;
 };
 
 class VmDriver {

@@ -1,0 +1,23 @@
+// Parsing of sizes ("512m", "2g") and durations ("90s", "1h") given on the command line.
+#ifndef AIRLOCK_CLI_CLI_FLAGS_H_
+#define AIRLOCK_CLI_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+// "512m" -> 512 MiB; suffixes k, m, g, t (binary units); a plain number is MiB.
+[[nodiscard]] absl::StatusOr<uint64_t> ParseSize(const std::string& text);
+// "90s", "30m", "1h", "2d"; a plain number is seconds.
+[[nodiscard]] absl::StatusOr<uint64_t> ParseDurationSeconds(const std::string& text);
+// "1.5 GiB"
+std::string FormatBytes(uint64_t bytes);
+// "3m ago"
+std::string FormatAgo(int64_t unix_ms, int64_t now_ms);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_CLI_CLI_FLAGS_H_

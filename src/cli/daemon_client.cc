@@ -1,0 +1,104 @@
+#include "src/cli/daemon_client.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/file_util.h"
+#include "src/common/host_paths.h"
+
+namespace airlock {
+namespace {
+
+bool Answers(const std::shared_ptr<grpc::Channel>& channel, int millis) {
+  return channel->WaitForConnected(std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(millis));
+}
+
+std::string ExecutableDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? DirName(std::string(buf, static_cast<size_t>(n))) : ".";
+}
+
+// Starts airlockd in the background, detached from us and our terminal.
+absl::Status StartDaemon() {
+  std::string daemon = ExecutableDir() + "/airlockd";
+  if (access(daemon.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(daemon, " is missing; run scripts/setup.sh"));
+  }
+  HostPaths paths = DefaultHostPaths();
+  if (absl::Status s = MakeDirectories(paths.home, 0755); !s.ok()) return s;
+  std::string log = paths.home + "/airlockd.log";
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    setsid();
+    if (fork() != 0) _exit(0);  // the daemon is reparented away from us
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (null_fd < 0 || log_fd < 0) _exit(127);
+    dup2(null_fd, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    close_range(3, ~0U, 0);
+    char* argv[] = {daemon.data(), nullptr};
+    execv(daemon.c_str(), argv);
+    _exit(127);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DaemonSocketPath() {
+  const char* env = std::getenv("AIRLOCK_SOCKET");
+  return env && *env ? env : "/run/airlock/airlockd.sock";
+}
+
+absl::StatusOr<DaemonClient> ConnectToDaemon() {
+  std::string socket = DaemonSocketPath();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(4 << 20);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
+  if (!Answers(channel, 300)) {
+    if (geteuid() != 0) {
+      struct stat st;
+      if (stat(socket.c_str(), &st) == 0) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "airlockd at ", socket,
+            " does not answer you; to use it, join the airlock group (usermod -aG airlock $USER)"));
+      }
+      return absl::UnavailableError(absl::StrCat("airlockd is not running (no socket at ", socket,
+                                                 "); start it as root: airlockd &"));
+    }
+    if (absl::Status s = StartDaemon(); !s.ok()) return s;
+    if (!Answers(channel, 15000)) {
+      return absl::UnavailableError(absl::StrCat("started airlockd, but it does not answer at ",
+                                                 socket, "; see ", DefaultHostPaths().home,
+                                                 "/airlockd.log"));
+    }
+  }
+  DaemonClient client;
+  client.channel = channel;
+  client.sessions = v1::Sessions::NewStub(channel);
+  client.vms = v1::Vms::NewStub(channel);
+  client.images = v1::Images::NewStub(channel);
+  return client;
+}
+
+std::string Describe(const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && status.error_message().empty()) {
+    return "lost the connection to airlockd";
+  }
+  return status.error_message();
+}
+
+}  // namespace airlock

@@ -1,0 +1,33 @@
+// The CLI's connection to airlockd. Finds the socket ($AIRLOCK_SOCKET or
+// /run/airlock/airlockd.sock); if no daemon answers and we are root, starts one (airlockd beside
+// this binary, detached, logging to $AIRLOCK_HOME/airlockd.log) and waits for it.
+#ifndef AIRLOCK_CLI_DAEMON_CLIENT_H_
+#define AIRLOCK_CLI_DAEMON_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/airlock/v1/airlock.grpc.pb.h"
+
+namespace airlock {
+
+struct DaemonClient {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Sessions::Stub> sessions;
+  std::unique_ptr<v1::Vms::Stub> vms;
+  std::unique_ptr<v1::Images::Stub> images;
+};
+
+[[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();
+
+std::string DaemonSocketPath();
+
+// A gRPC error as the user should read it.
+std::string Describe(const grpc::Status& status);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_CLI_DAEMON_CLIENT_H_

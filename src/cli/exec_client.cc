@@ -1,0 +1,131 @@
+#include "src/cli/exec_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+namespace airlock {
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) {
+  g_signal = sig;
+  (void)!write(g_signal_pipe[1], "x", 1);
+}
+
+void WriteAll(int fd, const std::string& data, bool* broken) {
+  size_t done = 0;
+  while (done < data.size() && !*broken) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *broken = true;
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
+  signal(SIGPIPE, SIG_IGN);
+  if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "airlock: pipe failed\n");
+    return kExitAirlockError;
+  }
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecRequest, v1::ExecResponse>> stream =
+      client.sessions->Exec(&context);
+  std::mutex write_mu;
+  bool writes_done = false;
+  v1::ExecRequest first;
+  *first.mutable_start() = start;
+  stream->Write(first);
+
+  int stop[2];
+  if (pipe2(stop, O_CLOEXEC) != 0) return kExitAirlockError;
+  // Our stdin to the command, until EOF or until the command ends.
+  std::thread input([&] {
+    if (!start.stdin()) return;
+    char buf[65536];
+    for (;;) {
+      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {stop[0], POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[1].revents) return;
+      if (fds[0].revents & POLLNVAL) break;
+      ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;
+      v1::ExecRequest message;
+      message.set_stdin(std::string(buf, static_cast<size_t>(n)));
+      std::lock_guard<std::mutex> lock(write_mu);
+      if (writes_done || !stream->Write(message)) return;
+    }
+    v1::ExecRequest eof;
+    eof.set_stdin_eof(true);
+    std::lock_guard<std::mutex> lock(write_mu);
+    if (!writes_done) stream->Write(eof);
+  });
+  // A signal to us cancels the call; airlockd then kills the command.
+  std::thread watcher([&] {
+    pollfd fds[2] = {{g_signal_pipe[0], POLLIN, 0}, {stop[0], POLLIN, 0}};
+    while (poll(fds, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (fds[0].revents) context.TryCancel();
+  });
+
+  bool out_broken = false, err_broken = false, have_exit = false;
+  v1::ExitStatus exit;
+  v1::ExecResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_stdout()) {
+      WriteAll(STDOUT_FILENO, response.stdout(), &out_broken);
+    } else if (response.has_stderr()) {
+      WriteAll(STDERR_FILENO, response.stderr(), &err_broken);
+    } else if (response.has_exit()) {
+      exit = response.exit();
+      have_exit = true;
+      break;
+    }
+  }
+  (void)!write(stop[1], "x", 1);
+  {
+    std::lock_guard<std::mutex> lock(write_mu);
+    writes_done = true;
+    stream->WritesDone();
+  }
+  input.join();
+  watcher.join();
+  close(stop[0]);
+  close(stop[1]);
+  grpc::Status status = stream->Finish();
+  if (int sig = g_signal.load()) {
+    std::fprintf(stderr, "airlock: interrupted by signal %d; the command was killed\n", sig);
+    return 128 + sig;
+  }
+  if (have_exit) {
+    if (!exit.message().empty()) std::fprintf(stderr, "airlock: %s\n", exit.message().c_str());
+    return exit.code();
+  }
+  std::fprintf(stderr, "airlock: %s\n", Describe(status).c_str());
+  return kExitAirlockError;
+}
+
+}  // namespace airlock

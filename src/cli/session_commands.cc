@@ -1,0 +1,394 @@
+// Session commands: session create, exec, ls, ps, logs, metrics, rm. All go through airlockd.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "src/cli/cli_commands.h"
+#include "src/cli/cli_flags.h"
+#include "src/cli/daemon_client.h"
+#include "src/cli/exec_client.h"
+
+namespace airlock {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int Usage(const char* usage, const std::string& problem) {
+  std::fprintf(stderr, "airlock: %s\n%s", problem.c_str(), usage);
+  return 2;
+}
+
+int DaemonError(const grpc::Status& status) {
+  std::fprintf(stderr, "airlock: %s\n", Describe(status).c_str());
+  return 1;
+}
+
+// Connects or prints why not; nullopt then.
+std::optional<DaemonClient> Connect() {
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (client.ok()) return std::move(*client);
+  std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());
+  return std::nullopt;
+}
+
+const char* StateName(v1::SessionState state) {
+  switch (state) {
+    case v1::SESSION_STATE_CREATING:
+      return "creating";
+    case v1::SESSION_STATE_RUNNING:
+      return "running";
+    case v1::SESSION_STATE_STOPPED:
+      return "stopped";
+    case v1::SESSION_STATE_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+constexpr char kCreateUsage[] =
+    "usage: airlock session create [IMAGE] [--cpus N] [--memory SIZE] [--pids N] [--disk SIZE]\n"
+    "                              [--ttl DURATION]\n"
+    "Boots a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
+    "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n";
+
+int SessionCreate(const std::vector<std::string>& args) {
+  v1::CreateSessionRequest request;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    bool has_value = i + 1 < args.size();
+    if (a == "--cpus" && has_value) {
+      uint32_t n;
+      if (!absl::SimpleAtoi(args[++i], &n) || n == 0)
+        return Usage(kCreateUsage, "--cpus needs a number");
+      request.mutable_limits()->set_vcpus(n);
+    } else if ((a == "--memory" || a == "--disk") && has_value) {
+      absl::StatusOr<uint64_t> size = ParseSize(args[++i]);
+      if (!size.ok()) return Usage(kCreateUsage, std::string(size.status().message()));
+      if (a == "--memory") request.mutable_limits()->set_memory_bytes(*size);
+      if (a == "--disk") request.mutable_limits()->set_disk_bytes(*size);
+    } else if (a == "--pids" && has_value) {
+      uint32_t n;
+      if (!absl::SimpleAtoi(args[++i], &n)) return Usage(kCreateUsage, "--pids needs a number");
+      request.mutable_limits()->set_pids(n);
+    } else if (a == "--ttl" && has_value) {
+      absl::StatusOr<uint64_t> ttl = ParseDurationSeconds(args[++i]);
+      if (!ttl.ok()) return Usage(kCreateUsage, std::string(ttl.status().message()));
+      request.mutable_limits()->set_ttl_seconds(*ttl);
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kCreateUsage, stdout);
+      return 0;
+    } else if (a[0] != '-' && request.image().empty()) {
+      request.set_image(a);
+    } else {
+      return Usage(kCreateUsage, "unexpected argument " + a);
+    }
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::Session session;
+  grpc::Status status = client->sessions->Create(&context, request, &session);
+  if (!status.ok()) return DaemonError(status);
+  std::printf("%s\n", session.id().c_str());
+  return 0;
+}
+
+constexpr char kExecUsage[] =
+    "usage: airlock exec [-i] [-e KEY=VALUE] [-w DIR] [--timeout SECONDS] ID -- COMMAND [ARG...]\n"
+    "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
+    "  -i  pass stdin to the command (otherwise it reads /dev/null)\n";
+
+int Exec(const std::vector<std::string>& args) {
+  v1::ExecStart start;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    bool has_value = i + 1 < args.size();
+    if (a == "-i" || a == "--interactive") {
+      start.set_stdin(true);
+    } else if ((a == "-e" || a == "--env") && has_value) {
+      const std::string& kv = args[++i];
+      if (kv.find('=') == std::string::npos || kv[0] == '=') {
+        return Usage(kExecUsage, "-e needs KEY=VALUE");
+      }
+      start.add_env(kv);
+    } else if ((a == "-w" || a == "--workdir") && has_value) {
+      start.set_cwd(args[++i]);
+    } else if (a == "--timeout" && has_value) {
+      double t;
+      if (!absl::SimpleAtod(args[++i], &t) || !(t > 0)) {
+        return Usage(kExecUsage, "--timeout needs a positive number of seconds");
+      }
+      start.set_timeout_seconds(t);
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kExecUsage, stdout);
+      return 0;
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else if (a[0] != '-' && start.session_id().empty()) {
+      start.set_session_id(a);
+    } else if (a[0] != '-') {
+      break;  // the command, without a "--"
+    } else {
+      return Usage(kExecUsage, "unexpected argument " + a);
+    }
+  }
+  for (; i < args.size(); ++i) start.add_argv(args[i]);
+  if (start.session_id().empty()) return Usage(kExecUsage, "which session? give its ID");
+  if (start.argv().empty()) return Usage(kExecUsage, "no command given; put it after --");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return kExitAirlockError;
+  return StreamExec(*client, start);
+}
+
+int List(const std::vector<std::string>& args) {
+  bool json = false, quiet = false;
+  for (const std::string& a : args) {
+    if (a == "--json")
+      json = true;
+    else if (a == "-q" || a == "--quiet")
+      quiet = true;
+    else
+      return Usage("usage: airlock ls [--json|-q]\n", "unexpected argument " + a);
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ListSessionsResponse response;
+  grpc::Status status = client->sessions->List(&context, {}, &response);
+  if (!status.ok()) return DaemonError(status);
+  if (quiet) {
+    for (const v1::Session& s : response.sessions()) std::printf("%s\n", s.id().c_str());
+    return 0;
+  }
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::Session& s : response.sessions()) {
+      out.push_back({{"id", s.id()},
+                     {"image", s.image()},
+                     {"state", StateName(s.state())},
+                     {"reason", s.reason()},
+                     {"created_unix_ms", s.created_unix_ms()},
+                     {"last_used_unix_ms", s.last_used_unix_ms()},
+                     {"hostname", s.hostname()},
+                     {"limits",
+                      {{"vcpus", s.limits().vcpus()},
+                       {"memory_bytes", s.limits().memory_bytes()},
+                       {"pids", s.limits().pids()},
+                       {"disk_bytes", s.limits().disk_bytes()},
+                       {"ttl_seconds", s.limits().ttl_seconds()}}}});
+    }
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  int64_t now = NowMs();
+  std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4s  %-6s  %-5s  %-6s  %s\n", "ID", "IMAGE",
+              "STATE", "CREATED", "LAST USED", "CPUS", "MEMORY", "PIDS", "DISK", "REASON");
+  for (const v1::Session& s : response.sessions()) {
+    std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4u  %-6s  %-5u  %-6s  %s\n", s.id().c_str(),
+                s.image().c_str(), StateName(s.state()),
+                FormatAgo(s.created_unix_ms(), now).c_str(),
+                FormatAgo(s.last_used_unix_ms(), now).c_str(), s.limits().vcpus(),
+                FormatBytes(s.limits().memory_bytes()).c_str(), s.limits().pids(),
+                FormatBytes(s.limits().disk_bytes()).c_str(), s.reason().c_str());
+  }
+  return 0;
+}
+
+int Ps(const std::vector<std::string>& args) {
+  bool json = args.size() == 1 && args[0] == "--json";
+  if (!args.empty() && !json) return Usage("usage: airlock ps [--json]\n", "unexpected argument");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ListVmsResponse response;
+  grpc::Status status = client->vms->List(&context, {}, &response);
+  if (!status.ok()) return DaemonError(status);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::Vm& vm : response.vms()) {
+      out.push_back({{"session_id", vm.session_id()},
+                     {"pid", vm.pid()},
+                     {"accelerator", vm.accelerator()},
+                     {"vcpus", vm.vcpus()},
+                     {"host_cpu_percent", vm.host_cpu_percent()},
+                     {"host_rss_bytes", vm.host_rss_bytes()}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-12s  %-8s  %-5s  %-5s  %-8s  %s\n", "SESSION", "PID", "ACCEL", "VCPUS", "CPU%",
+              "RSS");
+  for (const v1::Vm& vm : response.vms()) {
+    std::printf("%-12s  %-8d  %-5s  %-5u  %-8.1f  %s\n", vm.session_id().c_str(), vm.pid(),
+                vm.accelerator().c_str(), vm.vcpus(), vm.host_cpu_percent(),
+                FormatBytes(vm.host_rss_bytes()).c_str());
+  }
+  return 0;
+}
+
+constexpr char kLogsUsage[] =
+    "usage: airlock logs [-f] [-n N] [--since DURATION] ID\n"
+    "Prints the output of every command of session ID with timestamps (also after it stopped).\n"
+    "  -f          keep printing new output until the session stops\n"
+    "  -n N        only the last N entries\n"
+    "  --since D   only entries from the last D (like 10m or 1h)\n";
+
+int Logs(const std::vector<std::string>& args) {
+  v1::LogsRequest request;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    bool has_value = i + 1 < args.size();
+    if (a == "-f" || a == "--follow") {
+      request.set_follow(true);
+    } else if ((a == "-n" || a == "--tail") && has_value) {
+      uint32_t n;
+      if (!absl::SimpleAtoi(args[++i], &n)) return Usage(kLogsUsage, "-n needs a number");
+      request.set_tail(n);
+    } else if (a == "--since" && has_value) {
+      absl::StatusOr<uint64_t> d = ParseDurationSeconds(args[++i]);
+      if (!d.ok()) return Usage(kLogsUsage, std::string(d.status().message()));
+      request.set_since_unix_ms(NowMs() - static_cast<int64_t>(*d) * 1000);
+    } else if (a[0] != '-' && request.session_id().empty()) {
+      request.set_session_id(a);
+    } else {
+      return Usage(kLogsUsage, "unexpected argument " + a);
+    }
+  }
+  if (request.session_id().empty()) return Usage(kLogsUsage, "which session? give its ID");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::LogEntry>> reader =
+      client->sessions->Logs(&context, request);
+  v1::LogEntry entry;
+  while (reader->Read(&entry)) {
+    time_t t = static_cast<time_t>(entry.unix_ms() / 1000);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime(&t));
+    const char* tag = entry.stream() == v1::LogEntry::STREAM_STDOUT   ? "out"
+                      : entry.stream() == v1::LogEntry::STREAM_STDERR ? "err"
+                                                                      : "---";
+    std::string data = entry.data();
+    if (!data.empty() && data.back() == '\n') data.pop_back();
+    size_t start = 0;
+    do {
+      size_t end = data.find('\n', start);
+      std::string line = data.substr(start, end == std::string::npos ? end : end - start);
+      std::printf("%s.%03dZ %s %s\n", when, static_cast<int>(entry.unix_ms() % 1000), tag,
+                  line.c_str());
+      start = end == std::string::npos ? end : end + 1;
+    } while (start != std::string::npos);
+    std::fflush(stdout);
+  }
+  grpc::Status status = reader->Finish();
+  return status.ok() ? 0 : DaemonError(status);
+}
+
+int Metrics(const std::vector<std::string>& args) {
+  bool watch = false;
+  std::vector<std::string> ids;
+  for (const std::string& a : args) {
+    if (a == "--watch" || a == "-w")
+      watch = true;
+    else if (a[0] != '-')
+      ids.push_back(a);
+    else
+      return Usage("usage: airlock metrics [--watch] [ID...]\n", "unexpected argument " + a);
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  bool tty = isatty(STDOUT_FILENO);
+  for (bool first = true; first || watch; first = false) {
+    std::vector<std::string> targets = ids;
+    if (targets.empty()) {
+      grpc::ClientContext context;
+      v1::ListVmsResponse vms;
+      grpc::Status status = client->vms->List(&context, {}, &vms);
+      if (!status.ok()) return DaemonError(status);
+      for (const v1::Vm& vm : vms.vms()) targets.push_back(vm.session_id());
+    }
+    std::vector<v1::MetricsSample> samples;
+    for (const std::string& id : targets) {
+      grpc::ClientContext context;
+      v1::MetricsRequest request;
+      request.set_session_id(id);
+      request.set_interval_ms(500);
+      std::unique_ptr<grpc::ClientReader<v1::MetricsSample>> reader =
+          client->sessions->Metrics(&context, request);
+      v1::MetricsSample sample;
+      if (reader->Read(&sample)) samples.push_back(sample);
+      context.TryCancel();
+      grpc::Status status = reader->Finish();
+      if (samples.empty() || samples.back().session_id() != id) {
+        if (!ids.empty()) return DaemonError(status);
+      }
+    }
+    if (watch && tty) std::printf("\033[H\033[2J");
+    std::printf("%-12s  %6s  %-17s  %5s  %-17s\n", "SESSION", "CPU%", "MEMORY", "PROCS", "DISK");
+    for (const v1::MetricsSample& s : samples) {
+      std::printf(
+          "%-12s  %6.1f  %-17s  %5llu  %-17s\n", s.session_id().c_str(), s.cpu_percent(),
+          absl::StrCat(FormatBytes(s.memory_used_bytes()), " / ",
+                       FormatBytes(s.memory_total_bytes()))
+              .c_str(),
+          static_cast<unsigned long long>(s.processes()),
+          absl::StrCat(FormatBytes(s.disk_used_bytes()), " / ", FormatBytes(s.disk_total_bytes()))
+              .c_str());
+    }
+    std::fflush(stdout);
+    if (watch) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return 0;
+}
+
+int Remove(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("usage: airlock rm ID...\n", "which session? give its ID");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  int code = 0;
+  for (const std::string& id : args) {
+    grpc::ClientContext context;
+    v1::RemoveSessionRequest request;
+    request.set_id(id);
+    v1::RemoveSessionResponse response;
+    grpc::Status status = client->sessions->Remove(&context, request, &response);
+    if (!status.ok()) {
+      std::fprintf(stderr, "airlock rm: %s\n", Describe(status).c_str());
+      code = 1;
+    } else {
+      std::printf("%s\n", id.c_str());
+    }
+  }
+  return code;
+}
+
+}  // namespace
+
+int SessionCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "create") {
+    return SessionCreate(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  return Usage(kCreateUsage, "usage: airlock session create ...");
+}
+int ExecCommand(const std::vector<std::string>& args) { return Exec(args); }
+int ListCommand(const std::vector<std::string>& args) { return List(args); }
+int PsCommand(const std::vector<std::string>& args) { return Ps(args); }
+int LogsCommand(const std::vector<std::string>& args) { return Logs(args); }
+int MetricsCommand(const std::vector<std::string>& args) { return Metrics(args); }
+int RemoveCommand(const std::vector<std::string>& args) { return Remove(args); }
+
+}  // namespace airlock

@@ -1,0 +1,500 @@
+#include "src/daemon/airlock_service.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/image/image_store.h"
+
+namespace airlock {
+namespace {
+
+constexpr int kExitTimeout = 124;
+constexpr int kExitAirlockError = 125;
+constexpr int kExitCannotExecute = 126;
+constexpr int kExitNotFound = 127;
+// Output is written to the state store in batches of about this size (or at the end).
+constexpr size_t kLogBatchBytes = 256 * 1024;
+constexpr size_t kMaxArgvBytes = 48 * 1024;
+
+// Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
+// the verified client certificate. Never from anything the request says.
+std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers) {
+  if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (auth && auth->IsPeerAuthenticated()) {
+    std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+    if (!names.empty() && names[0].size() > 0 && names[0].size() <= 128) {
+      Principal p;
+      p.certificate.assign(names[0].data(), names[0].size());
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+grpc::Status Unauthenticated() {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "airlockd could not identify the caller of this connection");
+}
+
+void FillSession(const SessionRecord& r, v1::Session* out) {
+  out->set_id(r.id);
+  out->set_image(r.image);
+  out->set_image_digest(r.image_digest);
+  out->set_state(static_cast<v1::SessionState>(static_cast<int>(r.state)));
+  out->set_reason(r.reason);
+  out->set_created_unix_ms(r.created_ms);
+  out->set_last_used_unix_ms(r.last_used_ms);
+  out->set_hostname(r.hostname);
+  v1::Limits* l = out->mutable_limits();
+  l->set_vcpus(r.limits.vcpus);
+  l->set_memory_bytes(r.limits.memory_bytes);
+  l->set_pids(r.limits.pids);
+  l->set_disk_bytes(r.limits.disk_bytes);
+  l->set_ttl_seconds(r.limits.ttl_seconds);
+}
+
+// What the user sees for how a command ended.
+v1::ExitStatus ToExitStatus(const ExecEvent& e, const std::string& command) {
+  v1::ExitStatus s;
+  switch (e.exit_kind) {
+    case ExitKind::kExited:
+      s.set_code(e.code);
+      break;
+    case ExitKind::kSignaled:
+      s.set_code(128 + e.code);
+      s.set_signal(e.code);
+      break;
+    case ExitKind::kSpawnFailed:
+      if (e.code == ENOENT && e.message.rfind("working directory", 0) != 0) {
+        s.set_code(kExitNotFound);
+        s.set_message(absl::StrCat(command, ": command not found in the guest"));
+      } else if (e.code == EACCES || e.code == ENOEXEC || e.code == ETXTBSY) {
+        s.set_code(kExitCannotExecute);
+        s.set_message(e.message);
+      } else {
+        s.set_code(kExitAirlockError);
+        s.set_message(e.message);
+      }
+      break;
+    case ExitKind::kFailed:
+      s.set_code(kExitAirlockError);
+      s.set_message(e.message);
+      break;
+  }
+  return s;
+}
+
+// Collects a command's output for the state store and writes it in batches.
+class LogBatch {
+ public:
+  LogBatch(StateStore* store, const SessionRecord& session, int64_t exec_id)
+      : store_(store), session_(session), exec_id_(exec_id) {}
+  ~LogBatch() { Flush(); }
+  void Add(LogStream stream, const std::string& data) {
+    if (!pending_.empty() && pending_.back().stream == stream &&
+        pending_.back().data.size() < 65536) {
+      pending_.back().data += data;
+    } else {
+      pending_.push_back(
+          {.unix_ms = NowUnixMs(), .exec_id = exec_id_, .stream = stream, .data = data});
+    }
+    bytes_ += data.size();
+    if (bytes_ >= kLogBatchBytes) Flush();
+  }
+  void Flush() {
+    if (pending_.empty()) return;
+    store_->AppendLogs(session_, pending_).IgnoreError();  // output is best effort, not state
+    pending_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  StateStore* store_;
+  const SessionRecord& session_;
+  int64_t exec_id_;
+  std::vector<LogRecord> pending_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status SessionsService::Create(grpc::ServerContext* context,
+                                     const v1::CreateSessionRequest* request,
+                                     v1::Session* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  SessionLimits limits;
+  limits.vcpus = request->limits().vcpus();
+  limits.memory_bytes = request->limits().memory_bytes();
+  limits.pids = request->limits().pids();
+  limits.disk_bytes = request->limits().disk_bytes();
+  limits.ttl_seconds = request->limits().ttl_seconds();
+  absl::StatusOr<SessionRecord> session = sessions_->Create(*who, request->image(), limits);
+  if (!session.ok()) return ToGrpc(session.status());
+  FillSession(*session, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::Get(grpc::ServerContext* context,
+                                  const v1::GetSessionRequest* request, v1::Session* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->id());
+  if (!session.ok()) return ToGrpc(session.status());
+  FillSession(*session, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::List(grpc::ServerContext* context,
+                                   const v1::ListSessionsRequest* request,
+                                   v1::ListSessionsResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListSessions(who->Tenant());
+  if (!sessions.ok()) return ToGrpc(sessions.status());
+  for (const SessionRecord& s : *sessions) FillSession(s, response->add_sessions());
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::Remove(grpc::ServerContext* context,
+                                     const v1::RemoveSessionRequest* request,
+                                     v1::RemoveSessionResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  return ToGrpc(sessions_->Remove(*who, request->id()));
+}
+
+grpc::Status SessionsService::Exec(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  v1::ExecRequest first;
+  if (!stream->Read(&first) || !first.has_start()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of Exec must be an ExecStart");
+  }
+  const v1::ExecStart& start = first.start();
+  size_t argv_bytes = 0;
+  for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
+  for (const std::string& e : start.env()) argv_bytes += e.size() + 1;
+  if (start.argv().empty() || argv_bytes > kMaxArgvBytes ||
+      !std::isfinite(start.timeout_seconds()) || start.timeout_seconds() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "ExecStart needs a command (argv and env under 48 KiB together) and a "
+                        "timeout of zero or more seconds");
+  }
+  for (const std::string& e : start.env()) {
+    if (e.find('=') == std::string::npos || e[0] == '=') {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("environment entry \"", e, "\" is not KEY=VALUE"));
+    }
+  }
+  // Without a session, this command gets one of its own for its lifetime (`airlock run`).
+  std::string session_id = start.session_id();
+  struct OneShot {
+    SessionManager* sessions;
+    StateStore* store;
+    Principal who;
+    std::string id;
+    ~OneShot() {
+      if (id.empty()) return;
+      sessions->Remove(who, id, "its one command ended").IgnoreError();
+      store->DeleteSession(who, who.Tenant(), id).IgnoreError();
+    }
+  } one_shot{sessions_, store_, *who, ""};
+  if (session_id.empty()) {
+    SessionLimits limits;
+    limits.vcpus = start.limits().vcpus();
+    limits.memory_bytes = start.limits().memory_bytes();
+    limits.pids = start.limits().pids();
+    limits.disk_bytes = start.limits().disk_bytes();
+    absl::StatusOr<SessionRecord> created = sessions_->Create(*who, start.image(), limits);
+    if (!created.ok()) return ToGrpc(created.status());
+    session_id = one_shot.id = created->id;
+  }
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, session_id);
+  if (!live.ok()) return ToGrpc(live.status());
+  std::vector<std::string> argv(start.argv().begin(), start.argv().end());
+  absl::StatusOr<int64_t> exec_id = store_->StartExec(*who, (*live)->record, argv);
+  if (!exec_id.ok()) return ToGrpc(exec_id.status());
+
+  ExecRequest request;
+  request.argv = argv;
+  request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                 "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)};
+  request.env.insert(request.env.end(), start.env().begin(), start.env().end());
+  request.cwd = start.cwd();
+  request.stdin = start.stdin();
+  absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
+  if (!started.ok()) return ToGrpc(started.status());
+  std::shared_ptr<ExecStream> exec(std::move(*started));
+  LogBatch logs(store_, (*live)->record, *exec_id);
+  logs.Add(LogStream::kEvent, absl::StrCat("$ ", absl::StrJoin(argv, " ")));
+
+  // Client messages: stdin, its end, signals. A client that goes away takes its command along.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reader_done = false;
+  std::atomic<bool> finished{false};
+  std::thread reader([&] {
+    v1::ExecRequest message;
+    bool stdin_open = start.stdin();
+    while (stream->Read(&message)) {
+      if (message.has_stdin() && stdin_open) {
+        if (!exec->WriteStdin(message.stdin()).ok()) stdin_open = false;
+      } else if (message.has_stdin_eof() && stdin_open) {
+        exec->CloseStdin().IgnoreError();
+        stdin_open = false;
+      } else if (message.has_signal()) {
+        int sig = message.signal();
+        if (sig > 0 && sig < NSIG) exec->Signal(sig).IgnoreError();
+      }
+    }
+    if (!finished && context->IsCancelled()) exec->Signal(SIGKILL).IgnoreError();
+    if (stdin_open) exec->CloseStdin().IgnoreError();  // half-close ends stdin too
+    std::lock_guard<std::mutex> lock(mu);
+    reader_done = true;
+    cv.notify_all();
+  });
+  auto finish = [&](const grpc::Status& status) {
+    finished = true;
+    {
+      // A well-behaved client half-closes after the exit; do not wait forever for one that won't.
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(2), [&] { return reader_done; })) {
+        context->TryCancel();
+      }
+    }
+    reader.join();
+    return status;
+  };
+
+  absl::Time deadline = start.timeout_seconds() > 0
+                            ? absl::Now() + absl::Seconds(start.timeout_seconds())
+                            : absl::InfiniteFuture();
+  bool timed_out = false;
+  for (;;) {
+    if (context->IsCancelled()) {
+      exec->Signal(SIGKILL).IgnoreError();
+      logs.Add(LogStream::kEvent, "client went away; command killed");
+      store_->EndExec((*live)->record, *exec_id, 128 + SIGKILL, "client went away").IgnoreError();
+      return finish(grpc::Status::CANCELLED);
+    }
+    absl::StatusOr<ExecEvent> event =
+        exec->Next(std::min(deadline, absl::Now() + absl::Milliseconds(250)));
+    // After the start, failures reach the client as the command's end (exit 125 and why), so
+    // that it half-closes and the call ends cleanly.
+    auto fail = [&](const std::string& why) {
+      logs.Add(LogStream::kEvent, why);
+      logs.Flush();
+      store_->EndExec((*live)->record, *exec_id, kExitAirlockError, why).IgnoreError();
+      v1::ExecResponse response;
+      response.mutable_exit()->set_code(kExitAirlockError);
+      response.mutable_exit()->set_message(why);
+      stream->Write(response);
+      return finish(grpc::Status::OK);
+    };
+    if (!event.ok()) {
+      if (!absl::IsDeadlineExceeded(event.status())) {
+        return fail(absl::StrCat("the VM failed: ", event.status().message()));
+      }
+      if (absl::Now() < deadline) continue;
+      if (!timed_out) {
+        timed_out = true;
+        exec->Signal(SIGKILL).IgnoreError();
+        deadline = absl::Now() + absl::Seconds(10);  // for the exit to come back
+        continue;
+      }
+      return fail("the command did not end after it was killed");
+    }
+    v1::ExecResponse response;
+    if (event->type == ExecEvent::Type::kStdout) {
+      logs.Add(LogStream::kStdout, event->data);
+      response.set_stdout(std::move(event->data));
+    } else if (event->type == ExecEvent::Type::kStderr) {
+      logs.Add(LogStream::kStderr, event->data);
+      response.set_stderr(std::move(event->data));
+    } else {
+      v1::ExitStatus exit = ToExitStatus(*event, argv[0]);
+      if (timed_out) {
+        exit.set_code(kExitTimeout);
+        exit.set_timed_out(true);
+        exit.set_message(
+            absl::StrCat("timed out after ", start.timeout_seconds(), "s; the command was killed"));
+      }
+      logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
+                                               exit.message().empty() ? "" : ": ", exit.message()));
+      logs.Flush();
+      store_->EndExec((*live)->record, *exec_id, exit.code(), exit.message()).IgnoreError();
+      *response.mutable_exit() = exit;
+      stream->Write(response);
+      return finish(grpc::Status::OK);
+    }
+    if (!stream->Write(response)) {
+      // The client is gone; the loop sees the cancellation next.
+      continue;
+    }
+  }
+}
+
+grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsRequest* request,
+                                   grpc::ServerWriter<v1::LogEntry>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
+  if (!session.ok()) return ToGrpc(session.status());
+  int64_t after = 0;
+  uint32_t tail = request->tail();
+  for (;;) {
+    absl::StatusOr<std::vector<LogRecord>> records = store_->ReadLogs(
+        who->Tenant(), request->session_id(), after, request->since_unix_ms(), tail);
+    if (!records.ok()) return ToGrpc(records.status());
+    tail = 0;
+    for (const LogRecord& r : *records) {
+      v1::LogEntry entry;
+      entry.set_unix_ms(r.unix_ms);
+      entry.set_exec_id(static_cast<uint64_t>(r.exec_id));
+      entry.set_stream(static_cast<v1::LogEntry::Stream>(static_cast<int>(r.stream)));
+      entry.set_data(r.data);
+      if (!writer->Write(entry)) return grpc::Status::CANCELLED;
+      after = r.seq;
+    }
+    if (!records->empty() && records->size() >= 4096) continue;  // more pages
+    if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
+    if (records->empty()) {
+      absl::StatusOr<SessionRecord> now = store_->GetSession(who->Tenant(), request->session_id());
+      if (!now.ok() ||
+          (now->state != SessionState::kRunning && now->state != SessionState::kCreating)) {
+        return grpc::Status::OK;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
+                                      const v1::MetricsRequest* request,
+                                      grpc::ServerWriter<v1::MetricsSample>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  uint32_t interval = request->interval_ms() == 0 ? 1000 : std::max(100u, request->interval_ms());
+  std::optional<GuestMetrics> previous;
+  for (;;) {
+    absl::StatusOr<std::shared_ptr<LiveSession>> live =
+        sessions_->Live(*who, request->session_id());
+    if (!live.ok()) return previous ? grpc::Status::OK : ToGrpc(live.status());
+    absl::StatusOr<GuestMetrics> m = (*live)->vm->channel().Metrics(absl::Now() + absl::Seconds(5));
+    if (!m.ok()) return ToGrpc(m.status());
+    if (previous || request->once()) {
+      GuestMetrics before = previous.value_or(GuestMetrics{});
+      v1::MetricsSample sample;
+      sample.set_session_id(request->session_id());
+      sample.set_unix_ms(NowUnixMs());
+      uint64_t total = m->cpu_total_ticks - before.cpu_total_ticks;
+      uint64_t busy = m->cpu_busy_ticks - before.cpu_busy_ticks;
+      sample.set_cpu_percent(total > 0 ? 100.0 * static_cast<double>(busy) / total : 0);
+      sample.set_memory_used_bytes(m->memory_total_bytes - m->memory_available_bytes);
+      sample.set_memory_total_bytes(m->memory_total_bytes);
+      sample.set_processes(m->processes);
+      sample.set_disk_used_bytes(m->disk_used_bytes);
+      sample.set_disk_total_bytes(m->disk_total_bytes);
+      if (!writer->Write(sample) || request->once()) return grpc::Status::OK;
+    }
+    previous = *m;
+    for (uint32_t waited = 0; waited < interval; waited += 50) {
+      if (context->IsCancelled()) return grpc::Status::OK;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+namespace {
+
+// utime + stime of a process, in clock ticks; 0 if it is gone.
+uint64_t ProcessTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(line.substr(paren + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; fields >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) {
+      stime = std::strtoull(field.c_str(), nullptr, 10);
+      break;
+    }
+  }
+  return utime + stime;
+}
+
+uint64_t ProcessRss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
+                              v1::ListVmsResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  std::vector<std::shared_ptr<LiveSession>> live = sessions_->LiveSessions(*who);
+  std::vector<uint64_t> before;
+  for (const auto& s : live) before.push_back(ProcessTicks(s->vm->pid()));
+  constexpr int kSampleMs = 200;
+  if (!live.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(kSampleMs));
+  double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (size_t i = 0; i < live.size(); ++i) {
+    const LiveSession& s = *live[i];
+    v1::Vm* vm = response->add_vms();
+    vm->set_session_id(s.record.id);
+    vm->set_pid(s.vm->pid());
+    vm->set_accelerator(s.vm->accelerator());
+    vm->set_vcpus(s.record.limits.vcpus);
+    uint64_t after = ProcessTicks(s.vm->pid());
+    vm->set_host_cpu_percent(
+        after >= before[i] ? 100.0 * (after - before[i]) / tick / (kSampleMs / 1000.0) : 0);
+    vm->set_host_rss_bytes(ProcessRss(s.vm->pid()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
+                                 v1::ListImagesResponse* response) {
+  if (!Caller(context, peers_)) return Unauthenticated();
+  absl::StatusOr<std::vector<ImageInfo>> images = ImageStore(paths_.images).List();
+  if (!images.ok()) return ToGrpc(images.status());
+  for (const ImageInfo& i : *images) {
+    v1::Image* image = response->add_images();
+    image->set_name(i.name);
+    image->set_digest(i.digest);
+    image->set_size_bytes(i.size_bytes);
+    image->set_created_unix(i.created);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace airlock

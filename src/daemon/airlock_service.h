@@ -1,0 +1,70 @@
+// The gRPC services of airlockd (proto/airlock/v1/airlock.proto). Each call first resolves the
+// caller's Principal from its connection; requests are client input and are checked before
+// use. Thread-safe: gRPC's sync server calls these from its own threads.
+#ifndef AIRLOCK_DAEMON_AIRLOCK_SERVICE_H_
+#define AIRLOCK_DAEMON_AIRLOCK_SERVICE_H_
+
+#include "proto/airlock/v1/airlock.grpc.pb.h"
+#include "src/common/host_paths.h"
+#include "src/daemon/session_manager.h"
+#include "src/daemon/state_store.h"
+#include "src/daemon/unix_listener.h"
+
+namespace airlock {
+
+class SessionsService final : public v1::Sessions::Service {
+ public:
+  SessionsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers)
+      : sessions_(sessions), store_(store), peers_(peers) {}
+
+  grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
+                      v1::Session* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetSessionRequest* request,
+                   v1::Session* response) override;
+  grpc::Status List(grpc::ServerContext* context, const v1::ListSessionsRequest* request,
+                    v1::ListSessionsResponse* response) override;
+  grpc::Status Exec(grpc::ServerContext* context,
+                    grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) override;
+  grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveSessionRequest* request,
+                      v1::RemoveSessionResponse* response) override;
+  grpc::Status Logs(grpc::ServerContext* context, const v1::LogsRequest* request,
+                    grpc::ServerWriter<v1::LogEntry>* writer) override;
+  grpc::Status Metrics(grpc::ServerContext* context, const v1::MetricsRequest* request,
+                       grpc::ServerWriter<v1::MetricsSample>* writer) override;
+
+ private:
+  SessionManager* sessions_;
+  StateStore* store_;
+  const PeerRegistry* peers_;
+};
+
+class VmsService final : public v1::Vms::Service {
+ public:
+  VmsService(SessionManager* sessions, const PeerRegistry* peers)
+      : sessions_(sessions), peers_(peers) {}
+  grpc::Status List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
+                    v1::ListVmsResponse* response) override;
+
+ private:
+  SessionManager* sessions_;
+  const PeerRegistry* peers_;
+};
+
+class ImagesService final : public v1::Images::Service {
+ public:
+  ImagesService(HostPaths paths, const PeerRegistry* peers)
+      : paths_(std::move(paths)), peers_(peers) {}
+  grpc::Status List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
+                    v1::ListImagesResponse* response) override;
+
+ private:
+  HostPaths paths_;
+  const PeerRegistry* peers_;
+};
+
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& status);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_AIRLOCK_SERVICE_H_

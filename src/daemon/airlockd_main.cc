@@ -1,0 +1,153 @@
+// airlockd: the control plane. Serves the gRPC API on a Unix socket (and, only with mutual TLS,
+// on TCP), keeps state in SQLite under $AIRLOCK_HOME, and owns every session's VM.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "src/common/file_util.h"
+#include "src/common/host_paths.h"
+#include "src/daemon/airlock_service.h"
+#include "src/daemon/session_manager.h"
+#include "src/daemon/state_store.h"
+#include "src/daemon/unix_listener.h"
+#include "src/vm/qemu_driver.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME]\n"
+    "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
+    "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
+    "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
+    "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
+    "  --log-cap BYTES  command output kept per session (default 16 MiB)\n"
+    "  --listen-tcp     also listen on TCP; refused unless all three TLS files are given, and\n"
+    "                   every client must present a certificate signed by --tls-client-ca\n";
+
+int g_signal_pipe[2];
+
+void OnSignal(int) { (void)!write(g_signal_pipe[1], "x", 1); }
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "airlockd: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* env_socket = std::getenv("AIRLOCK_SOCKET");
+  std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
+  std::string group = "airlock";
+  std::string tcp, cert, key, client_ca;
+  uint64_t log_cap = 16ull << 20;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string number;
+    bool ok = true;
+    if (arg == "--socket")
+      ok = value(&socket_path);
+    else if (arg == "--group")
+      ok = value(&group);
+    else if (arg == "--listen-tcp")
+      ok = value(&tcp);
+    else if (arg == "--tls-cert")
+      ok = value(&cert);
+    else if (arg == "--tls-key")
+      ok = value(&key);
+    else if (arg == "--tls-client-ca")
+      ok = value(&client_ca);
+    else if (arg == "--log-cap")
+      ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
+    else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "airlockd: bad argument %s\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (!tcp.empty() && (cert.empty() || key.empty() || client_ca.empty())) {
+    return Fail(
+        "refusing to listen on TCP without mutual TLS: give --tls-cert, --tls-key and "
+        "--tls-client-ca (no unauthenticated network listener, ever)");
+  }
+  if (geteuid() != 0) return Fail("airlockd runs as root (it starts VMs and owns their files)");
+  signal(SIGPIPE, SIG_IGN);
+
+  airlock::HostPaths paths = airlock::DefaultHostPaths();
+  if (absl::Status s = airlock::MakeDirectories(paths.home, 0755); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  absl::StatusOr<std::unique_ptr<airlock::StateStore>> store =
+      airlock::StateStore::Open(paths.home + "/state.db", log_cap);
+  if (!store.ok()) return Fail(std::string(store.status().message()));
+  airlock::QemuDriver driver(paths.qemu);
+  airlock::SessionManager sessions(store->get(), paths, &driver);
+  if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
+
+  airlock::PeerRegistry peers;
+  airlock::SessionsService sessions_service(&sessions, store->get(), &peers);
+  airlock::VmsService vms_service(&sessions, &peers);
+  airlock::ImagesService images_service(paths, &peers);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&sessions_service);
+  builder.RegisterService(&vms_service);
+  builder.RegisterService(&images_service);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  if (!tcp.empty()) {
+    absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);
+    absl::StatusOr<std::string> key_pem = airlock::ReadFileToString(key, 1 << 20);
+    absl::StatusOr<std::string> ca_pem = airlock::ReadFileToString(client_ca, 1 << 20);
+    for (const auto* pem : {&cert_pem, &key_pem, &ca_pem}) {
+      if (!pem->ok()) return Fail(std::string(pem->status().message()));
+    }
+    grpc::SslServerCredentialsOptions tls(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = *ca_pem;
+    tls.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
+    builder.AddListeningPort(tcp, grpc::SslServerCredentials(tls));
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return Fail("could not start the gRPC server");
+
+  absl::StatusOr<std::unique_ptr<airlock::UnixListener>> listener =
+      airlock::UnixListener::Bind(socket_path, group);
+  if (!listener.ok()) return Fail(std::string(listener.status().message()));
+  (*listener)->Serve(server.get(), &peers);
+  std::string pid_file = paths.home + "/airlockd.pid";
+  if (absl::Status s = airlock::WriteFileAtomically(pid_file, absl::StrCat(getpid(), "\n"), 0644);
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  std::fprintf(stderr, "airlockd: serving on %s (state in %s)\n", socket_path.c_str(),
+               paths.home.c_str());
+
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return Fail("pipe failed");
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  char c;
+  while (read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  std::fprintf(stderr, "airlockd: shutting down\n");
+  (*listener)->Stop();
+  unlink(pid_file.c_str());
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}

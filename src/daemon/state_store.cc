@@ -1,0 +1,487 @@
+#include "src/daemon/state_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace airlock {
+namespace {
+
+// Version 1. Later versions append statements to kMigrations; never edit a shipped one.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE tenants(
+  id TEXT PRIMARY KEY,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE sessions(
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL REFERENCES tenants(id),
+  image TEXT NOT NULL,
+  image_digest TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  last_used_ms INTEGER NOT NULL,
+  vcpus INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  pids INTEGER NOT NULL,
+  disk_bytes INTEGER NOT NULL,
+  ttl_seconds INTEGER NOT NULL,
+  hostname TEXT NOT NULL,
+  pid INTEGER NOT NULL DEFAULT 0,
+  log_bytes INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX sessions_by_tenant ON sessions(tenant, created_ms);
+CREATE TABLE execs(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  argv TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  ended_ms INTEGER,
+  exit_code INTEGER,
+  message TEXT);
+CREATE TABLE output(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  exec_id INTEGER NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  stream INTEGER NOT NULL,
+  data BLOB NOT NULL);
+CREATE INDEX output_by_session ON output(session_id, seq);
+CREATE TABLE audit(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  unix_ms INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  outcome TEXT NOT NULL);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+)sql",
+};
+
+// A prepared statement, finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt& Bind(int i, int64_t v) {
+    if (ok()) rc_ = sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::string& v) {
+    if (ok())
+      rc_ = sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& BindBlob(int i, const std::string& v) {
+    if (ok())
+      rc_ = sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // True while a row is available.
+  bool Step() {
+    if (!ok()) return false;
+    rc_ = sqlite3_step(stmt_);
+    if (rc_ == SQLITE_ROW) return true;
+    if (rc_ == SQLITE_DONE) rc_ = SQLITE_OK;
+    return false;
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+  }
+  bool ok() const { return rc_ == SQLITE_OK || rc_ == SQLITE_ROW; }
+  absl::Status status() const {
+    if (ok()) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("state database: ", sqlite3_errmsg(db_)));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+// BEGIN IMMEDIATE now; ROLLBACK unless Commit() succeeded.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {
+    ok_ = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  ~Transaction() {
+    if (ok_ && !done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  absl::Status Begun() const {
+    return ok_ ? absl::OkStatus()
+               : absl::UnavailableError(absl::StrCat("state database: ", sqlite3_errmsg(db_)));
+  }
+  absl::Status Commit() {
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return absl::InternalError(absl::StrCat("state database commit: ", sqlite3_errmsg(db_)));
+    }
+    done_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  sqlite3* db_;
+  bool ok_ = false;
+  bool done_ = false;
+};
+
+constexpr char kSessionColumns[] =
+    "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
+    "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid";
+
+SessionRecord ReadSession(Stmt& q) {
+  SessionRecord s;
+  s.id = q.Text(0);
+  s.tenant = q.Text(1);
+  s.image = q.Text(2);
+  s.image_digest = q.Text(3);
+  s.state = static_cast<SessionState>(q.Int(4));
+  s.reason = q.Text(5);
+  s.created_ms = q.Int(6);
+  s.last_used_ms = q.Int(7);
+  s.limits.vcpus = static_cast<uint32_t>(q.Int(8));
+  s.limits.memory_bytes = static_cast<uint64_t>(q.Int(9));
+  s.limits.pids = static_cast<uint32_t>(q.Int(10));
+  s.limits.disk_bytes = static_cast<uint64_t>(q.Int(11));
+  s.limits.ttl_seconds = static_cast<uint64_t>(q.Int(12));
+  s.hostname = q.Text(13);
+  s.pid = q.Int(14);
+  return s;
+}
+
+}  // namespace
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* SessionStateName(SessionState state) {
+  switch (state) {
+    case SessionState::kCreating:
+      return "creating";
+    case SessionState::kRunning:
+      return "running";
+    case SessionState::kStopped:
+      return "stopped";
+    case SessionState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path,
+                                                             uint64_t log_cap_bytes) {
+  // Create it 0600 ourselves: sqlite would use the umask.
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open the state database ", path, ": ", strerror(errno)));
+  }
+  close(fd);
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::FailedPreconditionError(absl::StrCat("cannot open ", path, ": ", message));
+  }
+  std::unique_ptr<StateStore> store(new StateStore(db, log_cap_bytes));
+  sqlite3_busy_timeout(db, 5000);
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
+    if (absl::Status s = store->Exec(pragma); !s.ok()) return s;
+  }
+  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  return store;
+}
+
+StateStore::~StateStore() { sqlite3_close(db_); }
+
+absl::Status StateStore::Exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    return absl::InternalError(absl::StrCat("state database: ", message));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StateStore::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status s = tx.Begun(); !s.ok()) return s;
+  Stmt version(db_, "PRAGMA user_version");
+  int64_t current = version.Step() ? version.Int(0) : 0;
+  constexpr int64_t known = sizeof(kMigrations) / sizeof(kMigrations[0]);
+  if (current > known) {
+    return absl::FailedPreconditionError(absl::StrCat("the state database has schema version ",
+                                                      current, ", newer than this airlockd (",
+                                                      known, "); run the newer airlockd"));
+  }
+  for (int64_t v = current; v < known; ++v) {
+    if (absl::Status s = Exec(kMigrations[v]); !s.ok()) return s;
+  }
+  if (absl::Status s = Exec(absl::StrCat("PRAGMA user_version=", known).c_str()); !s.ok()) return s;
+  return tx.Commit();
+}
+
+absl::Status StateStore::AuditLocked(const Principal& who, const std::string& tenant,
+                                     const std::string& action, const std::string& target,
+                                     const std::string& outcome) {
+  Stmt q(db_,
+         "INSERT INTO audit(unix_ms, principal, tenant, action, target, outcome) "
+         "VALUES(?,?,?,?,?,?)");
+  q.Bind(1, NowUnixMs()).Bind(2, who.Name()).Bind(3, tenant).Bind(4, action).Bind(5, target);
+  q.Bind(6, outcome).Step();
+  return q.status();
+}
+
+absl::Status StateStore::Audit(const Principal& who, const std::string& tenant,
+                               const std::string& action, const std::string& target,
+                               const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status s = tx.Begun(); !s.ok()) return s;
+  if (absl::Status s = AuditLocked(who, tenant, action, target, outcome); !s.ok()) return s;
+  return tx.Commit();
+}
+
+absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt tenant(db_, "INSERT OR IGNORE INTO tenants(id, created_ms) VALUES(?, ?)");
+  tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
+  if (!tenant.ok()) return tenant.status();
+  Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                  .c_str());
+  q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
+  q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
+  q.Bind(8, s.last_used_ms).Bind(9, s.limits.vcpus);
+  q.Bind(10, static_cast<int64_t>(s.limits.memory_bytes)).Bind(11, s.limits.pids);
+  q.Bind(12, static_cast<int64_t>(s.limits.disk_bytes));
+  q.Bind(13, static_cast<int64_t>(s.limits.ttl_seconds)).Bind(14, s.hostname).Bind(15, s.pid);
+  q.Step();
+  if (!q.ok()) return q.status();
+  if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, "ok"); !st.ok()) {
+    return st;
+  }
+  return tx.Commit();
+}
+
+absl::Status StateStore::SetSessionState(const Principal& who, const std::string& tenant,
+                                         const std::string& id, SessionState state,
+                                         const std::string& reason, int64_t pid,
+                                         const std::string& action) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt q(db_, "UPDATE sessions SET state = ?, reason = ?, pid = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, static_cast<int64_t>(state)).Bind(2, reason).Bind(3, pid).Bind(4, id).Bind(5, tenant);
+  q.Step();
+  if (!q.ok()) return q.status();
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  std::string outcome = absl::StrCat(SessionStateName(state), reason.empty() ? "" : ": ", reason);
+  if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::Status StateStore::DeleteSession(const Principal& who, const std::string& tenant,
+                                       const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM execs WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM sessions WHERE id = ? AND tenant = ?"}) {
+    Stmt q(db_, sql);
+    q.Bind(1, id).Bind(2, tenant).Step();
+    if (!q.ok()) return q.status();
+  }
+  if (absl::Status st = AuditLocked(who, tenant, "session.delete", id, "ok"); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::Status StateStore::TouchSession(const std::string& id, int64_t unix_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "UPDATE sessions SET last_used_ms = ? WHERE id = ?");
+  q.Bind(1, unix_ms).Bind(2, id).Step();
+  return q.status();
+}
+
+absl::StatusOr<SessionRecord> StateStore::GetSession(const std::string& tenant,
+                                                     const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns, " FROM sessions WHERE id = ? AND tenant = ?")
+                  .c_str());
+  q.Bind(1, id).Bind(2, tenant);
+  if (q.Step()) return ReadSession(q);
+  if (!q.ok()) return q.status();
+  return absl::NotFoundError(absl::StrCat("no session ", id, "; `airlock ls` lists your sessions"));
+}
+
+absl::StatusOr<std::vector<SessionRecord>> StateStore::ListSessions(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns,
+                           " FROM sessions WHERE tenant = ? ORDER BY created_ms DESC, id")
+                  .c_str());
+  q.Bind(1, tenant);
+  std::vector<SessionRecord> out;
+  while (q.Step()) out.push_back(ReadSession(q));
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<std::vector<SessionRecord>> StateStore::SessionsInState(
+    std::vector<SessionState> states) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> numbers;
+  for (SessionState s : states) numbers.push_back(std::to_string(static_cast<int>(s)));
+  Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns, " FROM sessions WHERE state IN (",
+                           absl::StrJoin(numbers, ","), ")")
+                  .c_str());
+  std::vector<SessionRecord> out;
+  while (q.Step()) out.push_back(ReadSession(q));
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const SessionRecord& s,
+                                              const std::vector<std::string>& argv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  std::string command = absl::StrJoin(argv, " ");
+  Stmt q(db_, "INSERT INTO execs(session_id, tenant, argv, started_ms) VALUES(?,?,?,?)");
+  q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, command).Bind(4, NowUnixMs()).Step();
+  if (!q.ok()) return q.status();
+  int64_t exec_id = sqlite3_last_insert_rowid(db_);
+  Stmt touch(db_, "UPDATE sessions SET last_used_ms = ? WHERE id = ?");
+  touch.Bind(1, NowUnixMs()).Bind(2, s.id).Step();
+  if (!touch.ok()) return touch.status();
+  if (absl::Status st = AuditLocked(who, s.tenant, "session.exec", s.id,
+                                    absl::StrCat("exec ", exec_id, ": ", command.substr(0, 200)));
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  return exec_id;
+}
+
+absl::Status StateStore::EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,
+                                 const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "UPDATE execs SET ended_ms = ?, exit_code = ?, message = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, NowUnixMs()).Bind(2, exit_code).Bind(3, message).Bind(4, exec_id).Bind(5, s.tenant);
+  q.Step();
+  return q.status();
+}
+
+absl::Status StateStore::AppendLogs(const SessionRecord& s, const std::vector<LogRecord>& logs) {
+  if (logs.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  int64_t added = 0;
+  for (const LogRecord& log : logs) {
+    Stmt q(db_,
+           "INSERT INTO output(session_id, tenant, exec_id, unix_ms, stream, data) "
+           "VALUES(?,?,?,?,?,?)");
+    q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, log.exec_id).Bind(4, log.unix_ms);
+    q.Bind(5, static_cast<int64_t>(log.stream)).BindBlob(6, log.data).Step();
+    if (!q.ok()) return q.status();
+    added += static_cast<int64_t>(log.data.size());
+  }
+  Stmt total(db_, "UPDATE sessions SET log_bytes = log_bytes + ? WHERE id = ? RETURNING log_bytes");
+  total.Bind(1, added).Bind(2, s.id);
+  int64_t bytes = total.Step() ? total.Int(0) : 0;
+  while (total.Step()) {
+  }
+  if (!total.ok()) return total.status();
+  // Ring: drop the oldest entries until the session is back under its cap.
+  while (bytes > static_cast<int64_t>(log_cap_bytes_)) {
+    Stmt oldest(db_,
+                "SELECT seq, length(data) FROM output WHERE session_id = ? ORDER BY seq LIMIT 64");
+    oldest.Bind(1, s.id);
+    int64_t freed = 0, last_seq = -1;
+    while (oldest.Step() && bytes - freed > static_cast<int64_t>(log_cap_bytes_)) {
+      last_seq = oldest.Int(0);
+      freed += oldest.Int(1);
+    }
+    if (last_seq < 0) break;
+    Stmt drop(db_, "DELETE FROM output WHERE session_id = ? AND seq <= ?");
+    drop.Bind(1, s.id).Bind(2, last_seq).Step();
+    Stmt shrink(db_, "UPDATE sessions SET log_bytes = log_bytes - ? WHERE id = ?");
+    shrink.Bind(1, freed).Bind(2, s.id).Step();
+    if (!drop.ok() || !shrink.ok()) return drop.ok() ? shrink.status() : drop.status();
+    bytes -= freed;
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<LogRecord>> StateStore::ReadLogs(const std::string& tenant,
+                                                            const std::string& id,
+                                                            int64_t after_seq, int64_t since_ms,
+                                                            uint32_t tail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql =
+      "SELECT seq, unix_ms, exec_id, stream, data FROM output WHERE session_id = ? AND tenant = ? "
+      "AND seq > ? AND unix_ms >= ?";
+  sql += tail > 0 ? " ORDER BY seq DESC LIMIT ?" : " ORDER BY seq LIMIT 4096";
+  Stmt q(db_, sql.c_str());
+  q.Bind(1, id).Bind(2, tenant).Bind(3, after_seq).Bind(4, since_ms);
+  if (tail > 0) q.Bind(5, tail);
+  std::vector<LogRecord> out;
+  while (q.Step()) {
+    LogRecord r;
+    r.seq = q.Int(0);
+    r.unix_ms = q.Int(1);
+    r.exec_id = q.Int(2);
+    r.stream = static_cast<LogStream>(q.Int(3));
+    r.data = q.Text(4);
+    out.push_back(std::move(r));
+  }
+  if (!q.ok()) return q.status();
+  if (tail > 0) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditLog(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT unix_ms, principal, tenant, action, target, outcome FROM audit WHERE tenant = ? "
+         "ORDER BY seq");
+  q.Bind(1, tenant);
+  std::vector<AuditRecord> out;
+  while (q.Step()) {
+    out.push_back({q.Int(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Text(5)});
+  }
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+}  // namespace airlock

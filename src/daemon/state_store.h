@@ -1,0 +1,148 @@
+// airlockd's durable state: SQLite in WAL mode with synchronous=FULL, writes in BEGIN IMMEDIATE
+// transactions, a versioned schema migrated at open.
+//
+// Tables: tenants, sessions, execs, output (each session's command output, bounded per session
+// like a ring), and audit (append-only: triggers refuse UPDATE and DELETE). Every query of user
+// data names the tenant, so one tenant can never read another's rows. A state change and the audit
+// record of it commit in the same transaction. Thread-safe (one connection behind a mutex).
+#ifndef AIRLOCK_DAEMON_STATE_STORE_H_
+#define AIRLOCK_DAEMON_STATE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+struct sqlite3;
+
+namespace airlock {
+
+// Who makes a call: resolved by the daemon from the connection, never from a request field.
+struct Principal {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string certificate;  // common name of a TLS client certificate; empty for Unix callers
+  // "uid:1000" or "cert:NAME"; every principal is its own tenant for now.
+  std::string Tenant() const {
+    return certificate.empty() ? "uid:" + std::to_string(uid) : "cert:" + certificate;
+  }
+  std::string Name() const {
+    return certificate.empty() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid)
+                               : "cert:" + certificate;
+  }
+};
+
+enum class SessionState { kCreating = 1, kRunning = 2, kStopped = 3, kFailed = 4 };
+const char* SessionStateName(SessionState state);
+
+struct SessionLimits {
+  uint32_t vcpus = 1;
+  uint64_t memory_bytes = 512ull << 20;
+  uint32_t pids = 1024;
+  uint64_t disk_bytes = 1ull << 30;
+  uint64_t ttl_seconds = 0;
+};
+
+struct SessionRecord {
+  std::string id;
+  std::string tenant;
+  std::string image;
+  std::string image_digest;
+  SessionState state = SessionState::kCreating;
+  std::string reason;
+  int64_t created_ms = 0;
+  int64_t last_used_ms = 0;
+  SessionLimits limits;
+  std::string hostname;
+  int64_t pid = 0;
+};
+
+enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };
+
+struct LogRecord {
+  int64_t seq = 0;
+  int64_t unix_ms = 0;
+  int64_t exec_id = 0;
+  LogStream stream = LogStream::kEvent;
+  std::string data;
+};
+
+struct AuditRecord {
+  int64_t unix_ms = 0;
+  std::string principal;
+  std::string tenant;
+  std::string action;
+  std::string target;
+  std::string outcome;
+};
+
+class StateStore {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating and migrating) the database at path; the file is 0600.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,
+                                                                        uint64_t log_cap_bytes);
+  ~StateStore();
+
+  // Inserts a session (state kCreating) and its audit record in one transaction.
+  [[nodiscard]] absl::Status CreateSession(const Principal& who, const SessionRecord& session);
+  // Changes state (and reason/pid) and records who did it and why, in one transaction.
+  [[nodiscard]] absl::Status SetSessionState(const Principal& who, const std::string& tenant,
+                                             const std::string& id, SessionState state,
+                                             const std::string& reason, int64_t pid,
+                                             const std::string& action);
+  // Deletes a session's record, commands and output (the audit log keeps what happened).
+  [[nodiscard]] absl::Status DeleteSession(const Principal& who, const std::string& tenant,
+                                           const std::string& id);
+  [[nodiscard]] absl::Status TouchSession(const std::string& id, int64_t unix_ms);
+  // NOT_FOUND for a missing session or one of another tenant.
+  [[nodiscard]] absl::StatusOr<SessionRecord> GetSession(const std::string& tenant,
+                                                         const std::string& id);
+  [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> ListSessions(const std::string& tenant);
+  // Sessions of every tenant in these states (for recovery at start-up).
+  [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> SessionsInState(
+      std::vector<SessionState> states);
+
+  // Records the start of a command; returns its exec id.
+  [[nodiscard]] absl::StatusOr<int64_t> StartExec(const Principal& who, const SessionRecord& s,
+                                                  const std::vector<std::string>& argv);
+  [[nodiscard]] absl::Status EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,
+                                     const std::string& message);
+
+  // Appends output; the oldest entries of the session are dropped beyond the log cap.
+  [[nodiscard]] absl::Status AppendLogs(const SessionRecord& s, const std::vector<LogRecord>& logs);
+  // Entries after after_seq (and at or after since_ms); with tail > 0 only the last `tail`.
+  [[nodiscard]] absl::StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& tenant,
+                                                                const std::string& id,
+                                                                int64_t after_seq, int64_t since_ms,
+                                                                uint32_t tail);
+
+  [[nodiscard]] absl::Status Audit(const Principal& who, const std::string& tenant,
+                                   const std::string& action, const std::string& target,
+                                   const std::string& outcome);
+  [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditLog(const std::string& tenant);
+
+ private:
+  StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
+  absl::Status Migrate();
+  absl::Status Exec(const char* sql);
+  absl::Status AuditLocked(const Principal& who, const std::string& tenant,
+                           const std::string& action, const std::string& target,
+                           const std::string& outcome);
+
+  std::mutex mu_;
+  sqlite3* db_;
+  uint64_t log_cap_bytes_;
+};
+
+int64_t NowUnixMs();
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_STATE_STORE_H_

@@ -1,0 +1,99 @@
+#include "src/daemon/state_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "src/testing/test_util.h"
+
+namespace airlock {
+namespace {
+
+SessionRecord NewSession(const std::string& id, const Principal& owner) {
+  SessionRecord s;
+  s.id = id;
+  s.tenant = owner.Tenant();
+  s.image = "img";
+  s.image_digest = "sha256:00";
+  s.created_ms = s.last_used_ms = NowUnixMs();
+  s.hostname = id;
+  return s;
+}
+
+TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  struct stat st;
+  ASSERT_EQ(stat(dir.File("state.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  ASSERT_TRUE((*store)->CreateSession(alice, NewSession("s-a", alice)).ok());
+  ASSERT_TRUE((*store)->CreateSession(bob, NewSession("s-b", bob)).ok());
+  EXPECT_EQ((*store)->ListSessions(alice.Tenant())->size(), 1u);
+  EXPECT_TRUE((*store)->GetSession(alice.Tenant(), "s-a").ok());
+  EXPECT_TRUE(absl::IsNotFound((*store)->GetSession(alice.Tenant(), "s-b").status()));
+  EXPECT_TRUE(absl::IsNotFound((*store)->SetSessionState(alice, alice.Tenant(), "s-b",
+                                                         SessionState::kStopped, "", 0, "rm")));
+  ASSERT_TRUE((*store)
+                  ->SetSessionState(alice, alice.Tenant(), "s-a", SessionState::kRunning, "", 42,
+                                    "session.boot")
+                  .ok());
+  EXPECT_EQ((*store)->GetSession(alice.Tenant(), "s-a")->pid, 42);
+  auto audit = (*store)->AuditLog(alice.Tenant());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 2u);
+  EXPECT_EQ((*audit)[0].action, "session.create");
+  EXPECT_EQ((*audit)[0].principal, "uid:1001/gid:1001");
+  EXPECT_EQ((*audit)[1].outcome, "running");
+}
+
+TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
+  testing::TempDir dir;
+  Principal alice{1001, 1001};
+  SessionRecord s = NewSession("s1", alice);
+  {
+    auto store = StateStore::Open(dir.File("state.db"), 100000);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+    for (int i = 0; i < 50; ++i) {
+      std::vector<LogRecord> batch = {
+          {.unix_ms = 1000 + i,
+           .exec_id = 1,
+           .stream = LogStream::kStdout,
+           .data = std::string(10000, static_cast<char>('a' + i % 26))}};
+      ASSERT_TRUE((*store)->AppendLogs(s, batch).ok());
+    }
+  }
+  auto store = StateStore::Open(dir.File("state.db"), 100000);
+  ASSERT_TRUE(store.ok());
+  auto logs = (*store)->ReadLogs(alice.Tenant(), "s1", 0, 0, 0);
+  ASSERT_TRUE(logs.ok());
+  size_t total = 0;
+  for (const LogRecord& r : *logs) total += r.data.size();
+  EXPECT_LE(total, 100000u);
+  EXPECT_GE(total, 90000u);
+  EXPECT_EQ(logs->back().data[0], 'a' + 49 % 26);  // newest kept
+  auto tail = (*store)->ReadLogs(alice.Tenant(), "s1", 0, 0, 2);
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ(tail->back().unix_ms, 1049);
+  EXPECT_TRUE((*store)->ReadLogs("uid:1002", "s1", 0, 0, 0)->empty());
+}
+
+TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok());
+  Principal alice{1001, 1001};
+  ASSERT_TRUE((*store)->Audit(alice, alice.Tenant(), "test", "x", "ok").ok());
+  store->reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "DELETE FROM audit", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE audit SET outcome = 'no'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+}
+
+}  // namespace
+}  // namespace airlock

@@ -1,0 +1,56 @@
+// airlockd's Unix socket: accepts connections itself so that it can read each peer's
+// credentials (SO_PEERCRED: uid and gid, never the pid) before handing the connection to gRPC.
+// Calls then resolve their Principal from ServerContext::peer() ("fd:N") through PeerRegistry.
+#ifndef AIRLOCK_DAEMON_UNIX_LISTENER_H_
+#define AIRLOCK_DAEMON_UNIX_LISTENER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "src/common/unique_fd.h"
+#include "src/daemon/state_store.h"
+
+namespace airlock {
+
+// Credentials of each connection gRPC serves, by descriptor. A descriptor stays open (and so
+// cannot be reused by another connection) while any call on it runs. Thread-safe.
+class PeerRegistry {
+ public:
+  void Register(int fd, const Principal& who);
+  // The principal behind a gRPC peer string "fd:N"; nullopt for anything else.
+  std::optional<Principal> Lookup(const std::string& peer) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int, Principal> peers_;
+};
+
+class UnixListener {
+ public:
+  // Binds path (replacing a stale socket), mode 0660 with group `group` if it exists (else
+  // 0600: root only), and listens.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<UnixListener>> Bind(const std::string& path,
+                                                                          const std::string& group);
+  ~UnixListener();
+  // Accepts connections until Stop(), handing each to server.
+  void Serve(grpc::Server* server, PeerRegistry* registry);
+  void Stop();
+
+ private:
+  UnixListener(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_UNIX_LISTENER_H_

@@ -1,0 +1,105 @@
+#include "tests/cli_runner.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace airlock {
+
+Airlock::Airlock(const std::vector<std::string>& args, RunAs as) {
+  int in[2], out[2], err[2];
+  EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+  std::vector<std::string> argv = {AIRLOCK_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  group* airlock_group = getgrnam("airlock");
+  gid_t extra = airlock_group ? airlock_group->gr_gid : 0;
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    if (as.uid != 0) {
+      if (setgroups(extra ? 1 : 0, &extra) != 0 || setresgid(as.gid, as.gid, as.gid) != 0 ||
+          setresuid(as.uid, as.uid, as.uid) != 0) {
+        _exit(126);
+      }
+    }
+    execv(raw[0], raw.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  stdin_ = in[1];
+  stdout_ = out[0];
+  stderr_ = err[0];
+}
+
+Airlock::~Airlock() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  for (int fd : {stdin_, stdout_, stderr_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void Airlock::Write(const std::string& data) {
+  ASSERT_EQ(write(stdin_, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+}
+
+void Airlock::CloseStdin() {
+  close(stdin_);
+  stdin_ = -1;
+}
+
+bool Airlock::ReadUntil(const std::function<bool()>& until) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!until() && (stdout_ >= 0 || stderr_ >= 0)) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    pollfd fds[2] = {{stdout_, POLLIN, 0}, {stderr_, POLLIN, 0}};
+    if (poll(fds, 2, 1000) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      char buf[65536];
+      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        (i == 0 ? result_.out : result_.err).append(buf, static_cast<size_t>(n));
+      } else {
+        close(fds[i].fd);
+        (i == 0 ? stdout_ : stderr_) = -1;
+      }
+    }
+  }
+  return true;
+}
+
+Result Airlock::Finish() {
+  if (stdin_ >= 0) CloseStdin();
+  EXPECT_TRUE(ReadUntil([] { return false; })) << "airlock hung";
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result_;
+}
+
+Result RunAirlock(const std::vector<std::string>& args, const std::string& input, RunAs as) {
+  Airlock a(args, as);
+  if (!input.empty()) a.Write(input);
+  return a.Finish();
+}
+
+}  // namespace airlock

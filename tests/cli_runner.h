@@ -1,0 +1,51 @@
+// Runs the `airlock` binary as a user would: argv, stdin, stdout, stderr, exit code; optionally
+// as another (unprivileged) user.
+#ifndef AIRLOCK_TESTS_CLI_RUNNER_H_
+#define AIRLOCK_TESTS_CLI_RUNNER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace airlock {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Who runs the CLI: root by default; a uid/gid with the "airlock" group otherwise.
+struct RunAs {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// A running `airlock` process with pipes on stdin, stdout and stderr.
+class Airlock {
+ public:
+  explicit Airlock(const std::vector<std::string>& args, RunAs as = {});
+  ~Airlock();
+  void Write(const std::string& data);
+  void CloseStdin();
+  pid_t pid() const { return pid_; }
+  // Reads output until `until` holds or both streams end; false if 120 s pass first (a hang).
+  bool ReadUntil(const std::function<bool()>& until);
+  Result Finish();
+  const Result& partial() const { return result_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int stdin_ = -1, stdout_ = -1, stderr_ = -1;
+  Result result_;
+};
+
+Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "",
+                  RunAs as = {});
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_TESTS_CLI_RUNNER_H_

@@ -1,0 +1,174 @@
+// Durable sessions through airlockd, as a user drives them from the CLI.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/common/host_paths.h"
+#include "tests/cli_runner.h"
+
+namespace airlock {
+namespace {
+
+std::string Create(const std::vector<std::string>& extra = {}, RunAs as = {}) {
+  std::vector<std::string> args = {"session", "create"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Result r = RunAirlock(args, "", as);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return std::string(absl::StripTrailingAsciiWhitespace(r.out));
+}
+
+// Rows of the daemon's audit log as "principal action target".
+std::vector<std::string> AuditRows() {
+  std::vector<std::string> rows;
+  sqlite3* db = nullptr;
+  std::string path = DefaultHostPaths().home + "/state.db";
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return rows;
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db, "SELECT principal, action, target FROM audit ORDER BY seq", -1, &q,
+                     nullptr);
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    rows.push_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))) + " " +
+                   reinterpret_cast<const char*>(sqlite3_column_text(q, 1)) + " " +
+                   reinterpret_cast<const char*>(sqlite3_column_text(q, 2)));
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return rows;
+}
+
+bool Contains(const std::vector<std::string>& rows, const std::string& row) {
+  return std::find(rows.begin(), rows.end(), row) != rows.end();
+}
+
+TEST(SessionTest, StateLastsBetweenExecsAndLogsOutliveTheVm) {
+  std::string id = Create({"--memory", "384m", "--pids", "128"});
+  ASSERT_EQ(id.size(), 12u);
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", "echo kept > /root/state; echo wrote"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "wrote\n");
+  r = RunAirlock({"exec", id, "--", "cat", "/root/state"});
+  EXPECT_EQ(r.out, "kept\n");
+  r = RunAirlock({"exec", "-i", id, "--", "sh", "-c", "read line; echo got $line; exit 3"},
+                 "input\n");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "got input\n");
+  r = RunAirlock({"exec", "--timeout", "1", id, "--", "sleep", "60"});
+  EXPECT_EQ(r.exit_code, 124);
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  r = RunAirlock({"exec", id, "--", "true"});  // the session survives its command's timeout
+  EXPECT_EQ(r.exit_code, 0);
+
+  r = RunAirlock({"ls"});
+  EXPECT_NE(r.out.find(id + "  airlock/bookworm-python   running"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("384MiB  128"), std::string::npos) << r.out;
+  r = RunAirlock({"ls", "-q"});
+  EXPECT_NE(r.out.find(id + "\n"), std::string::npos);
+  r = RunAirlock({"ps"});
+  EXPECT_NE(r.out.find(id), std::string::npos);
+  EXPECT_NE(r.out.find("tcg"), std::string::npos) << r.out;
+  r = RunAirlock({"metrics", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(id), std::string::npos) << r.out;
+
+  r = RunAirlock({"rm", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"ls"});
+  EXPECT_NE(r.out.find(id + "  airlock/bookworm-python   stopped"), std::string::npos) << r.out;
+  r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("is stopped"), std::string::npos) << r.err;
+  r = RunAirlock({"logs", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("out wrote"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out got input"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--- exit 3"), std::string::npos) << r.out;
+  r = RunAirlock({"logs", "-n", "1", id});
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+}
+
+TEST(SessionTest, LogsFollowStreamsUntilTheSessionStops) {
+  std::string id = Create();
+  Airlock follow({"logs", "-f", id});
+  Result r = RunAirlock({"exec", id, "--", "echo", "live line"});
+  ASSERT_EQ(r.exit_code, 0);
+  ASSERT_TRUE(follow.ReadUntil(
+      [&] { return follow.partial().out.find("out live line") != std::string::npos; }));
+  RunAirlock({"rm", id});
+  Result f = follow.Finish();  // ends by itself once the session stops
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+}
+
+TEST(SessionTest, UsersCannotSeeEachOthersSessionsAndEveryActionIsAudited) {
+  RunAirlock({"ls"});  // root starts the daemon; users cannot
+  RunAs alice{61001, 61001}, bob{61002, 61002};
+  std::string a = Create({}, alice);
+  ASSERT_FALSE(a.empty());
+  Result r = RunAirlock({"exec", a, "--", "id", "-u"}, "", alice);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"ls", "-q"}, "", bob);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(a), std::string::npos);
+  r = RunAirlock({"exec", a, "--", "true"}, "", bob);
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("no session " + a), std::string::npos) << r.err;
+  r = RunAirlock({"logs", a}, "", bob);
+  EXPECT_NE(r.exit_code, 0);
+  r = RunAirlock({"rm", a}, "", bob);
+  EXPECT_NE(r.exit_code, 0);
+  r = RunAirlock({"ls", "-q"}, "", alice);
+  EXPECT_NE(r.out.find(a), std::string::npos);
+  r = RunAirlock({"rm", a}, "", alice);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  std::vector<std::string> audit = AuditRows();
+  EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.create " + a));
+  EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.exec " + a));
+  EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.remove " + a));
+  for (const std::string& row : audit) {
+    EXPECT_EQ(row.rfind("uid:61002", 0), std::string::npos) << "bob changed something: " << row;
+  }
+}
+
+TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {
+  std::string id = Create();
+  Result ps = RunAirlock({"ps", "--json"});
+  size_t at = ps.out.find("\"pid\": ");
+  ASSERT_NE(at, std::string::npos) << ps.out;
+  pid_t pid = std::stoi(ps.out.substr(at + 7));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  Result r;
+  for (int i = 0; i < 50; ++i) {
+    r = RunAirlock({"ls"});
+    if (r.out.find(id + "  airlock/bookworm-python   failed") != std::string::npos) break;
+    usleep(100000);
+  }
+  EXPECT_NE(r.out.find("killed by signal 9"), std::string::npos) << r.out;
+  r = RunAirlock({"logs", id});
+  EXPECT_NE(r.out.find("killed by signal 9"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+}
+
+TEST(SessionTest, ClearErrors) {
+  Result r = RunAirlock({"exec", "nosuchsession", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("no session nosuchsession"), std::string::npos) << r.err;
+  r = RunAirlock({"session", "create", "--memory", "lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("512m"), std::string::npos) << r.err;
+  r = RunAirlock({"session", "create", "--memory", "64m"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("between 128 MiB"), std::string::npos) << r.err;
+  r = RunAirlock({"session", "create", "no/such-image"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not in the store"), std::string::npos) << r.err;
+  r = RunAirlock({"exec", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace airlock
