@@ -76,7 +76,10 @@ bool Airlock::ReadUntil(const std::function<bool()>& until) {
       char buf[65536];
       ssize_t n = read(fds[i].fd, buf, sizeof(buf));
       if (n > 0) {
-        (i == 0 ? result_.out : result_.err).append(buf, static_cast<size_t>(n));
+        if (i == 0) result_.out_bytes += static_cast<uint64_t>(n);
+        if (i == 1 || !discard_stdout_) {
+          (i == 0 ? result_.out : result_.err).append(buf, static_cast<size_t>(n));
+        }
       } else {
         close(fds[i].fd);
         (i == 0 ? stdout_ : stderr_) = -1;

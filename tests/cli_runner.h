@@ -15,6 +15,7 @@ struct Result {
   int exit_code = -1;
   std::string out;
   std::string err;
+  uint64_t out_bytes = 0;  // all stdout bytes, also when they were not kept
 };
 
 // Who runs the CLI: root by default; a uid/gid with the "airlock" group otherwise.
@@ -35,12 +36,15 @@ class Airlock {
   bool ReadUntil(const std::function<bool()>& until);
   Result Finish();
   const Result& partial() const { return result_; }
+  // Count stdout instead of keeping it (for floods).
+  void DiscardStdout() { discard_stdout_ = true; }
 
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
   int stdin_ = -1, stdout_ = -1, stderr_ = -1;
   Result result_;
+  bool discard_stdout_ = false;
 };
 
 Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "",

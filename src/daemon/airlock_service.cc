@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -21,8 +22,11 @@ constexpr int kExitTimeout = 124;
 constexpr int kExitAirlockError = 125;
 constexpr int kExitCannotExecute = 126;
 constexpr int kExitNotFound = 127;
-// Output is written to the state store in batches of about this size (or at the end).
-constexpr size_t kLogBatchBytes = 256 * 1024;
+// Output is written to the state store in batches: at this size, after kLogBatchAge, or at the
+// end. A batch never holds more than kLogBatchBytes: a flood keeps only its newest output (the
+// stored log is a bounded ring anyway).
+constexpr size_t kLogBatchBytes = 4 * 1024 * 1024;
+constexpr int64_t kLogBatchAgeMs = 1000;
 constexpr size_t kMaxArgvBytes = 48 * 1024;
 
 // Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
@@ -73,6 +77,7 @@ v1::ExitStatus ToExitStatus(const ExecEvent& e, const std::string& command) {
     case ExitKind::kSignaled:
       s.set_code(128 + e.code);
       s.set_signal(e.code);
+      s.set_message(e.message);
       break;
     case ExitKind::kSpawnFailed:
       if (e.code == ENOENT && e.message.rfind("working directory", 0) != 0) {
@@ -101,19 +106,30 @@ class LogBatch {
       : store_(store), session_(session), exec_id_(exec_id) {}
   ~LogBatch() { Flush(); }
   void Add(LogStream stream, const std::string& data) {
+    int64_t now = NowUnixMs();
+    if (pending_.empty()) first_ms_ = now;
     if (!pending_.empty() && pending_.back().stream == stream &&
         pending_.back().data.size() < 65536) {
       pending_.back().data += data;
     } else {
-      pending_.push_back(
-          {.unix_ms = NowUnixMs(), .exec_id = exec_id_, .stream = stream, .data = data});
+      pending_.push_back({.unix_ms = now, .exec_id = exec_id_, .stream = stream, .data = data});
     }
     bytes_ += data.size();
-    if (bytes_ >= kLogBatchBytes) Flush();
+    while (bytes_ > kLogBatchBytes && pending_.size() > 1) {
+      bytes_ -= pending_.front().data.size();
+      pending_.pop_front();
+    }
+    Tick();
+  }
+  // Flushes a batch that has waited long enough (called while the command is quiet, too).
+  void Tick() {
+    if (!pending_.empty() && NowUnixMs() - first_ms_ >= kLogBatchAgeMs) Flush();
   }
   void Flush() {
     if (pending_.empty()) return;
-    store_->AppendLogs(session_, pending_).IgnoreError();  // output is best effort, not state
+    // Output is best effort, not state: a failure to store it does not fail the command.
+    store_->AppendLogs(session_, std::vector<LogRecord>(pending_.begin(), pending_.end()))
+        .IgnoreError();
     pending_.clear();
     bytes_ = 0;
   }
@@ -122,8 +138,9 @@ class LogBatch {
   StateStore* store_;
   const SessionRecord& session_;
   int64_t exec_id_;
-  std::vector<LogRecord> pending_;
+  std::deque<LogRecord> pending_;
   size_t bytes_ = 0;
+  int64_t first_ms_ = 0;
 };
 
 }  // namespace
@@ -310,6 +327,7 @@ grpc::Status SessionsService::Exec(
       stream->Write(response);
       return finish(grpc::Status::OK);
     };
+    logs.Tick();
     if (!event.ok()) {
       if (!absl::IsDeadlineExceeded(event.status())) {
         return fail(absl::StrCat("the VM failed: ", event.status().message()));

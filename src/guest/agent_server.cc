@@ -51,6 +51,17 @@ uint64_t ReadMeminfo(const std::string& text, const std::string& key) {
   return std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
 }
 
+// How often the kernel's OOM killer has struck inside the commands' cgroup.
+uint64_t CommandOomKills() {
+  std::ifstream events(std::string(kCommandCgroup) + "/memory.events");
+  std::string key;
+  uint64_t value;
+  while (events >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return 0;
+}
+
 // Returns what failed, or an empty string.
 std::string ApplyCommandLimits(uint32_t pids_max) {
   mkdir(kCommandCgroup, 0755);
@@ -181,6 +192,7 @@ struct AgentServer::Stream {
   uint64_t recv_outstanding = 0;          // input received and not yet granted back
   uint64_t recv_consumed = 0;             // of which consumed, to grant in the next kWindow
   int file_error = 0;
+  uint64_t oom_kills_at_start = 0;
 };
 
 AgentServer::AgentServer(int channel_fd, int sigchld_fd)
@@ -275,6 +287,7 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
     return;
   }
   s.pid = pid;
+  s.oom_kills_at_start = CommandOomKills();
   // The report pipe closes on a successful exec; otherwise it carries {errno, stage}.
   int failure[2] = {0, 0};
   ssize_t n;
@@ -635,7 +648,11 @@ std::string AgentServer::Serve() {
       PumpOutput(id, s, 1, true);
       if (s.out_fd[0] < 0 && s.out_fd[1] < 0) {
         if (WIFSIGNALED(s.wait_status)) {
-          FinishStream(id, ExitKind::kSignaled, WTERMSIG(s.wait_status), "");
+          bool oom = WTERMSIG(s.wait_status) == SIGKILL && CommandOomKills() > s.oom_kills_at_start;
+          FinishStream(id, ExitKind::kSignaled, WTERMSIG(s.wait_status),
+                       oom ? "killed by the out-of-memory killer: the command used all the memory "
+                             "the session allows"
+                           : "");
         } else {
           FinishStream(id, ExitKind::kExited, WEXITSTATUS(s.wait_status), "");
         }

@@ -1,0 +1,131 @@
+// Hostile workloads, each in its own session while a heartbeat session keeps working: every
+// attack ends in a clear result for its own session only, airlockd keeps answering, and nothing
+// is left on the host afterwards.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/strip.h"
+#include "src/common/host_paths.h"
+#include "tests/cli_runner.h"
+
+namespace airlock {
+namespace {
+
+class LimitsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { heartbeat_ = new std::string(NewSession({})); }
+  static void TearDownTestSuite() {
+    RunAirlock({"rm", *heartbeat_});
+    delete heartbeat_;
+  }
+
+  static std::string NewSession(const std::vector<std::string>& limits) {
+    std::vector<std::string> args = {"session", "create"};
+    args.insert(args.end(), limits.begin(), limits.end());
+    Result r = RunAirlock(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::string(absl::StripTrailingAsciiWhitespace(r.out));
+  }
+
+  // The other session still answers, and so does airlockd.
+  static void ExpectUnaffected() {
+    Result r = RunAirlock({"exec", *heartbeat_, "--", "echo", "alive"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "alive\n");
+    r = RunAirlock({"ls", "-q"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(*heartbeat_), std::string::npos);
+  }
+
+  // Runs an attack while checking, from another client, that ls and the heartbeat answer.
+  static Result Attack(const std::string& id, const std::vector<std::string>& command,
+                       bool discard_stdout = false) {
+    std::vector<std::string> args = {"exec", id, "--"};
+    args.insert(args.end(), command.begin(), command.end());
+    Airlock attack(args);
+    if (discard_stdout) attack.DiscardStdout();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ExpectUnaffected();
+    return attack.Finish();
+  }
+
+  static std::string* heartbeat_;
+};
+std::string* LimitsTest::heartbeat_ = nullptr;
+
+TEST_F(LimitsTest, ForkBombIsCappedByThePidsLimit) {
+  std::string id = NewSession({"--pids", "64"});
+  Result r = Attack(id, {"sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3; echo survived"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"exec", id, "--", "sh", "-c", "cat /sys/fs/cgroup/airlock/pids.max"});
+  // Either it runs (the bomb left room) or it fails to fork with a message: never a hang.
+  if (r.exit_code == 0) EXPECT_EQ(r.out, "64\n");
+  if (r.exit_code != 0) EXPECT_FALSE(r.err.empty());
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  ExpectUnaffected();
+}
+
+TEST_F(LimitsTest, MemoryBombIsKilledWithAClearMessage) {
+  std::string id = NewSession({"--memory", "256m"});
+  Result r = Attack(id, {"python3", "-c", "a = []\nwhile True: a.append(' ' * 10**6)"});
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  EXPECT_NE(r.err.find("out-of-memory"), std::string::npos) << r.err;
+  r = RunAirlock({"exec", id, "--", "echo", "session still works"});
+  EXPECT_EQ(r.out, "session still works\n");
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
+TEST_F(LimitsTest, DiskFillStopsAtTheSessionsDiskSize) {
+  std::string id = NewSession({"--disk", "64m"});
+  Result r =
+      Attack(id, {"sh", "-c", "dd if=/dev/zero of=/root/fill bs=1M 2>&1; s=$?; df -m /; exit $s"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
+TEST_F(LimitsTest, CpuSpinEndsAtTheTimeout) {
+  std::string id = NewSession({"--cpus", "1"});
+  Airlock spin({"exec", "--timeout", "4", id, "--", "sh", "-c", "while :; do :; done"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ExpectUnaffected();
+  Result r = spin.Finish();
+  EXPECT_EQ(r.exit_code, 124);
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  RunAirlock({"rm", id});
+}
+
+TEST_F(LimitsTest, AGigabyteOfOutputStreamsThroughAndTheLogStaysBounded) {
+  std::string id = NewSession({});
+  Result r = Attack(id, {"head", "-c", "1073741824", "/dev/zero"}, true);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out_bytes, 1073741824u);
+  Airlock logs({"logs", id});
+  logs.DiscardStdout();
+  Result l = logs.Finish();
+  EXPECT_EQ(l.exit_code, 0);
+  EXPECT_LT(l.out_bytes, 40u << 20);  // the 16 MiB ring, as text lines
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
+TEST_F(LimitsTest, DescriptorExhaustionStaysInsideTheCommand) {
+  std::string id = NewSession({});
+  Result r = Attack(id, {"python3", "-c",
+                         "import os\nfds = []\ntry:\n  while True: fds.append(os.open('/dev/null', "
+                         "os.O_RDONLY))\nexcept OSError as e: print(len(fds), e.strerror)"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Too many open files"), std::string::npos) << r.out;
+  r = RunAirlock({"exec", id, "--", "echo", "ok"});
+  EXPECT_EQ(r.out, "ok\n");
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
+}  // namespace
+}  // namespace airlock
