@@ -26,7 +26,7 @@ constexpr int kExitNotFound = 127;
 // end. A batch never holds more than kLogBatchBytes: a flood keeps only its newest output (the
 // stored log is a bounded ring anyway).
 constexpr size_t kLogBatchBytes = 4 * 1024 * 1024;
-constexpr int64_t kLogBatchAgeMs = 1000;
+constexpr int64_t kLogBatchAgeMs = 250;
 constexpr size_t kMaxArgvBytes = 48 * 1024;
 
 // Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
