@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_split.h"
@@ -74,9 +76,20 @@ TEST(SessionTest, StateLastsBetweenExecsAndLogsOutliveTheVm) {
   r = RunAirlock({"metrics", id});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(id), std::string::npos) << r.out;
+  // The VM process is confined in a host cgroup of its own (v2, or v1 cpu/memory/pids).
+  r = RunAirlock({"ps", "--json"});
+  size_t at = r.out.find("\"pid\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::ifstream cgroups("/proc/" + std::to_string(std::stoi(r.out.substr(at + 7))) + "/cgroup");
+  std::stringstream membership;
+  membership << cgroups.rdbuf();
+  EXPECT_NE(membership.str().find("/airlock/" + id), std::string::npos) << membership.str();
 
   r = RunAirlock({"rm", id});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* dir : {"/sys/fs/cgroup/airlock/", "/sys/fs/cgroup/memory/airlock/"}) {
+    EXPECT_NE(access((dir + id).c_str(), F_OK), 0) << dir << id << " is left behind";
+  }
   r = RunAirlock({"ls"});
   EXPECT_NE(r.out.find(id + "  airlock/bookworm-python   stopped"), std::string::npos) << r.out;
   r = RunAirlock({"exec", id, "--", "true"});

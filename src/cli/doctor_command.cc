@@ -1,5 +1,7 @@
 // `airlock doctor`: what this host runs VMs with, and what is missing with the command that
 // fixes it. Exits 0 only when `airlock run` can work.
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <climits>
@@ -52,6 +54,16 @@ int DoctorCommand(const std::vector<std::string>& args) {
   } else {
     std::printf("initramfs: MISSING at %s\n", paths.initramfs.c_str());
     missing.push_back("guest agent initramfs: run scripts/setup.sh (builds Airlock)");
+  }
+
+  struct statfs fs;
+  if (statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC) {
+    std::printf("host cgroups: v2 (VM processes get cpu.max, memory.max, pids.max)\n");
+  } else if (access("/sys/fs/cgroup/memory", F_OK) == 0 &&
+             access("/sys/fs/cgroup/cpu", F_OK) == 0) {
+    std::printf("host cgroups: v1 (VM processes get cpu, memory and pids limits)\n");
+  } else {
+    std::printf("host cgroups: none usable (VM processes run without host limits)\n");
   }
 
   ImageStore store(paths.images);

@@ -90,6 +90,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   options.vcpus = limits->vcpus;
   options.disk_bytes = limits->disk_bytes;
   options.pids = limits->pids;
+  options.host_cgroup = s.id;
   options.hostname = s.hostname;
   absl::StatusOr<std::unique_ptr<Vm>> vm = LaunchVm(*driver_, paths_, *info, options);
   if (!vm.ok()) {

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/errno_status.h"
 #include "src/common/unique_fd.h"
+#include "src/vm/host_cgroup.h"
 #include "src/vm/qmp_client.h"
 
 namespace airlock {
@@ -113,6 +114,7 @@ class QemuVm : public Vm {
   std::string accelerator() const override { return accelerator_; }
   void set_accelerator(std::string accelerator) { accelerator_ = std::move(accelerator); }
   void set_pids_max(uint32_t pids_max) { pids_max_ = pids_max; }
+  void set_cgroup(std::unique_ptr<HostCgroup> cgroup) { cgroup_ = std::move(cgroup); }
 
   std::optional<std::string> ExitReason() override {
     siginfo_t info = {};
@@ -184,14 +186,19 @@ class QemuVm : public Vm {
   std::shared_ptr<GuestChannel> channel_;
   std::string accelerator_;
   uint32_t pids_max_ = 0;
+  std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
 };
 
 // In the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void ExecQemu(pid_t parent, const char* path, char* const* argv, char* const* envp,
                            const int (&sources)[kSources], int stderr_fd, bool drop_privileges,
-                           gid_t kvm_gid) {
+                           gid_t kvm_gid, const std::vector<int>& cgroup_procs) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(126);
+  // Into the host cgroup before anything is allocated ("0" is this process).
+  for (int fd : cgroup_procs) {
+    if (write(fd, "0", 1) != 1) _exit(124);
+  }
   setsid();
   int high[kSources + 1];
   for (int i = 0; i < kSources; ++i) high[i] = fcntl(sources[i], F_DUPFD, 64);
@@ -359,11 +366,25 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!disk_read_only.valid()) return ErrnoStatus("reopen the session disk");
   const int sources[kSources] = {channel_vm.get(), qmp_vm.get(), console_vm.get(),
                                  config.session_disk_fd, disk_read_only.get()};
+  std::unique_ptr<HostCgroup> cgroup;
+  std::vector<int> cgroup_procs;
+  if (!config.host_cgroup.empty() && root) {
+    // TCG keeps translated code (tb-size) and QEMU its own structures beside the guest's RAM.
+    uint64_t overhead = (config.accelerator == "kvm" ? 128ull : 384ull) << 20;
+    absl::StatusOr<std::unique_ptr<HostCgroup>> created = HostCgroup::Create(
+        config.host_cgroup, {.vcpus = config.vcpus,
+                             .memory_bytes = (uint64_t{config.memory_mib} << 20) + overhead,
+                             .max_tasks = 64 + 4 * config.vcpus});
+    if (!created.ok()) return created.status();
+    cgroup = *std::move(created);
+    cgroup_procs = cgroup->procs_fds();
+  }
   pid_t parent = getpid();
   pid_t pid = RunOnSpawnerThread([&] {
     pid_t child = fork();
     if (child == 0) {
-      ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid);
+      ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid,
+               cgroup_procs);
     }
     return child;
   });
@@ -381,6 +402,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   auto vm =
       std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host), std::move(err_host));
   vm->set_accelerator(config.accelerator);
+  vm->set_cgroup(std::move(cgroup));
   vm->set_pids_max(config.guest_pids_max);
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));

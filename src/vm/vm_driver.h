@@ -25,7 +25,10 @@ struct VmConfig {
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
   std::string hostname;
-  uint32_t guest_pids_max = 0;      // processes of commands inside the guest; 0: no limit
+  uint32_t guest_pids_max = 0;  // processes of commands inside the guest; 0: no limit
+  // A host cgroup named this confines the VM process (CPU quota for its vCPUs, memory for the
+  // guest plus the VMM's overhead). Empty: none.
+  std::string host_cgroup;
   std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
 };
 

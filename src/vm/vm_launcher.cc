@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& 
   config.vcpus = options.vcpus;
   config.hostname = options.hostname;
   config.guest_pids_max = options.pids;
+  config.host_cgroup = options.host_cgroup;
   config.accelerator = ChooseAccelerator().name;
   absl::StatusOr<std::unique_ptr<Vm>> vm = driver.Start(config);
   if (!vm.ok()) return vm.status();

@@ -21,7 +21,8 @@ struct LaunchOptions {
   uint32_t vcpus = 1;
   uint64_t disk_bytes = 1ull << 30;  // the writable layer
   std::string hostname;
-  uint32_t pids = 0;  // processes of commands inside the guest; 0: no limit
+  uint32_t pids = 0;        // processes of commands inside the guest; 0: no limit
+  std::string host_cgroup;  // confine the VM process in a host cgroup of this name; empty: none
   absl::Duration boot_timeout = absl::Seconds(60);
 };
 

@@ -1,0 +1,97 @@
+#include "src/vm/host_cgroup.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/errno_status.h"
+#include "src/common/file_util.h"
+
+namespace airlock {
+namespace {
+
+constexpr char kRoot[] = "/sys/fs/cgroup";
+constexpr char kParent[] = "airlock";
+constexpr uint64_t kCpuPeriodUs = 100000;
+
+absl::Status WriteValue(const std::string& path, const std::string& value) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  if (write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    return ErrnoStatus(absl::StrCat("write ", value, " to"), path);
+  }
+  return absl::OkStatus();
+}
+
+bool IsUnified() {
+  struct statfs fs;
+  return statfs(kRoot, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string& name,
+                                                               const HostCgroupLimits& limits) {
+  std::unique_ptr<HostCgroup> cgroup(new HostCgroup);
+  std::string quota = absl::StrCat(limits.vcpus * kCpuPeriodUs);
+  // Each entry: the controller's directory, and the files to write in the leaf.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> plan;
+  if (IsUnified()) {
+    std::string parent = absl::StrCat(kRoot, "/", kParent);
+    if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", parent);
+    // Controllers must be enabled on the way down; a failure shows as a missing file below.
+    WriteValue(absl::StrCat(kRoot, "/cgroup.subtree_control"), "+cpu +memory +pids").IgnoreError();
+    WriteValue(parent + "/cgroup.subtree_control", "+cpu +memory +pids").IgnoreError();
+    plan.push_back({parent,
+                    {{"cpu.max", absl::StrCat(quota, " ", kCpuPeriodUs)},
+                     {"memory.max", absl::StrCat(limits.memory_bytes)},
+                     {"memory.swap.max", "0"},
+                     {"pids.max", absl::StrCat(limits.max_tasks)}}});
+  } else {
+    plan.push_back(
+        {absl::StrCat(kRoot, "/cpu/", kParent),
+         {{"cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs)}, {"cpu.cfs_quota_us", quota}}});
+    plan.push_back({absl::StrCat(kRoot, "/memory/", kParent),
+                    {{"memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)}}});
+    plan.push_back(
+        {absl::StrCat(kRoot, "/pids/", kParent), {{"pids.max", absl::StrCat(limits.max_tasks)}}});
+  }
+  for (const auto& [parent, files] : plan) {
+    struct stat st;
+    if (stat(DirName(parent).c_str(), &st) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no cgroup hierarchy at ", DirName(parent)));
+    }
+    if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", parent);
+    std::string leaf = absl::StrCat(parent, "/", name);
+    if (mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", leaf);
+    cgroup->dirs_.push_back(leaf);
+    for (const auto& [file, value] : files) {
+      if (file == "memory.swap.max" && access((leaf + "/" + file).c_str(), F_OK) != 0) continue;
+      if (absl::Status s = WriteValue(leaf + "/" + file, value); !s.ok()) return s;
+    }
+    UniqueFd procs(open((leaf + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs.valid()) return ErrnoStatus("open", leaf + "/cgroup.procs");
+    cgroup->procs_.push_back(std::move(procs));
+  }
+  return cgroup;
+}
+
+HostCgroup::~HostCgroup() {
+  procs_.clear();
+  // The process may take a moment to leave after it was killed and reaped.
+  for (const std::string& dir : dirs_) {
+    for (int i = 0; i < 50 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) usleep(10000);
+  }
+}
+
+std::vector<int> HostCgroup::procs_fds() const {
+  std::vector<int> fds;
+  for (const UniqueFd& fd : procs_) fds.push_back(fd.get());
+  return fds;
+}
+
+}  // namespace airlock

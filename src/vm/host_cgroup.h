@@ -1,0 +1,48 @@
+// The host cgroup a VM process runs in: CPU quota (its vCPUs' worth), memory including the VMM's
+// own overhead, and a cap on its threads. Uses cgroup v2 where /sys/fs/cgroup is unified, else
+// the v1 cpu, memory and pids hierarchies (as these machines mount them).
+//
+// The VMM joins by writing "0" to the descriptors of procs_fds() before it execs, so it is
+// confined before it allocates anything. Destroying the object removes the cgroup (after the
+// process is gone). Not thread-safe.
+#ifndef AIRLOCK_VM_HOST_CGROUP_H_
+#define AIRLOCK_VM_HOST_CGROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/common/unique_fd.h"
+
+namespace airlock {
+
+struct HostCgroupLimits {
+  uint32_t vcpus = 1;         // CPU quota: this many CPUs' worth of time
+  uint64_t memory_bytes = 0;  // everything the process maps and touches
+  uint32_t max_tasks = 128;   // threads of the VMM
+};
+
+class HostCgroup {
+ public:
+  // name: a unique leaf name (the session id). Fails with FailedPrecondition when the host has
+  // no usable cgroup controllers (the caller may then run without, and say so).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostCgroup>> Create(
+      const std::string& name, const HostCgroupLimits& limits);
+  ~HostCgroup();
+
+  // cgroup.procs of every hierarchy, open for writing.
+  std::vector<int> procs_fds() const;
+  // The directories, for `airlock ps` and tests.
+  const std::vector<std::string>& dirs() const { return dirs_; }
+
+ private:
+  HostCgroup() = default;
+  std::vector<std::string> dirs_;
+  std::vector<UniqueFd> procs_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_HOST_CGROUP_H_
