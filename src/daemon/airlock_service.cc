@@ -145,6 +145,28 @@ class LogBatch {
 
 }  // namespace
 
+absl::Status ValidateExecStart(const v1::ExecStart& start) {
+  size_t argv_bytes = 0;
+  for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
+  for (const std::string& e : start.env()) argv_bytes += e.size() + 1;
+  if (start.argv().empty() || argv_bytes > kMaxArgvBytes ||
+      !std::isfinite(start.timeout_seconds()) || start.timeout_seconds() < 0) {
+    return absl::InvalidArgumentError(
+        "ExecStart needs a command (argv and env under 48 KiB together) and a timeout of zero "
+        "or more seconds");
+  }
+  for (const std::string& e : start.env()) {
+    if (e.find('=') == std::string::npos || e[0] == '=') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment entry \"", e.substr(0, 100), "\" is not KEY=VALUE"));
+    }
+  }
+  if (!start.session_id().empty() && (!start.image().empty() || start.has_limits())) {
+    return absl::InvalidArgumentError("image and limits apply only to a command without a session");
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -207,21 +229,7 @@ grpc::Status SessionsService::Exec(
                         "the first message of Exec must be an ExecStart");
   }
   const v1::ExecStart& start = first.start();
-  size_t argv_bytes = 0;
-  for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
-  for (const std::string& e : start.env()) argv_bytes += e.size() + 1;
-  if (start.argv().empty() || argv_bytes > kMaxArgvBytes ||
-      !std::isfinite(start.timeout_seconds()) || start.timeout_seconds() < 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "ExecStart needs a command (argv and env under 48 KiB together) and a "
-                        "timeout of zero or more seconds");
-  }
-  for (const std::string& e : start.env()) {
-    if (e.find('=') == std::string::npos || e[0] == '=') {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("environment entry \"", e, "\" is not KEY=VALUE"));
-    }
-  }
+  if (absl::Status s = ValidateExecStart(start); !s.ok()) return ToGrpc(s);
   // Without a session, this command gets one of its own for its lifetime (`airlock run`).
   std::string session_id = start.session_id();
   struct OneShot {

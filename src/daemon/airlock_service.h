@@ -62,6 +62,9 @@ class ImagesService final : public v1::Images::Service {
   const PeerRegistry* peers_;
 };
 
+// Checks the first message of an Exec call (client input).
+[[nodiscard]] absl::Status ValidateExecStart(const v1::ExecStart& start);
+
 // absl::Status -> grpc::Status with the same code and message.
 grpc::Status ToGrpc(const absl::Status& status);
 
