@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -164,6 +165,64 @@ TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {
   r = RunAirlock({"logs", id});
   EXPECT_NE(r.out.find("killed by signal 9"), std::string::npos) << r.out;
   RunAirlock({"rm", id});
+}
+
+TEST(SessionTest, TheTtlEndsTheSession) {
+  std::string id = Create({"--ttl", "3s"});
+  Result r;
+  for (int i = 0; i < 100; ++i) {
+    r = RunAirlock({"ls"});
+    if (r.out.find(id + "  airlock/bookworm-python   stopped") != std::string::npos) break;
+    usleep(100000);
+  }
+  EXPECT_NE(r.out.find("time to live of 3s ran out"), std::string::npos) << r.out;
+  r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+}
+
+TEST(SessionTest, AClientThatGoesAwayTakesItsCommandButNotTheSession) {
+  std::string id = Create();
+  {
+    Airlock exec({"exec", id, "--", "sh", "-c", "echo started; exec sleep 300"});
+    ASSERT_TRUE(exec.ReadUntil([&] { return exec.partial().out == "started\n"; }));
+    kill(exec.pid(), SIGKILL);
+    exec.Finish();
+  }
+  const char* probe =
+      "import os, time\n"
+      "def sleeping():\n"
+      "  return [p for p in os.listdir('/proc') if p.isdigit() and\n"
+      "          open('/proc/%s/comm' % p).read().strip() == 'sleep']\n"
+      "for _ in range(50):\n"
+      "  if not sleeping(): break\n"
+      "  time.sleep(0.1)\n"
+      "print('sleepers', len(sleeping()))\n";
+  Result r = RunAirlock({"exec", id, "--", "python3", "-c", probe});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sleepers 0\n");
+  RunAirlock({"rm", id});
+}
+
+TEST(SessionTest, AirlockdRefusesTcpWithoutMutualTls) {
+  std::string daemon = std::string(AIRLOCK_BINARY);
+  daemon = daemon.substr(0, daemon.rfind('/')) + "/airlockd";
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 2);
+    execl(daemon.c_str(), daemon.c_str(), "--listen-tcp", "127.0.0.1:0", "--tls-cert", "x.pem",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  char buf[4096];
+  ssize_t n = read(pipe_fds[0], buf, sizeof(buf));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  EXPECT_NE(std::string(buf, n > 0 ? n : 0).find("without mutual TLS"), std::string::npos);
 }
 
 TEST(SessionTest, ClearErrors) {

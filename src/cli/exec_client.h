@@ -5,10 +5,9 @@
 
 #include "proto/airlock/v1/airlock.pb.h"
 #include "src/cli/daemon_client.h"
+#include "src/common/exit_codes.h"
 
 namespace airlock {
-
-inline constexpr int kExitAirlockError = 125;
 
 // Returns the exit code to exit with: the command's, or 125 (message on stderr) if Airlock
 // failed, or 128+N if signal N interrupted us (the command is then killed).

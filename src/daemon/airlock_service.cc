@@ -13,15 +13,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/common/exit_codes.h"
 #include "src/image/image_store.h"
 
 namespace airlock {
 namespace {
 
-constexpr int kExitTimeout = 124;
-constexpr int kExitAirlockError = 125;
-constexpr int kExitCannotExecute = 126;
-constexpr int kExitNotFound = 127;
 // Output is written to the state store in batches: at this size, after kLogBatchAge, or at the
 // end. A batch never holds more than kLogBatchBytes: a flood keeps only its newest output (the
 // stored log is a bounded ring anyway).

@@ -195,15 +195,22 @@ absl::StatusOr<uint32_t> Ext4Writer::Parent(absl::string_view path, std::string*
   return ino;
 }
 
-absl::Status Ext4Writer::Link(uint32_t parent, const std::string& name, uint32_t ino,
-                              int file_type) {
-  for (int attempt = 0;; ++attempt) {
-    errcode_t err = ext2fs_link(fs_, parent, name.c_str(), ino, file_type);
-    if (err != EXT2_ET_DIR_NO_SPACE || attempt > 0) return Check(err, "link", name);
-    if (absl::Status s = Check(ext2fs_expand_dir(fs_, parent), "expand directory", name); !s.ok()) {
+absl::Status Ext4Writer::WithRoomIn(uint32_t dir, absl::string_view what, absl::string_view path,
+                                    const std::function<long()>& op) {
+  errcode_t err = op();
+  if (err == EXT2_ET_DIR_NO_SPACE) {
+    if (absl::Status s = Check(ext2fs_expand_dir(fs_, dir), "expand directory", path); !s.ok()) {
       return s;
     }
+    err = op();
   }
+  return Check(err, what, path);
+}
+
+absl::Status Ext4Writer::Link(uint32_t parent, const std::string& name, uint32_t ino,
+                              int file_type) {
+  return WithRoomIn(parent, "link", name,
+                    [&] { return ext2fs_link(fs_, parent, name.c_str(), ino, file_type); });
 }
 
 absl::Status Ext4Writer::ApplyMetadata(uint32_t ino, uint32_t type, const Ext4Metadata& meta) {
@@ -378,17 +385,10 @@ absl::Status Ext4Writer::AddDirectory(absl::string_view path, const Ext4Metadata
     if (!ino.ok()) return ino.status();
     return ApplyMetadata(*ino, LINUX_S_IFDIR, meta);
   }
-  for (int attempt = 0;; ++attempt) {
-    errcode_t err = ext2fs_mkdir(fs_, *parent, 0, name.c_str());
-    if (err == EXT2_ET_DIR_NO_SPACE && attempt == 0) {
-      if (absl::Status s = Check(ext2fs_expand_dir(fs_, *parent), "expand directory", path);
-          !s.ok()) {
-        return s;
-      }
-      continue;
-    }
-    if (absl::Status s = Check(err, "mkdir", path); !s.ok()) return s;
-    break;
+  if (absl::Status s = WithRoomIn(*parent, "mkdir", path,
+                                  [&] { return ext2fs_mkdir(fs_, *parent, 0, name.c_str()); });
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<uint32_t> ino = Lookup(path);
   if (!ino.ok()) return ino.status();
@@ -463,17 +463,11 @@ absl::Status Ext4Writer::AddSymlink(absl::string_view path, absl::string_view ta
   bool kept;
   if (absl::Status s = RemoveExisting(*parent, name, path, false, &kept); !s.ok()) return s;
   std::string target_copy(target);
-  for (int attempt = 0;; ++attempt) {
-    errcode_t err = ext2fs_symlink(fs_, *parent, 0, name.c_str(), target_copy.c_str());
-    if (err == EXT2_ET_DIR_NO_SPACE && attempt == 0) {
-      if (absl::Status s = Check(ext2fs_expand_dir(fs_, *parent), "expand directory", path);
-          !s.ok()) {
-        return s;
-      }
-      continue;
-    }
-    if (absl::Status s = Check(err, "symlink", path); !s.ok()) return s;
-    break;
+  if (absl::Status s = WithRoomIn(
+          *parent, "symlink", path,
+          [&] { return ext2fs_symlink(fs_, *parent, 0, name.c_str(), target_copy.c_str()); });
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<uint32_t> ino = Lookup(path);
   if (!ino.ok()) return ino.status();

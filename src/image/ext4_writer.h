@@ -79,6 +79,10 @@ class Ext4Writer {
   absl::Status RemoveExisting(uint32_t parent, const std::string& name, absl::string_view path,
                               bool keep_directory, bool* kept_directory);
   absl::Status Link(uint32_t parent, const std::string& name, uint32_t ino, int file_type);
+  // Runs op (a libext2fs call that adds an entry to dir); if dir had no room, grows it and
+  // runs op once more.
+  absl::Status WithRoomIn(uint32_t dir, absl::string_view what, absl::string_view path,
+                          const std::function<long()>& op);
   absl::StatusOr<uint32_t> NewInode(uint32_t parent, uint32_t mode, const Ext4Metadata& meta,
                                     bool extents);
   absl::Status ApplyMetadata(uint32_t ino, uint32_t type, const Ext4Metadata& meta);
