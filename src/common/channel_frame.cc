@@ -17,15 +17,24 @@ uint64_t GetLe(const uint8_t* p, int bytes) {
 
 }  // namespace
 
+void EncodeFrameHeader(FrameType type, uint32_t stream, uint32_t length,
+                       char (&out)[kFrameHeaderSize]) {
+  if (length > kMaxPayload) __builtin_trap();  // a caller bug, never peer input
+  std::string header;
+  PutLe(&header, kProtocolVersion, 1);
+  PutLe(&header, static_cast<uint8_t>(type), 1);
+  PutLe(&header, 0, 2);
+  PutLe(&header, stream, 4);
+  PutLe(&header, length, 4);
+  memcpy(out, header.data(), kFrameHeaderSize);
+}
+
 std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payload) {
-  if (payload.size() > kMaxPayload) __builtin_trap();  // a caller bug, never peer input
+  char header[kFrameHeaderSize];
+  EncodeFrameHeader(type, stream, static_cast<uint32_t>(payload.size()), header);
   std::string out;
   out.reserve(kFrameHeaderSize + payload.size());
-  PutLe(&out, kProtocolVersion, 1);
-  PutLe(&out, static_cast<uint8_t>(type), 1);
-  PutLe(&out, 0, 2);
-  PutLe(&out, stream, 4);
-  PutLe(&out, payload.size(), 4);
+  out.append(header, kFrameHeaderSize);
   out.append(payload);
   return out;
 }

@@ -88,6 +88,10 @@ struct Frame {
 
 // Returns the header + payload bytes of one frame. payload must be at most kMaxPayload.
 std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payload);
+// Writes just the header for a payload of `length` bytes (at most kMaxPayload) to out, so that a
+// sender can read data straight into the space after it.
+void EncodeFrameHeader(FrameType type, uint32_t stream, uint32_t length,
+                       char (&out)[kFrameHeaderSize]);
 
 // Incremental parser of a byte stream into frames. Not thread-safe.
 class FrameParser {

@@ -494,13 +494,19 @@ void AgentServer::Reap() {
 }
 
 void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
-  char buf[kMaxPayload];
   while (s.out_fd[which] >= 0 && s.send_window > 0 && out_bytes_ < kOutQueueCap) {
-    size_t want = std::min<uint64_t>(s.send_window, sizeof(buf));
-    ssize_t n = read(s.out_fd[which], buf, want);
+    size_t want = std::min<uint64_t>(s.send_window, kMaxPayload);
+    // Read straight into the frame: output is the bulk of what crosses the channel.
+    std::string frame(kFrameHeaderSize + want, '\0');
+    ssize_t n = read(s.out_fd[which], frame.data() + kFrameHeaderSize, want);
     if (n > 0) {
-      Send(which == 0 ? FrameType::kStdout : FrameType::kStderr, id,
-           std::string_view(buf, static_cast<size_t>(n)));
+      char header[kFrameHeaderSize];
+      EncodeFrameHeader(which == 0 ? FrameType::kStdout : FrameType::kStderr, id,
+                        static_cast<uint32_t>(n), header);
+      memcpy(frame.data(), header, kFrameHeaderSize);
+      frame.resize(kFrameHeaderSize + static_cast<size_t>(n));
+      out_bytes_ += frame.size();
+      out_.push_back(std::move(frame));
       s.send_window -= static_cast<uint64_t>(n);
       continue;
     }
