@@ -1,0 +1,188 @@
+#include "src/vm/snapshot_manifest.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "src/common/errno_status.h"
+#include "src/common/file_util.h"
+#include "src/image/image_store.h"
+
+namespace airlock {
+namespace {
+
+bool PlainName(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name[0] == '.') return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool Hex64(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Everything but the HMAC, in a fixed order (nlohmann's object keys are sorted).
+nlohmann::json Body(const SnapshotManifest& m) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const SnapshotFile& f : m.files) {
+    files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  return {{"version", m.version},
+          {"session_id", m.session_id},
+          {"image_digest", m.image_digest},
+          {"kernel_release", m.kernel_release},
+          {"qemu_version", m.qemu_version},
+          {"accelerator", m.accelerator},
+          {"vcpus", m.vcpus},
+          {"memory_bytes", m.memory_bytes},
+          {"created_unix_ms", m.created_unix_ms},
+          {"files", files}};
+}
+
+std::string Hmac(const std::string& key, const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    hex.push_back(kDigits[md[i] >> 4]);
+    hex.push_back(kDigits[md[i] & 15]);
+  }
+  return hex;
+}
+
+// Typed field access that never throws, whatever the JSON holds.
+template <typename T>
+bool Get(const nlohmann::json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return false;
+  } else {
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && std::is_signed_v<T>)) {
+      return false;
+    }
+  }
+  *out = it->template get<T>();
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LoadOrCreateHostKey(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if ((st.st_mode & 077) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the snapshot key ", path,
+                       " is readable by others; chmod 600 it (or delete it to "
+                       "make a new one, which invalidates existing snapshots)"));
+    }
+    absl::StatusOr<std::string> key = ReadFileToString(path, 4096);
+    if (!key.ok()) return key.status();
+    if (key->size() != kHostKeyBytes) {
+      return absl::DataLossError(absl::StrCat("the snapshot key ", path, " is damaged"));
+    }
+    return key;
+  }
+  std::string key(kHostKeyBytes, '\0');
+  if (getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size())) {
+    return ErrnoStatus("getrandom");
+  }
+  if (absl::Status s = MakeDirectories(DirName(path), 0700); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(path, key, 0600); !s.ok()) return s;
+  // Another process may have won a race to create it: use whichever is on disk.
+  return ReadFileToString(path, 4096);
+}
+
+std::string SignManifest(const SnapshotManifest& manifest, const std::string& key) {
+  nlohmann::json body = Body(manifest);
+  nlohmann::json signed_manifest = body;
+  signed_manifest["hmac"] = Hmac(key, body.dump());
+  return signed_manifest.dump(2) + "\n";
+}
+
+absl::StatusOr<SnapshotManifest> VerifyManifest(const std::string& text, const std::string& key) {
+  auto refuse = [](const std::string& why) {
+    return absl::DataLossError(absl::StrCat("snapshot refused: ", why));
+  };
+  if (text.size() > kMaxManifestBytes) return refuse("the manifest is too large");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return refuse("the manifest is not JSON");
+  SnapshotManifest m;
+  std::string hmac;
+  nlohmann::json files;
+  if (!Get(j, "version", &m.version) || !Get(j, "session_id", &m.session_id) ||
+      !Get(j, "image_digest", &m.image_digest) || !Get(j, "kernel_release", &m.kernel_release) ||
+      !Get(j, "qemu_version", &m.qemu_version) || !Get(j, "accelerator", &m.accelerator) ||
+      !Get(j, "vcpus", &m.vcpus) || !Get(j, "memory_bytes", &m.memory_bytes) ||
+      !Get(j, "created_unix_ms", &m.created_unix_ms) || !Get(j, "hmac", &hmac) ||
+      !j.contains("files") || !j["files"].is_array() || j.size() != 11) {
+    return refuse("the manifest is missing fields or has unknown ones");
+  }
+  if (m.version != kSnapshotFormatVersion) {
+    return refuse(absl::StrCat("format version ", m.version, " is not ", kSnapshotFormatVersion));
+  }
+  if (j["files"].size() > kMaxSnapshotFiles) return refuse("too many files");
+  for (const nlohmann::json& f : j["files"]) {
+    SnapshotFile file;
+    if (!f.is_object() || f.size() != 3 || !Get(f, "name", &file.name) ||
+        !Get(f, "size", &file.size) || !Get(f, "sha256", &file.sha256) || !PlainName(file.name) ||
+        !Hex64(file.sha256)) {
+      return refuse("a file entry is malformed");
+    }
+    for (const SnapshotFile& seen : m.files) {
+      if (seen.name == file.name) return refuse("a file is named twice");
+    }
+    m.files.push_back(file);
+  }
+  std::string expected = Hmac(key, Body(m).dump());
+  if (hmac.size() != expected.size() ||
+      CRYPTO_memcmp(hmac.data(), expected.data(), expected.size()) != 0) {
+    return refuse("its HMAC does not match (it was changed, or made with another host key)");
+  }
+  return m;
+}
+
+absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::string& name) {
+  if (!PlainName(name)) return absl::InvalidArgumentError(absl::StrCat("bad file name ", name));
+  std::string path = absl::StrCat(dir, "/", name);
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path);
+  absl::StatusOr<std::string> digest = Sha256File(path);
+  if (!digest.ok()) return digest.status();
+  return SnapshotFile{name, static_cast<uint64_t>(st.st_size), *digest};
+}
+
+absl::Status VerifySnapshotFiles(const std::string& dir, const SnapshotManifest& manifest) {
+  for (const SnapshotFile& f : manifest.files) {
+    absl::StatusOr<SnapshotFile> actual = DescribeFile(dir, f.name);
+    if (!actual.ok()) {
+      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " is missing (",
+                                              actual.status().message(), ")"));
+    }
+    if (actual->size != f.size) {
+      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " has ", actual->size,
+                                              " bytes, the manifest says ", f.size,
+                                              " (truncated?)"));
+    }
+    if (actual->sha256 != f.sha256) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot refused: ", f.name, " does not match its hash (it was changed)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace airlock

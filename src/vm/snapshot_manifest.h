@@ -1,0 +1,67 @@
+// The manifest of a VM snapshot (DESIGN.md decision 6), and the host key that authenticates it.
+//
+// A snapshot is a directory of files (the device+RAM stream, the writable disk, ...) plus
+// manifest.json naming each file with its size and sha256, the VM's shape, and an HMAC-SHA256
+// over all of it with a host key that never leaves the host (0600, created on first use). A
+// snapshot is loaded only after the HMAC and every file's hash check out, so a flipped byte or a
+// truncated file is refused with a clear error, never loaded. The manifest's text is untrusted
+// input (fuzz/snapshot_manifest_fuzz.cc): it is parsed once, bounded, and verified before use.
+//
+// Not wired into pause/resume yet (issue 4); the format and its checks come first.
+#ifndef AIRLOCK_VM_SNAPSHOT_MANIFEST_H_
+#define AIRLOCK_VM_SNAPSHOT_MANIFEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace airlock {
+
+inline constexpr int kSnapshotFormatVersion = 1;
+inline constexpr size_t kMaxManifestBytes = 64 * 1024;
+inline constexpr size_t kMaxSnapshotFiles = 16;
+inline constexpr size_t kHostKeyBytes = 32;
+
+struct SnapshotFile {
+  std::string name;  // a plain file name in the snapshot directory: [a-z0-9._-], no "/"
+  uint64_t size = 0;
+  std::string sha256;  // hex
+};
+
+struct SnapshotManifest {
+  int version = kSnapshotFormatVersion;
+  std::string session_id;
+  std::string image_digest;
+  std::string kernel_release;
+  std::string qemu_version;
+  std::string accelerator;
+  uint32_t vcpus = 0;
+  uint64_t memory_bytes = 0;
+  int64_t created_unix_ms = 0;
+  std::vector<SnapshotFile> files;
+};
+
+// Reads the host key at path, creating it (random, 0600, written atomically) if it is missing.
+[[nodiscard]] absl::StatusOr<std::string> LoadOrCreateHostKey(const std::string& path);
+
+// The manifest as JSON with its "hmac" field.
+std::string SignManifest(const SnapshotManifest& manifest, const std::string& key);
+
+// Parses and authenticates a manifest; any shape, size, name or HMAC problem is an error.
+[[nodiscard]] absl::StatusOr<SnapshotManifest> VerifyManifest(const std::string& text,
+                                                              const std::string& key);
+
+// Describes a file of dir for the manifest (size and sha256).
+[[nodiscard]] absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir,
+                                                        const std::string& name);
+
+// Checks that every file the manifest names is in dir with its size and hash.
+[[nodiscard]] absl::Status VerifySnapshotFiles(const std::string& dir,
+                                               const SnapshotManifest& manifest);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_SNAPSHOT_MANIFEST_H_

@@ -1,0 +1,89 @@
+#include "src/vm/snapshot_manifest.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/common/file_util.h"
+#include "src/testing/test_util.h"
+
+namespace airlock {
+namespace {
+
+SnapshotManifest Example(const std::string& dir) {
+  EXPECT_TRUE(WriteFileAtomically(dir + "/memory.bin", std::string(100000, 'm'), 0600).ok());
+  EXPECT_TRUE(WriteFileAtomically(dir + "/disk.ext4", std::string(5000, 'd'), 0600).ok());
+  SnapshotManifest m;
+  m.session_id = "abc";
+  m.image_digest = "sha256:00";
+  m.kernel_release = "6.1.192-airlock";
+  m.qemu_version = "7.2.22";
+  m.accelerator = "tcg";
+  m.vcpus = 1;
+  m.memory_bytes = 512 << 20;
+  m.created_unix_ms = 1;
+  for (const char* name : {"memory.bin", "disk.ext4"}) m.files.push_back(*DescribeFile(dir, name));
+  return m;
+}
+
+TEST(SnapshotManifestTest, HostKeyIsCreatedOnceAndPrivate) {
+  testing::TempDir dir;
+  auto key = LoadOrCreateHostKey(dir.File("keys/snapshot.key"));
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->size(), kHostKeyBytes);
+  struct stat st;
+  ASSERT_EQ(stat(dir.File("keys/snapshot.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(*LoadOrCreateHostKey(dir.File("keys/snapshot.key")), *key);
+  chmod(dir.File("keys/snapshot.key").c_str(), 0644);
+  EXPECT_FALSE(LoadOrCreateHostKey(dir.File("keys/snapshot.key")).ok());
+}
+
+TEST(SnapshotManifestTest, SignedManifestVerifiesWithItsFiles) {
+  testing::TempDir dir;
+  std::string key(kHostKeyBytes, 'k');
+  SnapshotManifest m = Example(dir.path());
+  std::string text = SignManifest(m, key);
+  absl::StatusOr<SnapshotManifest> back = VerifyManifest(text, key);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->files.size(), 2u);
+  EXPECT_EQ(back->memory_bytes, 512u << 20);
+  EXPECT_TRUE(VerifySnapshotFiles(dir.path(), *back).ok());
+}
+
+TEST(SnapshotManifestTest, TamperingIsRefused) {
+  testing::TempDir dir;
+  std::string key(kHostKeyBytes, 'k');
+  SnapshotManifest m = Example(dir.path());
+  std::string text = SignManifest(m, key);
+  // Another host's key, an edited field, a forged file list: all refused by the HMAC.
+  EXPECT_FALSE(VerifyManifest(text, std::string(kHostKeyBytes, 'x')).ok());
+  std::string edited = text;
+  edited.replace(edited.find("\"vcpus\": 1"), 10, "\"vcpus\": 8");
+  absl::Status s = VerifyManifest(edited, key).status();
+  EXPECT_NE(s.message().find("HMAC"), absl::string_view::npos) << s;
+  EXPECT_FALSE(VerifyManifest("not json", key).ok());
+  EXPECT_FALSE(VerifyManifest(std::string(kMaxManifestBytes + 1, ' '), key).ok());
+  // A flipped byte or a truncated file in the snapshot directory.
+  std::string memory = *ReadFileToString(dir.File("memory.bin"), 1 << 20);
+  memory[500] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(dir.File("memory.bin"), memory, 0600).ok());
+  s = VerifySnapshotFiles(dir.path(), m);
+  EXPECT_NE(s.message().find("does not match its hash"), absl::string_view::npos) << s;
+  ASSERT_EQ(truncate(dir.File("disk.ext4").c_str(), 100), 0);
+  m.files.erase(m.files.begin());
+  s = VerifySnapshotFiles(dir.path(), m);
+  EXPECT_NE(s.message().find("truncated"), absl::string_view::npos) << s;
+}
+
+TEST(SnapshotManifestTest, FileNamesCannotLeaveTheSnapshotDirectory) {
+  testing::TempDir dir;
+  std::string key(kHostKeyBytes, 'k');
+  SnapshotManifest m = Example(dir.path());
+  m.files[0].name = "../../etc/passwd";
+  EXPECT_FALSE(VerifyManifest(SignManifest(m, key), key).ok());
+  EXPECT_FALSE(DescribeFile(dir.path(), "../x").ok());
+}
+
+}  // namespace
+}  // namespace airlock
