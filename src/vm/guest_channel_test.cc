@@ -46,6 +46,14 @@ class FakeGuest {
       pending_.insert(pending_.end(), buf, buf + n);
     }
   }
+  // The next frame that is not a flow-control grant (those come whenever the host consumes).
+  Frame ReceiveRequest() {
+    Frame frame;
+    do {
+      frame = Receive();
+    } while (frame.type == FrameType::kWindow);
+    return frame;
+  }
   void Handshake() {
     std::thread host(
         [this] { EXPECT_TRUE(channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); });
@@ -196,17 +204,17 @@ TEST(GuestChannelTest, FileAndMetricsRequests) {
   FakeGuest g;
   g.Handshake();
   std::thread guest([&] {
-    Frame open = g.Receive();
+    Frame open = g.ReceiveRequest();
     EXPECT_EQ(open.type, FrameType::kFileWrite);
     Frame data = g.Receive();
     EXPECT_EQ(data.payload, "content");
     EXPECT_EQ(g.Receive().type, FrameType::kInputEnd);
     g.Send(FrameType::kExit, open.stream, PayloadWriter().U32(0).I32(0).Str("").bytes());
-    Frame read = g.Receive();
+    Frame read = g.ReceiveRequest();
     EXPECT_EQ(read.type, FrameType::kFileRead);
     g.Send(FrameType::kStdout, read.stream, "file bytes");
     g.Send(FrameType::kExit, read.stream, PayloadWriter().U32(0).I32(0).Str("").bytes());
-    Frame metrics = g.Receive();
+    Frame metrics = g.ReceiveRequest();
     GuestMetrics m;
     m.processes = 5;
     g.Send(FrameType::kMetrics, metrics.stream, EncodeMetrics(m));
