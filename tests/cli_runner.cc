@@ -1,5 +1,6 @@
 #include "tests/cli_runner.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+
+#include "src/common/host_paths.h"
 
 namespace airlock {
 
@@ -97,6 +101,32 @@ Result Airlock::Finish() {
   reaped_ = true;
   result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result_;
+}
+
+std::vector<pid_t> QemuPids() {
+  std::vector<pid_t> pids;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = readdir(proc)) {
+    std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
+    std::string name;
+    if (comm >> name && name.rfind("qemu-system", 0) == 0) pids.push_back(atoi(e->d_name));
+  }
+  closedir(proc);
+  return pids;
+}
+
+int QemuLeftAfterWaiting() {
+  for (int i = 0; i < 100 && !QemuPids().empty(); ++i) usleep(100000);
+  return static_cast<int>(QemuPids().size());
+}
+
+int CountScratchFiles() {
+  int count = 0;
+  DIR* dir = opendir(DefaultHostPaths().scratch.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) count += e->d_name[0] != '.';
+  closedir(dir);
+  return count;
 }
 
 Result RunAirlock(const std::vector<std::string>& args, const std::string& input, RunAs as) {

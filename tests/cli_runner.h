@@ -47,6 +47,13 @@ class Airlock {
   bool discard_stdout_ = false;
 };
 
+// QEMU processes on this host, by pid (the suites run their VMs one at a time).
+std::vector<pid_t> QemuPids();
+// Waits (at most 10 s) until no QEMU is left; returns how many remain.
+int QemuLeftAfterWaiting();
+// Files in the directory that holds session disks while VMs run.
+int CountScratchFiles();
+
 Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "",
                   RunAs as = {});
 

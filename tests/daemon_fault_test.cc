@@ -22,26 +22,13 @@ pid_t DaemonPid() {
   return pid;
 }
 
-int CountQemu() {
-  int count = 0;
-  DIR* proc = opendir("/proc");
-  while (dirent* e = readdir(proc)) {
-    std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
-    std::string name;
-    if (comm >> name && name.rfind("qemu-system", 0) == 0) ++count;
-  }
-  closedir(proc);
-  return count;
-}
-
 void KillDaemon() {
   pid_t pid = DaemonPid();
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i) usleep(50000);
   // Its VMs die with it.
-  for (int i = 0; i < 100 && CountQemu() > 0; ++i) usleep(100000);
-  EXPECT_EQ(CountQemu(), 0);
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
 }
 
 std::string SessionLine(const std::string& ls, const std::string& id) {
@@ -77,8 +64,8 @@ TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
   Result before = RunAirlock({"ls", "-q"});
   Airlock create({"session", "create"});
   // Wait until the VM is booting, then kill the daemon mid-create.
-  for (int i = 0; i < 100 && CountQemu() == 0; ++i) usleep(50000);
-  ASSERT_EQ(CountQemu(), 1);
+  for (int i = 0; i < 100 && QemuPids().empty(); ++i) usleep(50000);
+  ASSERT_EQ(static_cast<int>(QemuPids().size()), 1);
   KillDaemon();
   Result c = create.Finish();
   EXPECT_NE(c.exit_code, 0);
@@ -96,7 +83,7 @@ TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
     RunAirlock({"rm", line.substr(0, 12)});
   }
   EXPECT_EQ(failed, 1) << after.out;
-  EXPECT_EQ(CountQemu(), 0);
+  EXPECT_EQ(static_cast<int>(QemuPids().size()), 0);
 }
 
 }  // namespace

@@ -21,22 +21,8 @@ class LimitsTest : public ::testing::Test {
     RunAirlock({"rm", *heartbeat_});
     delete heartbeat_;
     // Nothing of any attacked session is left on the host.
-    int qemu = 0;
-    DIR* proc = opendir("/proc");
-    while (dirent* e = readdir(proc)) {
-      FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "r");
-      if (f == nullptr) continue;
-      char name[64] = {};
-      if (fgets(name, sizeof(name), f) && std::string(name).rfind("qemu-system", 0) == 0) ++qemu;
-      fclose(f);
-    }
-    closedir(proc);
-    EXPECT_EQ(qemu, 0);
-    DIR* scratch = opendir(DefaultHostPaths().scratch.c_str());
-    int files = 0;
-    while (scratch != nullptr && readdir(scratch) != nullptr) ++files;
-    if (scratch != nullptr) closedir(scratch);
-    EXPECT_LE(files, 2);  // . and ..
+    EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+    EXPECT_EQ(CountScratchFiles(), 0);
   }
 
   static std::string NewSession(const std::vector<std::string>& limits) {

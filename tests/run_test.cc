@@ -20,38 +20,6 @@
 namespace airlock {
 namespace {
 
-// QEMU processes on this host (the suite runs VMs one at a time).
-int CountQemu() {
-  int count = 0;
-  DIR* proc = opendir("/proc");
-  while (dirent* e = readdir(proc)) {
-    std::string comm;
-    FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "r");
-    if (f == nullptr) continue;
-    char buf[64] = {};
-    if (fgets(buf, sizeof(buf), f)) comm = buf;
-    fclose(f);
-    if (comm.rfind("qemu-system", 0) == 0) ++count;
-  }
-  closedir(proc);
-  return count;
-}
-
-int CountScratchFiles() {
-  int count = 0;
-  DIR* dir = opendir(DefaultHostPaths().scratch.c_str());
-  if (dir == nullptr) return 0;
-  while (dirent* e = readdir(dir)) count += e->d_name[0] != '.';
-  closedir(dir);
-  return count;
-}
-
-// Waits (bounded) until no QEMU is left; returns how many remain.
-int QemuLeftAfterWaiting() {
-  for (int i = 0; i < 100 && CountQemu() > 0; ++i) usleep(100000);
-  return CountQemu();
-}
-
 TEST(RunTest, PrintsOutputAndMirrorsTheExitCode) {
   Result r = RunAirlock({"run", "--", "python3", "-c", "print('hi!')"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -152,7 +120,7 @@ print("wrote", os.path.exists("/written"))
 }
 
 TEST(RunTest, NothingIsLeftOnTheHostAfterManyRuns) {
-  int before = CountQemu();
+  int before = static_cast<int>(QemuPids().size());
   ASSERT_EQ(before, 0) << "another VM is running on this host";
   for (int i = 0; i < 20; ++i) {
     Result r = RunAirlock({"run", "--", "true"});
@@ -166,7 +134,7 @@ TEST(RunTest, NothingIsLeftWhenTheClientOrTheVmIsKilledMidway) {
   {
     Airlock a({"run", "--", "sh", "-c", "echo running; sleep 300"});
     ASSERT_TRUE(a.ReadUntil([&] { return a.partial().out == "running\n"; }));
-    ASSERT_EQ(CountQemu(), 1);
+    ASSERT_EQ(static_cast<int>(QemuPids().size()), 1);
     kill(a.pid(), SIGKILL);
     a.Finish();
   }
@@ -175,17 +143,7 @@ TEST(RunTest, NothingIsLeftWhenTheClientOrTheVmIsKilledMidway) {
     Airlock a({"run", "--", "sh", "-c", "echo running; sleep 300"});
     ASSERT_TRUE(a.ReadUntil([&] { return a.partial().out == "running\n"; }));
     // Kill the VM itself: the user gets a clear error, not a hang.
-    DIR* proc = opendir("/proc");
-    while (dirent* e = readdir(proc)) {
-      FILE* f = fopen(("/proc/" + std::string(e->d_name) + "/comm").c_str(), "r");
-      if (f == nullptr) continue;
-      char buf[64] = {};
-      if (fgets(buf, sizeof(buf), f) && std::string(buf).rfind("qemu-system", 0) == 0) {
-        kill(atoi(e->d_name), SIGKILL);
-      }
-      fclose(f);
-    }
-    closedir(proc);
+    for (pid_t pid : QemuPids()) kill(pid, SIGKILL);
     Result r = a.Finish();
     EXPECT_EQ(r.exit_code, 125);
     EXPECT_NE(r.err.find("the VM failed"), std::string::npos) << r.err;
