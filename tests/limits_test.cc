@@ -62,7 +62,10 @@ std::string* LimitsTest::heartbeat_ = nullptr;
 TEST_F(LimitsTest, ForkBombIsCappedByThePidsLimit) {
   std::string id = NewSession({"--pids", "64"});
   Result r = Attack(id, {"sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3; echo survived"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The bomb hits the limit at once; the shell says so (and may itself fail to fork `sleep`,
+  // exiting 2). Either way the command ends with the reason, for this session only.
+  EXPECT_NE(r.err.find("fork"), std::string::npos) << r.err.substr(0, 500);
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2) << r.exit_code;
   r = RunAirlock({"exec", id, "--", "sh", "-c", "cat /sys/fs/cgroup/airlock/pids.max"});
   // Either it runs (the bomb left room) or it fails to fork with a message: never a hang.
   if (r.exit_code == 0) EXPECT_EQ(r.out, "64\n");
