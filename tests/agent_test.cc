@@ -25,10 +25,9 @@ class AgentTest : public ::testing::Test {
     absl::StatusOr<ImageInfo> image = ImageStore(paths.images).Resolve(kDefaultImage);
     ASSERT_TRUE(image.ok()) << image.status();
     driver_ = new QemuDriver(paths.qemu);
-    absl::StatusOr<std::unique_ptr<Vm>> vm =
-        LaunchVm(*driver_, paths, *image, {.hostname = "agent-test"});
+    absl::StatusOr<LaunchedVm> vm = LaunchVm(*driver_, paths, *image, {.hostname = "agent-test"});
     ASSERT_TRUE(vm.ok()) << vm.status();
-    vm_ = vm->release();
+    vm_ = vm->vm.release();
   }
   static void TearDownTestSuite() {
     delete vm_;

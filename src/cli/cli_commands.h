@@ -17,6 +17,9 @@ int PsCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
 int MetricsCommand(const std::vector<std::string>& args);
 int RemoveCommand(const std::vector<std::string>& args);
+int PauseCommand(const std::vector<std::string>& args);
+int ResumeCommand(const std::vector<std::string>& args);
+int ForkCommand(const std::vector<std::string>& args);
 
 }  // namespace airlock
 

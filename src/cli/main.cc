@@ -14,13 +14,16 @@ constexpr char kUsage[] =
     "commands:\n"
     "  run [IMAGE] -- CMD ARGS...   run a command in a fresh microVM (airlock run --help)\n"
     "  session create [IMAGE] [--cpus N] [--memory 512m] [--pids N] [--disk 2g] [--ttl 1h]\n"
-    "                               boot a durable session; prints its id\n"
+    "                 [--idle-timeout 5m]  start a durable session; prints its id\n"
     "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
     "  ls [--json|-q]               your sessions: state, limits, last use\n"
     "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
     "  logs [-f] [-n N] [--since D] ID   output of a session's commands, with timestamps\n"
     "  metrics [--watch] [ID...]    guest CPU, memory, processes and disk\n"
     "  rm ID...                     destroy sessions (their logs stay)\n"
+    "  pause ID...                  snapshot sessions to disk and free their VMs\n"
+    "  resume ID...                 bring paused sessions back (exec does it too)\n"
+    "  fork ID [-n N]               N independent copies of a session; prints their ids\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
     "  image ls [--json]            list images\n"
@@ -52,6 +55,9 @@ int main(int argc, char** argv) {
   if (command == "logs") return airlock::LogsCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);
   if (command == "rm") return airlock::RemoveCommand(args);
+  if (command == "pause") return airlock::PauseCommand(args);
+  if (command == "resume") return airlock::ResumeCommand(args);
+  if (command == "fork") return airlock::ForkCommand(args);
   std::fprintf(stderr, "airlock: unknown command \"%s\"\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,4 +1,5 @@
-// Session commands: session create, exec, ls, ps, logs, metrics, rm. All go through airlockd.
+// Session commands: session create, exec, ls, ps, logs, metrics, rm, pause, resume, fork. All go
+// through airlockd.
 #include <unistd.h>
 
 #include <chrono>
@@ -52,6 +53,8 @@ const char* StateName(v1::SessionState state) {
       return "stopped";
     case v1::SESSION_STATE_FAILED:
       return "failed";
+    case v1::SESSION_STATE_PAUSED:
+      return "paused";
     default:
       return "unknown";
   }
@@ -59,9 +62,11 @@ const char* StateName(v1::SessionState state) {
 
 constexpr char kCreateUsage[] =
     "usage: airlock session create [IMAGE] [--cpus N] [--memory SIZE] [--pids N] [--disk SIZE]\n"
-    "                              [--ttl DURATION]\n"
-    "Boots a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
-    "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n";
+    "                              [--ttl DURATION] [--idle-timeout DURATION]\n"
+    "Starts a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
+    "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n"
+    "  --idle-timeout D  pause the session after D without a command or stream (default 5m;\n"
+    "                    0: never). The next exec, logs -f or metrics resumes it.\n";
 
 int SessionCreate(const std::vector<std::string>& args) {
   v1::CreateSessionRequest request;
@@ -86,6 +91,10 @@ int SessionCreate(const std::vector<std::string>& args) {
       absl::StatusOr<uint64_t> ttl = ParseDurationSeconds(args[++i]);
       if (!ttl.ok()) return Usage(kCreateUsage, std::string(ttl.status().message()));
       request.mutable_limits()->set_ttl_seconds(*ttl);
+    } else if (a == "--idle-timeout" && has_value) {
+      absl::StatusOr<uint64_t> idle = ParseDurationSeconds(args[++i]);
+      if (!idle.ok()) return Usage(kCreateUsage, std::string(idle.status().message()));
+      request.mutable_limits()->set_idle_timeout_seconds(*idle);
     } else if (a == "--help" || a == "-h") {
       std::fputs(kCreateUsage, stdout);
       return 0;
@@ -189,7 +198,8 @@ int List(const std::vector<std::string>& args) {
                        {"memory_bytes", s.limits().memory_bytes()},
                        {"pids", s.limits().pids()},
                        {"disk_bytes", s.limits().disk_bytes()},
-                       {"ttl_seconds", s.limits().ttl_seconds()}}}});
+                       {"ttl_seconds", s.limits().ttl_seconds()},
+                       {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}});
     }
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
@@ -237,6 +247,10 @@ int Ps(const std::vector<std::string>& args) {
                 vm.accelerator().c_str(), vm.vcpus(), vm.host_cpu_percent(),
                 FormatBytes(vm.host_rss_bytes()).c_str());
   }
+  std::printf("since airlockd started: %llu boots, %llu restores, %llu snapshots\n",
+              static_cast<unsigned long long>(response.boots()),
+              static_cast<unsigned long long>(response.restores()),
+              static_cast<unsigned long long>(response.snapshots()));
   return 0;
 }
 
@@ -376,7 +390,93 @@ int Remove(const std::vector<std::string>& args) {
   return code;
 }
 
+constexpr char kPauseUsage[] =
+    "usage: airlock pause ID...\n"
+    "Snapshots each session to disk and ends its VM (no process, no host memory). Every\n"
+    "process and file comes back with `airlock resume ID`, or on the next exec.\n";
+constexpr char kResumeUsage[] =
+    "usage: airlock resume ID...\n"
+    "Restores paused sessions from their snapshots, every process and file as it was.\n";
+
+// pause and resume: one RPC per id, which it prints on success.
+int PauseOrResume(const std::vector<std::string>& args, bool pause) {
+  const char* usage = pause ? kPauseUsage : kResumeUsage;
+  if (args.empty()) return Usage(usage, "which session? give its ID");
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (a[0] == '-') return Usage(usage, "unexpected argument " + a);
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  int code = 0;
+  for (const std::string& id : args) {
+    grpc::ClientContext context;
+    v1::Session session;
+    grpc::Status status;
+    if (pause) {
+      v1::PauseSessionRequest request;
+      request.set_id(id);
+      status = client->sessions->Pause(&context, request, &session);
+    } else {
+      v1::ResumeSessionRequest request;
+      request.set_id(id);
+      status = client->sessions->Resume(&context, request, &session);
+    }
+    if (!status.ok()) {
+      std::fprintf(stderr, "airlock %s: %s\n", pause ? "pause" : "resume",
+                   Describe(status).c_str());
+      code = 1;
+    } else {
+      std::printf("%s\n", id.c_str());
+    }
+  }
+  return code;
+}
+
+constexpr char kForkUsage[] =
+    "usage: airlock fork ID [-n N]\n"
+    "Makes N (default 1, at most 64) independent copies of session ID, running or paused,\n"
+    "from one snapshot of it: each with its own disk, id and hostname and a reseeded RNG.\n"
+    "Prints the new ids, one per line. The source session goes on as it was.\n";
+
+int Fork(const std::vector<std::string>& args) {
+  v1::ForkSessionRequest request;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if ((a == "-n" || a == "--count") && i + 1 < args.size()) {
+      uint32_t n;
+      if (!absl::SimpleAtoi(args[++i], &n) || n == 0 || n > 64) {
+        return Usage(kForkUsage, "-n needs a number from 1 to 64");
+      }
+      request.set_count(n);
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kForkUsage, stdout);
+      return 0;
+    } else if (a[0] != '-' && request.id().empty()) {
+      request.set_id(a);
+    } else {
+      return Usage(kForkUsage, "unexpected argument " + a);
+    }
+  }
+  if (request.id().empty()) return Usage(kForkUsage, "which session? give its ID");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ForkSessionResponse response;
+  grpc::Status status = client->sessions->Fork(&context, request, &response);
+  if (!status.ok()) return DaemonError(status);
+  for (const v1::Session& s : response.sessions()) std::printf("%s\n", s.id().c_str());
+  return 0;
+}
+
 }  // namespace
+
+int PauseCommand(const std::vector<std::string>& args) { return PauseOrResume(args, true); }
+int ResumeCommand(const std::vector<std::string>& args) { return PauseOrResume(args, false); }
+int ForkCommand(const std::vector<std::string>& args) { return Fork(args); }
 
 int SessionCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "create") {

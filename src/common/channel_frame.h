@@ -23,7 +23,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -35,10 +35,14 @@ enum class FrameType : uint8_t {
   // Guest -> host on stream 0 when the agent starts serving: u32 protocol, string agent version.
   kHello = 1,
   // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy, u32 limit on
-  // the processes of commands (0: none). The guest sets its clock, mixes the entropy into its
-  // RNG, applies the limit to the cgroup its commands run in, and answers kReady.
+  // the processes of commands (0: none), string hostname (empty: keep). The guest sets its
+  // clock, mixes the entropy into its RNG and reseeds it, applies the limit to the cgroup its
+  // commands run in, sets the hostname, and answers kReady. The host sends it after boot and
+  // after every restore of a snapshot (or a fork), before any command runs.
   kSync = 2,
-  // Guest -> host on stream 0: the guest is ready to run commands (after kSync).
+  // Guest -> host on stream 0: the guest is ready to run commands (after kSync): u32 the
+  // highest stream id it has seen (0: none). A host restored from a snapshot opens streams
+  // above it, and takes late frames of those streams for ones it closed.
   kReady = 3,
   // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags.
   kExecStart = 4,
@@ -66,8 +70,14 @@ enum class FrameType : uint8_t {
   kMetrics = 15,
   // Either way on stream 0: string message; the sender saw a protocol violation.
   kProtocolError = 16,
+  // Host -> guest on stream 0, empty: a snapshot is about to be taken. The guest stops sending
+  // anything (output stays in its pipes) and answers kPaused; it sends nothing more until the
+  // next kSync. So when the host has read kPaused, both directions are at a frame boundary.
+  kPause = 17,
+  // Guest -> host on stream 0, empty: the answer to kPause.
+  kPaused = 18,
 };
-inline constexpr uint8_t kMaxFrameType = 16;
+inline constexpr uint8_t kMaxFrameType = 18;
 
 // How a stream ended (kExit).
 enum class ExitKind : uint32_t {

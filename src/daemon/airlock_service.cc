@@ -62,6 +62,19 @@ void FillSession(const SessionRecord& r, v1::Session* out) {
   l->set_pids(r.limits.pids);
   l->set_disk_bytes(r.limits.disk_bytes);
   l->set_ttl_seconds(r.limits.ttl_seconds);
+  l->set_idle_timeout_seconds(r.limits.idle_timeout_seconds);
+}
+
+// Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
+SessionLimits FromProto(const v1::Limits& l) {
+  SessionLimits limits;
+  limits.vcpus = l.vcpus();
+  limits.memory_bytes = l.memory_bytes();
+  limits.pids = l.pids();
+  limits.disk_bytes = l.disk_bytes();
+  limits.ttl_seconds = l.ttl_seconds();
+  if (l.has_idle_timeout_seconds()) limits.idle_timeout_seconds = l.idle_timeout_seconds();
+  return limits;
 }
 
 // What the user sees for how a command ended.
@@ -174,13 +187,8 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
                                      v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
-  SessionLimits limits;
-  limits.vcpus = request->limits().vcpus();
-  limits.memory_bytes = request->limits().memory_bytes();
-  limits.pids = request->limits().pids();
-  limits.disk_bytes = request->limits().disk_bytes();
-  limits.ttl_seconds = request->limits().ttl_seconds();
-  absl::StatusOr<SessionRecord> session = sessions_->Create(*who, request->image(), limits);
+  absl::StatusOr<SessionRecord> session =
+      sessions_->Create(*who, request->image(), FromProto(request->limits()));
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -215,6 +223,40 @@ grpc::Status SessionsService::Remove(grpc::ServerContext* context,
   return ToGrpc(sessions_->Remove(*who, request->id()));
 }
 
+grpc::Status SessionsService::Pause(grpc::ServerContext* context,
+                                    const v1::PauseSessionRequest* request,
+                                    v1::Session* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<SessionRecord> session = sessions_->Pause(*who, request->id());
+  if (!session.ok()) return ToGrpc(session.status());
+  FillSession(*session, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::Resume(grpc::ServerContext* context,
+                                     const v1::ResumeSessionRequest* request,
+                                     v1::Session* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<SessionRecord> session = sessions_->Resume(*who, request->id());
+  if (!session.ok()) return ToGrpc(session.status());
+  FillSession(*session, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::Fork(grpc::ServerContext* context,
+                                   const v1::ForkSessionRequest* request,
+                                   v1::ForkSessionResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  absl::StatusOr<std::vector<SessionRecord>> forks =
+      sessions_->Fork(*who, request->id(), request->count());
+  if (!forks.ok()) return ToGrpc(forks.status());
+  for (const SessionRecord& s : *forks) FillSession(s, response->add_sessions());
+  return grpc::Status::OK;
+}
+
 grpc::Status SessionsService::Exec(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) {
@@ -241,11 +283,9 @@ grpc::Status SessionsService::Exec(
     }
   } one_shot{sessions_, store_, *who, ""};
   if (session_id.empty()) {
-    SessionLimits limits;
-    limits.vcpus = start.limits().vcpus();
-    limits.memory_bytes = start.limits().memory_bytes();
-    limits.pids = start.limits().pids();
-    limits.disk_bytes = start.limits().disk_bytes();
+    SessionLimits limits = FromProto(start.limits());
+    limits.ttl_seconds = 0;           // it lives as long as its command
+    limits.idle_timeout_seconds = 0;  // and is never paused
     absl::StatusOr<SessionRecord> created = sessions_->Create(*who, start.image(), limits);
     if (!created.ok()) return ToGrpc(created.status());
     session_id = one_shot.id = created->id;
@@ -382,6 +422,16 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
   if (!who) return Unauthenticated();
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
+  // Following a session wakes it if it was paused, and the stream keeps it in use (awake) for
+  // as long as it lasts.
+  std::shared_ptr<LiveSession> in_use;
+  if (request->follow() && (session->state == SessionState::kPaused ||
+                            session->state == SessionState::kRunning)) {
+    absl::StatusOr<std::shared_ptr<LiveSession>> live =
+        sessions_->Live(*who, request->session_id());
+    if (!live.ok()) return ToGrpc(live.status());
+    in_use = *std::move(live);
+  }
   int64_t after = 0;
   uint32_t tail = request->tail();
   for (;;) {
@@ -485,6 +535,9 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
   std::vector<std::shared_ptr<LiveSession>> live = sessions_->LiveSessions(*who);
+  response->set_boots(sessions_->counters().boots);
+  response->set_restores(sessions_->counters().restores);
+  response->set_snapshots(sessions_->counters().snapshots);
   std::vector<uint64_t> before;
   for (const auto& s : live) before.push_back(ProcessTicks(s->vm->pid()));
   constexpr int kSampleMs = 200;

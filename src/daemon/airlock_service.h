@@ -31,6 +31,12 @@ class SessionsService final : public v1::Sessions::Service {
                     grpc::ServerWriter<v1::LogEntry>* writer) override;
   grpc::Status Metrics(grpc::ServerContext* context, const v1::MetricsRequest* request,
                        grpc::ServerWriter<v1::MetricsSample>* writer) override;
+  grpc::Status Pause(grpc::ServerContext* context, const v1::PauseSessionRequest* request,
+                     v1::Session* response) override;
+  grpc::Status Resume(grpc::ServerContext* context, const v1::ResumeSessionRequest* request,
+                      v1::Session* response) override;
+  grpc::Status Fork(grpc::ServerContext* context, const v1::ForkSessionRequest* request,
+                    v1::ForkSessionResponse* response) override;
 
  private:
   SessionManager* sessions_;

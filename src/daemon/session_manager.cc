@@ -1,19 +1,53 @@
 #include "src/daemon/session_manager.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/common/errno_status.h"
+#include "src/common/file_util.h"
 #include "src/image/image_store.h"
+#include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
 
 namespace airlock {
 namespace {
 
-std::string NewSessionId() {
-  unsigned char b[6];
-  if (getrandom(b, sizeof(b), 0) != sizeof(b)) return "";
-  return absl::StrFormat("%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+constexpr uint32_t kMaxForks = 64;
+
+std::string RandomHex(size_t bytes) {
+  unsigned char b[16];
+  if (bytes > sizeof(b) || getrandom(b, bytes, 0) != static_cast<ssize_t>(bytes)) return "";
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) out += absl::StrFormat("%02x", b[i]);
+  return out;
+}
+
+LaunchOptions OptionsFor(const SessionRecord& s) {
+  LaunchOptions options;
+  options.memory_mib = static_cast<uint32_t>(s.limits.memory_bytes >> 20);
+  options.vcpus = s.limits.vcpus;
+  options.disk_bytes = s.limits.disk_bytes;
+  options.pids = s.limits.pids;
+  options.host_cgroup = s.id;
+  options.hostname = s.hostname;
+  return options;
+}
+
+VmShape ShapeOf(const SessionLimits& limits) {
+  return {.memory_mib = static_cast<uint32_t>(limits.memory_bytes >> 20),
+          .vcpus = limits.vcpus,
+          .disk_bytes = limits.disk_bytes};
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
 }
 
 }  // namespace
@@ -37,6 +71,7 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   if (r.pids != 0) l.pids = r.pids;
   if (r.disk_bytes != 0) l.disk_bytes = r.disk_bytes;
   l.ttl_seconds = r.ttl_seconds;
+  l.idle_timeout_seconds = r.idle_timeout_seconds;
   if (l.vcpus > 64) return absl::InvalidArgumentError("at most 64 vCPUs");
   if (l.memory_bytes < (128ull << 20) || l.memory_bytes > (64ull << 30)) {
     return absl::InvalidArgumentError("memory must be between 128 MiB and 64 GiB");
@@ -47,24 +82,107 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   if (l.disk_bytes < (32ull << 20) || l.disk_bytes > (1ull << 40)) {
     return absl::InvalidArgumentError("disk must be between 32 MiB and 1 TiB");
   }
+  if (l.idle_timeout_seconds > 30ull * 24 * 3600) {
+    return absl::InvalidArgumentError("the idle timeout must be at most 30 days (0: never pause)");
+  }
   return l;
 }
 
+std::string SessionManager::SessionDir(const std::string& id) const {
+  return absl::StrCat(paths_.home, "/sessions/", id);
+}
+
+std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<std::mutex>& m = session_locks_[id];
+  if (!m) m = std::make_shared<std::mutex>();
+  return m;
+}
+
 absl::Status SessionManager::Recover() {
-  // VMs die with the daemon that started them (they are its children), so a session that was
-  // creating or running when the daemon stopped has lost its VM: say so.
-  absl::StatusOr<std::vector<SessionRecord>> orphans =
-      store_->SessionsInState({SessionState::kCreating, SessionState::kRunning});
+  absl::StatusOr<std::string> key = LoadOrCreateHostKey(paths_.home + "/host.key");
+  if (!key.ok()) return key.status();
+  key_ = *key;
+  templates_ = std::make_unique<Templates>(paths_, driver_, key_, &counters_);
+  // VMs die with the daemon that started them (they are its children). A session that was
+  // running lost its VM, unless a whole snapshot of it made it to disk (the daemon stopped
+  // while pausing it): then it is paused. A paused session whose snapshot is gone (the daemon
+  // stopped while resuming it) cannot come back.
+  absl::StatusOr<std::vector<SessionRecord>> orphans = store_->SessionsInState(
+      {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
   if (!orphans.ok()) return orphans.status();
   for (const SessionRecord& s : *orphans) {
-    absl::Status st = store_->SetSessionState(
-        kDaemonPrincipal, s.tenant, s.id, SessionState::kFailed,
-        "airlockd stopped while the VM was running; the VM and its state were lost", 0,
-        "session.recover");
+    std::string snapshot = SessionDir(s.id) + "/snapshot";
+    bool whole = s.state != SessionState::kCreating && OpenSnapshot(snapshot, key_).ok();
+    if (s.state == SessionState::kPaused && whole) continue;
+    absl::Status st =
+        whole ? store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
+                                        "airlockd stopped just after pausing it", 0,
+                                        "session.recover")
+              : store_->SetSessionState(
+                    kDaemonPrincipal, s.tenant, s.id, SessionState::kFailed,
+                    s.state == SessionState::kPaused
+                        ? "airlockd stopped while resuming it; its snapshot was used up"
+                        : "airlockd stopped while the VM was running; the VM and its state were "
+                          "lost",
+                    0, "session.recover");
     if (!st.ok()) return st;
+    if (!whole) RemoveTree(SessionDir(s.id)).IgnoreError();
+  }
+  // Half-written snapshots and forks in progress are never loaded: delete them.
+  if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
+    std::vector<std::string> leftovers;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string dir = SessionDir(e->d_name);
+      if (DIR* sd = opendir(dir.c_str())) {
+        while (dirent* f = readdir(sd)) {
+          std::string name = f->d_name;
+          if (absl::EndsWith(name, ".tmp") || absl::EndsWith(name, ".old") ||
+              absl::StartsWith(name, "fork-")) {
+            leftovers.push_back(dir + "/" + name);
+          }
+        }
+        closedir(sd);
+      }
+    }
+    closedir(d);
+    for (const std::string& path : leftovers) RemoveTree(path).IgnoreError();
   }
   watcher_ = std::thread([this] { WatchLoop(); });
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionRecord& s,
+                                                                     const ImageInfo& image) {
+  LaunchOptions options = OptionsFor(s);
+  absl::StatusOr<LaunchedVm> vm = absl::UnknownError("not started");
+  absl::StatusOr<Templates::Template> tpl = templates_->Get(image, ShapeOf(s.limits));
+  if (tpl.ok()) {
+    absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
+    std::string disk_path = absl::StrCat(tpl->dir, "/", kSnapshotDiskFile);
+    UniqueFd from(open(disk_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!disk.ok()) return disk.status();
+    if (!from.valid()) return ErrnoStatus("open", disk_path);
+    if (absl::Status c = CopyDisk(from.get(), disk->get()); !c.ok()) return c;
+    vm = RestoreVm(*driver_, paths_, image, tpl->dir, tpl->manifest, *std::move(disk), options);
+    if (vm.ok()) counters_.restores++;
+    // A template that does not restore is made again next time; this session boots.
+    if (!vm.ok()) templates_->Discard(tpl->dir);
+  }
+  if (!vm.ok()) {
+    counters_.boots++;
+    vm = LaunchVm(*driver_, paths_, image, options);
+    if (!vm.ok()) return vm.status();
+  }
+  auto live = std::make_shared<LiveSession>();
+  s.state = SessionState::kRunning;
+  s.pid = vm->vm->pid();
+  live->record = s;
+  live->vm = std::move(vm->vm);
+  live->disk = std::move(vm->disk);
+  live->last_used_ms = NowUnixMs();
+  return live;
 }
 
 absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const std::string& image,
@@ -75,7 +193,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   absl::StatusOr<ImageInfo> info = ImageStore(paths_.images).Resolve(name);
   if (!info.ok()) return info.status();
   SessionRecord s;
-  s.id = NewSessionId();
+  s.id = RandomHex(6);
   if (s.id.empty()) return absl::InternalError("getrandom failed");
   s.tenant = who.Tenant();
   s.image = name;
@@ -85,45 +203,55 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   s.hostname = "airlock-" + s.id.substr(0, 8);
   if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return st;
 
-  LaunchOptions options;
-  options.memory_mib = static_cast<uint32_t>(limits->memory_bytes >> 20);
-  options.vcpus = limits->vcpus;
-  options.disk_bytes = limits->disk_bytes;
-  options.pids = limits->pids;
-  options.host_cgroup = s.id;
-  options.hostname = s.hostname;
-  absl::StatusOr<std::unique_ptr<Vm>> vm = LaunchVm(*driver_, paths_, *info, options);
-  if (!vm.ok()) {
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = StartVm(s, *info);
+  if (!live.ok()) {
     store_
         ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                          std::string(vm.status().message()), 0, "session.boot")
+                          std::string(live.status().message()), 0, "session.boot")
         .IgnoreError();
-    return vm.status();
+    return live.status();
   }
-  s.state = SessionState::kRunning;
-  s.pid = (*vm)->pid();
   if (absl::Status st = store_->SetSessionState(who, s.tenant, s.id, SessionState::kRunning, "",
                                                 s.pid, "session.boot");
       !st.ok()) {
-    return st;  // the VM is destroyed with `vm`
+    return st;  // the VM is destroyed with `live`
   }
-  auto live = std::make_shared<LiveSession>();
-  live->record = s;
-  live->vm = *std::move(vm);
   std::lock_guard<std::mutex> lock(mu_);
-  live_[s.id] = std::move(live);
+  live_[s.id] = *std::move(live);
   return s;
+}
+
+std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
+                                                      const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it != live_.end() && it->second->record.tenant == tenant) return it->second;
+  return nullptr;
+}
+
+std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSession>& live) {
+  live->users++;
+  live->last_used_ms = NowUnixMs();
+  // The handle shares ownership of the session and ends the use when released.
+  return std::shared_ptr<LiveSession>(live.get(), [owner = live](LiveSession* s) {
+    s->last_used_ms = NowUnixMs();
+    s->users--;
+  });
 }
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principal& who,
                                                                   const std::string& id) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(id);
-    if (it != live_.end() && it->second->record.tenant == who.Tenant()) return it->second;
-  }
+  // Under the session's lock, so that a use never starts while the session is being paused.
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) return Use(live);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
   if (!record.ok()) return record.status();
+  if (record->state == SessionState::kPaused) {
+    absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
+    if (!live.ok()) return live.status();
+    return Use(*live);
+  }
   return absl::FailedPreconditionError(
       absl::StrCat("session ", id, " is ", SessionStateName(record->state),
                    record->reason.empty() ? "" : " (" + record->reason + ")",
@@ -139,8 +267,269 @@ std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const Pri
   return out;
 }
 
+absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const std::string& id) {
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  if (record->state == SessionState::kPaused) return record;
+  return PauseLocked(who, *record, absl::StrCat("paused by ", who.Name()));
+}
+
+absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
+                                                          const SessionRecord& record,
+                                                          const std::string& reason) {
+  std::shared_ptr<LiveSession> live = FindLive(record.tenant, record.id);
+  if (!live) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", record.id, " is ", SessionStateName(record.state), "; only a running session "
+        "can be paused"));
+  }
+  if (live->users > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", record.id, " is in use (a command or stream is open); wait "
+                     "for it to end, or stop it, and pause again"));
+  }
+  SnapshotManifest manifest;
+  manifest.session_id = record.id;
+  manifest.image_digest = record.image_digest;
+  manifest.kernel_release = KernelIdentity(paths_);
+  manifest.qemu_version = live->vm->vmm_version();
+  manifest.accelerator = live->vm->accelerator();
+  manifest.vcpus = record.limits.vcpus;
+  manifest.memory_bytes = record.limits.memory_bytes >> 20 << 20;
+  manifest.created_unix_ms = NowUnixMs();
+  absl::StatusOr<SnapshotManifest> taken =
+      TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest,
+                   key_, SnapshotDisk::kLink);
+  if (!taken.ok()) {
+    // Nothing was written; the VM goes on if it still can.
+    if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok()) {
+      Retire(record.id, SessionState::kFailed,
+             absl::StrCat("pausing failed and the VM could not go on: ", taken.status().message()));
+    }
+    return absl::Status(taken.status().code(), absl::StrCat("could not pause session ", record.id,
+                                                            ": ", taken.status().message()));
+  }
+  counters_.snapshots++;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(record.id);
+  }
+  live->vm->Kill(absl::CancelledError("the session was paused"));
+  live.reset();  // the VM process is reaped here unless a watcher holds it for a moment
+  if (absl::Status st = store_->SetSessionState(who, record.tenant, record.id,
+                                                SessionState::kPaused, reason, 0, "session.pause");
+      !st.ok()) {
+    return st;
+  }
+  LogRecord event{.unix_ms = NowUnixMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat("session paused: ", reason)};
+  store_->AppendLogs(record, {event}).IgnoreError();
+  return store_->GetSession(record.tenant, record.id);
+}
+
+absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const std::string& id) {
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  if (record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) return record;
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
+  if (!live.ok()) return live.status();
+  return (*live)->record;
+}
+
+absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
+    const Principal& who, const SessionRecord& record) {
+  if (record.state != SessionState::kPaused) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", record.id, " is ", SessionStateName(record.state),
+                     record.reason.empty() ? "" : " (" + record.reason + ")",
+                     "; only a paused session can be resumed"));
+  }
+  std::string dir = SessionDir(record.id) + "/snapshot";
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_);
+  if (!manifest.ok()) {
+    // Never loaded: the session cannot come back, and says why.
+    std::string why(manifest.status().message());
+    store_
+        ->SetSessionState(who, record.tenant, record.id, SessionState::kFailed, why, 0,
+                          "session.resume")
+        .IgnoreError();
+    return absl::DataLossError(absl::StrCat("session ", record.id, " cannot be resumed: ", why));
+  }
+  absl::StatusOr<ImageInfo> image =
+      ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
+  if (!image.ok()) return image.status();
+  // The VM takes the snapshot's disk over: the snapshot is used up from here on.
+  std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
+  UniqueFd disk(open(disk_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!disk.valid()) return ErrnoStatus("open", disk_path);
+  if (unlink(disk_path.c_str()) != 0) return ErrnoStatus("unlink", disk_path);
+  int disk_fd = disk.get();
+  absl::StatusOr<LaunchedVm> vm =
+      RestoreVm(*driver_, paths_, *image, dir, *manifest, std::move(disk), OptionsFor(record));
+  if (!vm.ok()) {
+    // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
+    // disk no longer matches and verification will refuse it).
+    std::string self = absl::StrCat("/proc/self/fd/", disk_fd);
+    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, disk_path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      store_
+          ->SetSessionState(who, record.tenant, record.id, SessionState::kFailed,
+                            absl::StrCat("resuming failed: ", vm.status().message()), 0,
+                            "session.resume")
+          .IgnoreError();
+    }
+    return absl::Status(vm.status().code(), absl::StrCat("could not resume session ", record.id,
+                                                         ": ", vm.status().message()));
+  }
+  counters_.restores++;
+  auto live = std::make_shared<LiveSession>();
+  live->record = record;
+  live->record.state = SessionState::kRunning;
+  live->record.reason.clear();
+  live->record.pid = vm->vm->pid();
+  live->vm = std::move(vm->vm);
+  live->disk = std::move(vm->disk);
+  live->last_used_ms = NowUnixMs();
+  if (absl::Status st = store_->SetSessionState(who, record.tenant, record.id,
+                                                SessionState::kRunning, "", live->record.pid,
+                                                "session.resume");
+      !st.ok()) {
+    return st;
+  }
+  RemoveTree(dir).IgnoreError();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[record.id] = live;
+  }
+  return live;
+}
+
+absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal& who,
+                                                                const std::string& id,
+                                                                uint32_t count) {
+  if (count == 0) count = 1;
+  if (count > kMaxForks) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxForks, " forks at once"));
+  }
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  if (record->state == SessionState::kPaused) {
+    std::string dir = SessionDir(id) + "/snapshot";
+    return ForkFrom(who, *record, dir, count);
+  }
+  std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
+  if (!live) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " is ", SessionStateName(record->state),
+                     "; only a running or paused session can be forked"));
+  }
+  if (live->users > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " is in use (a command or stream is open); wait for it to "
+                     "end and fork again"));
+  }
+  // Snapshot the running session with a copy of its disk, then let it go on.
+  SnapshotManifest manifest;
+  manifest.session_id = id;
+  manifest.image_digest = record->image_digest;
+  manifest.kernel_release = KernelIdentity(paths_);
+  manifest.qemu_version = live->vm->vmm_version();
+  manifest.accelerator = live->vm->accelerator();
+  manifest.vcpus = record->limits.vcpus;
+  manifest.memory_bytes = record->limits.memory_bytes >> 20 << 20;
+  manifest.created_unix_ms = NowUnixMs();
+  std::string dir = absl::StrCat(SessionDir(id), "/fork-", RandomHex(4));
+  absl::StatusOr<SnapshotManifest> taken =
+      TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
+  absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));
+  if (!resumed.ok()) {
+    Retire(id, SessionState::kFailed,
+           absl::StrCat("the VM could not go on after a snapshot for a fork: ", resumed.message()));
+  }
+  if (!taken.ok()) {
+    return absl::Status(taken.status().code(), absl::StrCat("could not snapshot session ", id,
+                                                            ": ", taken.status().message()));
+  }
+  counters_.snapshots++;
+  absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
+  RemoveTree(dir).IgnoreError();
+  return forks;
+}
+
+absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Principal& who,
+                                                                    const SessionRecord& source,
+                                                                    const std::string& dir,
+                                                                    uint32_t count) {
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_);
+  if (!manifest.ok()) return manifest.status();
+  absl::StatusOr<ImageInfo> image =
+      ImageStore(paths_.images).ResolveDigest(source.image, source.image_digest);
+  if (!image.ok()) return image.status();
+  std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
+  UniqueFd from(open(disk_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!from.valid()) return ErrnoStatus("open", disk_path);
+  std::vector<SessionRecord> made;
+  auto undo = [&](const absl::Status& why) {
+    for (const SessionRecord& s : made) Remove(who, s.id, "its fork failed").IgnoreError();
+    return absl::Status(why.code(), absl::StrCat("could not fork session ", source.id, ": ",
+                                                 why.message()));
+  };
+  for (uint32_t i = 0; i < count; ++i) {
+    SessionRecord s = source;
+    s.id = RandomHex(6);
+    if (s.id.empty()) return undo(absl::InternalError("getrandom failed"));
+    s.hostname = "airlock-" + s.id.substr(0, 8);
+    s.state = SessionState::kCreating;
+    s.reason.clear();
+    s.pid = 0;
+    s.created_ms = s.last_used_ms = NowUnixMs();
+    if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
+    absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
+    absl::Status copied = disk.ok() ? CopyDisk(from.get(), disk->get()) : disk.status();
+    absl::StatusOr<LaunchedVm> vm =
+        copied.ok() ? RestoreVm(*driver_, paths_, *image, dir, *manifest, *std::move(disk),
+                                OptionsFor(s))
+                    : absl::StatusOr<LaunchedVm>(copied);
+    if (!vm.ok()) {
+      store_
+          ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
+                            std::string(vm.status().message()), 0, "session.fork")
+          .IgnoreError();
+      return undo(vm.status());
+    }
+    counters_.restores++;
+    auto live = std::make_shared<LiveSession>();
+    s.state = SessionState::kRunning;
+    s.pid = vm->vm->pid();
+    live->record = s;
+    live->vm = std::move(vm->vm);
+    live->disk = std::move(vm->disk);
+    live->last_used_ms = NowUnixMs();
+    if (absl::Status st = store_->SetSessionState(
+            who, s.tenant, s.id, SessionState::kRunning, "", s.pid,
+            absl::StrCat("session.fork from ", source.id));
+        !st.ok()) {
+      return undo(st);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[s.id] = std::move(live);
+    }
+    made.push_back(s);
+  }
+  return made;
+}
+
 absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
                                     const std::string& reason) {
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
   if (!record.ok()) return record.status();
   std::shared_ptr<LiveSession> live;
@@ -153,10 +542,15 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
     }
   }
   if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
+  RemoveTree(SessionDir(id)).IgnoreError();
   SessionState end =
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
   std::string why = end == SessionState::kFailed ? record->reason : reason;
-  return store_->SetSessionState(who, record->tenant, id, end, why, 0, "session.remove");
+  absl::Status status = store_->SetSessionState(who, record->tenant, id, end, why, 0,
+                                                "session.remove");
+  std::lock_guard<std::mutex> lock(mu_);
+  session_locks_.erase(id);  // holders keep theirs alive; the session is gone for new ones
+  return status;
 }
 
 void SessionManager::Retire(const std::string& id, SessionState state, const std::string& reason) {
@@ -169,6 +563,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
     live_.erase(it);
   }
   live->vm->Kill(absl::UnavailableError(reason));
+  RemoveTree(SessionDir(id)).IgnoreError();
   store_
       ->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
                         state == SessionState::kFailed ? "session.fail" : "session.expire")
@@ -179,8 +574,29 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
   store_->AppendLogs(live->record, {event}).IgnoreError();
 }
 
+void SessionManager::ExpirePaused() {
+  absl::StatusOr<std::vector<SessionRecord>> paused =
+      store_->SessionsInState({SessionState::kPaused});
+  if (!paused.ok()) return;
+  int64_t now = NowUnixMs();
+  for (const SessionRecord& r : *paused) {
+    if (r.limits.ttl_seconds == 0 ||
+        now < r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
+      continue;
+    }
+    std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
+    std::lock_guard<std::mutex> guard(*session_lock);
+    RemoveTree(SessionDir(r.id)).IgnoreError();
+    store_
+        ->SetSessionState(kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
+                          absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"),
+                          0, "session.expire")
+        .IgnoreError();
+  }
+}
+
 void SessionManager::WatchLoop() {
-  for (;;) {
+  for (int round = 0;; ++round) {
     {
       std::unique_lock<std::mutex> lock(watch_mu_);
       watch_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
@@ -207,8 +623,22 @@ void SessionManager::WatchLoop() {
                  now >= r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
         Retire(r.id, SessionState::kStopped,
                absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"));
+      } else if (r.limits.idle_timeout_seconds > 0 && live->users == 0 &&
+                 now >= live->last_used_ms +
+                            static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {
+        std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
+        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
+        if (!guard.owns_lock() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
+        absl::StatusOr<SessionRecord> record = store_->GetSession(r.tenant, r.id);
+        if (!record.ok()) continue;
+        absl::StatusOr<SessionRecord> paused = PauseLocked(
+            kDaemonPrincipal, *record,
+            absl::StrCat("idle for ",
+                         absl::FormatDuration(absl::Seconds(r.limits.idle_timeout_seconds))));
+        if (!paused.ok()) live->last_used_ms = NowUnixMs();  // try again a timeout later
       }
     }
+    if (round % 20 == 0) ExpirePaused();
   }
 }
 

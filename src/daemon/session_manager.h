@@ -1,9 +1,15 @@
-// Owns the live sessions of airlockd: boots their VMs, keeps the state store in step with what
-// really happens to them (a VM that dies marks its session failed with the reason, a TTL that
-// passes destroys it), and tears everything down on removal.
+// Owns the sessions of airlockd: starts their VMs (restoring the image's template), pauses them to
+// snapshots and resumes them, forks them, and keeps the state store in step with what really
+// happens (a VM that dies marks its session failed with the reason, a TTL that passes destroys
+// it, an idle session pauses itself).
+//
+// Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h) and
+// fork-* (a snapshot of a running session being forked). A running session's writable disk is
+// unnamed, so it goes with its VM.
 //
 // Every entry point takes the caller's Principal and only ever touches sessions of that
-// principal's tenant (others are NOT_FOUND). Thread-safe.
+// principal's tenant (others are NOT_FOUND). Pause, resume, fork and removal of one session are
+// serialized. Thread-safe.
 #ifndef AIRLOCK_DAEMON_SESSION_MANAGER_H_
 #define AIRLOCK_DAEMON_SESSION_MANAGER_H_
 
@@ -18,16 +24,22 @@
 
 #include "absl/status/statusor.h"
 #include "src/common/host_paths.h"
+#include "src/common/unique_fd.h"
 #include "src/daemon/state_store.h"
+#include "src/daemon/templates.h"
 #include "src/vm/vm_driver.h"
 
 namespace airlock {
 
-// A running session. Its VM lives as long as the LiveSession; callers hold a shared_ptr for the
-// duration of one operation so removal waits for nobody but never frees a VM in use.
+// A session whose VM runs. Callers of Live() hold a shared_ptr for one operation: while any is
+// held the session counts as in use (it will not pause for idleness), and removal never frees a
+// VM in use.
 struct LiveSession {
   SessionRecord record;
-  std::unique_ptr<Vm> vm;  // its writable disk is unnamed: it goes with the VM
+  std::unique_ptr<Vm> vm;
+  UniqueFd disk;  // the VM's writable disk (unnamed)
+  std::atomic<int> users{0};
+  std::atomic<int64_t> last_used_ms{0};
 };
 
 class SessionManager {
@@ -35,40 +47,75 @@ class SessionManager {
   SessionManager(StateStore* store, HostPaths paths, VmDriver* driver);
   ~SessionManager();
 
-  // Marks sessions whose VM did not survive a daemon restart as failed, and starts the watcher.
+  // Loads the host key, settles sessions the last daemon left behind (a session with a whole
+  // snapshot is paused, one whose VM died with the daemon failed), and starts the watcher.
   [[nodiscard]] absl::Status Recover();
 
   [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& limits);
-  // The live session, or FAILED_PRECONDITION naming its state (NOT_FOUND if not the caller's).
+  // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
+  // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
+  // returned pointer is released.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Live(const Principal& who,
                                                                   const std::string& id);
+  // Snapshots the session to disk and ends its VM. Paused already: no-op.
+  [[nodiscard]] absl::StatusOr<SessionRecord> Pause(const Principal& who, const std::string& id);
+  [[nodiscard]] absl::StatusOr<SessionRecord> Resume(const Principal& who, const std::string& id);
+  // count new sessions from one snapshot of a running or paused session.
+  [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> Fork(const Principal& who,
+                                                                const std::string& id,
+                                                                uint32_t count);
   // Destroys the VM and the session's files; the record (and its logs) stay, state stopped.
   [[nodiscard]] absl::Status Remove(const Principal& who, const std::string& id,
                                     const std::string& reason = "removed");
-  // Live sessions of the caller's tenant.
+  // Running sessions of the caller's tenant.
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
+
+  const VmCounters& counters() const { return counters_; }
 
   // Applies limits from a request: zero fields take defaults; out-of-range values are errors.
   [[nodiscard]] static absl::StatusOr<SessionLimits> ResolveLimits(const SessionLimits& requested);
 
  private:
+  std::shared_ptr<std::mutex> SessionLock(const std::string& id);
+  std::string SessionDir(const std::string& id) const;
+  // Starts a VM for a new session record: restored from the image's template, booted if that
+  // fails. Fills in the record's pid.
+  absl::StatusOr<std::shared_ptr<LiveSession>> StartVm(SessionRecord& record,
+                                                       const ImageInfo& image);
+  absl::StatusOr<SessionRecord> PauseLocked(const Principal& who, const SessionRecord& record,
+                                            const std::string& reason);
+  absl::StatusOr<std::shared_ptr<LiveSession>> ResumeLocked(const Principal& who,
+                                                            const SessionRecord& record);
+  absl::StatusOr<std::vector<SessionRecord>> ForkFrom(const Principal& who,
+                                                      const SessionRecord& source,
+                                                      const std::string& snapshot_dir,
+                                                      uint32_t count);
+  std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id);
+  // A handle that marks the session in use while it is held.
+  static std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live);
   void WatchLoop();
   // Ends a live session that died or expired: state, reason, files.
   void Retire(const std::string& id, SessionState state, const std::string& reason);
+  // Ends paused sessions whose time to live ran out.
+  void ExpirePaused();
 
   StateStore* store_;
   HostPaths paths_;
   VmDriver* driver_;
+  std::string key_;  // the host key that signs snapshots
+  VmCounters counters_;
+  std::unique_ptr<Templates> templates_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LiveSession>> live_;
+  std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool stopping_ = false;
   std::thread watcher_;
 };
 
-// The system principal that acts for airlockd itself (TTL expiry, recovery, VM death).
+// The system principal that acts for airlockd itself (TTL expiry, recovery, VM death, idleness).
 inline const Principal kDaemonPrincipal{0, 0};
 
 }  // namespace airlock

@@ -68,6 +68,10 @@ CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 )sql",
+    // Version 2: sessions pause themselves after this many idle seconds (0: never).
+    R"sql(
+ALTER TABLE sessions ADD COLUMN idle_timeout_seconds INTEGER NOT NULL DEFAULT 300;
+)sql",
 };
 
 // A prepared statement, finalized on destruction.
@@ -146,7 +150,7 @@ class Transaction {
 
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
-    "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid";
+    "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -165,6 +169,7 @@ SessionRecord ReadSession(Stmt& q) {
   s.limits.ttl_seconds = static_cast<uint64_t>(q.Int(12));
   s.hostname = q.Text(13);
   s.pid = q.Int(14);
+  s.limits.idle_timeout_seconds = static_cast<uint64_t>(q.Int(15));
   return s;
 }
 
@@ -186,6 +191,8 @@ const char* SessionStateName(SessionState state) {
       return "stopped";
     case SessionState::kFailed:
       return "failed";
+    case SessionState::kPaused:
+      return "paused";
   }
   return "unknown";
 }
@@ -276,7 +283,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
   Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
   q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
@@ -284,6 +291,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   q.Bind(10, static_cast<int64_t>(s.limits.memory_bytes)).Bind(11, s.limits.pids);
   q.Bind(12, static_cast<int64_t>(s.limits.disk_bytes));
   q.Bind(13, static_cast<int64_t>(s.limits.ttl_seconds)).Bind(14, s.hostname).Bind(15, s.pid);
+  q.Bind(16, static_cast<int64_t>(s.limits.idle_timeout_seconds));
   q.Step();
   if (!q.ok()) return q.status();
   if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, "ok"); !st.ok()) {

@@ -37,7 +37,8 @@ struct Principal {
   }
 };
 
-enum class SessionState { kCreating = 1, kRunning = 2, kStopped = 3, kFailed = 4 };
+// kPaused: the VM is gone but its snapshot is on disk; the next use resumes it.
+enum class SessionState { kCreating = 1, kRunning = 2, kStopped = 3, kFailed = 4, kPaused = 5 };
 const char* SessionStateName(SessionState state);
 
 struct SessionLimits {
@@ -46,6 +47,7 @@ struct SessionLimits {
   uint32_t pids = 1024;
   uint64_t disk_bytes = 1ull << 30;
   uint64_t ttl_seconds = 0;
+  uint64_t idle_timeout_seconds = 300;  // pause after this long without use; 0: never
 };
 
 struct SessionRecord {
@@ -83,7 +85,7 @@ struct AuditRecord {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,

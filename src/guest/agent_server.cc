@@ -397,8 +397,10 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       uint32_t nsec;
       std::string entropy;
       uint32_t pids_max = 0;
-      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids_max) && r.AtEnd()) ||
-          nsec >= 1000000000 || entropy.size() > kMaxEntropy) {
+      std::string hostname;
+      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids_max) &&
+            r.Str(&hostname) && r.AtEnd()) ||
+          nsec >= 1000000000 || entropy.size() > kMaxEntropy || hostname.size() > 64) {
         *error = "malformed sync";
         return false;
       }
@@ -412,13 +414,28 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         pool->buf_size = static_cast<int>(entropy.size());
         memcpy(pool->buf, entropy.data(), entropy.size());
         if (ioctl(rnd, RNDADDENTROPY, pool) != 0) ConsoleLog("RNDADDENTROPY failed");
+        // Adding entropy alone does not rekey an initialized RNG: after a restore or a fork
+        // every copy would go on with the same state. Reseed it now from the fresh pool.
+        if (ioctl(rnd, RNDRESEEDCRNG) != 0) ConsoleLog("RNDRESEEDCRNG failed");
         close(rnd);
+      }
+      if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0) {
+        ConsoleLog("sethostname failed");
       }
       std::string limit_error = ApplyCommandLimits(pids_max);
       if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
-      Send(FrameType::kReady, 0, "");
+      paused_ = false;
+      Send(FrameType::kReady, 0, PayloadWriter().U32(max_stream_seen_).bytes());
       return true;
     }
+    case FrameType::kPause:
+      if (frame.stream != 0 || !frame.payload.empty()) {
+        *error = "malformed pause";
+        return false;
+      }
+      Send(FrameType::kPaused, 0, "");
+      paused_ = true;
+      return true;
     case FrameType::kExecStart:
     case FrameType::kFileWrite:
     case FrameType::kFileRead:
@@ -427,6 +444,7 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         *error = "stream " + std::to_string(frame.stream) + " is already open";
         return false;
       }
+      max_stream_seen_ = std::max(max_stream_seen_, frame.stream);
       if (frame.type == FrameType::kExecStart) StartExec(frame.stream, frame.payload);
       if (frame.type == FrameType::kFileWrite) StartFileWrite(frame.stream, frame.payload);
       if (frame.type == FrameType::kFileRead) StartFileRead(frame.stream, frame.payload);
@@ -571,6 +589,7 @@ std::string AgentServer::Serve() {
     fds.push_back({sigchld_fd_, POLLIN, 0});
     int timeout = -1;
     for (auto& [id, s] : streams_) {
+      if (paused_) break;  // output waits in its pipes until the host is back
       if (s->kind == Stream::Kind::kFileRead && s->send_window > 0 && out_bytes_ < kOutQueueCap) {
         timeout = 0;
       }
@@ -634,7 +653,9 @@ std::string AgentServer::Serve() {
       }
     }
     std::vector<uint32_t> ids;
-    for (auto& [id, s] : streams_) ids.push_back(id);
+    for (auto& [id, s] : streams_) {
+      if (!paused_) ids.push_back(id);
+    }
     for (uint32_t id : ids) {
       auto it = streams_.find(id);
       if (it == streams_.end()) continue;

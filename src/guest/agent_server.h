@@ -48,6 +48,9 @@ class AgentServer {
   int channel_fd_;
   int sigchld_fd_;
   FrameParser parser_;
+  // Between kPause and the next kSync the agent sends nothing (a snapshot is being taken).
+  bool paused_ = false;
+  uint32_t max_stream_seen_ = 0;
   std::deque<std::string> out_;
   size_t out_bytes_ = 0;
   std::map<uint32_t, std::unique_ptr<Stream>> streams_;

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
@@ -35,14 +36,14 @@ std::string Hex(const unsigned char* p, size_t n) {
   return out;
 }
 
+}  // namespace
+
 std::string Sha256String(const std::string& s) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
   return Hex(md, len);
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> Sha256File(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -123,6 +124,18 @@ absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
                         : "";
   if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return absl::DataLossError(absl::StrCat("the tag file of image ", name, " is corrupt"));
+  }
+  return LoadBlob(key, name);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
+                                                    const std::string& digest) const {
+  std::string key = absl::StartsWith(digest, "sha256:") ? digest.substr(7) : "";
+  struct stat st;
+  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos ||
+      stat(absl::StrCat(root_, "/blobs/", key).c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("image ", name, " (", digest,
+                                            ") is no longer in the image store"));
   }
   return LoadBlob(key, name);
 }

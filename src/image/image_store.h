@@ -34,6 +34,10 @@ class ImageStore {
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsTar(const std::string& tar_path,
                                                           const std::string& name);
   [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
+  // The blob with this digest ("sha256:<hex>"), wherever its tag points now (a session keeps
+  // the image it was made from).
+  [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
+                                                        const std::string& digest) const;
   [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
   // Removes the tag, and the blob if no other tag uses it.
   [[nodiscard]] absl::Status Remove(const std::string& name);
@@ -46,6 +50,9 @@ class ImageStore {
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
   std::string root_;
 };
+
+// Hex sha256 of a string.
+std::string Sha256String(const std::string& s);
 
 // Hex sha256 of a file's content.
 [[nodiscard]] absl::StatusOr<std::string> Sha256File(const std::string& path);

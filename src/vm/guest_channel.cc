@@ -140,8 +140,19 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
         hello_ = true;
         break;
       }
-      case FrameType::kReady:
+      case FrameType::kReady: {
+        PayloadReader r(frame.payload);
+        uint32_t highest;
+        if (!r.U32(&highest) || !r.AtEnd() || highest >= (1u << 31)) {
+          return violation("malformed ready");
+        }
+        next_stream_ = std::max(next_stream_, (highest | 1) + 2);
         ready_ = true;
+        break;
+      }
+      case FrameType::kPaused:
+        if (!quiescing_) return violation("pause answer nobody asked for");
+        paused_ = true;
         break;
       case FrameType::kProtocolError:
         return absl::DataLossError(absl::StrCat("the guest agent reported a protocol error: ",
@@ -160,6 +171,7 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
   }
   Stream& s = it->second;
   if (s.done) return violation("frame after the stream ended");
+  if (paused_) return violation("frame after the guest paused");
   switch (frame.type) {
     case FrameType::kStdout:
     case FrameType::kStderr: {
@@ -233,8 +245,11 @@ absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_vie
   return absl::OkStatus();
 }
 
-uint32_t GuestChannel::OpenStream() {
+absl::StatusOr<uint32_t> GuestChannel::OpenStream() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (quiescing_) {
+    return absl::UnavailableError("the session is being snapshotted; try again in a moment");
+  }
   uint32_t id = next_stream_;
   next_stream_ += 2;
   streams_[id];
@@ -246,10 +261,10 @@ void GuestChannel::CloseStream(uint32_t id) {
   streams_.erase(id);
 }
 
-absl::Status GuestChannel::Handshake(absl::Time deadline, uint32_t pids_max) {
+absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    while (!hello_ && failure_.ok()) {
+    while (!hello_ && !sync.restored && !quiescing_ && failure_.ok()) {
       if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
         return absl::DeadlineExceededError("the guest agent did not say hello in time");
       }
@@ -264,12 +279,37 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, uint32_t pids_max) {
     return ErrnoStatus("getrandom");
   }
   PayloadWriter w;
-  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy).U32(pids_max);
+  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy).U32(sync.pids_max);
+  w.Str(sync.hostname);
   if (absl::Status s = Send(FrameType::kSync, 0, w.bytes()); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   while (!ready_ && failure_.ok()) {
     if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
       return absl::DeadlineExceededError("the guest agent did not become ready in time");
+    }
+  }
+  if (failure_.ok()) quiescing_ = paused_ = false;
+  return failure_;
+}
+
+absl::Status GuestChannel::Quiesce(absl::Time deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+    if (!streams_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(streams_.size(), " command(s) or file operation(s) are still running; "
+                                        "wait for them to end (or stop them) and try again"));
+    }
+    quiescing_ = true;
+    paused_ = false;
+    ready_ = false;
+  }
+  if (absl::Status s = Send(FrameType::kPause, 0, ""); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!paused_ && failure_.ok()) {
+    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+      return absl::DeadlineExceededError("the guest agent did not pause in time");
     }
   }
   return failure_;
@@ -351,7 +391,9 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
         "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));
   }
   if (absl::Status s = status(); !s.ok()) return s;
-  uint32_t id = OpenStream();
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  uint32_t id = *opened;
   std::unique_ptr<ExecStream> stream(new ExecStream(shared_from_this(), id));
   if (absl::Status s = Send(FrameType::kExecStart, id, w.bytes()); !s.ok()) return s;
   return stream;
@@ -362,7 +404,9 @@ absl::Status GuestChannel::WriteFile(const std::string& path, uint32_t mode,
   PayloadWriter w;
   w.Str(path).U32(mode);
   if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
-  uint32_t id = OpenStream();
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  uint32_t id = *opened;
   ExecStream stream(shared_from_this(), id);
   if (absl::Status s = Send(FrameType::kFileWrite, id, w.bytes()); !s.ok()) return s;
   if (absl::Status s = SendInput(id, content, deadline); !s.ok()) return s;
@@ -382,7 +426,9 @@ absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size
   PayloadWriter w;
   w.Str(path);
   if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
-  uint32_t id = OpenStream();
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  uint32_t id = *opened;
   ExecStream stream(shared_from_this(), id);
   if (absl::Status s = Send(FrameType::kFileRead, id, w.bytes()); !s.ok()) return s;
   std::string content;
@@ -403,7 +449,9 @@ absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size
 }
 
 absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
-  uint32_t id = OpenStream();
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  uint32_t id = *opened;
   ExecStream stream(shared_from_this(), id);
   if (absl::Status s = Send(FrameType::kMetricsRequest, id, ""); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);

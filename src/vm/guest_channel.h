@@ -44,6 +44,15 @@ struct ExecEvent {
   std::string message;
 };
 
+// What the host tells the agent in every kSync: who the guest is and what it may use.
+struct GuestSync {
+  uint32_t pids_max = 0;  // processes of commands; 0: no limit
+  std::string hostname;   // empty: keep the guest's
+  // The guest was restored from a snapshot: it already said hello to a host long ago, so do
+  // not wait for one.
+  bool restored = false;
+};
+
 class GuestChannel;
 
 // A command running in the guest. Thread-safe; Next() is meant for one consumer thread.
@@ -76,9 +85,14 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // Stops the reader thread and closes the socket; pending calls fail.
   void Stop();
 
-  // Waits for the agent's hello, sends the clock, fresh entropy and the process limit for
-  // commands (0: none), and waits until the agent is ready.
-  [[nodiscard]] absl::Status Handshake(absl::Time deadline, uint32_t pids_max = 0);
+  // Waits for the agent's hello (unless restored), sends the clock, fresh entropy, the process
+  // limit and the hostname, and waits until the agent is ready. Also ends a Quiesce.
+  [[nodiscard]] absl::Status Handshake(absl::Time deadline, const GuestSync& sync = {});
+
+  // Before a snapshot: fails if a command or file operation is still open, then tells the agent
+  // to stop sending and waits for its answer. Afterwards nothing is in flight either way and
+  // new commands are refused until the next Handshake.
+  [[nodiscard]] absl::Status Quiesce(absl::Time deadline);
 
   [[nodiscard]] absl::StatusOr<std::unique_ptr<ExecStream>> StartExec(const ExecRequest& request);
   [[nodiscard]] absl::Status WriteFile(const std::string& path, uint32_t mode,
@@ -110,7 +124,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   void ReadLoop();
   absl::Status HandleFrame(Frame& frame);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
-  uint32_t OpenStream();
+  absl::StatusOr<uint32_t> OpenStream();
   void CloseStream(uint32_t id);
   absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);
   absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline);
@@ -126,6 +140,8 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   bool stopping_ = false;
   bool hello_ = false;
   bool ready_ = false;
+  bool quiescing_ = false;  // between Quiesce and the next Handshake: no new streams
+  bool paused_ = false;     // the agent answered kPause
   uint32_t next_stream_ = 1;
   std::map<uint32_t, Stream> streams_;
 };

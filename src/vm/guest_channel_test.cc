@@ -60,7 +60,7 @@ class FakeGuest {
     Send(FrameType::kHello, 0, PayloadWriter().U32(kProtocolVersion).Str("fake").bytes());
     Frame sync = Receive();
     EXPECT_EQ(sync.type, FrameType::kSync);
-    Send(FrameType::kReady, 0, "");
+    Send(FrameType::kReady, 0, PayloadWriter().U32(0).bytes());
     host.join();
   }
   // Waits until the channel has failed.
@@ -228,6 +228,60 @@ TEST(GuestChannelTest, FileAndMetricsRequests) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->processes, 5u);
   guest.join();
+}
+
+TEST(GuestChannelTest, QuiesceRefusesWhileACommandRunsThenStopsBothDirections) {
+  FakeGuest g;
+  g.Handshake();
+  auto stream = g.channel_->StartExec({.argv = {"sleep", "1"}});
+  ASSERT_TRUE(stream.ok());
+  g.Receive();
+  absl::Status busy = g.channel_->Quiesce(absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  stream->reset();  // the host is done with it; the guest may still send late frames
+
+  std::thread host([&] { EXPECT_TRUE(g.channel_->Quiesce(absl::Now() + absl::Seconds(5)).ok()); });
+  EXPECT_EQ(g.Receive().type, FrameType::kPause);
+  g.Send(FrameType::kPaused, 0, "");
+  host.join();
+  absl::StatusOr<std::unique_ptr<ExecStream>> refused = g.channel_->StartExec({.argv = {"true"}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(g.channel_->status().ok());
+}
+
+TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheGuests) {
+  FakeGuest g;
+  std::thread host([&] {
+    GuestSync sync{.pids_max = 64, .hostname = "airlock-fork", .restored = true};
+    EXPECT_TRUE(g.channel_->Handshake(absl::Now() + absl::Seconds(5), sync).ok());
+  });
+  Frame sync = g.Receive();
+  ASSERT_EQ(sync.type, FrameType::kSync);
+  PayloadReader r(sync.payload);
+  int64_t sec;
+  uint32_t nsec, pids;
+  std::string entropy, hostname;
+  ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) &&
+              r.Str(&hostname) && r.AtEnd());
+  EXPECT_EQ(pids, 64u);
+  EXPECT_EQ(hostname, "airlock-fork");
+  EXPECT_EQ(entropy.size(), 64u);
+  g.Send(FrameType::kReady, 0, PayloadWriter().U32(41).bytes());
+  host.join();
+  auto stream = g.channel_->StartExec({.argv = {"true"}});
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ(g.Receive().stream, 43u);
+  // A late frame of a stream the guest had before the snapshot is not a violation.
+  g.Send(FrameType::kExit, 39, PayloadWriter().U32(0).I32(0).Str("").bytes());
+  usleep(50000);
+  EXPECT_TRUE(g.channel_->status().ok());
+}
+
+TEST(GuestChannelTest, DataAfterPausedFailsTheChannel) {
+  FakeGuest g;
+  g.Handshake();
+  g.Send(FrameType::kPaused, 0, "");  // nobody asked
+  EXPECT_EQ(g.WaitFailed().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -78,6 +78,35 @@ int PidfdKill(int pidfd) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0));
 }
 
+// max-bandwidth for migrating to a file: 1 TB/s, i.e. no throttle.
+constexpr int64_t kUnthrottled = int64_t{1} << 40;
+
+// Polls a migration (either direction) until it completes or fails. QEMU's reply is bounded
+// by QmpClient and read without exceptions.
+absl::Status WaitForMigration(QmpClient& qmp, absl::Time deadline) {
+  for (;;) {
+    absl::StatusOr<nlohmann::json> info =
+        qmp.Execute("query-migrate", nlohmann::json::object(), deadline);
+    if (!info.ok()) return info.status();
+    auto text = [&](const char* key) {
+      auto it = info->is_object() ? info->find(key) : info->end();
+      return it != info->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    std::string status = text("status");
+    if (status == "completed") return absl::OkStatus();
+    if (status == "failed" || status == "cancelled") {
+      std::string why = text("error-desc");
+      return absl::InternalError(
+          absl::StrCat("QEMU's migration ", status, why.empty() ? "" : ": ", why));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("QEMU's migration did not finish in time (status \"", status, "\")"));
+    }
+    usleep(1000);
+  }
+}
+
 class QemuVm : public Vm {
  public:
   QemuVm(pid_t pid, UniqueFd pidfd, UniqueFd console, UniqueFd stderr_pipe)
@@ -99,21 +128,61 @@ class QemuVm : public Vm {
   }
 
   void Attach(std::unique_ptr<QmpClient> qmp, std::shared_ptr<GuestChannel> channel) {
+    vmm_version_ = absl::StrCat("qemu ", qmp->version());
     qmp_ = std::move(qmp);
     channel_ = std::move(channel);
   }
 
   absl::Status WaitReady(absl::Time deadline) override {
-    absl::Status status = channel_->Handshake(deadline, pids_max_);
+    absl::Status status = channel_->Handshake(deadline, sync_);
     if (status.ok()) return status;
     Kill(status);
-    return Explain("the VM did not boot", status);
+    return Explain(sync_.restored ? "the VM did not resume" : "the VM did not boot", status);
+  }
+
+  absl::Status SaveState(int state_fd, absl::Time deadline) override {
+    std::lock_guard<std::mutex> lock(qmp_mu_);
+    for (auto [command, arguments] :
+         {std::pair<const char*, nlohmann::json>{"stop", nlohmann::json::object()},
+          // QEMU throttles migration to 128 MiB/s by default; a file takes what it gets.
+          {"migrate-set-parameters", {{"max-bandwidth", kUnthrottled}}}}) {
+      if (absl::StatusOr<nlohmann::json> r = qmp_->Execute(command, arguments, deadline); !r.ok()) {
+        return r.status();
+      }
+    }
+    if (absl::Status s = qmp_->PassFd("snapshot", state_fd, deadline); !s.ok()) return s;
+    absl::StatusOr<nlohmann::json> r = qmp_->Execute("migrate", {{"uri", "fd:snapshot"}}, deadline);
+    if (!r.ok()) return r.status();
+    return WaitForMigration(*qmp_, deadline);
+  }
+
+  absl::Status Continue(absl::Time deadline) override {
+    {
+      std::lock_guard<std::mutex> lock(qmp_mu_);
+      absl::StatusOr<nlohmann::json> r = qmp_->Execute("cont", nlohmann::json::object(), deadline);
+      if (!r.ok()) return r.status();
+    }
+    GuestSync sync = sync_;
+    sync.restored = true;
+    return channel_->Handshake(deadline, sync);
+  }
+
+  // Loads a saved state into a QEMU started with -incoming defer -S, and starts the guest.
+  absl::Status Restore(int state_fd, absl::Time deadline) {
+    std::lock_guard<std::mutex> lock(qmp_mu_);
+    if (absl::Status s = qmp_->PassFd("state", state_fd, deadline); !s.ok()) return s;
+    absl::StatusOr<nlohmann::json> r =
+        qmp_->Execute("migrate-incoming", {{"uri", "fd:state"}}, deadline);
+    if (!r.ok()) return r.status();
+    if (absl::Status s = WaitForMigration(*qmp_, deadline); !s.ok()) return s;
+    return qmp_->Execute("cont", nlohmann::json::object(), deadline).status();
   }
 
   GuestChannel& channel() override { return *channel_; }
   std::string accelerator() const override { return accelerator_; }
+  std::string vmm_version() const override { return vmm_version_; }
   void set_accelerator(std::string accelerator) { accelerator_ = std::move(accelerator); }
-  void set_pids_max(uint32_t pids_max) { pids_max_ = pids_max; }
+  void set_sync(GuestSync sync) { sync_ = std::move(sync); }
   void set_cgroup(std::unique_ptr<HostCgroup> cgroup) { cgroup_ = std::move(cgroup); }
 
   std::optional<std::string> ExitReason() override {
@@ -182,10 +251,12 @@ class QemuVm : public Vm {
   LogTail vmm_log_;
   std::atomic<bool> stop_logger_{false};
   std::thread logger_;
+  std::mutex qmp_mu_;  // QmpClient is not thread-safe
   std::unique_ptr<QmpClient> qmp_;
   std::shared_ptr<GuestChannel> channel_;
   std::string accelerator_;
-  uint32_t pids_max_ = 0;
+  std::string vmm_version_;
+  GuestSync sync_;
   std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
 };
 
@@ -273,7 +344,7 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
   bool kvm = config.accelerator == "kvm";
   std::string cmdline =
       absl::StrCat("console=ttyS0 quiet panic=-1 reboot=t airlock.hostname=", config.hostname);
-  return {
+  std::vector<std::string> argv = {
       qemu_path_,
       "-M",
       "microvm,acpi=off,x-option-roms=off,rtc=off",
@@ -326,6 +397,12 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-device",
       "virtserialport,chardev=channel,name=airlock.0",
   };
+  if (config.incoming_state_fd >= 0) {
+    // Wait for the state over QMP (migrate-incoming with a passed descriptor, never a URI
+    // that names a file or a command), and stay stopped until it has loaded.
+    for (const char* a : {"-S", "-incoming", "defer"}) argv.push_back(a);
+  }
+  return argv;
 }
 
 absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
@@ -403,7 +480,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
       std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host), std::move(err_host));
   vm->set_accelerator(config.accelerator);
   vm->set_cgroup(std::move(cgroup));
-  vm->set_pids_max(config.guest_pids_max);
+  vm->set_sync({.pids_max = config.guest_pids_max,
+                .hostname = config.hostname,
+                .restored = config.incoming_state_fd >= 0});
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());
@@ -413,6 +492,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   std::shared_ptr<GuestChannel> guest_channel = GuestChannel::Start(
       std::move(channel_host), [kill_fd](const absl::Status&) { PidfdKill(kill_fd->get()); });
   vm->Attach(*std::move(client), std::move(guest_channel));
+  if (config.incoming_state_fd >= 0) {
+    if (absl::Status s = vm->Restore(config.incoming_state_fd, absl::Now() + absl::Seconds(60));
+        !s.ok()) {
+      return vm->Explain("the snapshot could not be restored", s);
+    }
+  }
   return vm;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -97,6 +98,40 @@ absl::StatusOr<nlohmann::json> QmpClient::Execute(const std::string& command,
   nlohmann::json request = {{"execute", command}};
   if (!arguments.empty()) request["arguments"] = arguments;
   if (absl::Status s = WriteAll(request.dump() + "\n", deadline); !s.ok()) return s;
+  return ReadReply(command, deadline);
+}
+
+absl::Status QmpClient::PassFd(const std::string& name, int fd, absl::Time deadline) {
+  nlohmann::json request = {{"execute", "getfd"}, {"arguments", {{"fdname", name}}}};
+  std::string text = request.dump() + "\n";
+  // The descriptor rides on the first byte; the rest of the line follows as usual.
+  iovec iov = {text.data(), 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  for (;;) {
+    ssize_t n = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    if (n == 1) break;
+    if (n < 0 && errno == EAGAIN) {
+      if (absl::Status s = WaitFor(fd_.get(), POLLOUT, deadline); !s.ok()) return s;
+    } else if (n < 0 && errno != EINTR) {
+      return ErrnoStatus("pass a descriptor to QEMU");
+    }
+  }
+  if (absl::Status s = WriteAll(text.substr(1), deadline); !s.ok()) return s;
+  return ReadReply("getfd", deadline).status();
+}
+
+absl::StatusOr<nlohmann::json> QmpClient::ReadReply(const std::string& command,
+                                                    absl::Time deadline) {
   for (;;) {
     absl::StatusOr<nlohmann::json> message = ReadMessage(deadline);
     if (!message.ok()) return message.status();

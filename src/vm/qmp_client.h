@@ -30,6 +30,10 @@ class QmpClient {
                                                        const nlohmann::json& arguments,
                                                        absl::Time deadline);
 
+  // Hands a descriptor to QEMU under a name (QMP getfd, the descriptor travels with the command
+  // as SCM_RIGHTS), for a later "fd:NAME" migration URI.
+  [[nodiscard]] absl::Status PassFd(const std::string& name, int fd, absl::Time deadline);
+
   // The QEMU version from the greeting, e.g. "7.2.22".
   const std::string& version() const { return version_; }
 
@@ -37,6 +41,7 @@ class QmpClient {
   explicit QmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
   absl::StatusOr<nlohmann::json> ReadMessage(absl::Time deadline);
   absl::Status WriteAll(const std::string& data, absl::Time deadline);
+  absl::StatusOr<nlohmann::json> ReadReply(const std::string& command, absl::Time deadline);
 
   UniqueFd fd_;
   std::string buffer_;

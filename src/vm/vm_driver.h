@@ -30,6 +30,9 @@ struct VmConfig {
   // guest plus the VMM's overhead). Empty: none.
   std::string host_cgroup;
   std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
+  // Restore the device and RAM state saved in this file (Vm::SaveState) instead of booting;
+  // not owned. The rest of the config must describe the same machine (memory, vCPUs, image).
+  int incoming_state_fd = -1;
 };
 
 // A running VM. Destroying it kills the VM process, reaps it and releases every host resource
@@ -37,8 +40,15 @@ struct VmConfig {
 class Vm {
  public:
   virtual ~Vm() = default;
-  // Waits until the guest agent has booted and synchronized its clock.
+  // Waits until the guest agent has booted (or been restored) and synchronized its clock, RNG,
+  // limits and hostname with the host.
   [[nodiscard]] virtual absl::Status WaitReady(absl::Time deadline) = 0;
+  // Stops the guest and writes its device and RAM state to state_fd (a regular file, from its
+  // current offset). Quiesce the channel first. When this returns, everything the guest wrote
+  // to its disks is on them; the guest stays stopped until Continue (or the VM is destroyed).
+  [[nodiscard]] virtual absl::Status SaveState(int state_fd, absl::Time deadline) = 0;
+  // Runs a guest stopped by SaveState again and synchronizes its agent as after a restore.
+  [[nodiscard]] virtual absl::Status Continue(absl::Time deadline) = 0;
   virtual GuestChannel& channel() = 0;
   virtual pid_t pid() const = 0;
   // Ends the VM at once; reason becomes the channel's failure.
@@ -49,6 +59,8 @@ class Vm {
   virtual std::optional<std::string> ExitReason() = 0;
   // The accelerator the VM runs on ("kvm" or "tcg").
   virtual std::string accelerator() const = 0;
+  // The VMM and its version ("qemu 7.2.22"), recorded in snapshots.
+  virtual std::string vmm_version() const = 0;
 };
 
 class VmDriver {

@@ -9,22 +9,26 @@
 #include "src/common/file_util.h"
 #include "src/image/ext4_writer.h"
 #include "src/vm/accelerator.h"
+#include "src/vm/snapshot.h"
 
 namespace airlock {
 
 absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes) {
-  if (absl::Status s = MakeDirectories(dir, 0700); !s.ok()) return s;
-  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd.valid()) return ErrnoStatus("create a session disk in", dir);
+  absl::StatusOr<UniqueFd> fd = UnnamedFile(dir);
+  if (!fd.ok()) return fd.status();
   absl::StatusOr<std::unique_ptr<Ext4Writer>> writer =
-      Ext4Writer::Create(absl::StrCat("/proc/self/fd/", fd.get()), {.size_bytes = bytes});
+      Ext4Writer::Create(absl::StrCat("/proc/self/fd/", fd->get()), {.size_bytes = bytes});
   if (!writer.ok()) return writer.status();
   if (absl::Status s = (*writer)->Finish(); !s.ok()) return s;
   return fd;
 }
 
-absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& paths,
-                                             const ImageInfo& image, const LaunchOptions& options) {
+namespace {
+
+// What boot and restore both need: the files exist and the hostname is a plain DNS label (it
+// travels on the kernel command line).
+absl::StatusOr<VmConfig> BaseConfig(const HostPaths& paths, const ImageInfo& image,
+                                    const LaunchOptions& options) {
   for (const auto& [what, path] :
        {std::pair{"guest kernel", paths.kernel}, std::pair{"guest initramfs", paths.initramfs}}) {
     if (access(path.c_str(), R_OK) != 0) {
@@ -32,7 +36,6 @@ absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& 
           absl::StrCat("the ", what, " ", path, " is missing; run scripts/setup.sh to build it"));
     }
   }
-  // The hostname travels on the kernel command line: nothing but a plain DNS label.
   bool label_ok =
       !options.hostname.empty() && options.hostname.size() <= 63 && options.hostname.front() != '-';
   for (char c : options.hostname) {
@@ -42,23 +45,65 @@ absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& 
     return absl::InvalidArgumentError(
         absl::StrCat("invalid hostname \"", options.hostname, "\": use 1-63 of a-z, 0-9 and -"));
   }
-  absl::StatusOr<UniqueFd> disk = CreateSessionDisk(paths.scratch, options.disk_bytes);
-  if (!disk.ok()) return disk.status();
   VmConfig config;
   config.kernel_path = paths.kernel;
   config.initramfs_path = paths.initramfs;
   config.image_path = image.rootfs_path;
-  config.session_disk_fd = disk->get();
   config.memory_mib = options.memory_mib;
   config.vcpus = options.vcpus;
   config.hostname = options.hostname;
   config.guest_pids_max = options.pids;
   config.host_cgroup = options.host_cgroup;
   config.accelerator = ChooseAccelerator().name;
+  return config;
+}
+
+absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, VmConfig config, UniqueFd disk,
+                                        absl::Duration timeout) {
+  config.session_disk_fd = disk.get();
   absl::StatusOr<std::unique_ptr<Vm>> vm = driver.Start(config);
   if (!vm.ok()) return vm.status();
-  if (absl::Status s = (*vm)->WaitReady(absl::Now() + options.boot_timeout); !s.ok()) return s;
-  return vm;
+  if (absl::Status s = (*vm)->WaitReady(absl::Now() + timeout); !s.ok()) return s;
+  return LaunchedVm{*std::move(vm), std::move(disk)};
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
+                                    const ImageInfo& image, const LaunchOptions& options) {
+  absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<UniqueFd> disk = CreateSessionDisk(paths.scratch, options.disk_bytes);
+  if (!disk.ok()) return disk.status();
+  return StartAndWait(driver, *std::move(config), *std::move(disk), options.boot_timeout);
+}
+
+absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
+                                     const ImageInfo& image, const std::string& snapshot_dir,
+                                     const SnapshotManifest& manifest, UniqueFd disk,
+                                     const LaunchOptions& options) {
+  absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
+  if (!config.ok()) return config.status();
+  if (manifest.image_digest != image.digest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot was taken of image ", manifest.image_digest, ", not ",
+                     image.digest));
+  }
+  if (manifest.vcpus != options.vcpus || manifest.memory_bytes != uint64_t{options.memory_mib} << 20) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the snapshot is of a VM with ", manifest.vcpus, " vCPUs and ",
+        manifest.memory_bytes >> 20, " MiB; it cannot be restored with other sizes"));
+  }
+  if (manifest.accelerator != config->accelerator) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot was taken under ", manifest.accelerator, ", this host runs ",
+                     config->accelerator));
+  }
+  std::string state_path = absl::StrCat(snapshot_dir, "/", kSnapshotStateFile);
+  UniqueFd state(open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!state.valid()) return ErrnoStatus("open", state_path);
+  config->incoming_state_fd = state.get();
+  return StartAndWait(driver, *std::move(config), std::move(disk), options.boot_timeout);
 }
 
 }  // namespace airlock

@@ -1,6 +1,6 @@
-// Starts a sandbox VM for an image: a fresh writable session disk (an unnamed, sparse file
-// formatted with libext2fs, so it vanishes with its last descriptor), the kernel, the agent's
-// initramfs, and the VM driver; returns once the agent is ready to run commands.
+// Starts a sandbox VM for an image, booted (a fresh writable session disk: an unnamed, sparse
+// file formatted with libext2fs, so it vanishes with its last descriptor) or restored from a
+// snapshot; returns once the agent is ready to run commands.
 #ifndef AIRLOCK_VM_VM_LAUNCHER_H_
 #define AIRLOCK_VM_VM_LAUNCHER_H_
 
@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
 
 namespace airlock {
@@ -26,9 +27,24 @@ struct LaunchOptions {
   absl::Duration boot_timeout = absl::Seconds(60);
 };
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Vm>> LaunchVm(VmDriver& driver, const HostPaths& paths,
-                                                           const ImageInfo& image,
-                                                           const LaunchOptions& options);
+struct LaunchedVm {
+  std::unique_ptr<Vm> vm;
+  UniqueFd disk;  // the VM's writable disk; unnamed, so it vanishes with its last descriptor
+};
+
+// Boots a fresh VM with a new, empty writable disk.
+[[nodiscard]] absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
+                                                  const ImageInfo& image,
+                                                  const LaunchOptions& options);
+
+// Starts a VM from a snapshot that OpenSnapshot verified, with `disk` (its own copy of the
+// snapshot's disk) as the writable disk. The options' memory and vCPUs must be the snapshot's;
+// hostname, process limit and host cgroup are the new VM's own.
+[[nodiscard]] absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
+                                                   const ImageInfo& image,
+                                                   const std::string& snapshot_dir,
+                                                   const SnapshotManifest& manifest, UniqueFd disk,
+                                                   const LaunchOptions& options);
 
 // Creates an unnamed ext4 disk of the given size in dir and returns its descriptor.
 [[nodiscard]] absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes);

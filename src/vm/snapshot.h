@@ -1,0 +1,61 @@
+// VM snapshots on disk (DESIGN.md decision 6). A snapshot is a directory of three files:
+//
+//   state          QEMU's device and RAM stream (Vm::SaveState: QMP stop + migrate to a
+//                  descriptor passed over the QMP socket)
+//   disk.ext4      the session's writable disk as it was at that moment (sparse)
+//   manifest.json  what it is (image, kernel, shape) and each file's size and digest, signed
+//                  with the host key (snapshot_manifest.h)
+//
+// It is written as DIR.tmp (0700; files 0600, fsynced), then renamed to DIR and the parent
+// fsynced, so a crash leaves either no snapshot or a whole one. A snapshot is restored only after
+// OpenSnapshot has checked the HMAC and every file: a changed or truncated file is refused.
+#ifndef AIRLOCK_VM_SNAPSHOT_H_
+#define AIRLOCK_VM_SNAPSHOT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/common/unique_fd.h"
+#include "src/vm/snapshot_manifest.h"
+#include "src/vm/vm_driver.h"
+
+namespace airlock {
+
+inline constexpr char kSnapshotStateFile[] = "state";
+inline constexpr char kSnapshotDiskFile[] = "disk.ext4";
+inline constexpr char kSnapshotManifestFile[] = "manifest.json";
+
+enum class SnapshotDisk {
+  // The disk's inode becomes the snapshot's (a hard link): for a VM that will not run again
+  // (pause, templates).
+  kLink,
+  // The disk is copied while the guest is stopped: for a VM that goes on running (fork).
+  kCopy,
+};
+
+// Quiesces the channel, saves the VM's state and its disk into dir. `manifest` supplies the
+// description (image, kernel, shape); its files are filled in. On success the guest is stopped
+// (Continue it or destroy it); on failure nothing is left under dir and, if the guest was
+// stopped, it is still stopped.
+[[nodiscard]] absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd,
+                                                            const std::string& dir,
+                                                            SnapshotManifest manifest,
+                                                            const std::string& key,
+                                                            SnapshotDisk disk);
+
+// Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
+[[nodiscard]] absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir,
+                                                            const std::string& key);
+
+// Makes an independent copy of a disk in new_fd (empty, writable): a reflink where the
+// filesystem can share blocks, else a copy of the data regions only (holes stay holes).
+[[nodiscard]] absl::Status CopyDisk(int from_fd, int new_fd);
+
+// An unnamed (O_TMPFILE) file in dir for a VM's private disk: it vanishes with its last
+// descriptor.
+[[nodiscard]] absl::StatusOr<UniqueFd> UnnamedFile(const std::string& dir);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_VM_SNAPSHOT_H_
