@@ -62,7 +62,9 @@ TEST(DaemonFaultTest, KillDuringExecLosesNoSession) {
 TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
   RunAirlock({"ls"});  // make sure a daemon runs
   Result before = RunAirlock({"ls", "-q"});
-  Airlock create({"session", "create"});
+  // A VM shape of its own: no template exists yet, so the daemon boots one (slowly enough to
+  // be caught in the middle).
+  Airlock create({"session", "create", "--memory", "320m"});
   // Wait until the VM is booting, then kill the daemon mid-create.
   for (int i = 0; i < 100 && QemuPids().empty(); ++i) usleep(50000);
   ASSERT_EQ(static_cast<int>(QemuPids().size()), 1);

@@ -130,6 +130,7 @@ absl::Status SessionManager::Recover() {
     if (!whole) RemoveTree(SessionDir(s.id)).IgnoreError();
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
+  RemoveTree(paths_.home + "/forks").IgnoreError();
   if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
     std::vector<std::string> leftovers;
     while (dirent* e = readdir(d)) {
@@ -138,8 +139,7 @@ absl::Status SessionManager::Recover() {
       if (DIR* sd = opendir(dir.c_str())) {
         while (dirent* f = readdir(sd)) {
           std::string name = f->d_name;
-          if (absl::EndsWith(name, ".tmp") || absl::EndsWith(name, ".old") ||
-              absl::StartsWith(name, "fork-")) {
+          if (absl::EndsWith(name, ".tmp") || absl::EndsWith(name, ".old")) {
             leftovers.push_back(dir + "/" + name);
           }
         }
@@ -444,7 +444,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   manifest.vcpus = record->limits.vcpus;
   manifest.memory_bytes = record->limits.memory_bytes >> 20 << 20;
   manifest.created_unix_ms = NowUnixMs();
-  std::string dir = absl::StrCat(SessionDir(id), "/fork-", RandomHex(4));
+  std::string dir = absl::StrCat(paths_.home, "/forks/", id, "-", RandomHex(4));
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
   absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));

@@ -4,8 +4,8 @@
 // it, an idle session pauses itself).
 //
 // Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h) and
-// fork-* (a snapshot of a running session being forked). A running session's writable disk is
-// unnamed, so it goes with its VM.
+// $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A running
+// session's writable disk is unnamed, so it goes with its VM.
 //
 // Every entry point takes the caller's Principal and only ever touches sessions of that
 // principal's tenant (others are NOT_FOUND). Pause, resume, fork and removal of one session are

@@ -387,7 +387,9 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-add-fd",
       absl::StrCat("fd=", kDiskReadOnlyFd, ",set=1"),
       "-drive",
-      "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap",
+      // No image locking: the disk is this VM's alone, and QEMU's locks on its two
+      // descriptors conflict when `cont` reactivates it after a snapshot.
+      "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off",
       "-device",
       "virtio-blk-device,drive=session,serial=airlock-rw",
       "-device",

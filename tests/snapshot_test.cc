@@ -1,0 +1,225 @@
+// Snapshots as a user sees them: pause and resume keep every process and file, forks are
+// independent, idle sessions pause themselves, a changed snapshot is refused, `run` restores a
+// template instead of booting, and a daemon killed mid-pause leaves a resumable or failed
+// session, never a half-loaded one.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/common/host_paths.h"
+#include "tests/cli_runner.h"
+
+namespace airlock {
+namespace {
+
+std::string Trim(const std::string& s) { return std::string(absl::StripAsciiWhitespace(s)); }
+
+std::string Create(const std::vector<std::string>& extra = {"--idle-timeout", "0"}) {
+  std::vector<std::string> args = {"session", "create"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Result r = RunAirlock(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return Trim(r.out);
+}
+
+std::string Exec(const std::string& id, const std::string& script) {
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
+  return r.out;
+}
+
+std::string SessionLine(const std::string& id) {
+  std::string ls = RunAirlock({"ls"}).out;
+  size_t at = ls.find(id);
+  if (at == std::string::npos) return "";
+  return ls.substr(at, ls.find('\n', at) - at);
+}
+
+std::string SnapshotDir(const std::string& id) {
+  return DefaultHostPaths().home + "/sessions/" + id + "/snapshot";
+}
+
+// "since airlockd started: 3 boots, 7 restores, 2 snapshots" -> {3, 7}
+std::pair<uint64_t, uint64_t> BootsAndRestores() {
+  std::string out = RunAirlock({"ps"}).out;
+  size_t at = out.find("since airlockd started: ");
+  if (at == std::string::npos) return {~0ull, ~0ull};
+  std::vector<std::string> words = absl::StrSplit(out.substr(at + 24), ' ');
+  uint64_t boots = 0, restores = 0;
+  EXPECT_TRUE(words.size() >= 4 && absl::SimpleAtoi(words[0], &boots) &&
+              absl::SimpleAtoi(words[2], &restores))
+      << out;
+  return {boots, restores};
+}
+
+TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
+  std::string id = Create();
+  std::string pid = Trim(Exec(id,
+                              "echo kept > /root/file; "
+                              "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"));
+  ASSERT_FALSE(pid.empty());
+
+  Result r = RunAirlock({"pause", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string line = SessionLine(id);
+  EXPECT_NE(line.find("paused"), std::string::npos) << line;
+  EXPECT_NE(line.find("paused by uid:0"), std::string::npos) << line;
+  // No VM process is left for a paused session, and the snapshot is private.
+  EXPECT_EQ(RunAirlock({"ps"}).out.find(id), std::string::npos);
+  for (const char* name : {"state", "disk.ext4", "manifest.json"}) {
+    struct stat st;
+    ASSERT_EQ(stat((SnapshotDir(id) + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+  }
+  EXPECT_EQ(RunAirlock({"pause", id}).exit_code, 0);  // paused already: nothing to do
+
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  r = RunAirlock({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(SessionLine(id).find("running"), std::string::npos);
+  EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+  EXPECT_EQ(Exec(id, "tr '\\0' ' ' < /proc/" + pid + "/cmdline"), "sleep 1000 ");
+
+  // The guest's clock was set from the host's on restore, not left 4 s behind.
+  std::string guest = Trim(Exec(id, "date +%s.%N"));
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  double guest_time = 0;
+  ASSERT_TRUE(absl::SimpleAtod(guest, &guest_time)) << guest;
+  double host_time = static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9;
+  EXPECT_LT(std::abs(host_time - guest_time), 1.0) << "guest " << guest;
+
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  struct stat st;
+  EXPECT_NE(stat(DefaultHostPaths().home.append("/sessions/" + id).c_str(), &st), 0);
+}
+
+TEST(SnapshotTest, ForksAreIndependentWithTheirOwnIdentityAndRandomness) {
+  std::string source = Create();
+  Exec(source, "echo source > /root/file");
+  Result r = RunAirlock({"fork", source, "-n", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> forks = absl::StrSplit(Trim(r.out), '\n');
+  ASSERT_EQ(forks.size(), 2u) << r.out;
+  ASSERT_NE(forks[0], forks[1]);
+
+  Exec(forks[0], "echo fork > /root/file");
+  EXPECT_EQ(Exec(forks[0], "cat /root/file"), "fork\n");
+  EXPECT_EQ(Exec(forks[1], "cat /root/file"), "source\n");
+  EXPECT_EQ(Exec(source, "cat /root/file"), "source\n");
+  EXPECT_EQ(Trim(Exec(forks[1], "hostname")), "airlock-" + forks[1].substr(0, 8));
+  std::string random = "head -c 16 /dev/urandom | od -An -tx1";
+  EXPECT_NE(Exec(forks[0], random), Exec(forks[1], random));
+
+  // A paused session forks too, and stays paused.
+  ASSERT_EQ(RunAirlock({"pause", source}).exit_code, 0);
+  r = RunAirlock({"fork", source});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string third = Trim(r.out);
+  EXPECT_EQ(Exec(third, "cat /root/file"), "source\n");
+  EXPECT_NE(SessionLine(source).find("paused"), std::string::npos);
+
+  r = RunAirlock({"fork", source, "-n", "65"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("1 to 64"), std::string::npos) << r.err;
+  for (const std::string& id : {source, forks[0], forks[1], third}) RunAirlock({"rm", id});
+}
+
+TEST(SnapshotTest, AnIdleSessionPausesItselfAndTheNextExecResumesIt) {
+  std::string id = Create({"--idle-timeout", "2s"});
+  std::string line;
+  for (int i = 0; i < 60; ++i) {
+    line = SessionLine(id);
+    if (line.find("paused") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_NE(line.find("paused"), std::string::npos) << line;
+  EXPECT_NE(line.find("idle for 2s"), std::string::npos) << line;
+  EXPECT_EQ(Exec(id, "echo awake"), "awake\n");
+  EXPECT_NE(SessionLine(id).find("running"), std::string::npos);
+  Result r = RunAirlock({"session", "create", "--idle-timeout", "soon"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is not a duration"), std::string::npos) << r.err;
+  RunAirlock({"rm", id});
+}
+
+TEST(SnapshotTest, AChangedOrTruncatedSnapshotIsRefusedNeverLoaded) {
+  for (bool truncate : {false, true}) {
+    std::string id = Create();
+    ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+    std::string victim = SnapshotDir(id) + (truncate ? "/disk.ext4" : "/state");
+    int fd = open(victim.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    struct stat st;
+    ASSERT_EQ(fstat(fd, &st), 0);
+    if (truncate) {
+      ASSERT_EQ(ftruncate(fd, st.st_size - 4096), 0);
+    } else {
+      char byte;
+      ASSERT_EQ(pread(fd, &byte, 1, st.st_size / 2), 1);
+      byte ^= 1;
+      ASSERT_EQ(pwrite(fd, &byte, 1, st.st_size / 2), 1);
+    }
+    close(fd);
+    Result r = RunAirlock({"resume", id});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("snapshot refused"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(truncate ? "truncated" : "state does not match its hash"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(SessionLine(id).find("failed"), std::string::npos);
+    EXPECT_EQ(RunAirlock({"exec", id, "--", "true"}).exit_code, 125);
+    RunAirlock({"rm", id});
+  }
+}
+
+TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
+  ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);  // the template exists now
+  auto [boots, restores] = BootsAndRestores();
+  for (int i = 0; i < 2; ++i) {
+    Result r = RunAirlock({"run", "--", "python3", "-c", "import socket; print(socket.gethostname())"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("airlock-", 0), 0u) << r.out;  // its own hostname, not the template's
+  }
+  auto [boots_after, restores_after] = BootsAndRestores();
+  EXPECT_EQ(boots_after, boots);
+  EXPECT_EQ(restores_after, restores + 2);
+}
+
+TEST(SnapshotTest, KillingTheDaemonMidPauseLeavesAResumableOrFailedSession) {
+  std::string id = Create();
+  Exec(id, "echo kept > /root/file");
+  std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
+  pid_t daemon = 0;
+  pid_file >> daemon;
+  ASSERT_GT(daemon, 0);
+  Airlock pause({"pause", id});
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  pause.Finish();
+  for (int i = 0; i < 100 && kill(daemon, 0) == 0; ++i) usleep(50000);
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  std::string line = SessionLine(id);  // a new daemon
+  if (line.find("paused") != std::string::npos) {
+    EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+  } else {
+    EXPECT_NE(line.find("failed"), std::string::npos) << line;
+    EXPECT_EQ(RunAirlock({"exec", id, "--", "true"}).exit_code, 125);
+  }
+  // Nothing half-written is left behind.
+  struct stat st;
+  EXPECT_NE(stat((SnapshotDir(id) + ".tmp").c_str(), &st), 0);
+  RunAirlock({"rm", id});
+}
+
+}  // namespace
+}  // namespace airlock
