@@ -21,12 +21,14 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME]\n"
+    "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
     "  --log-cap BYTES  command output kept per session (default 16 MiB)\n"
+    "  --no-templates   boot every VM instead of restoring the image's ready snapshot\n"
+    "                   (slower; for measuring cold boots and for debugging)\n"
     "  --listen-tcp     also listen on TCP; refused unless all three TLS files are given, and\n"
     "                   every client must present a certificate signed by --tls-client-ca\n";
 
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   std::string group = "airlock";
   std::string tcp, cert, key, client_ca;
   uint64_t log_cap = 16ull << 20;
+  bool templates = true;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string* out) {
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
       ok = value(&client_ca);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
+    else if (arg == "--no-templates")
+      templates = false;
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(std::string(store.status().message()));
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
+  sessions.set_use_templates(templates);
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;

@@ -157,7 +157,9 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
                                                                      const ImageInfo& image) {
   LaunchOptions options = OptionsFor(s);
   absl::StatusOr<LaunchedVm> vm = absl::UnknownError("not started");
-  absl::StatusOr<Templates::Template> tpl = templates_->Get(image, ShapeOf(s.limits));
+  absl::StatusOr<Templates::Template> tpl =
+      use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
+                     : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
   if (tpl.ok()) {
     absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
     std::string disk_path = absl::StrCat(tpl->dir, "/", kSnapshotDiskFile);

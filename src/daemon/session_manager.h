@@ -72,6 +72,8 @@ class SessionManager {
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
 
   const VmCounters& counters() const { return counters_; }
+  // Off: every new session boots (no template). Call before Recover.
+  void set_use_templates(bool on) { use_templates_ = on; }
 
   // Applies limits from a request: zero fields take defaults; out-of-range values are errors.
   [[nodiscard]] static absl::StatusOr<SessionLimits> ResolveLimits(const SessionLimits& requested);
@@ -106,6 +108,7 @@ class SessionManager {
   std::string key_;  // the host key that signs snapshots
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
+  bool use_templates_ = true;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LiveSession>> live_;
   std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;
