@@ -19,6 +19,7 @@ time_ms() { local t0; t0=$(now_ms); "$@" >/dev/null; echo $(( $(now_ms) - t0 ));
 
 # A private home and daemon, so that nothing else on the host is measured or disturbed.
 work=$(mktemp -d /tmp/airlock-bench-XXXXXX)
+chmod 755 "$work"  # QEMU runs unprivileged and must reach the image
 daemon_pid=
 start_daemon() {
   [ -n "$daemon_pid" ] && { kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; }
@@ -78,7 +79,7 @@ paused_rss=0
 if $airlock ps --json | grep -q "\"$id\""; then paused_rss=unknown; fi
 $airlock resume "$id" >/dev/null
 sleep 2
-pid=$($airlock ps --json | awk -v id="$id" '$0 ~ "\"session_id\": \"" id "\"" {f=1} f && /"pid"/ {gsub(/[^0-9]/, ""); print; exit}')
+pid=$($airlock ps | awk -v id="$id" '$1 == id {print $2}')
 overhead_kib=$(awk -v ram=$((512 * 1024)) '
   /^[0-9a-f]+-[0-9a-f]+ / {mapping=1} /^Size:/ {size=$2} /^Rss:/ {rss=$2; total+=rss; if (size == ram) guest+=rss}
   END {print total - guest}' "/proc/$pid/smaps")

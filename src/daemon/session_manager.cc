@@ -92,6 +92,10 @@ std::string SessionManager::SessionDir(const std::string& id) const {
   return absl::StrCat(paths_.home, "/sessions/", id);
 }
 
+std::string SessionManager::LiveDiskPath(const std::string& id) const {
+  return SessionDir(id) + "/disk.ext4";
+}
+
 std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<std::mutex>& m = session_locks_[id];
@@ -128,6 +132,7 @@ absl::Status SessionManager::Recover() {
                     0, "session.recover");
     if (!st.ok()) return st;
     if (!whole) RemoveTree(SessionDir(s.id)).IgnoreError();
+    if (whole) unlink(LiveDiskPath(s.id).c_str());  // the snapshot holds the disk now
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
   RemoveTree(paths_.home + "/forks").IgnoreError();
@@ -314,6 +319,8 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                             ": ", taken.status().message()));
   }
   counters_.snapshots++;
+  // A resumed session's disk had a name of its own; the snapshot holds it now.
+  unlink(LiveDiskPath(record.id).c_str());
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(record.id);
@@ -365,19 +372,19 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
   if (!image.ok()) return image.status();
-  // The VM takes the snapshot's disk over: the snapshot is used up from here on.
+  // The VM takes the snapshot's disk over (it becomes the session's live disk), so the
+  // snapshot is used up from here on.
   std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
-  UniqueFd disk(open(disk_path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!disk.valid()) return ErrnoStatus("open", disk_path);
-  if (unlink(disk_path.c_str()) != 0) return ErrnoStatus("unlink", disk_path);
-  int disk_fd = disk.get();
+  std::string live_path = LiveDiskPath(record.id);
+  if (rename(disk_path.c_str(), live_path.c_str()) != 0) return ErrnoStatus("rename", disk_path);
+  UniqueFd disk(open(live_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!disk.valid()) return ErrnoStatus("open", live_path);
   absl::StatusOr<LaunchedVm> vm =
       RestoreVm(*driver_, paths_, *image, dir, *manifest, std::move(disk), OptionsFor(record));
   if (!vm.ok()) {
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
     // disk no longer matches and verification will refuse it).
-    std::string self = absl::StrCat("/proc/self/fd/", disk_fd);
-    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, disk_path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    if (rename(live_path.c_str(), disk_path.c_str()) != 0) {
       store_
           ->SetSessionState(who, record.tenant, record.id, SessionState::kFailed,
                             absl::StrCat("resuming failed: ", vm.status().message()), 0,

@@ -4,8 +4,9 @@
 // it, an idle session pauses itself).
 //
 // Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h) and
-// $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A running
-// session's writable disk is unnamed, so it goes with its VM.
+// $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A new session's
+// writable disk is unnamed, so it goes with its VM; a resumed one's is sessions/<id>/disk.ext4
+// (the snapshot's, moved out), deleted with the session.
 //
 // Every entry point takes the caller's Principal and only ever touches sessions of that
 // principal's tenant (others are NOT_FOUND). Pause, resume, fork and removal of one session are
@@ -81,6 +82,8 @@ class SessionManager {
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
   std::string SessionDir(const std::string& id) const;
+  // The writable disk of a session that was resumed (a new session's disk has no name).
+  std::string LiveDiskPath(const std::string& id) const;
   // Starts a VM for a new session record: restored from the image's template, booted if that
   // fails. Fills in the record's pid.
   absl::StatusOr<std::shared_ptr<LiveSession>> StartVm(SessionRecord& record,
