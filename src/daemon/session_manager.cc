@@ -489,6 +489,10 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     return absl::Status(why.code(), absl::StrCat("could not fork session ", source.id, ": ",
                                                  why.message()));
   };
+  // Records and disk copies first (cheap), then the restores in parallel: they spend most of
+  // their time starting QEMU and waiting for the guest.
+  std::vector<SessionRecord> records;
+  std::vector<absl::StatusOr<UniqueFd>> disks;
   for (uint32_t i = 0; i < count; ++i) {
     SessionRecord s = source;
     s.id = RandomHex(6);
@@ -499,39 +503,59 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.pid = 0;
     s.created_ms = s.last_used_ms = NowUnixMs();
     if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
+    records.push_back(s);
+    made.push_back(s);
     absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
-    absl::Status copied = disk.ok() ? CopyDisk(from.get(), disk->get()) : disk.status();
-    absl::StatusOr<LaunchedVm> vm =
-        copied.ok() ? RestoreVm(*driver_, paths_, *image, dir, *manifest, *std::move(disk),
-                                OptionsFor(s))
-                    : absl::StatusOr<LaunchedVm>(copied);
-    if (!vm.ok()) {
+    if (disk.ok()) {
+      if (absl::Status c = CopyDisk(from.get(), disk->get()); !c.ok()) disk = c;
+    }
+    disks.push_back(std::move(disk));
+  }
+  std::vector<absl::StatusOr<LaunchedVm>> vms;
+  for (uint32_t i = 0; i < count; ++i) vms.emplace_back(absl::UnknownError("not started"));
+  {
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < count; ++i) {
+      threads.emplace_back([&, i] {
+        if (!disks[i].ok()) {
+          vms[i] = disks[i].status();
+          return;
+        }
+        vms[i] = RestoreVm(*driver_, paths_, *image, dir, *manifest, *std::move(disks[i]),
+                           OptionsFor(records[i]));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  absl::Status first_error;
+  for (uint32_t i = 0; i < count; ++i) {
+    SessionRecord& s = records[i];
+    if (!vms[i].ok()) {
       store_
           ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                            std::string(vm.status().message()), 0, "session.fork")
+                            std::string(vms[i].status().message()), 0, "session.fork")
           .IgnoreError();
-      return undo(vm.status());
+      if (first_error.ok()) first_error = vms[i].status();
+      continue;
     }
     counters_.restores++;
     auto live = std::make_shared<LiveSession>();
     s.state = SessionState::kRunning;
-    s.pid = vm->vm->pid();
+    s.pid = vms[i]->vm->pid();
     live->record = s;
-    live->vm = std::move(vm->vm);
-    live->disk = std::move(vm->disk);
+    live->vm = std::move(vms[i]->vm);
+    live->disk = std::move(vms[i]->disk);
     live->last_used_ms = NowUnixMs();
-    if (absl::Status st = store_->SetSessionState(
-            who, s.tenant, s.id, SessionState::kRunning, "", s.pid,
-            absl::StrCat("session.fork from ", source.id));
-        !st.ok()) {
-      return undo(st);
-    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       live_[s.id] = std::move(live);
     }
-    made.push_back(s);
+    absl::Status st = store_->SetSessionState(who, s.tenant, s.id, SessionState::kRunning, "",
+                                              s.pid, absl::StrCat("session.fork from ", source.id));
+    if (!st.ok() && first_error.ok()) first_error = st;
   }
+  if (!first_error.ok()) return undo(first_error);
+  made = records;
   return made;
 }
 

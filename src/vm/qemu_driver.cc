@@ -227,7 +227,8 @@ class QemuVm : public Vm {
   void LogLoop() {
     char buf[4096];
     bool open[2] = {true, true};
-    while (!stop_logger_) {
+    // Until stopped, or until QEMU has closed both (it exited: nothing more will come).
+    while (!stop_logger_ && (open[0] || open[1])) {
       pollfd fds[2] = {{open[0] ? console_.get() : -1, POLLIN, 0},
                        {open[1] ? stderr_.get() : -1, POLLIN, 0}};
       if (poll(fds, 2, 100) <= 0) continue;
