@@ -186,7 +186,8 @@ TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
   ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);  // the template exists now
   auto [boots, restores] = BootsAndRestores();
   for (int i = 0; i < 2; ++i) {
-    Result r = RunAirlock({"run", "--", "python3", "-c", "import socket; print(socket.gethostname())"});
+    Result r =
+        RunAirlock({"run", "--", "python3", "-c", "import socket; print(socket.gethostname())"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.rfind("airlock-", 0), 0u) << r.out;  // its own hostname, not the template's
   }

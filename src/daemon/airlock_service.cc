@@ -224,8 +224,7 @@ grpc::Status SessionsService::Remove(grpc::ServerContext* context,
 }
 
 grpc::Status SessionsService::Pause(grpc::ServerContext* context,
-                                    const v1::PauseSessionRequest* request,
-                                    v1::Session* response) {
+                                    const v1::PauseSessionRequest* request, v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
   absl::StatusOr<SessionRecord> session = sessions_->Pause(*who, request->id());
@@ -425,8 +424,8 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
   // Following a session wakes it if it was paused, and the stream keeps it in use (awake) for
   // as long as it lasts.
   std::shared_ptr<LiveSession> in_use;
-  if (request->follow() && (session->state == SessionState::kPaused ||
-                            session->state == SessionState::kRunning)) {
+  if (request->follow() &&
+      (session->state == SessionState::kPaused || session->state == SessionState::kRunning)) {
     absl::StatusOr<std::shared_ptr<LiveSession>> live =
         sessions_->Live(*who, request->session_id());
     if (!live.ok()) return ToGrpc(live.status());

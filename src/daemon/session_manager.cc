@@ -288,13 +288,15 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                           const std::string& reason) {
   std::shared_ptr<LiveSession> live = FindLive(record.tenant, record.id);
   if (!live) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "session ", record.id, " is ", SessionStateName(record.state), "; only a running session "
-        "can be paused"));
+    return absl::FailedPreconditionError(absl::StrCat("session ", record.id, " is ",
+                                                      SessionStateName(record.state),
+                                                      "; only a running session "
+                                                      "can be paused"));
   }
   if (live->users > 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("session ", record.id, " is in use (a command or stream is open); wait "
+        absl::StrCat("session ", record.id,
+                     " is in use (a command or stream is open); wait "
                      "for it to end, or stop it, and pause again"));
   }
   SnapshotManifest manifest;
@@ -307,8 +309,8 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   manifest.memory_bytes = record.limits.memory_bytes >> 20 << 20;
   manifest.created_unix_ms = NowUnixMs();
   absl::StatusOr<SnapshotManifest> taken =
-      TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest,
-                   key_, SnapshotDisk::kLink);
+      TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest, key_,
+                   SnapshotDisk::kLink);
   if (!taken.ok()) {
     // Nothing was written; the VM goes on if it still can.
     if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok()) {
@@ -403,9 +405,9 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   live->vm = std::move(vm->vm);
   live->disk = std::move(vm->disk);
   live->last_used_ms = NowUnixMs();
-  if (absl::Status st = store_->SetSessionState(who, record.tenant, record.id,
-                                                SessionState::kRunning, "", live->record.pid,
-                                                "session.resume");
+  if (absl::Status st =
+          store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning, "",
+                                  live->record.pid, "session.resume");
       !st.ok()) {
     return st;
   }
@@ -440,7 +442,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   }
   if (live->users > 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("session ", id, " is in use (a command or stream is open); wait for it to "
+        absl::StrCat("session ", id,
+                     " is in use (a command or stream is open); wait for it to "
                      "end and fork again"));
   }
   // Snapshot the running session with a copy of its disk, then let it go on.
@@ -462,8 +465,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
            absl::StrCat("the VM could not go on after a snapshot for a fork: ", resumed.message()));
   }
   if (!taken.ok()) {
-    return absl::Status(taken.status().code(), absl::StrCat("could not snapshot session ", id,
-                                                            ": ", taken.status().message()));
+    return absl::Status(taken.status().code(), absl::StrCat("could not snapshot session ", id, ": ",
+                                                            taken.status().message()));
   }
   counters_.snapshots++;
   absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
@@ -486,8 +489,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
   std::vector<SessionRecord> made;
   auto undo = [&](const absl::Status& why) {
     for (const SessionRecord& s : made) Remove(who, s.id, "its fork failed").IgnoreError();
-    return absl::Status(why.code(), absl::StrCat("could not fork session ", source.id, ": ",
-                                                 why.message()));
+    return absl::Status(why.code(),
+                        absl::StrCat("could not fork session ", source.id, ": ", why.message()));
   };
   // Records and disk copies first (cheap), then the restores in parallel: they spend most of
   // their time starting QEMU and waiting for the guest.
@@ -579,8 +582,8 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   SessionState end =
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
   std::string why = end == SessionState::kFailed ? record->reason : reason;
-  absl::Status status = store_->SetSessionState(who, record->tenant, id, end, why, 0,
-                                                "session.remove");
+  absl::Status status =
+      store_->SetSessionState(who, record->tenant, id, end, why, 0, "session.remove");
   std::lock_guard<std::mutex> lock(mu_);
   session_locks_.erase(id);  // holders keep theirs alive; the session is gone for new ones
   return status;

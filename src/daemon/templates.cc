@@ -41,9 +41,9 @@ std::string KernelIdentity(const HostPaths& paths) {
 }
 
 absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const VmShape& shape) {
-  std::string inputs = Sha256String(absl::StrCat(KernelIdentity(paths_), "\n",
-                                                 FileIdentity(paths_.qemu), "\n",
-                                                 ChooseAccelerator().name, "\n", kProtocolVersion));
+  std::string inputs =
+      Sha256String(absl::StrCat(KernelIdentity(paths_), "\n", FileIdentity(paths_.qemu), "\n",
+                                ChooseAccelerator().name, "\n", kProtocolVersion));
   std::string root = paths_.home + "/templates";
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
   std::lock_guard<std::mutex> lock(mu_);

@@ -134,8 +134,8 @@ absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
   struct stat st;
   if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos ||
       stat(absl::StrCat(root_, "/blobs/", key).c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("image ", name, " (", digest,
-                                            ") is no longer in the image store"));
+    return absl::NotFoundError(
+        absl::StrCat("image ", name, " (", digest, ") is no longer in the image store"));
   }
   return LoadBlob(key, name);
 }

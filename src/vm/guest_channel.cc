@@ -298,8 +298,9 @@ absl::Status GuestChannel::Quiesce(absl::Time deadline) {
     if (!failure_.ok()) return failure_;
     if (!streams_.empty()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(streams_.size(), " command(s) or file operation(s) are still running; "
-                                        "wait for them to end (or stop them) and try again"));
+          absl::StrCat(streams_.size(),
+                       " command(s) or file operation(s) are still running; "
+                       "wait for them to end (or stop them) and try again"));
     }
     quiescing_ = true;
     paused_ = false;

@@ -261,8 +261,8 @@ TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheG
   int64_t sec;
   uint32_t nsec, pids;
   std::string entropy, hostname;
-  ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) &&
-              r.Str(&hostname) && r.AtEnd());
+  ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
+              r.AtEnd());
   EXPECT_EQ(pids, 64u);
   EXPECT_EQ(hostname, "airlock-fork");
   EXPECT_EQ(entropy.size(), 64u);

@@ -90,9 +90,8 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
   std::string path = absl::StrCat(dir, "/", kSnapshotManifestFile);
   absl::StatusOr<std::string> text = ReadFileToString(path, kMaxManifestBytes + 1);
   if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("snapshot refused: no manifest (", text.status().message(),
-                                     ")"));
+    return absl::Status(text.status().code(), absl::StrCat("snapshot refused: no manifest (",
+                                                           text.status().message(), ")"));
   }
   absl::StatusOr<SnapshotManifest> manifest = VerifyManifest(*text, key);
   if (!manifest.ok()) return manifest.status();

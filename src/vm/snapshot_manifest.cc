@@ -185,7 +185,8 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
     add_u64(static_cast<uint64_t>(data));
     add_u64(static_cast<uint64_t>(hole - data));
     for (off_t pos = data; pos < hole;) {
-      size_t want = static_cast<size_t>(std::min<off_t>(hole - pos, static_cast<off_t>(buf.size())));
+      size_t want =
+          static_cast<size_t>(std::min<off_t>(hole - pos, static_cast<off_t>(buf.size())));
       ssize_t n = pread(fd, buf.data(), want, pos);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("read a snapshot file");

@@ -52,8 +52,8 @@ TEST(SnapshotTest, OpenSnapshotRefusesAChangedOrMissingFile) {
   testing::TempDir dir;
   std::string snap = dir.File("snap");
   ASSERT_EQ(mkdir(snap.c_str(), 0700), 0);
-  ASSERT_TRUE(WriteFileAtomically(snap + "/" + kSnapshotStateFile, std::string(50000, 's'), 0600)
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(snap + "/" + kSnapshotStateFile, std::string(50000, 's'), 0600).ok());
   SparseFile(snap + "/" + kSnapshotDiskFile);
   std::string key(kHostKeyBytes, 'k');
   SnapshotManifest m;

@@ -85,19 +85,19 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
   absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
   if (!config.ok()) return config.status();
   if (manifest.image_digest != image.digest) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the snapshot was taken of image ", manifest.image_digest, ", not ",
-                     image.digest));
-  }
-  if (manifest.vcpus != options.vcpus || manifest.memory_bytes != uint64_t{options.memory_mib} << 20) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the snapshot is of a VM with ", manifest.vcpus, " vCPUs and ",
-        manifest.memory_bytes >> 20, " MiB; it cannot be restored with other sizes"));
+        "the snapshot was taken of image ", manifest.image_digest, ", not ", image.digest));
+  }
+  if (manifest.vcpus != options.vcpus || manifest.memory_bytes != uint64_t{options.memory_mib}
+                                                                      << 20) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot is of a VM with ", manifest.vcpus, " vCPUs and ",
+                     manifest.memory_bytes >> 20, " MiB; it cannot be restored with other sizes"));
   }
   if (manifest.accelerator != config->accelerator) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the snapshot was taken under ", manifest.accelerator, ", this host runs ",
-                     config->accelerator));
+    return absl::FailedPreconditionError(absl::StrCat("the snapshot was taken under ",
+                                                      manifest.accelerator, ", this host runs ",
+                                                      config->accelerator));
   }
   std::string state_path = absl::StrCat(snapshot_dir, "/", kSnapshotStateFile);
   UniqueFd state(open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
