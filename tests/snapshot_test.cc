@@ -48,6 +48,16 @@ std::string SnapshotDir(const std::string& id) {
   return DefaultHostPaths().home + "/sessions/" + id + "/snapshot";
 }
 
+// The VM process of a running session, from `airlock ps`.
+pid_t VmPid(const std::string& id) {
+  for (absl::string_view line : absl::StrSplit(RunAirlock({"ps"}).out, '\n')) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int pid = 0;
+    if (fields.size() > 1 && fields[0] == id && absl::SimpleAtoi(fields[1], &pid)) return pid;
+  }
+  return 0;
+}
+
 // "since airlockd started: 3 boots, 7 restores, 2 snapshots" -> {3, 7}
 std::pair<uint64_t, uint64_t> BootsAndRestores() {
   std::string out = RunAirlock({"ps"}).out;
@@ -196,30 +206,37 @@ TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
   EXPECT_EQ(restores_after, restores + 2);
 }
 
-TEST(SnapshotTest, KillingTheDaemonMidPauseLeavesAResumableOrFailedSession) {
-  std::string id = Create();
-  Exec(id, "echo kept > /root/file");
-  std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
-  pid_t daemon = 0;
-  pid_file >> daemon;
-  ASSERT_GT(daemon, 0);
-  Airlock pause({"pause", id});
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  ASSERT_EQ(kill(daemon, SIGKILL), 0);
-  pause.Finish();
-  for (int i = 0; i < 100 && kill(daemon, 0) == 0; ++i) usleep(50000);
-  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
-  std::string line = SessionLine(id);  // a new daemon
-  if (line.find("paused") != std::string::npos) {
-    EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
-  } else {
-    EXPECT_NE(line.find("failed"), std::string::npos) << line;
-    EXPECT_EQ(RunAirlock({"exec", id, "--", "true"}).exit_code, 125);
+// kill -9 of the daemon or of QEMU while a pause is under way.
+TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
+  for (bool kill_daemon : {true, false}) {
+    SCOPED_TRACE(kill_daemon ? "airlockd killed" : "QEMU killed");
+    std::string id = Create();
+    Exec(id, "echo kept > /root/file");
+    std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
+    pid_t daemon = 0;
+    pid_file >> daemon;
+    ASSERT_GT(daemon, 0);
+    pid_t qemu = VmPid(id);
+    ASSERT_GT(qemu, 0);
+    pid_t victim = kill_daemon ? daemon : qemu;
+    Airlock pause({"pause", id});
+    std::this_thread::sleep_for(std::chrono::milliseconds(kill_daemon ? 120 : 40));
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    pause.Finish();
+    for (int i = 0; i < 100 && kill(victim, 0) == 0; ++i) usleep(50000);
+    EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+    std::string line = SessionLine(id);  // a new daemon, if it was killed
+    if (line.find("paused") != std::string::npos) {
+      EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+    } else {
+      EXPECT_NE(line.find("failed"), std::string::npos) << line;
+      EXPECT_EQ(RunAirlock({"exec", id, "--", "true"}).exit_code, 125);
+    }
+    // Nothing half-written is left behind.
+    struct stat st;
+    EXPECT_NE(stat((SnapshotDir(id) + ".tmp").c_str(), &st), 0);
+    RunAirlock({"rm", id});
   }
-  // Nothing half-written is left behind.
-  struct stat st;
-  EXPECT_NE(stat((SnapshotDir(id) + ".tmp").c_str(), &st), 0);
-  RunAirlock({"rm", id});
 }
 
 }  // namespace

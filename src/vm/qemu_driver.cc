@@ -363,12 +363,6 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-no-reboot",
       "-sandbox",
       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-      "-kernel",
-      config.kernel_path,
-      "-initrd",
-      config.initramfs_path,
-      "-append",
-      cmdline,
       "-chardev",
       absl::StrCat("socket,id=console,fd=", kConsoleFd),
       "-serial",
@@ -400,7 +394,14 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-device",
       "virtserialport,chardev=channel,name=airlock.0",
   };
-  if (config.incoming_state_fd >= 0) {
+  if (config.incoming_state_fd < 0) {
+    // Boot the kernel with the agent's initramfs. (A restored guest brings its kernel along in
+    // its RAM, so loading one would be wasted.)
+    for (const std::string& a : {std::string("-kernel"), config.kernel_path, std::string("-initrd"),
+                                 config.initramfs_path, std::string("-append"), cmdline}) {
+      argv.push_back(a);
+    }
+  } else {
     // Wait for the state over QMP (migrate-incoming with a passed descriptor, never a URI
     // that names a file or a command), and stay stopped until it has loaded.
     for (const char* a : {"-S", "-incoming", "defer"}) argv.push_back(a);
