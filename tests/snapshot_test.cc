@@ -206,6 +206,23 @@ TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
   EXPECT_EQ(restores_after, restores + 2);
 }
 
+TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {
+  std::string id = Create();
+  Exec(id, "echo kept > /root/file");
+  std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
+  pid_t daemon = 0;
+  pid_file >> daemon;
+  ASSERT_GT(daemon, 0);
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  for (int i = 0; i < 200 && kill(daemon, 0) == 0; ++i) usleep(50000);
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  std::string line = SessionLine(id);  // a new daemon
+  EXPECT_NE(line.find("paused"), std::string::npos) << line;
+  EXPECT_NE(line.find("airlockd stopped"), std::string::npos) << line;
+  EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+  RunAirlock({"rm", id});
+}
+
 // kill -9 of the daemon or of QEMU while a pause is under way.
 TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
   for (bool kill_daemon : {true, false}) {

@@ -155,5 +155,11 @@ int main(int argc, char** argv) {
   (*listener)->Stop();
   unlink(pid_file.c_str());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // VMs end with this process: pause what can be paused so that it comes back on next use.
+  auto [paused, lost] = sessions.PauseAll();
+  if (paused + lost > 0) {
+    std::fprintf(stderr, "airlockd: paused %d running session(s); %d could not be paused\n",
+                 paused, lost);
+  }
   return 0;
 }

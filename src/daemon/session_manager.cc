@@ -341,6 +341,25 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   return store_->GetSession(record.tenant, record.id);
 }
 
+std::pair<int, int> SessionManager::PauseAll() {
+  std::vector<std::shared_ptr<LiveSession>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, live] : live_) all.push_back(live);
+  }
+  int paused = 0, failed = 0;
+  for (const std::shared_ptr<LiveSession>& live : all) {
+    std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
+    std::lock_guard<std::mutex> guard(*session_lock);
+    absl::StatusOr<SessionRecord> record =
+        store_->GetSession(live->record.tenant, live->record.id);
+    bool ok = record.ok() && record->state == SessionState::kRunning &&
+              PauseLocked(kDaemonPrincipal, *record, "airlockd stopped").ok();
+    ++(ok ? paused : failed);
+  }
+  return {paused, failed};
+}
+
 absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const std::string& id) {
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);

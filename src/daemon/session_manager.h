@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,9 @@ class SessionManager {
   // Destroys the VM and the session's files; the record (and its logs) stay, state stopped.
   [[nodiscard]] absl::Status Remove(const Principal& who, const std::string& id,
                                     const std::string& reason = "removed");
+  // At shutdown: pauses every running session that is not in use, so that it survives the
+  // daemon (its VM would die with it). Returns how many were paused and how many could not be.
+  std::pair<int, int> PauseAll();
   // Running sessions of the caller's tenant.
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
 
