@@ -20,6 +20,8 @@ int RemoveCommand(const std::vector<std::string>& args);
 int PauseCommand(const std::vector<std::string>& args);
 int ResumeCommand(const std::vector<std::string>& args);
 int ForkCommand(const std::vector<std::string>& args);
+int McpCommand(const std::vector<std::string>& args);
+int FileCommand(const std::vector<std::string>& args);
 
 }  // namespace airlock
 

@@ -37,6 +37,93 @@ void WriteAll(int fd, const std::string& data, bool* broken) {
 
 }  // namespace
 
+ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io,
+                    grpc::ClientContext& context) {
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecRequest, v1::ExecResponse>> stream =
+      client.sessions->Exec(&context);
+  std::mutex write_mu;
+  bool writes_done = false;
+  v1::ExecRequest first;
+  *first.mutable_start() = start;
+  stream->Write(first);
+
+  int stop[2];
+  if (pipe2(stop, O_CLOEXEC) != 0) {
+    context.TryCancel();
+    stream->Finish();
+    return {std::nullopt, grpc::Status(grpc::StatusCode::INTERNAL, "pipe failed")};
+  }
+  std::thread input([&] {
+    if (!start.stdin()) return;
+    io.FeedStdin(
+        [&](const std::string& data) {
+          v1::ExecRequest message;
+          message.set_stdin(data);
+          std::lock_guard<std::mutex> lock(write_mu);
+          return !writes_done && stream->Write(message);
+        },
+        stop[0]);
+    v1::ExecRequest eof;
+    eof.set_stdin_eof(true);
+    std::lock_guard<std::mutex> lock(write_mu);
+    if (!writes_done) stream->Write(eof);
+  });
+
+  ExecOutcome outcome;
+  v1::ExecResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_stdout()) {
+      io.Stdout(response.stdout());
+    } else if (response.has_stderr()) {
+      io.Stderr(response.stderr());
+    } else if (response.has_exit()) {
+      outcome.exit = response.exit();
+      break;
+    }
+  }
+  (void)!write(stop[1], "x", 1);
+  {
+    std::lock_guard<std::mutex> lock(write_mu);
+    writes_done = true;
+    stream->WritesDone();
+  }
+  input.join();
+  close(stop[0]);
+  close(stop[1]);
+  outcome.status = stream->Finish();
+  return outcome;
+}
+
+namespace {
+
+// The CLI's side: our stdin in, our stdout and stderr out.
+class TerminalIo : public ExecIo {
+ public:
+  void Stdout(const std::string& data) override { WriteAll(STDOUT_FILENO, data, &out_broken_); }
+  void Stderr(const std::string& data) override { WriteAll(STDERR_FILENO, data, &err_broken_); }
+  void FeedStdin(const std::function<bool(const std::string&)>& write, int stop_fd) override {
+    char buf[65536];
+    for (;;) {
+      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents) return;
+      if (fds[0].revents & POLLNVAL) return;
+      ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return;
+      if (!write(std::string(buf, static_cast<size_t>(n)))) return;
+    }
+  }
+
+ private:
+  bool out_broken_ = false, err_broken_ = false;
+};
+
+}  // namespace
+
 int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
   signal(SIGPIPE, SIG_IGN);
   if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
@@ -48,41 +135,8 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
 
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecRequest, v1::ExecResponse>> stream =
-      client.sessions->Exec(&context);
-  std::mutex write_mu;
-  bool writes_done = false;
-  v1::ExecRequest first;
-  *first.mutable_start() = start;
-  stream->Write(first);
-
   int stop[2];
   if (pipe2(stop, O_CLOEXEC) != 0) return kExitAirlockError;
-  // Our stdin to the command, until EOF or until the command ends.
-  std::thread input([&] {
-    if (!start.stdin()) return;
-    char buf[65536];
-    for (;;) {
-      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {stop[0], POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      if (fds[1].revents) return;
-      if (fds[0].revents & POLLNVAL) break;
-      ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) break;
-      v1::ExecRequest message;
-      message.set_stdin(std::string(buf, static_cast<size_t>(n)));
-      std::lock_guard<std::mutex> lock(write_mu);
-      if (writes_done || !stream->Write(message)) return;
-    }
-    v1::ExecRequest eof;
-    eof.set_stdin_eof(true);
-    std::lock_guard<std::mutex> lock(write_mu);
-    if (!writes_done) stream->Write(eof);
-  });
   // A signal to us cancels the call; airlockd then kills the command.
   std::thread watcher([&] {
     pollfd fds[2] = {{g_signal_pipe[0], POLLIN, 0}, {stop[0], POLLIN, 0}};
@@ -90,41 +144,23 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
     }
     if (fds[0].revents) context.TryCancel();
   });
-
-  bool out_broken = false, err_broken = false, have_exit = false;
-  v1::ExitStatus exit;
-  v1::ExecResponse response;
-  while (stream->Read(&response)) {
-    if (response.has_stdout()) {
-      WriteAll(STDOUT_FILENO, response.stdout(), &out_broken);
-    } else if (response.has_stderr()) {
-      WriteAll(STDERR_FILENO, response.stderr(), &err_broken);
-    } else if (response.has_exit()) {
-      exit = response.exit();
-      have_exit = true;
-      break;
-    }
-  }
+  TerminalIo io;
+  ExecOutcome outcome = RunExec(client, start, io, context);
   (void)!write(stop[1], "x", 1);
-  {
-    std::lock_guard<std::mutex> lock(write_mu);
-    writes_done = true;
-    stream->WritesDone();
-  }
-  input.join();
   watcher.join();
   close(stop[0]);
   close(stop[1]);
-  grpc::Status status = stream->Finish();
   if (int sig = g_signal.load()) {
     std::fprintf(stderr, "airlock: interrupted by signal %d; the command was killed\n", sig);
     return 128 + sig;
   }
-  if (have_exit) {
-    if (!exit.message().empty()) std::fprintf(stderr, "airlock: %s\n", exit.message().c_str());
-    return exit.code();
+  if (outcome.exit) {
+    if (!outcome.exit->message().empty()) {
+      std::fprintf(stderr, "airlock: %s\n", outcome.exit->message().c_str());
+    }
+    return outcome.exit->code();
   }
-  std::fprintf(stderr, "airlock: %s\n", Describe(status).c_str());
+  std::fprintf(stderr, "airlock: %s\n", Describe(outcome.status).c_str());
   return kExitAirlockError;
 }
 

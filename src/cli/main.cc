@@ -24,6 +24,8 @@ constexpr char kUsage[] =
     "  pause ID...                  snapshot sessions to disk and free their VMs\n"
     "  resume ID...                 bring paused sessions back (exec does it too)\n"
     "  fork ID [-n N]               N independent copies of a session; prints their ids\n"
+    "  file write ID PATH < DATA    write a file into a session (file read ID PATH > DATA)\n"
+    "  mcp                          serve the Model Context Protocol on stdio (airlock mcp -h)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
     "  image ls [--json]            list images\n"
@@ -58,6 +60,8 @@ int main(int argc, char** argv) {
   if (command == "pause") return airlock::PauseCommand(args);
   if (command == "resume") return airlock::ResumeCommand(args);
   if (command == "fork") return airlock::ForkCommand(args);
+  if (command == "file") return airlock::FileCommand(args);
+  if (command == "mcp") return airlock::McpCommand(args);
   std::fprintf(stderr, "airlock: unknown command \"%s\"\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,9 +1,11 @@
 // Session commands: session create, exec, ls, ps, logs, metrics, rm, pause, resume, fork. All go
 // through airlockd.
+#include <errno.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -472,8 +474,73 @@ int Fork(const std::vector<std::string>& args) {
   return 0;
 }
 
+constexpr char kFileUsage[] =
+    "usage: airlock file write [--mode 0644] ID PATH < DATA\n"
+    "       airlock file read ID PATH > DATA\n"
+    "Writes stdin to a file in session ID (created or replaced; at most 3 MiB), or prints a\n"
+    "file of it. PATH is absolute in the guest.\n";
+
+int File(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kFileUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  bool write = args[0] == "write";
+  if (!write && args[0] != "read") return Usage(kFileUsage, "file write or file read?");
+  uint32_t mode = 0;
+  std::vector<std::string> rest;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (write && args[i] == "--mode" && i + 1 < args.size()) {
+      const std::string& text = args[++i];
+      char* end = nullptr;
+      unsigned long parsed = std::strtoul(text.c_str(), &end, 8);
+      mode = static_cast<uint32_t>(parsed);
+      if (text.empty() || *end != '\0' || parsed > 07777) {
+        return Usage(kFileUsage, "--mode needs octal permission bits like 0755");
+      }
+    } else if (args[i][0] == '-') {
+      return Usage(kFileUsage, "unexpected argument " + args[i]);
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  if (rest.size() != 2) return Usage(kFileUsage, "give the session's ID and the file's PATH");
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  if (write) {
+    v1::WriteFileRequest request;
+    request.set_session_id(rest[0]);
+    request.set_path(rest[1]);
+    request.set_mode(mode);
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (request.content().size() + static_cast<size_t>(n) > (3u << 20)) {
+        std::fprintf(stderr, "airlock file write: the input is larger than 3 MiB\n");
+        return 1;
+      }
+      request.mutable_content()->append(buf, static_cast<size_t>(n));
+    }
+    v1::WriteFileResponse response;
+    grpc::Status status = client->sessions->WriteFile(&context, request, &response);
+    return status.ok() ? 0 : DaemonError(status);
+  }
+  v1::ReadFileRequest request;
+  request.set_session_id(rest[0]);
+  request.set_path(rest[1]);
+  v1::ReadFileResponse response;
+  grpc::Status status = client->sessions->ReadFile(&context, request, &response);
+  if (!status.ok()) return DaemonError(status);
+  std::fwrite(response.content().data(), 1, response.content().size(), stdout);
+  return 0;
+}
+
 }  // namespace
 
+int FileCommand(const std::vector<std::string>& args) { return File(args); }
 int PauseCommand(const std::vector<std::string>& args) { return PauseOrResume(args, true); }
 int ResumeCommand(const std::vector<std::string>& args) { return PauseOrResume(args, false); }
 int ForkCommand(const std::vector<std::string>& args) { return Fork(args); }

@@ -256,6 +256,64 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+namespace {
+
+constexpr uint64_t kMaxFileBytes = 3 << 20;
+constexpr absl::Duration kFileTimeout = absl::Seconds(60);
+
+absl::Status ValidateGuestPath(const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.size() > 4096 ||
+      path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("give an absolute path in the guest, like /root/data.txt");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
+                                        const v1::WriteFileRequest* request,
+                                        v1::WriteFileResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  if (absl::Status s = ValidateGuestPath(request->path()); !s.ok()) return ToGrpc(s);
+  if (request->content().size() > kMaxFileBytes || request->mode() > 07777) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "a file write takes at most 3 MiB, and a mode of permission bits like 0644"));
+  }
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, request->session_id());
+  if (!live.ok()) return ToGrpc(live.status());
+  absl::Status written = (*live)->vm->channel().WriteFile(
+      request->path(), request->mode() == 0 ? 0644 : request->mode(), request->content(),
+      absl::Now() + kFileTimeout);
+  store_
+      ->Audit(*who, who->Tenant(), "file.write", request->session_id(),
+              absl::StrCat(request->path().substr(0, 512), ": ",
+                           written.ok() ? "ok" : std::string(written.message())))
+      .IgnoreError();
+  if (!written.ok()) return ToGrpc(written);
+  response->set_bytes(request->content().size());
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
+                                       const v1::ReadFileRequest* request,
+                                       v1::ReadFileResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  if (absl::Status s = ValidateGuestPath(request->path()); !s.ok()) return ToGrpc(s);
+  uint64_t max = request->max_bytes() == 0
+                     ? kMaxFileBytes
+                     : std::min<uint64_t>(request->max_bytes(), kMaxFileBytes);
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, request->session_id());
+  if (!live.ok()) return ToGrpc(live.status());
+  absl::StatusOr<std::string> content =
+      (*live)->vm->channel().ReadFile(request->path(), max, absl::Now() + kFileTimeout);
+  if (!content.ok()) return ToGrpc(content.status());
+  response->set_content(*std::move(content));
+  return grpc::Status::OK;
+}
+
 grpc::Status SessionsService::Exec(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) {

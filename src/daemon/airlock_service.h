@@ -37,6 +37,10 @@ class SessionsService final : public v1::Sessions::Service {
                       v1::Session* response) override;
   grpc::Status Fork(grpc::ServerContext* context, const v1::ForkSessionRequest* request,
                     v1::ForkSessionResponse* response) override;
+  grpc::Status WriteFile(grpc::ServerContext* context, const v1::WriteFileRequest* request,
+                         v1::WriteFileResponse* response) override;
+  grpc::Status ReadFile(grpc::ServerContext* context, const v1::ReadFileRequest* request,
+                        v1::ReadFileResponse* response) override;
 
  private:
   SessionManager* sessions_;

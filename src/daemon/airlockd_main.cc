@@ -158,8 +158,8 @@ int main(int argc, char** argv) {
   // VMs end with this process: pause what can be paused so that it comes back on next use.
   auto [paused, lost] = sessions.PauseAll();
   if (paused + lost > 0) {
-    std::fprintf(stderr, "airlockd: paused %d running session(s); %d could not be paused\n",
-                 paused, lost);
+    std::fprintf(stderr, "airlockd: paused %d running session(s); %d could not be paused\n", paused,
+                 lost);
   }
   return 0;
 }

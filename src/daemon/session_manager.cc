@@ -351,8 +351,7 @@ std::pair<int, int> SessionManager::PauseAll() {
   for (const std::shared_ptr<LiveSession>& live : all) {
     std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
     std::lock_guard<std::mutex> guard(*session_lock);
-    absl::StatusOr<SessionRecord> record =
-        store_->GetSession(live->record.tenant, live->record.id);
+    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
     bool ok = record.ok() && record->state == SessionState::kRunning &&
               PauseLocked(kDaemonPrincipal, *record, "airlockd stopped").ok();
     ++(ok ? paused : failed);

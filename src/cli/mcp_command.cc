@@ -1,0 +1,81 @@
+// `airlock mcp`: the MCP server over stdio. stdin carries one JSON-RPC message per line; stdout
+// carries protocol messages only (guest output travels inside JSON results, never raw);
+// diagnostics go to stderr. Bad input never ends it; the end of stdin does, once the calls in
+// flight have answered.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "src/cli/cli_commands.h"
+#include "src/cli/mcp_tools.h"
+#include "src/mcp/json_rpc.h"
+#include "src/mcp/mcp_server.h"
+
+namespace airlock {
+namespace {
+
+constexpr char kMcpUsage[] =
+    "usage: airlock mcp\n"
+    "Serves the Model Context Protocol on stdin/stdout for an AI agent: run code in a fresh\n"
+    "sandbox, manage sessions (create, exec, pause, resume, fork, remove), read logs, metrics\n"
+    "and files. Configure a client with\n"
+    "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\"]}}}\n";
+
+constexpr char kVersion[] = "0.4.0";
+
+void WriteLine(const std::string& line) {
+  std::string out = line + "\n";
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = write(STDOUT_FILENO, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the client is gone; stdin's end will follow
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+int McpCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    bool help = args[0] == "--help" || args[0] == "-h";
+    std::fputs(kMcpUsage, help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  mcp::McpServer server(AirlockTools(), WriteLine, kVersion);
+  std::fprintf(stderr, "airlock mcp: serving %zu tools on stdio\n", AirlockTools().size());
+  std::string line;
+  bool oversized = false;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        if (line.size() < mcp::kMaxLineBytes) {
+          line.push_back(buf[i]);
+        } else {
+          oversized = true;  // keep reading to the newline, then refuse it
+        }
+        continue;
+      }
+      if (oversized) {
+        WriteLine(mcp::RpcErrorReply({mcp::kInvalidRequest, "message too large", nullptr}));
+      } else {
+        server.HandleLine(line);
+      }
+      line.clear();
+      oversized = false;
+    }
+  }
+  if (!line.empty() && !oversized) server.HandleLine(line);
+  server.Wait();
+  return 0;
+}
+
+}  // namespace airlock

@@ -1,0 +1,786 @@
+#include "src/cli/mcp_tools.h"
+
+#include <unistd.h>
+
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/cli/daemon_client.h"
+#include "src/cli/exec_client.h"
+#include "src/mcp/json_rpc.h"
+
+namespace airlock {
+namespace {
+
+using json = nlohmann::json;
+using mcp::Tool;
+using mcp::ToolCall;
+using mcp::ToolError;
+using mcp::ToolResult;
+
+// One connection to airlockd for the server's lifetime, made on first use (starting the daemon
+// when we are root, as the CLI does).
+absl::StatusOr<DaemonClient*> Client() {
+  static std::mutex mu;
+  static std::optional<DaemonClient>* client = new std::optional<DaemonClient>;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!*client) {
+    absl::StatusOr<DaemonClient> connected = ConnectToDaemon();
+    if (!connected.ok()) return connected.status();
+    client->emplace(std::move(*connected));
+  }
+  return &**client;
+}
+
+ToolResult RpcFailed(const grpc::Status& status) { return ToolError(Describe(status)); }
+
+// ---- arguments --------------------------------------------------------------------------
+
+// Typed access to a call's arguments; the first problem is kept in error(), naming the argument.
+class Args {
+ public:
+  Args(const json& args, const json& schema) : args_(args) {
+    const json& props = schema["properties"];
+    for (auto it = args.begin(); it != args.end(); ++it) {
+      if (!props.contains(it.key())) {
+        std::string known;
+        for (auto p = props.begin(); p != props.end(); ++p) {
+          absl::StrAppend(&known, known.empty() ? "" : ", ", p.key());
+        }
+        Fail(absl::StrCat("unknown argument \"", it.key().substr(0, 64),
+                          "\"; this tool takes: ", known));
+        break;
+      }
+    }
+  }
+  const std::string& error() const { return error_; }
+  bool Has(const char* key) const { return args_.contains(key) && !args_[key].is_null(); }
+
+  std::string Str(const char* key, bool required = false) {
+    if (!Has(key)) {
+      if (required) Fail(absl::StrCat("\"", key, "\" is required"));
+      return "";
+    }
+    if (!args_[key].is_string()) {
+      Fail(absl::StrCat("\"", key, "\" must be a string"));
+      return "";
+    }
+    return args_[key].get<std::string>();
+  }
+  uint64_t Uint(const char* key, uint64_t fallback, uint64_t min, uint64_t max) {
+    if (!Has(key)) return fallback;
+    const json& v = args_[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < static_cast<int64_t>(min) ||
+        (v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>())) >
+            max) {
+      Fail(absl::StrCat("\"", key, "\" must be a whole number from ", min, " to ", max));
+      return fallback;
+    }
+    return v.get<uint64_t>();
+  }
+  double Seconds(const char* key, double fallback, double max) {
+    if (!Has(key)) return fallback;
+    const json& v = args_[key];
+    if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > max) {
+      Fail(absl::StrCat("\"", key, "\" must be a number of seconds above 0, at most ", max));
+      return fallback;
+    }
+    return v.get<double>();
+  }
+  std::vector<std::string> StrList(const char* key) {
+    std::vector<std::string> out;
+    if (!Has(key)) return out;
+    const json& v = args_[key];
+    if (!v.is_array() || v.empty() || v.size() > 4096) {
+      Fail(absl::StrCat("\"", key, "\" must be a non-empty array of strings"));
+      return out;
+    }
+    for (const json& item : v) {
+      if (!item.is_string()) {
+        Fail(absl::StrCat("\"", key, "\" must be a non-empty array of strings"));
+        return {};
+      }
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+  // {"KEY": "VALUE", ...} -> KEY=VALUE
+  std::vector<std::string> Env(const char* key) {
+    std::vector<std::string> out;
+    if (!Has(key)) return out;
+    const json& v = args_[key];
+    if (!v.is_object()) {
+      Fail(absl::StrCat("\"", key, "\" must be an object of strings, like {\"DEBUG\": \"1\"}"));
+      return out;
+    }
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it.value().is_string() || it.key().empty() || it.key().find('=') != std::string::npos) {
+        Fail(absl::StrCat("\"", key, "\" must map names (without '=') to strings"));
+        return {};
+      }
+      out.push_back(it.key() + "=" + it.value().get<std::string>());
+    }
+    return out;
+  }
+  void Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+
+ private:
+  const json& args_;
+  std::string error_;
+};
+
+// ---- schemas ----------------------------------------------------------------------------
+
+json Prop(const char* type, const char* description) {
+  return {{"type", type}, {"description", description}};
+}
+
+json Object(json properties, std::vector<std::string> required = {}) {
+  json schema = {{"type", "object"}, {"properties", std::move(properties)}};
+  if (!required.empty()) schema["required"] = required;
+  return schema;
+}
+
+const json& SessionSchema() {
+  static const json* schema = new json(
+      Object({{"id", Prop("string", "session id")},
+              {"image", Prop("string", "image name")},
+              {"state",
+               {{"type", "string"},
+                {"enum", {"creating", "running", "paused", "stopped", "failed", "unknown"}}}},
+              {"reason", Prop("string", "why it is paused, stopped or failed")},
+              {"hostname", Prop("string", "the guest's hostname")},
+              {"created_unix_ms", Prop("integer", "")},
+              {"last_used_unix_ms", Prop("integer", "")},
+              {"limits", Object({{"vcpus", Prop("integer", "")},
+                                 {"memory_bytes", Prop("integer", "")},
+                                 {"pids", Prop("integer", "")},
+                                 {"disk_bytes", Prop("integer", "")},
+                                 {"ttl_seconds", Prop("integer", "")},
+                                 {"idle_timeout_seconds", Prop("integer", "")}})}},
+             {"id", "state"}));
+  return *schema;
+}
+
+json ListOf(const char* key, const json& item) {
+  return Object({{key, {{"type", "array"}, {"items", item}}}}, {key});
+}
+
+const json& ExecOutputSchema() {
+  static const json* schema = new json(
+      Object({{"exit_code", Prop("integer",
+                                 "the command's exit status; 128+N if signal N ended it; "
+                                 "124 timed out; 125 Airlock error; 126 not executable; "
+                                 "127 not found")},
+              {"signal", Prop("integer", "the signal that ended it, 0 if none")},
+              {"timed_out", Prop("boolean", "the timeout passed and the command was killed")},
+              {"message", Prop("string", "why it could not start, or what ended it")},
+              {"stdout", Prop("string", "captured stdout (UTF-8; other bytes appear as \\xNN)")},
+              {"stderr", Prop("string", "captured stderr (UTF-8; other bytes appear as \\xNN)")},
+              {"stdout_bytes", Prop("integer", "all bytes written to stdout, also those not kept")},
+              {"stderr_bytes", Prop("integer", "all bytes written to stderr, also those not kept")},
+              {"stdout_truncated", Prop("boolean", "stdout was longer than max_output_bytes")},
+              {"stderr_truncated", Prop("boolean", "stderr was longer than max_output_bytes")},
+              {"stdout_escaped", Prop("boolean", "stdout had bytes that are not UTF-8")},
+              {"stderr_escaped", Prop("boolean", "stderr had bytes that are not UTF-8")},
+              {"session_id", Prop("string", "the session it ran in (empty for run_code)")}},
+             {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated"}));
+  return *schema;
+}
+
+// Properties shared by run_code and session_exec.
+json CommandProperties() {
+  return {
+      {"command",
+       {{"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"description",
+         "the program and its arguments, e.g. [\"python3\", \"-V\"]; "
+         "give this or code"}}},
+      {"code", Prop("string", "source code to run with `language`; give this or command")},
+      {"language",
+       {{"type", "string"},
+        {"enum", {"python", "sh", "bash"}},
+        {"description", "how to run `code` (default python)"}}},
+      {"stdin", Prop("string", "text passed to the command's stdin")},
+      {"env",
+       {{"type", "object"},
+        {"additionalProperties", {{"type", "string"}}},
+        {"description", "environment variables"}}},
+      {"cwd", Prop("string", "working directory in the guest (default /)")},
+      {"timeout_seconds", Prop("number", "kill the command after this long (default 120)")},
+      {"max_output_bytes",
+       Prop("integer", "bytes of stdout and of stderr to keep (default 65536, at most 1048576)")},
+  };
+}
+
+json SessionJson(const v1::Session& s) {
+  static const char* kStates[] = {"unknown", "creating", "running", "stopped", "failed", "paused"};
+  int state = static_cast<int>(s.state());
+  return {{"id", s.id()},
+          {"image", s.image()},
+          {"state", kStates[state >= 0 && state <= 5 ? state : 0]},
+          {"reason", s.reason()},
+          {"hostname", s.hostname()},
+          {"created_unix_ms", s.created_unix_ms()},
+          {"last_used_unix_ms", s.last_used_unix_ms()},
+          {"limits",
+           {{"vcpus", s.limits().vcpus()},
+            {"memory_bytes", s.limits().memory_bytes()},
+            {"pids", s.limits().pids()},
+            {"disk_bytes", s.limits().disk_bytes()},
+            {"ttl_seconds", s.limits().ttl_seconds()},
+            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}};
+}
+
+std::string Summary(const v1::Session& s) {
+  return absl::StrCat("session ", s.id(), " is ", SessionJson(s)["state"].get<std::string>(),
+                      s.reason().empty() ? "" : " (" + s.reason() + ")");
+}
+
+// ---- running commands -------------------------------------------------------------------
+
+// Keeps the first `cap` bytes of each stream and counts the rest; reports progress.
+class CapturedIo : public ExecIo {
+ public:
+  CapturedIo(size_t cap, std::string input, const ToolCall& call)
+      : cap_(cap), input_(std::move(input)), call_(call) {}
+  void Stdout(const std::string& data) override { Keep(out_, out_bytes_, data); }
+  void Stderr(const std::string& data) override { Keep(err_, err_bytes_, data); }
+  void FeedStdin(const std::function<bool(const std::string&)>& write, int) override {
+    for (size_t at = 0; at < input_.size(); at += 65536) {
+      if (!write(input_.substr(at, 65536))) return;
+    }
+  }
+  json Result(const v1::ExitStatus& exit, const std::string& session_id) const {
+    bool out_escaped = false, err_escaped = false;
+    std::string out = mcp::EscapeInvalidUtf8(out_, &out_escaped);
+    std::string err = mcp::EscapeInvalidUtf8(err_, &err_escaped);
+    return {{"exit_code", exit.code()},
+            {"signal", exit.signal()},
+            {"timed_out", exit.timed_out()},
+            {"message", mcp::EscapeInvalidUtf8(exit.message())},
+            {"stdout", out},
+            {"stderr", err},
+            {"stdout_bytes", out_bytes_},
+            {"stderr_bytes", err_bytes_},
+            {"stdout_truncated", out_bytes_ > out_.size()},
+            {"stderr_truncated", err_bytes_ > err_.size()},
+            {"stdout_escaped", out_escaped},
+            {"stderr_escaped", err_escaped},
+            {"session_id", session_id}};
+  }
+
+ private:
+  void Keep(std::string& kept, uint64_t& total, const std::string& data) {
+    total += data.size();
+    if (kept.size() < cap_) kept.append(data, 0, std::min(data.size(), cap_ - kept.size()));
+    absl::Time now = absl::Now();
+    if (now - last_progress_ >= absl::Seconds(1)) {
+      last_progress_ = now;
+      call_.Progress(static_cast<double>(out_bytes_ + err_bytes_),
+                     absl::StrCat("running: ", out_bytes_, " bytes of stdout, ", err_bytes_,
+                                  " of stderr so far"));
+    }
+  }
+  size_t cap_;
+  std::string input_;
+  const ToolCall& call_;
+  std::string out_, err_;
+  uint64_t out_bytes_ = 0, err_bytes_ = 0;
+  absl::Time last_progress_ = absl::Now();
+};
+
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
+  Args args(call.arguments(), schema);
+  v1::ExecStart start;
+  std::string session_id = in_session ? args.Str("session_id", true) : "";
+  start.set_session_id(session_id);
+  std::vector<std::string> argv = args.StrList("command");
+  std::string code = args.Str("code");
+  std::string language = args.Has("language") ? args.Str("language") : "python";
+  if (argv.empty() == code.empty() && args.error().empty()) {
+    args.Fail("give either \"command\" (an array like [\"ls\", \"-l\"]) or \"code\"");
+  }
+  if (!code.empty()) {
+    if (language == "python") {
+      argv = {"python3", "-c", code};
+    } else if (language == "sh" || language == "bash") {
+      argv = {language, "-c", code};
+    } else {
+      args.Fail("\"language\" must be python, sh or bash");
+    }
+  }
+  for (const std::string& a : argv) start.add_argv(a);
+  for (const std::string& e : args.Env("env")) start.add_env(e);
+  start.set_cwd(args.Str("cwd"));
+  start.set_timeout_seconds(args.Seconds("timeout_seconds", 120, 24 * 3600));
+  size_t cap = args.Uint("max_output_bytes", kDefaultOutputCap, 0, kMaxOutputCap);
+  std::string input = args.Str("stdin");
+  start.set_stdin(args.Has("stdin"));
+  if (!in_session) {
+    start.set_image(args.Str("image"));
+    v1::Limits* limits = start.mutable_limits();
+    limits->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
+    limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
+    if (limits->memory_bytes() == 0 && limits->vcpus() == 0) start.clear_limits();
+  }
+  if (!args.error().empty()) return ToolError(args.error());
+  absl::StatusOr<DaemonClient*> client = Client();
+  if (!client.ok()) return ToolError(std::string(client.status().message()));
+  grpc::ClientContext context;
+  call.SetCanceller([&context] { context.TryCancel(); });
+  CapturedIo io(cap, input, call);
+  ExecOutcome outcome = RunExec(**client, start, io, context);
+  call.SetCanceller(nullptr);
+  if (!outcome.exit) return RpcFailed(outcome.status);
+  json result = io.Result(*outcome.exit, session_id);
+  std::string text = absl::StrCat("exit ", outcome.exit->code());
+  if (!outcome.exit->message().empty())
+    absl::StrAppend(&text, ": ", result["message"].get<std::string>());
+  for (const char* stream : {"stdout", "stderr"}) {
+    std::string kept = result[stream].get<std::string>();
+    if (kept.empty()) continue;
+    absl::StrAppend(&text, "\n--- ", stream, " (",
+                    result[absl::StrCat(stream, "_bytes")].get<uint64_t>(), " bytes",
+                    result[absl::StrCat(stream, "_truncated")].get<bool>() ? ", truncated" : "",
+                    ") ---\n", Tail(kept, 4096));
+  }
+  return {result, text, false};
+}
+
+// ---- the tools --------------------------------------------------------------------------
+
+json SessionIdOnly() {
+  return Object({{"session_id", Prop("string", "the session's id")}}, {"session_id"});
+}
+
+// A unary session RPC that answers with a Session.
+template <typename Request, typename Method>
+ToolResult SessionCall(ToolCall& call, const json& schema, Method method) {
+  Args args(call.arguments(), schema);
+  Request request;
+  request.set_id(args.Str("session_id", true));
+  if (!args.error().empty()) return ToolError(args.error());
+  absl::StatusOr<DaemonClient*> client = Client();
+  if (!client.ok()) return ToolError(std::string(client.status().message()));
+  grpc::ClientContext context;
+  v1::Session session;
+  grpc::Status status = ((*client)->sessions.get()->*method)(&context, request, &session);
+  if (!status.ok()) return RpcFailed(status);
+  return {SessionJson(session), Summary(session), false};
+}
+
+}  // namespace
+
+std::vector<Tool> AirlockTools() {
+  std::vector<Tool> tools;
+
+  json run_props = CommandProperties();
+  run_props["image"] = Prop("string", "image to run in (default airlock/bookworm-python)");
+  run_props["memory_mb"] = Prop("integer", "guest memory in MiB (default 512)");
+  run_props["cpus"] = Prop("integer", "vCPUs (default 1)");
+  Tool run{"run_code", "Run code in a fresh sandbox",
+           "Runs a program or a snippet of code in a brand-new microVM (its own kernel, no "
+           "network, hard limits) that is destroyed afterwards. Use it for untrusted or "
+           "generated code that needs no state afterwards. Returns exit code, stdout and stderr.",
+           Object(run_props), ExecOutputSchema()};
+  run.open_world = false;
+  run.run = [schema = run.input_schema](ToolCall& call) { return RunCommand(call, schema, false); };
+  tools.push_back(run);
+
+  Tool create{
+      "session_create", "Create a sandbox session",
+      "Starts a durable sandbox session (a microVM) whose files and processes last "
+      "between commands until it is removed. It pauses itself when idle and wakes on "
+      "the next use. Returns the session, with its id for the other session tools.",
+      Object({{"image", Prop("string", "image (default airlock/bookworm-python)")},
+              {"memory_mb", Prop("integer", "guest memory in MiB (default 512)")},
+              {"cpus", Prop("integer", "vCPUs (default 1)")},
+              {"pids", Prop("integer", "most processes inside (default 1024)")},
+              {"disk_mb", Prop("integer", "writable disk in MiB (default 1024)")},
+              {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
+              {"idle_timeout_seconds",
+               Prop("integer", "pause it after this long unused (default 300, 0: never)")}}),
+      SessionSchema()};
+  create.run = [schema = create.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::CreateSessionRequest request;
+    request.set_image(args.Str("image"));
+    v1::Limits* l = request.mutable_limits();
+    l->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
+    l->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
+    l->set_pids(static_cast<uint32_t>(args.Uint("pids", 0, 16, 1000000)));
+    l->set_disk_bytes(args.Uint("disk_mb", 0, 32, 1 << 20) << 20);
+    l->set_ttl_seconds(args.Uint("ttl_seconds", 0, 0, 365ull * 86400));
+    if (args.Has("idle_timeout_seconds")) {
+      l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, 30ull * 86400));
+    }
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    call.Progress(0, "starting the session's VM");
+    grpc::ClientContext context;
+    v1::Session session;
+    grpc::Status status = (*client)->sessions->Create(&context, request, &session);
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{SessionJson(session), Summary(session), false};
+  };
+  tools.push_back(create);
+
+  json exec_props = CommandProperties();
+  exec_props["session_id"] = Prop("string", "the session to run in");
+  Tool exec{"session_exec", "Run a command in a session",
+            "Runs a command in an existing session; files and background processes it leaves "
+            "stay for later commands. A paused session is resumed first. Returns exit code, "
+            "stdout and stderr.",
+            Object(exec_props, {"session_id"}), ExecOutputSchema()};
+  exec.run = [schema = exec.input_schema](ToolCall& call) {
+    return RunCommand(call, schema, true);
+  };
+  tools.push_back(exec);
+
+  Tool list{"session_list", "List sessions",
+            "Lists your sandbox sessions, newest first, with state (running, paused, stopped, "
+            "failed), the reason for it, limits and last use.",
+            Object(json::object()), ListOf("sessions", SessionSchema())};
+  list.read_only = list.idempotent = true;
+  list.run = [](ToolCall&) {
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::ListSessionsResponse response;
+    grpc::Status status = (*client)->sessions->List(&context, {}, &response);
+    if (!status.ok()) return RpcFailed(status);
+    json sessions = json::array();
+    std::string text = absl::StrCat(response.sessions_size(), " session(s)");
+    for (const v1::Session& s : response.sessions()) {
+      sessions.push_back(SessionJson(s));
+      absl::StrAppend(&text, "\n", Summary(s));
+    }
+    return ToolResult{{{"sessions", sessions}}, text, false};
+  };
+  tools.push_back(list);
+
+  Tool get{"session_get", "Describe a session",
+           "Shows one session: state and why, image, hostname, limits, created and last used.",
+           SessionIdOnly(), SessionSchema()};
+  get.read_only = get.idempotent = true;
+  get.run = [schema = get.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::GetSessionRequest request;
+    request.set_id(args.Str("session_id", true));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::Session session;
+    grpc::Status status = (*client)->sessions->Get(&context, request, &session);
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{SessionJson(session), Summary(session), false};
+  };
+  tools.push_back(get);
+
+  Tool remove{"session_remove", "Remove a session",
+              "Destroys a session's VM and files for good (its logs stay readable).",
+              SessionIdOnly(),
+              Object({{"session_id", Prop("string", "")}, {"removed", Prop("boolean", "")}},
+                     {"session_id", "removed"})};
+  remove.destructive = true;
+  remove.idempotent = true;
+  remove.run = [schema = remove.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::RemoveSessionRequest request;
+    request.set_id(args.Str("session_id", true));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::RemoveSessionResponse response;
+    grpc::Status status = (*client)->sessions->Remove(&context, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{{{"session_id", request.id()}, {"removed", true}},
+                      absl::StrCat("session ", request.id(), " removed"),
+                      false};
+  };
+  tools.push_back(remove);
+
+  Tool pause{"session_pause", "Pause a session",
+             "Snapshots a session to disk and frees its VM; every process and file comes back "
+             "on session_resume or on the next command.",
+             SessionIdOnly(), SessionSchema()};
+  pause.idempotent = true;
+  pause.run = [schema = pause.input_schema](ToolCall& call) {
+    return SessionCall<v1::PauseSessionRequest>(call, schema, &v1::Sessions::Stub::Pause);
+  };
+  tools.push_back(pause);
+
+  Tool resume{"session_resume", "Resume a session",
+              "Restores a paused session from its snapshot, every process and file as it was.",
+              SessionIdOnly(), SessionSchema()};
+  resume.idempotent = true;
+  resume.run = [schema = resume.input_schema](ToolCall& call) {
+    return SessionCall<v1::ResumeSessionRequest>(call, schema, &v1::Sessions::Stub::Resume);
+  };
+  tools.push_back(resume);
+
+  Tool fork{"session_fork", "Fork a session",
+            "Makes independent copies of a running or paused session from one snapshot of it "
+            "(each with its own disk, id, hostname and fresh randomness), e.g. to try several "
+            "approaches from the same state. The source goes on unchanged.",
+            Object({{"session_id", Prop("string", "the session to copy")},
+                    {"count", Prop("integer", "how many copies (default 1, at most 64)")}},
+                   {"session_id"}),
+            ListOf("sessions", SessionSchema())};
+  fork.run = [schema = fork.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::ForkSessionRequest request;
+    request.set_id(args.Str("session_id", true));
+    request.set_count(static_cast<uint32_t>(args.Uint("count", 1, 1, 64)));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    call.Progress(0, absl::StrCat("forking ", request.id(), " x", request.count()));
+    grpc::ClientContext context;
+    v1::ForkSessionResponse response;
+    grpc::Status status = (*client)->sessions->Fork(&context, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    json sessions = json::array();
+    std::string text = absl::StrCat("forked ", request.id(), " into");
+    for (const v1::Session& s : response.sessions()) {
+      sessions.push_back(SessionJson(s));
+      absl::StrAppend(&text, " ", s.id());
+    }
+    return ToolResult{{{"sessions", sessions}}, text, false};
+  };
+  tools.push_back(fork);
+
+  Tool vms{"vm_list", "List running VMs",
+           "Lists the VM processes running for your sessions (pid, accelerator, vCPUs, host CPU "
+           "and memory), and how many VMs airlockd booted, restored and snapshotted.",
+           Object(json::object()),
+           Object({{"vms",
+                    {{"type", "array"},
+                     {"items", Object({{"session_id", Prop("string", "")},
+                                       {"pid", Prop("integer", "")},
+                                       {"accelerator", Prop("string", "")},
+                                       {"vcpus", Prop("integer", "")},
+                                       {"host_cpu_percent", Prop("number", "")},
+                                       {"host_rss_bytes", Prop("integer", "")}})}}},
+                   {"boots", Prop("integer", "")},
+                   {"restores", Prop("integer", "")},
+                   {"snapshots", Prop("integer", "")}},
+                  {"vms"})};
+  vms.read_only = vms.idempotent = true;
+  vms.run = [](ToolCall&) {
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::ListVmsResponse response;
+    grpc::Status status = (*client)->vms->List(&context, {}, &response);
+    if (!status.ok()) return RpcFailed(status);
+    json list = json::array();
+    for (const v1::Vm& vm : response.vms()) {
+      list.push_back({{"session_id", vm.session_id()},
+                      {"pid", vm.pid()},
+                      {"accelerator", vm.accelerator()},
+                      {"vcpus", vm.vcpus()},
+                      {"host_cpu_percent", vm.host_cpu_percent()},
+                      {"host_rss_bytes", vm.host_rss_bytes()}});
+    }
+    return ToolResult{{{"vms", list},
+                       {"boots", response.boots()},
+                       {"restores", response.restores()},
+                       {"snapshots", response.snapshots()}},
+                      absl::StrCat(response.vms_size(), " VM(s) running"),
+                      false};
+  };
+  tools.push_back(vms);
+
+  Tool logs{
+      "session_logs", "Read a session's logs",
+      "Returns the stored output of a session's commands with timestamps, and events "
+      "(command started/ended, paused, failed). Works after the session stopped too.",
+      Object({{"session_id", Prop("string", "")},
+              {"tail", Prop("integer", "only the last N entries (default 200)")},
+              {"max_bytes", Prop("integer", "bytes of log text to return (default 65536)")}},
+             {"session_id"}),
+      Object({{"entries",
+               {{"type", "array"},
+                {"items",
+                 Object({{"unix_ms", Prop("integer", "")},
+                         {"exec_id", Prop("integer", "")},
+                         {"stream", {{"type", "string"}, {"enum", {"stdout", "stderr", "event"}}}},
+                         {"data", Prop("string", "")}})}}},
+              {"truncated", Prop("boolean", "older entries were left out to fit")}},
+             {"entries", "truncated"})};
+  logs.read_only = logs.idempotent = true;
+  logs.run = [schema = logs.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::LogsRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_tail(static_cast<uint32_t>(args.Uint("tail", 200, 1, 100000)));
+    size_t max = args.Uint("max_bytes", kDefaultOutputCap, 1, kMaxOutputCap);
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::LogEntry>> reader =
+        (*client)->sessions->Logs(&context, request);
+    std::vector<v1::LogEntry> all;
+    v1::LogEntry entry;
+    while (reader->Read(&entry)) all.push_back(entry);
+    grpc::Status status = reader->Finish();
+    if (!status.ok()) return RpcFailed(status);
+    // Newest entries first until the budget is spent, then back in order.
+    json entries = json::array();
+    size_t used = 0, first = all.size();
+    while (first > 0 && used + all[first - 1].data().size() <= max) {
+      used += all[--first].data().size();
+    }
+    static const char* kStreams[] = {"event", "stdout", "stderr", "event"};
+    std::string text;
+    for (size_t i = first; i < all.size(); ++i) {
+      int stream = static_cast<int>(all[i].stream());
+      std::string data = mcp::EscapeInvalidUtf8(all[i].data());
+      entries.push_back({{"unix_ms", all[i].unix_ms()},
+                         {"exec_id", all[i].exec_id()},
+                         {"stream", kStreams[stream >= 0 && stream <= 3 ? stream : 0]},
+                         {"data", data}});
+      absl::StrAppend(&text, kStreams[stream >= 0 && stream <= 3 ? stream : 0], ": ", data,
+                      data.empty() || data.back() != '\n' ? "\n" : "");
+    }
+    return ToolResult{{{"entries", entries}, {"truncated", first > 0}},
+                      text.empty() ? "no log entries" : Tail(text, 8192),
+                      false};
+  };
+  tools.push_back(logs);
+
+  Tool metrics{"session_metrics", "Measure a session",
+               "Samples a running session's guest: CPU use over a short interval, memory, "
+               "processes and disk. A paused session is resumed to be measured.",
+               SessionIdOnly(),
+               Object({{"session_id", Prop("string", "")},
+                       {"cpu_percent", Prop("number", "")},
+                       {"memory_used_bytes", Prop("integer", "")},
+                       {"memory_total_bytes", Prop("integer", "")},
+                       {"processes", Prop("integer", "")},
+                       {"disk_used_bytes", Prop("integer", "")},
+                       {"disk_total_bytes", Prop("integer", "")}},
+                      {"session_id", "cpu_percent", "memory_used_bytes"})};
+  metrics.read_only = true;
+  metrics.run = [schema = metrics.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::MetricsRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_interval_ms(500);
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::MetricsSample>> reader =
+        (*client)->sessions->Metrics(&context, request);
+    v1::MetricsSample s;
+    bool got = reader->Read(&s);
+    context.TryCancel();
+    grpc::Status status = reader->Finish();
+    if (!got) return RpcFailed(status);
+    return ToolResult{
+        {{"session_id", s.session_id()},
+         {"cpu_percent", s.cpu_percent()},
+         {"memory_used_bytes", s.memory_used_bytes()},
+         {"memory_total_bytes", s.memory_total_bytes()},
+         {"processes", s.processes()},
+         {"disk_used_bytes", s.disk_used_bytes()},
+         {"disk_total_bytes", s.disk_total_bytes()}},
+        absl::StrCat("cpu ", static_cast<int>(s.cpu_percent()), "%, memory ",
+                     s.memory_used_bytes() >> 20, " of ", s.memory_total_bytes() >> 20, " MiB, ",
+                     s.processes(), " processes"),
+        false};
+  };
+  tools.push_back(metrics);
+
+  Tool write{
+      "file_write", "Write a file into a session",
+      "Creates or replaces a file in a session's guest (its directory must exist), e.g. "
+      "source code to run next. At most 3 MiB.",
+      Object({{"session_id", Prop("string", "")},
+              {"path", Prop("string", "absolute path in the guest, like /root/main.py")},
+              {"content", Prop("string", "the file's text")},
+              {"mode", Prop("integer",
+                            "permission bits as a number, like 493 for 0755 "
+                            "(default 420 = 0644)")}},
+             {"session_id", "path", "content"}),
+      Object({{"path", Prop("string", "")}, {"bytes", Prop("integer", "")}}, {"path", "bytes"})};
+  write.idempotent = true;
+  write.run = [schema = write.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::WriteFileRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_path(args.Str("path", true));
+    request.set_content(args.Str("content", true));
+    request.set_mode(static_cast<uint32_t>(args.Uint("mode", 0644, 0, 07777)));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::WriteFileResponse response;
+    grpc::Status status = (*client)->sessions->WriteFile(&context, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{{{"path", request.path()}, {"bytes", response.bytes()}},
+                      absl::StrCat("wrote ", response.bytes(), " bytes to ", request.path()),
+                      false};
+  };
+  tools.push_back(write);
+
+  Tool read{"file_read", "Read a file from a session",
+            "Returns a file of a session's guest as text (bytes that are not UTF-8 appear as "
+            "\\xNN), e.g. results a command wrote.",
+            Object({{"session_id", Prop("string", "")},
+                    {"path", Prop("string", "absolute path in the guest")},
+                    {"max_bytes", Prop("integer",
+                                       "refuse files larger than this (default "
+                                       "1048576, at most 3145728)")}},
+                   {"session_id", "path"}),
+            Object({{"path", Prop("string", "")},
+                    {"content", Prop("string", "")},
+                    {"bytes", Prop("integer", "")},
+                    {"escaped", Prop("boolean", "the file had bytes that are not UTF-8")}},
+                   {"path", "content", "bytes"})};
+  read.read_only = read.idempotent = true;
+  read.run = [schema = read.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::ReadFileRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_path(args.Str("path", true));
+    request.set_max_bytes(args.Uint("max_bytes", kMaxOutputCap, 1, 3 << 20));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    v1::ReadFileResponse response;
+    grpc::Status status = (*client)->sessions->ReadFile(&context, request, &response);
+    if (!status.ok()) return RpcFailed(status);
+    bool escaped = false;
+    std::string content = mcp::EscapeInvalidUtf8(response.content(), &escaped);
+    return ToolResult{{{"path", request.path()},
+                       {"content", content},
+                       {"bytes", response.content().size()},
+                       {"escaped", escaped}},
+                      absl::StrCat(request.path(), " (", response.content().size(), " bytes):\n",
+                                   Tail(content, 8192)),
+                      false};
+  };
+  tools.push_back(read);
+  return tools;
+}
+
+}  // namespace airlock

@@ -1,0 +1,23 @@
+// The fourteen tools of `airlock mcp`: one-shot runs, sessions (create, exec, list, get,
+// remove, pause, resume, fork), live VMs, logs, metrics, and file write/read. Each calls
+// airlockd through the same client the CLI uses (DaemonClient, RunExec); guest output is
+// captured into capped buffers and returned as escaped UTF-8 with truncation flags.
+#ifndef AIRLOCK_CLI_MCP_TOOLS_H_
+#define AIRLOCK_CLI_MCP_TOOLS_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "src/mcp/mcp_server.h"
+
+namespace airlock {
+
+// Output kept per stream unless a call asks for another cap (up to the maximum).
+inline constexpr size_t kDefaultOutputCap = 64 * 1024;
+inline constexpr size_t kMaxOutputCap = 1024 * 1024;
+
+std::vector<mcp::Tool> AirlockTools();
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_CLI_MCP_TOOLS_H_
