@@ -23,6 +23,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+# The MCP tests drive `airlock mcp` with the official MCP SDK client, which runs on Node.js.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs npm" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >&2
+fi
+
 # Members of this group may use airlockd's socket (each sees only their own sessions).
 getent group airlock >/dev/null || groupadd --system airlock
 

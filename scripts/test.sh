@@ -28,5 +28,8 @@ for fuzzer in build-asan/*_fuzz; do
   rm -rf "$scratch" "$scratch.log"
 done
 
-echo "== VM tests"
+echo "== VM tests (and airlock mcp driven by the MCP SDK client from npm)"
+if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
+  (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)
+fi
 (cd build && ctest -L vm --output-on-failure)

@@ -1,0 +1,203 @@
+// Drives `airlock mcp` end to end with the official MCP TypeScript SDK client, as an agent's
+// host would: every tool's schema, one-shot runs, a session's whole life, logs, metrics, files,
+// progress, cancellation, and hostile guest output that must never corrupt the protocol.
+//
+// Usage: node tests/mcp/mcp_test.mjs AIRLOCK_BINARY   (as root, after scripts/setup.sh; it runs
+// its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const airlock = process.argv[2] ?? process.env.AIRLOCK_BINARY;
+assert.ok(airlock, 'give the airlock binary');
+const hostHome = process.env.AIRLOCK_HOME ?? '/var/lib/airlock';
+
+// A private home (like the C++ VM tests'), so no other daemon answers.
+const home = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcptest-'));
+fs.chmodSync(home, 0o755);
+fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
+fs.mkdirSync(path.join(home, 'kernel'));
+fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
+
+const stderrLines = [];
+const transport = new StdioClientTransport({
+  command: airlock,
+  args: ['mcp'],
+  // The SDK passes only a few variables by default: give the server what it needs explicitly.
+  env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
+         AIRLOCK_SOCKET: path.join(home, 'airlockd.sock') },
+  stderr: 'pipe',
+});
+transport.stderr?.on('data', (chunk) => stderrLines.push(chunk.toString()));
+const client = new Client({ name: 'airlock-mcp-test', version: '1.0.0' });
+await client.connect(transport);
+
+after(async () => {
+  await client.close();
+  const pidFile = path.join(home, 'airlockd.pid');
+  if (fs.existsSync(pidFile)) {
+    const pid = Number(fs.readFileSync(pidFile, 'utf8'));
+    try { process.kill(pid, 'SIGTERM'); } catch {}
+    for (let i = 0; i < 100; i++) {
+      try { process.kill(pid, 0); } catch { break; }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+async function call(name, args, options) {
+  return client.callTool({ name, arguments: args }, undefined, options);
+}
+
+async function ok(name, args) {
+  const result = await call(name, args);
+  assert.equal(result.isError, false, `${name}: ${JSON.stringify(result.content)}`);
+  assert.ok(result.structuredContent, `${name} returned no structuredContent`);
+  assert.equal(result.content[0].type, 'text');
+  return result.structuredContent;
+}
+
+test('fourteen tools, each with schemas and explicit annotations', async () => {
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name).sort();
+  assert.deepEqual(names, ['file_read', 'file_write', 'run_code', 'session_create',
+    'session_exec', 'session_fork', 'session_get', 'session_list', 'session_logs',
+    'session_metrics', 'session_pause', 'session_remove', 'session_resume', 'vm_list']);
+  for (const t of tools) {
+    assert.ok(t.description.length > 20, t.name);
+    assert.equal(t.inputSchema.type, 'object', t.name);
+    assert.equal(t.outputSchema.type, 'object', t.name);
+    for (const hint of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']) {
+      assert.equal(typeof t.annotations[hint], 'boolean', `${t.name} ${hint}`);
+    }
+  }
+  assert.equal(tools.find((t) => t.name === 'session_remove').annotations.destructiveHint, true);
+  assert.equal(tools.find((t) => t.name === 'session_list').annotations.readOnlyHint, true);
+});
+
+test('run_code runs a snippet or a command in a fresh sandbox', async () => {
+  let r = await ok('run_code', { code: 'print(6 * 7)' });
+  assert.equal(r.exit_code, 0);
+  assert.equal(r.stdout, '42\n');
+  r = await ok('run_code', { command: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
+  assert.equal(r.exit_code, 3);
+  assert.equal(r.stdout, 'out\n');
+  assert.equal(r.stderr, 'err\n');
+  r = await ok('run_code', { code: 'cat', language: 'sh', stdin: 'given\n' });
+  assert.equal(r.stdout, 'given\n');
+  r = await ok('run_code', { command: ['no-such-program'] });
+  assert.equal(r.exit_code, 127);
+});
+
+test('hostile output never corrupts the protocol and is reported truncated', async () => {
+  const script = [
+    "printf '\\033[31mred\\033[0m\\n'",
+    `printf '{"jsonrpc":"2.0","id":1,"result":{"content":[]}}\\n'`,
+    `printf '{"jsonrpc":"2.0","method":"notifications/cancelled"}\\n' >&2`,
+    "printf 'bad \\377\\376 bytes\\n' >&2",
+    "head -c 10000000 /dev/zero | tr '\\0' x &",
+    "head -c 3000000 /dev/zero | tr '\\0' y >&2; wait",
+  ].join('\n');
+  const r = await ok('run_code', { code: script, language: 'sh' });
+  assert.equal(r.exit_code, 0);
+  assert.equal(r.stdout.length, 65536);
+  assert.ok(r.stdout.startsWith('\u001b[31mred'), r.stdout.slice(0, 40));
+  assert.ok(r.stdout.includes('"jsonrpc":"2.0","id":1'));
+  assert.equal(r.stdout_truncated, true);
+  const lines = '\u001b[31mred\u001b[0m\n{"jsonrpc":"2.0","id":1,"result":{"content":[]}}\n';
+  assert.equal(r.stdout_bytes, 10000000 + Buffer.byteLength(lines));
+  assert.equal(r.stderr_truncated, true);
+  assert.ok(r.stderr.includes('bad \\xff\\xfe bytes'), r.stderr.slice(0, 200));
+  assert.equal(r.stderr_escaped, true);
+  // A smaller cap on request; the protocol still answers.
+  const small = await ok('run_code', { code: 'print("x" * 100)', max_output_bytes: 10 });
+  assert.equal(small.stdout, 'xxxxxxxxxx');
+  assert.equal(small.stdout_truncated, true);
+  assert.deepEqual(await client.ping(), {});
+});
+
+test('bad arguments are errors a model can act on; an unknown tool is a protocol error', async () => {
+  let r = await call('run_code', {});
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /give either "command"/);
+  r = await call('session_exec', { command: ['true'] });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /"session_id" is required/);
+  r = await call('run_code', { code: 'print(1)', timeout: 5 });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /unknown argument "timeout"/);
+  r = await call('session_get', { session_id: 'nope' });
+  assert.equal(r.isError, true);
+  await assert.rejects(call('no_such_tool', {}), /unknown tool/);
+});
+
+test('a session: files, commands, pause, resume, fork, logs, metrics, removal', async () => {
+  const s = await ok('session_create', { idle_timeout_seconds: 0 });
+  assert.equal(s.state, 'running');
+  const id = s.id;
+  await ok('file_write', { session_id: id, path: '/root/main.py', content: 'print("from file")\n' });
+  let r = await ok('session_exec', { session_id: id, command: ['python3', '/root/main.py'] });
+  assert.equal(r.stdout, 'from file\n');
+  assert.equal(r.session_id, id);
+  const f = await ok('file_read', { session_id: id, path: '/root/main.py' });
+  assert.equal(f.content, 'print("from file")\n');
+  assert.equal((await call('file_read', { session_id: id, path: '/root/none' })).isError, true);
+
+  assert.equal((await ok('session_pause', { session_id: id })).state, 'paused');
+  assert.equal((await ok('session_get', { session_id: id })).state, 'paused');
+  assert.equal((await ok('session_resume', { session_id: id })).state, 'running');
+  r = await ok('session_exec', { session_id: id, code: 'cat /root/main.py', language: 'sh' });
+  assert.equal(r.stdout, 'print("from file")\n');
+
+  const forks = (await ok('session_fork', { session_id: id, count: 2 })).sessions;
+  assert.equal(forks.length, 2);
+  await ok('session_exec', { session_id: forks[0].id, code: 'echo changed > /root/main.py', language: 'sh' });
+  r = await ok('session_exec', { session_id: forks[1].id, command: ['python3', '/root/main.py'] });
+  assert.equal(r.stdout, 'from file\n');
+
+  const logs = await ok('session_logs', { session_id: id });
+  assert.ok(logs.entries.some((e) => e.stream === 'stdout' && e.data.includes('from file')));
+  const m = await ok('session_metrics', { session_id: id });
+  assert.ok(m.memory_total_bytes > 0);
+  const vms = await ok('vm_list', {});
+  assert.ok(vms.vms.some((v) => v.session_id === id));
+  const list = await ok('session_list', {});
+  assert.ok(list.sessions.some((x) => x.id === forks[0].id));
+  for (const x of [id, forks[0].id, forks[1].id]) {
+    assert.equal((await ok('session_remove', { session_id: x })).removed, true);
+  }
+  assert.equal((await ok('session_get', { session_id: id })).state, 'stopped');
+});
+
+test('long calls report progress and can be cancelled', async () => {
+  const progress = [];
+  const r = await call('run_code',
+    { code: 'for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.4; done', language: 'sh' },
+    { onprogress: (p) => progress.push(p) });
+  assert.equal(r.structuredContent.exit_code, 0);
+  assert.ok(progress.length >= 1, 'no progress notification');
+
+  const abort = new AbortController();
+  const started = Date.now();
+  const pending = call('run_code', { command: ['sleep', '60'] }, { signal: abort.signal });
+  setTimeout(() => abort.abort(), 1500);
+  await assert.rejects(pending);
+  assert.ok(Date.now() - started < 30000);
+  assert.deepEqual(await client.ping(), {});
+  // The cancelled command's VM is gone.
+  for (let i = 0; i < 100; i++) {
+    const vms = await ok('vm_list', {});
+    if (vms.vms.length === 0) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  assert.equal((await ok('vm_list', {})).vms.length, 0);
+});
+
+test('stderr carries diagnostics, stdout only protocol', () => {
+  assert.ok(stderrLines.join('').includes('airlock mcp: serving 14 tools'));
+});
