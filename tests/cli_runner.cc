@@ -135,4 +135,11 @@ Result RunAirlock(const std::vector<std::string>& args, const std::string& input
   return a.Finish();
 }
 
+pid_t DaemonPid() {
+  std::ifstream in(DefaultHostPaths().home + "/airlockd.pid");
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
 }  // namespace airlock

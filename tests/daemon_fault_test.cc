@@ -15,13 +15,6 @@
 namespace airlock {
 namespace {
 
-pid_t DaemonPid() {
-  std::ifstream in(DefaultHostPaths().home + "/airlockd.pid");
-  pid_t pid = 0;
-  in >> pid;
-  return pid;
-}
-
 void KillDaemon() {
   pid_t pid = DaemonPid();
   ASSERT_GT(pid, 0);

@@ -209,9 +209,7 @@ TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
 TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {
   std::string id = Create();
   Exec(id, "echo kept > /root/file");
-  std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
-  pid_t daemon = 0;
-  pid_file >> daemon;
+  pid_t daemon = DaemonPid();
   ASSERT_GT(daemon, 0);
   ASSERT_EQ(kill(daemon, SIGTERM), 0);
   for (int i = 0; i < 200 && kill(daemon, 0) == 0; ++i) usleep(50000);
@@ -229,9 +227,7 @@ TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
     SCOPED_TRACE(kill_daemon ? "airlockd killed" : "QEMU killed");
     std::string id = Create();
     Exec(id, "echo kept > /root/file");
-    std::ifstream pid_file(DefaultHostPaths().home + "/airlockd.pid");
-    pid_t daemon = 0;
-    pid_file >> daemon;
+    pid_t daemon = DaemonPid();
     ASSERT_GT(daemon, 0);
     pid_t qemu = VmPid(id);
     ASSERT_GT(qemu, 0);

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
+#include "src/cli/session_json.h"
 #include "src/mcp/json_rpc.h"
 
 namespace airlock {
@@ -218,27 +219,8 @@ json CommandProperties() {
   };
 }
 
-json SessionJson(const v1::Session& s) {
-  static const char* kStates[] = {"unknown", "creating", "running", "stopped", "failed", "paused"};
-  int state = static_cast<int>(s.state());
-  return {{"id", s.id()},
-          {"image", s.image()},
-          {"state", kStates[state >= 0 && state <= 5 ? state : 0]},
-          {"reason", s.reason()},
-          {"hostname", s.hostname()},
-          {"created_unix_ms", s.created_unix_ms()},
-          {"last_used_unix_ms", s.last_used_unix_ms()},
-          {"limits",
-           {{"vcpus", s.limits().vcpus()},
-            {"memory_bytes", s.limits().memory_bytes()},
-            {"pids", s.limits().pids()},
-            {"disk_bytes", s.limits().disk_bytes()},
-            {"ttl_seconds", s.limits().ttl_seconds()},
-            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}};
-}
-
 std::string Summary(const v1::Session& s) {
-  return absl::StrCat("session ", s.id(), " is ", SessionJson(s)["state"].get<std::string>(),
+  return absl::StrCat("session ", s.id(), " is ", StateName(s.state()),
                       s.reason().empty() ? "" : " (" + s.reason() + ")");
 }
 
@@ -363,20 +345,33 @@ json SessionIdOnly() {
   return Object({{"session_id", Prop("string", "the session's id")}}, {"session_id"});
 }
 
-// A unary session RPC that answers with a Session.
-template <typename Request, typename Method>
-ToolResult SessionCall(ToolCall& call, const json& schema, Method method) {
-  Args args(call.arguments(), schema);
-  Request request;
-  request.set_id(args.Str("session_id", true));
+// Calls a unary RPC once the arguments checked out: a problem with them, with the connection or
+// with the call becomes a tool error; otherwise `done` makes the result of the response.
+template <typename Stub, typename Request, typename Response, typename Done>
+ToolResult Unary(const Args& args, std::unique_ptr<Stub> DaemonClient::*stub,
+                 grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                 const Request& request, Done done) {
   if (!args.error().empty()) return ToolError(args.error());
   absl::StatusOr<DaemonClient*> client = Client();
   if (!client.ok()) return ToolError(std::string(client.status().message()));
   grpc::ClientContext context;
-  v1::Session session;
-  grpc::Status status = ((*client)->sessions.get()->*method)(&context, request, &session);
+  Response response;
+  grpc::Status status = (((*client)->*stub).get()->*method)(&context, request, &response);
   if (!status.ok()) return RpcFailed(status);
-  return {SessionJson(session), Summary(session), false};
+  return done(response);
+}
+
+ToolResult SessionResult(const v1::Session& s) { return {SessionToJson(s), Summary(s), false}; }
+
+// session_pause, session_resume, session_get: a session id in, a Session out.
+template <typename Request>
+ToolResult SessionCall(ToolCall& call, const json& schema,
+                       grpc::Status (v1::Sessions::Stub::*method)(grpc::ClientContext*,
+                                                                  const Request&, v1::Session*)) {
+  Args args(call.arguments(), schema);
+  Request request;
+  request.set_id(args.Str("session_id", true));
+  return Unary(args, &DaemonClient::sessions, method, request, SessionResult);
 }
 
 }  // namespace
@@ -424,15 +419,9 @@ std::vector<Tool> AirlockTools() {
     if (args.Has("idle_timeout_seconds")) {
       l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, 30ull * 86400));
     }
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
     call.Progress(0, "starting the session's VM");
-    grpc::ClientContext context;
-    v1::Session session;
-    grpc::Status status = (*client)->sessions->Create(&context, request, &session);
-    if (!status.ok()) return RpcFailed(status);
-    return ToolResult{SessionJson(session), Summary(session), false};
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Create, request,
+                 SessionResult);
   };
   tools.push_back(create);
 
@@ -453,20 +442,18 @@ std::vector<Tool> AirlockTools() {
             "failed), the reason for it, limits and last use.",
             Object(json::object()), ListOf("sessions", SessionSchema())};
   list.read_only = list.idempotent = true;
-  list.run = [](ToolCall&) {
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::ListSessionsResponse response;
-    grpc::Status status = (*client)->sessions->List(&context, {}, &response);
-    if (!status.ok()) return RpcFailed(status);
-    json sessions = json::array();
-    std::string text = absl::StrCat(response.sessions_size(), " session(s)");
-    for (const v1::Session& s : response.sessions()) {
-      sessions.push_back(SessionJson(s));
-      absl::StrAppend(&text, "\n", Summary(s));
-    }
-    return ToolResult{{{"sessions", sessions}}, text, false};
+  list.run = [schema = list.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::List,
+                 v1::ListSessionsRequest(), [](const v1::ListSessionsResponse& response) {
+                   json sessions = json::array();
+                   std::string text = absl::StrCat(response.sessions_size(), " session(s)");
+                   for (const v1::Session& s : response.sessions()) {
+                     sessions.push_back(SessionToJson(s));
+                     absl::StrAppend(&text, "\n", Summary(s));
+                   }
+                   return ToolResult{{{"sessions", sessions}}, text, false};
+                 });
   };
   tools.push_back(list);
 
@@ -475,17 +462,7 @@ std::vector<Tool> AirlockTools() {
            SessionIdOnly(), SessionSchema()};
   get.read_only = get.idempotent = true;
   get.run = [schema = get.input_schema](ToolCall& call) {
-    Args args(call.arguments(), schema);
-    v1::GetSessionRequest request;
-    request.set_id(args.Str("session_id", true));
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::Session session;
-    grpc::Status status = (*client)->sessions->Get(&context, request, &session);
-    if (!status.ok()) return RpcFailed(status);
-    return ToolResult{SessionJson(session), Summary(session), false};
+    return SessionCall<v1::GetSessionRequest>(call, schema, &v1::Sessions::Stub::Get);
   };
   tools.push_back(get);
 
@@ -500,16 +477,12 @@ std::vector<Tool> AirlockTools() {
     Args args(call.arguments(), schema);
     v1::RemoveSessionRequest request;
     request.set_id(args.Str("session_id", true));
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::RemoveSessionResponse response;
-    grpc::Status status = (*client)->sessions->Remove(&context, request, &response);
-    if (!status.ok()) return RpcFailed(status);
-    return ToolResult{{{"session_id", request.id()}, {"removed", true}},
-                      absl::StrCat("session ", request.id(), " removed"),
-                      false};
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Remove, request,
+                 [&request](const v1::RemoveSessionResponse&) {
+                   return ToolResult{{{"session_id", request.id()}, {"removed", true}},
+                                     absl::StrCat("session ", request.id(), " removed"),
+                                     false};
+                 });
   };
   tools.push_back(remove);
 
@@ -545,21 +518,17 @@ std::vector<Tool> AirlockTools() {
     v1::ForkSessionRequest request;
     request.set_id(args.Str("session_id", true));
     request.set_count(static_cast<uint32_t>(args.Uint("count", 1, 1, 64)));
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
     call.Progress(0, absl::StrCat("forking ", request.id(), " x", request.count()));
-    grpc::ClientContext context;
-    v1::ForkSessionResponse response;
-    grpc::Status status = (*client)->sessions->Fork(&context, request, &response);
-    if (!status.ok()) return RpcFailed(status);
-    json sessions = json::array();
-    std::string text = absl::StrCat("forked ", request.id(), " into");
-    for (const v1::Session& s : response.sessions()) {
-      sessions.push_back(SessionJson(s));
-      absl::StrAppend(&text, " ", s.id());
-    }
-    return ToolResult{{{"sessions", sessions}}, text, false};
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Fork, request,
+                 [&request](const v1::ForkSessionResponse& response) {
+                   json sessions = json::array();
+                   std::string text = absl::StrCat("forked ", request.id(), " into");
+                   for (const v1::Session& s : response.sessions()) {
+                     sessions.push_back(SessionToJson(s));
+                     absl::StrAppend(&text, " ", s.id());
+                   }
+                   return ToolResult{{{"sessions", sessions}}, text, false};
+                 });
   };
   tools.push_back(fork);
 
@@ -580,28 +549,26 @@ std::vector<Tool> AirlockTools() {
                    {"snapshots", Prop("integer", "")}},
                   {"vms"})};
   vms.read_only = vms.idempotent = true;
-  vms.run = [](ToolCall&) {
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::ListVmsResponse response;
-    grpc::Status status = (*client)->vms->List(&context, {}, &response);
-    if (!status.ok()) return RpcFailed(status);
-    json list = json::array();
-    for (const v1::Vm& vm : response.vms()) {
-      list.push_back({{"session_id", vm.session_id()},
-                      {"pid", vm.pid()},
-                      {"accelerator", vm.accelerator()},
-                      {"vcpus", vm.vcpus()},
-                      {"host_cpu_percent", vm.host_cpu_percent()},
-                      {"host_rss_bytes", vm.host_rss_bytes()}});
-    }
-    return ToolResult{{{"vms", list},
-                       {"boots", response.boots()},
-                       {"restores", response.restores()},
-                       {"snapshots", response.snapshots()}},
-                      absl::StrCat(response.vms_size(), " VM(s) running"),
-                      false};
+  vms.run = [schema = vms.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    return Unary(args, &DaemonClient::vms, &v1::Vms::Stub::List, v1::ListVmsRequest(),
+                 [](const v1::ListVmsResponse& response) {
+                   json list = json::array();
+                   for (const v1::Vm& vm : response.vms()) {
+                     list.push_back({{"session_id", vm.session_id()},
+                                     {"pid", vm.pid()},
+                                     {"accelerator", vm.accelerator()},
+                                     {"vcpus", vm.vcpus()},
+                                     {"host_cpu_percent", vm.host_cpu_percent()},
+                                     {"host_rss_bytes", vm.host_rss_bytes()}});
+                   }
+                   return ToolResult{{{"vms", list},
+                                      {"boots", response.boots()},
+                                      {"restores", response.restores()},
+                                      {"snapshots", response.snapshots()}},
+                                     absl::StrCat(response.vms_size(), " VM(s) running"),
+                                     false};
+                 });
   };
   tools.push_back(vms);
 
@@ -728,16 +695,13 @@ std::vector<Tool> AirlockTools() {
     request.set_path(args.Str("path", true));
     request.set_content(args.Str("content", true));
     request.set_mode(static_cast<uint32_t>(args.Uint("mode", 0644, 0, 07777)));
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::WriteFileResponse response;
-    grpc::Status status = (*client)->sessions->WriteFile(&context, request, &response);
-    if (!status.ok()) return RpcFailed(status);
-    return ToolResult{{{"path", request.path()}, {"bytes", response.bytes()}},
-                      absl::StrCat("wrote ", response.bytes(), " bytes to ", request.path()),
-                      false};
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::WriteFile, request,
+                 [&request](const v1::WriteFileResponse& response) {
+                   return ToolResult{
+                       {{"path", request.path()}, {"bytes", response.bytes()}},
+                       absl::StrCat("wrote ", response.bytes(), " bytes to ", request.path()),
+                       false};
+                 });
   };
   tools.push_back(write);
 
@@ -762,22 +726,18 @@ std::vector<Tool> AirlockTools() {
     request.set_session_id(args.Str("session_id", true));
     request.set_path(args.Str("path", true));
     request.set_max_bytes(args.Uint("max_bytes", kMaxOutputCap, 1, 3 << 20));
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    v1::ReadFileResponse response;
-    grpc::Status status = (*client)->sessions->ReadFile(&context, request, &response);
-    if (!status.ok()) return RpcFailed(status);
-    bool escaped = false;
-    std::string content = mcp::EscapeInvalidUtf8(response.content(), &escaped);
-    return ToolResult{{{"path", request.path()},
-                       {"content", content},
-                       {"bytes", response.content().size()},
-                       {"escaped", escaped}},
-                      absl::StrCat(request.path(), " (", response.content().size(), " bytes):\n",
-                                   Tail(content, 8192)),
-                      false};
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::ReadFile, request,
+                 [&request](const v1::ReadFileResponse& response) {
+                   bool escaped = false;
+                   std::string content = mcp::EscapeInvalidUtf8(response.content(), &escaped);
+                   return ToolResult{{{"path", request.path()},
+                                      {"content", content},
+                                      {"bytes", response.content().size()},
+                                      {"escaped", escaped}},
+                                     absl::StrCat(request.path(), " (", response.content().size(),
+                                                  " bytes):\n", Tail(content, 8192)),
+                                     false};
+                 });
   };
   tools.push_back(read);
   return tools;

@@ -17,6 +17,7 @@
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
+#include "src/cli/session_json.h"
 
 namespace airlock {
 namespace {
@@ -43,23 +44,6 @@ std::optional<DaemonClient> Connect() {
   if (client.ok()) return std::move(*client);
   std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());
   return std::nullopt;
-}
-
-const char* StateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_CREATING:
-      return "creating";
-    case v1::SESSION_STATE_RUNNING:
-      return "running";
-    case v1::SESSION_STATE_STOPPED:
-      return "stopped";
-    case v1::SESSION_STATE_FAILED:
-      return "failed";
-    case v1::SESSION_STATE_PAUSED:
-      return "paused";
-    default:
-      return "unknown";
-  }
 }
 
 constexpr char kCreateUsage[] =
@@ -187,22 +171,7 @@ int List(const std::vector<std::string>& args) {
   }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const v1::Session& s : response.sessions()) {
-      out.push_back({{"id", s.id()},
-                     {"image", s.image()},
-                     {"state", StateName(s.state())},
-                     {"reason", s.reason()},
-                     {"created_unix_ms", s.created_unix_ms()},
-                     {"last_used_unix_ms", s.last_used_unix_ms()},
-                     {"hostname", s.hostname()},
-                     {"limits",
-                      {{"vcpus", s.limits().vcpus()},
-                       {"memory_bytes", s.limits().memory_bytes()},
-                       {"pids", s.limits().pids()},
-                       {"disk_bytes", s.limits().disk_bytes()},
-                       {"ttl_seconds", s.limits().ttl_seconds()},
-                       {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}});
-    }
+    for (const v1::Session& s : response.sessions()) out.push_back(SessionToJson(s));
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }

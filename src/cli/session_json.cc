@@ -1,0 +1,39 @@
+#include "src/cli/session_json.h"
+
+namespace airlock {
+
+const char* StateName(v1::SessionState state) {
+  switch (state) {
+    case v1::SESSION_STATE_CREATING:
+      return "creating";
+    case v1::SESSION_STATE_RUNNING:
+      return "running";
+    case v1::SESSION_STATE_STOPPED:
+      return "stopped";
+    case v1::SESSION_STATE_FAILED:
+      return "failed";
+    case v1::SESSION_STATE_PAUSED:
+      return "paused";
+    default:
+      return "unknown";
+  }
+}
+
+nlohmann::json SessionToJson(const v1::Session& s) {
+  return {{"id", s.id()},
+          {"image", s.image()},
+          {"state", StateName(s.state())},
+          {"reason", s.reason()},
+          {"hostname", s.hostname()},
+          {"created_unix_ms", s.created_unix_ms()},
+          {"last_used_unix_ms", s.last_used_unix_ms()},
+          {"limits",
+           {{"vcpus", s.limits().vcpus()},
+            {"memory_bytes", s.limits().memory_bytes()},
+            {"pids", s.limits().pids()},
+            {"disk_bytes", s.limits().disk_bytes()},
+            {"ttl_seconds", s.limits().ttl_seconds()},
+            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}};
+}
+
+}  // namespace airlock
