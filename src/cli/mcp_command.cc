@@ -1,7 +1,7 @@
 // `airlock mcp`: the MCP server over stdio. stdin carries one JSON-RPC message per line; stdout
 // carries protocol messages only (guest output travels inside JSON results, never raw);
-// diagnostics go to stderr. Bad input never ends it; the end of stdin does, once the calls in
-// flight have answered.
+// diagnostics go to stderr. Bad input never ends it; the end of stdin does, after cancelling
+// the calls in flight.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,7 +22,9 @@ constexpr char kMcpUsage[] =
     "Serves the Model Context Protocol on stdin/stdout for an AI agent: run code in a fresh\n"
     "sandbox, manage sessions (create, exec, pause, resume, fork, remove), read logs, metrics\n"
     "and files. Configure a client with\n"
-    "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\"]}}}\n";
+    "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\"]}}}\n"
+    "stdout carries protocol messages only; diagnostics go to stderr. When stdin ends, calls in\n"
+    "flight are cancelled and it exits.\n";
 
 constexpr char kVersion[] = "0.4.0";
 
@@ -47,6 +49,8 @@ int McpCommand(const std::vector<std::string>& args) {
   }
   signal(SIGPIPE, SIG_IGN);
   mcp::McpServer server(AirlockTools(), WriteLine, kVersion);
+  server.set_log(
+      [](const std::string& line) { std::fprintf(stderr, "airlock mcp: %s\n", line.c_str()); });
   std::fprintf(stderr, "airlock mcp: serving %zu tools on stdio\n", AirlockTools().size());
   std::string line;
   bool oversized = false;
@@ -74,7 +78,8 @@ int McpCommand(const std::vector<std::string>& args) {
     }
   }
   if (!line.empty() && !oversized) server.HandleLine(line);
-  server.Wait();
+  // The client has gone: stop what it asked for rather than keep it waiting.
+  server.CancelAllAndWait();
   return 0;
 }
 

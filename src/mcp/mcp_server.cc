@@ -1,5 +1,6 @@
 #include "src/mcp/mcp_server.h"
 
+#include <chrono>
 #include <thread>
 
 #include "src/mcp/json_rpc.h"
@@ -46,6 +47,14 @@ void McpServer::Send(const std::string& line) {
 void McpServer::Wait() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return running_ == 0; });
+}
+
+void McpServer::CancelAllAndWait() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, call] : calls_) call->Cancel();
+  }
+  Wait();
 }
 
 nlohmann::json McpServer::ToolList() const {
@@ -161,11 +170,22 @@ void McpServer::StartCall(const nlohmann::json& id, const nlohmann::json& params
     }
   }
   std::thread thread([this, id, key, call, tool, done] {
+    auto started = std::chrono::steady_clock::now();
     ToolResult result;
     try {
       result = tool->run(*call);
     } catch (const std::exception& e) {
       result = ToolError(std::string("internal error: ") + e.what());
+    }
+    if (log_) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - started)
+                    .count();
+      log_(tool->name + ": " +
+           (call->cancelled() ? "cancelled"
+            : result.is_error ? "error: " + result.text.substr(0, 200)
+                              : "ok") +
+           " (" + std::to_string(ms) + " ms)");
     }
     if (!call->cancelled()) {  // a cancelled request gets no answer
       nlohmann::json reply = {{"content", {{{"type", "text"}, {"text", result.text}}}},

@@ -77,8 +77,13 @@ class McpServer {
 
   // Handles one line from the client; tool calls are started and run on.
   void HandleLine(std::string_view line);
-  // Waits until no tool call is running (at the end of input).
+  // Waits until no tool call is running.
   void Wait();
+  // At the end of input: cancels the calls in flight (their commands are stopped) and waits
+  // for them to wind up.
+  void CancelAllAndWait();
+  // Where one line per finished call goes (the tool, how it ended, how long it took).
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
   nlohmann::json ToolList() const;
 
@@ -88,6 +93,7 @@ class McpServer {
 
   std::vector<Tool> tools_;
   Writer write_;
+  std::function<void(const std::string&)> log_;
   std::string version_;
   std::mutex write_mu_;
   std::mutex mu_;

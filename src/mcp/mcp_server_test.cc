@@ -153,6 +153,18 @@ TEST(McpServerTest, CancellationStopsACallAndItGetsNoAnswer) {
   EXPECT_EQ(r[0]["id"], 2);
 }
 
+TEST(McpServerTest, TheEndOfInputCancelsCallsInFlight) {
+  Harness h;
+  std::vector<std::string> log;
+  h.server().set_log([&](const std::string& line) { log.push_back(line); });
+  h.server().HandleLine(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait"}})");
+  while (!h.waiting_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  h.server().CancelAllAndWait();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].rfind("wait: cancelled", 0), 0u) << log[0];
+}
+
 TEST(JsonRpcTest, InvalidUtf8IsEscapedNotDropped) {
   bool escaped = false;
   EXPECT_EQ(EscapeInvalidUtf8("ok \xc3\xa9 \xff\xfe end", &escaped), "ok \xc3\xa9 \\xff\\xfe end");
