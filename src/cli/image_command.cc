@@ -11,11 +11,14 @@ namespace airlock {
 namespace {
 
 constexpr char kImageUsage[] =
-    "usage: airlock image import --rootfs TAR --tag NAME\n"
+    "usage: airlock image import ARCHIVE [--tag NAME]\n"
+    "       airlock image import --rootfs TAR --tag NAME\n"
     "       airlock image ls [--json]\n"
     "       airlock image rm NAME...\n"
-    "import turns a root filesystem tar (any compression; e.g. from mmdebstrap --format=tar)\n"
-    "into a read-only ext4 image without unpacking it on the host.\n";
+    "import ARCHIVE takes an OCI image layout or a `docker save` archive (tar, any compression):\n"
+    "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
+    "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
+    "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
@@ -23,17 +26,23 @@ int Usage(const char* problem) {
 }
 
 int Import(const std::vector<std::string>& args, ImageStore& store) {
-  std::string tar, tag;
+  std::string tar, tag, archive;
   for (size_t i = 0; i < args.size(); ++i) {
     if ((args[i] == "--rootfs" || args[i] == "--tag") && i + 1 < args.size()) {
       (args[i] == "--rootfs" ? tar : tag) = args[i + 1];
       ++i;
+    } else if (args[i][0] != '-' && archive.empty()) {
+      archive = args[i];
     } else {
       return Usage(("unexpected argument " + args[i]).c_str());
     }
   }
-  if (tar.empty() || tag.empty()) return Usage("import needs --rootfs TAR and --tag NAME");
-  absl::StatusOr<ImageInfo> info = store.ImportRootfsTar(tar, tag);
+  if (tar.empty() == archive.empty()) {
+    return Usage("import needs an image ARCHIVE, or --rootfs TAR and --tag NAME");
+  }
+  if (!tar.empty() && tag.empty()) return Usage("import --rootfs needs --tag NAME");
+  absl::StatusOr<ImageInfo> info =
+      archive.empty() ? store.ImportRootfsTar(tar, tag) : store.ImportArchive(archive, tag);
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image import: %s\n",
                  std::string(info.status().message()).c_str());

@@ -86,7 +86,8 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       break;
     }
   }
-  if (out.command.empty()) {
+  // Without a command an image's own Entrypoint/Cmd runs (airlockd says if it has none).
+  if (out.command.empty() && out.image.empty()) {
     return absl::InvalidArgumentError(
         "no command given; put it after --, e.g. airlock run -- python3 -V");
   }

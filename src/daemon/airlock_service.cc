@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -153,16 +154,36 @@ class LogBatch {
   int64_t first_ms_ = 0;
 };
 
+// KEY=VALUE lists, later ones overriding earlier ones key by key, in first-seen order.
+std::vector<std::string> MergeEnv(const std::vector<std::vector<std::string>>& layers) {
+  std::vector<std::string> out;
+  std::map<std::string, size_t> at;
+  for (const std::vector<std::string>& layer : layers) {
+    for (const std::string& kv : layer) {
+      std::string key = kv.substr(0, kv.find('='));
+      auto it = at.find(key);
+      if (it == at.end()) {
+        at[key] = out.size();
+        out.push_back(kv);
+      } else {
+        out[it->second] = kv;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status ValidateExecStart(const v1::ExecStart& start) {
   size_t argv_bytes = 0;
   for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
   for (const std::string& e : start.env()) argv_bytes += e.size() + 1;
-  if (start.argv().empty() || argv_bytes > kMaxArgvBytes ||
-      !std::isfinite(start.timeout_seconds()) || start.timeout_seconds() < 0) {
+  if (argv_bytes > kMaxArgvBytes || !std::isfinite(start.timeout_seconds()) ||
+      start.timeout_seconds() < 0) {
     return absl::InvalidArgumentError(
-        "ExecStart needs a command (argv and env under 48 KiB together) and a timeout of zero "
+        "ExecStart needs argv and env under 48 KiB together (argv empty: the image's own "
+        "Entrypoint/Cmd) and a timeout of zero "
         "or more seconds");
   }
   for (const std::string& e : start.env()) {
@@ -349,16 +370,30 @@ grpc::Status SessionsService::Exec(
   }
   absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, session_id);
   if (!live.ok()) return ToGrpc(live.status());
+  // The image's config (OCI images) supplies the command when none is given, and the
+  // environment and working directory under what the request says.
+  const OciRunConfig& image = (*live)->run;
   std::vector<std::string> argv(start.argv().begin(), start.argv().end());
+  if (argv.empty()) {
+    argv = image.entrypoint;
+    argv.insert(argv.end(), image.cmd.begin(), image.cmd.end());
+  }
+  if (argv.empty()) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("no command given, and image ", (*live)->record.image,
+                     " names none (no Entrypoint or Cmd); put one after --")));
+  }
   absl::StatusOr<int64_t> exec_id = store_->StartExec(*who, (*live)->record, argv);
   if (!exec_id.ok()) return ToGrpc(exec_id.status());
 
   ExecRequest request;
   request.argv = argv;
-  request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-                 "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)};
-  request.env.insert(request.env.end(), start.env().begin(), start.env().end());
-  request.cwd = start.cwd();
+  request.env =
+      MergeEnv({{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                 "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)},
+                image.env,
+                {start.env().begin(), start.env().end()}});
+  request.cwd = start.cwd().empty() ? image.working_dir : start.cwd();
   request.stdin = start.stdin();
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) return ToGrpc(started.status());

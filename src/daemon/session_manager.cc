@@ -188,6 +188,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
   live->record = s;
   live->vm = std::move(vm->vm);
   live->disk = std::move(vm->disk);
+  live->run = image.run;
   live->last_used_ms = NowUnixMs();
   return live;
 }
@@ -422,6 +423,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   live->record.pid = vm->vm->pid();
   live->vm = std::move(vm->vm);
   live->disk = std::move(vm->disk);
+  live->run = image->run;
   live->last_used_ms = NowUnixMs();
   if (absl::Status st =
           store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning, "",
@@ -566,6 +568,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     live->record = s;
     live->vm = std::move(vms[i]->vm);
     live->disk = std::move(vms[i]->disk);
+    live->run = image->run;
     live->last_used_ms = NowUnixMs();
     {
       std::lock_guard<std::mutex> lock(mu_);

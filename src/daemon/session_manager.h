@@ -29,6 +29,7 @@
 #include "src/common/unique_fd.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
+#include "src/image/oci.h"
 #include "src/vm/vm_driver.h"
 
 namespace airlock {
@@ -39,7 +40,8 @@ namespace airlock {
 struct LiveSession {
   SessionRecord record;
   std::unique_ptr<Vm> vm;
-  UniqueFd disk;  // the VM's writable disk (unnamed)
+  UniqueFd disk;     // the VM's writable disk (unnamed)
+  OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
   std::atomic<int> users{0};
   std::atomic<int64_t> last_used_ms{0};
 };

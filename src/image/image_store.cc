@@ -16,7 +16,9 @@
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/hex.h"
 #include "src/common/unique_fd.h"
+#include "src/image/oci_archive.h"
 #include "src/image/tar_to_ext4.h"
 
 namespace airlock {
@@ -26,23 +28,13 @@ namespace {
 constexpr char kConverterVersion[] = "ext4-v1";
 constexpr size_t kMaxMetadata = 1 << 20;
 
-std::string Hex(const unsigned char* p, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[p[i] >> 4]);
-    out.push_back(kDigits[p[i] & 15]);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string Sha256String(const std::string& s) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-  return Hex(md, len);
+  return HexString(md, len);
 }
 
 absl::StatusOr<std::string> Sha256File(const std::string& path) {
@@ -61,7 +53,7 @@ absl::StatusOr<std::string> Sha256File(const std::string& path) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return Hex(md, len);
+  return HexString(md, len);
 }
 
 absl::Status ImageStore::ValidateName(const std::string& name) {
@@ -103,6 +95,24 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
   if (meta.contains("source") && meta["source"].is_string()) {
     info.source = meta["source"].get<std::string>();
   }
+  if (auto config = meta.find("config"); config != meta.end() && config->is_object()) {
+    auto strings = [&](const char* key, std::vector<std::string>* out) {
+      auto it = config->find(key);
+      if (it == config->end() || !it->is_array()) return;
+      for (const nlohmann::json& v : *it) {
+        if (v.is_string()) out->push_back(v.get<std::string>());
+      }
+    };
+    strings("env", &info.run.env);
+    strings("entrypoint", &info.run.entrypoint);
+    strings("cmd", &info.run.cmd);
+    if (auto w = config->find("working_dir"); w != config->end() && w->is_string()) {
+      info.run.working_dir = w->get<std::string>();
+    }
+    if (auto u = config->find("user"); u != config->end() && u->is_string()) {
+      info.run.user = u->get<std::string>();
+    }
+  }
   struct stat st;
   if (stat(info.rootfs_path.c_str(), &st) != 0) return ErrnoStatus("stat", info.rootfs_path);
   info.size_bytes = static_cast<uint64_t>(st.st_size);
@@ -140,44 +150,90 @@ absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
   return LoadBlob(key, name);
 }
 
+absl::Status ImageStore::EnsureBlob(const std::string& key,
+                                    const std::function<absl::Status(const std::string&)>& convert,
+                                    nlohmann::json meta) {
+  for (const char* sub : {"/blobs", "/refs"}) {
+    if (absl::Status s = MakeDirectories(root_ + sub, 0755); !s.ok()) return s;
+  }
+  std::string blob = absl::StrCat(root_, "/blobs/", key);
+  struct stat st;
+  if (stat((blob + "/image.json").c_str(), &st) == 0) return absl::OkStatus();
+  std::string tmp = absl::StrCat(blob, ".tmp-", getpid());
+  if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
+  if (mkdir(tmp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", tmp);
+  absl::Status status = convert(tmp + "/rootfs.ext4");
+  // Images hold no secrets, and the VMM reads them as an unprivileged user.
+  if (status.ok() && chmod((tmp + "/rootfs.ext4").c_str(), 0644) != 0) {
+    status = ErrnoStatus("chmod", tmp + "/rootfs.ext4");
+  }
+  if (status.ok()) {
+    meta["created"] = static_cast<int64_t>(time(nullptr));
+    meta["converter"] = kConverterVersion;
+    status = WriteFileAtomically(tmp + "/image.json", meta.dump(), 0644);
+  }
+  if (status.ok()) status = CommitFile(tmp + "/rootfs.ext4", tmp + "/rootfs.ext4");
+  if (status.ok() && rename(tmp.c_str(), blob.c_str()) != 0) {
+    // Another import of the same bytes won the race: its blob is identical.
+    if (errno != EEXIST && errno != ENOTEMPTY) status = ErrnoStatus("rename", tmp);
+  }
+  RemoveTree(tmp).IgnoreError();  // what is left of a lost race or a failure
+  if (!status.ok()) return status;
+  return SyncDirectory(root_ + "/blobs");
+}
+
+absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::string& name) {
+  nlohmann::json ref = {{"digest", key}};
+  if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), 0644); !s.ok()) return s;
+  return LoadBlob(key, name);
+}
+
 absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_path,
                                                       const std::string& name) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   absl::StatusOr<std::string> tar_digest = Sha256File(tar_path);
   if (!tar_digest.ok()) return tar_digest.status();
   std::string key = Sha256String(absl::StrCat(kConverterVersion, "\n", *tar_digest));
-  for (const char* sub : {"/blobs", "/refs"}) {
-    if (absl::Status s = MakeDirectories(root_ + sub, 0755); !s.ok()) return s;
+  absl::Status built =
+      EnsureBlob(key, [&](const std::string& out) { return ConvertRootfsTar(tar_path, out); },
+                 {{"source", absl::StrCat("rootfs tar sha256:", *tar_digest)}});
+  if (!built.ok()) return built;
+  return Tag(key, name);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_path,
+                                                    const std::string& name) {
+  if (!name.empty()) {
+    if (absl::Status s = ValidateName(name); !s.ok()) return s;
   }
-  std::string blob = absl::StrCat(root_, "/blobs/", key);
-  struct stat st;
-  if (stat((blob + "/image.json").c_str(), &st) != 0) {
-    std::string tmp = absl::StrCat(blob, ".tmp-", getpid());
-    if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
-    if (mkdir(tmp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", tmp);
-    absl::Status status = ConvertRootfsTar(tar_path, tmp + "/rootfs.ext4");
-    // Images hold no secrets, and the VMM reads them as an unprivileged user.
-    if (status.ok() && chmod((tmp + "/rootfs.ext4").c_str(), 0644) != 0) {
-      status = ErrnoStatus("chmod", tmp + "/rootfs.ext4");
-    }
-    if (status.ok()) {
-      nlohmann::json meta = {{"created", static_cast<int64_t>(time(nullptr))},
-                             {"source", absl::StrCat("rootfs tar sha256:", *tar_digest)},
-                             {"converter", kConverterVersion}};
-      status = WriteFileAtomically(tmp + "/image.json", meta.dump(), 0644);
-    }
-    if (status.ok()) status = CommitFile(tmp + "/rootfs.ext4", tmp + "/rootfs.ext4");
-    if (status.ok() && rename(tmp.c_str(), blob.c_str()) != 0) {
-      // Another import of the same bytes won the race: its blob is identical.
-      if (errno != EEXIST && errno != ENOTEMPTY) status = ErrnoStatus("rename", tmp);
-    }
-    RemoveTree(tmp).IgnoreError();  // what is left of a lost race or a failure
-    if (!status.ok()) return status;
-    if (absl::Status s = SyncDirectory(root_ + "/blobs"); !s.ok()) return s;
+  if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
+  // The archive's members land here as opaque blobs while it is read; gone afterwards.
+  std::string work = absl::StrCat(root_, "/blobs/import.tmp-", getpid(), "-", time(nullptr));
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { RemoveTree(dir).IgnoreError(); }
+  } cleanup{work};
+  absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive_path, work);
+  if (!image.ok()) return image.status();
+  std::string tag = name.empty() ? image->name : name;
+  if (tag.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(archive_path, " does not name its image; give one with --tag NAME"));
   }
-  nlohmann::json ref = {{"digest", key}};
-  if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), 0644); !s.ok()) return s;
-  return LoadBlob(key, name);
+  if (absl::Status s = ValidateName(tag); !s.ok()) return s;
+  const OciRunConfig& run = image->config.run;
+  nlohmann::json meta = {{"source", absl::StrCat("image archive, ", image->digest)},
+                         {"config",
+                          {{"env", run.env},
+                           {"entrypoint", run.entrypoint},
+                           {"cmd", run.cmd},
+                           {"working_dir", run.working_dir},
+                           {"user", run.user}}}};
+  absl::Status built = EnsureBlob(
+      image->digest.substr(7),
+      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta);
+  if (!built.ok()) return built;
+  return Tag(image->digest.substr(7), tag);
 }
 
 absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {

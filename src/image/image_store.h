@@ -8,11 +8,14 @@
 #define AIRLOCK_IMAGE_IMAGE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "src/image/oci.h"
 
 namespace airlock {
 
@@ -23,6 +26,7 @@ struct ImageInfo {
   uint64_t size_bytes = 0;  // apparent size of rootfs.ext4
   int64_t created = 0;      // unix seconds
   std::string source;       // what it was imported from
+  OciRunConfig run;         // how the image says to run it (OCI images; empty for rootfs tars)
 };
 
 class ImageStore {
@@ -33,6 +37,11 @@ class ImageStore {
   // same bytes again only moves the tag.
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsTar(const std::string& tar_path,
                                                           const std::string& name);
+  // Imports an OCI image layout or `docker save` archive (see oci_archive.h): its layers
+  // become one ext4 image, kept per manifest digest, with its run config. name empty: the name
+  // the archive gives.
+  [[nodiscard]] absl::StatusOr<ImageInfo> ImportArchive(const std::string& archive_path,
+                                                        const std::string& name);
   [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
   // The blob with this digest ("sha256:<hex>"), wherever its tag points now (a session keeps
   // the image it was made from).
@@ -47,6 +56,12 @@ class ImageStore {
 
  private:
   std::string RefPath(const std::string& name) const;
+  // Builds blobs/<key> (rootfs.ext4 by `convert`, image.json from meta) unless it exists; a
+  // crash or a failure leaves no blob.
+  absl::Status EnsureBlob(const std::string& key,
+                          const std::function<absl::Status(const std::string&)>& convert,
+                          nlohmann::json meta);
+  absl::StatusOr<ImageInfo> Tag(const std::string& key, const std::string& name);
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
   std::string root_;
 };

@@ -19,10 +19,9 @@ constexpr uint64_t kBlock = 4096;
 constexpr char kWhiteoutPrefix[] = ".wh.";
 constexpr char kOpaqueWhiteout[] = ".wh..wh..opq";
 
-struct ArchiveCloser {
-  void operator()(archive* a) const { archive_read_free(a); }
-};
-using ArchivePtr = std::unique_ptr<archive, ArchiveCloser>;
+}  // namespace
+
+void ArchiveCloser::operator()(archive* a) const { archive_read_free(a); }
 
 absl::StatusOr<ArchivePtr> OpenTar(const std::string& path) {
   ArchivePtr a(archive_read_new());
@@ -34,6 +33,8 @@ absl::StatusOr<ArchivePtr> OpenTar(const std::string& path) {
   }
   return a;
 }
+
+namespace {
 
 absl::Status ArchiveError(archive* a, const std::string& path) {
   const char* message = archive_error_string(a);
@@ -217,14 +218,25 @@ absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer, bool whit
   return absl::OkStatus();
 }
 
-absl::Status ConvertRootfsTar(const std::string& tar_path, const std::string& out_path) {
-  absl::StatusOr<TarStats> stats = ScanTar(tar_path);
-  if (!stats.ok()) return stats.status();
+absl::Status ConvertLayers(const std::vector<std::string>& layers, const std::string& out_path,
+                           bool whiteouts) {
+  std::vector<TarStats> stats;
+  for (const std::string& layer : layers) {
+    absl::StatusOr<TarStats> scanned = ScanTar(layer);
+    if (!scanned.ok()) return scanned.status();
+    stats.push_back(*scanned);
+  }
   absl::StatusOr<std::unique_ptr<Ext4Writer>> writer =
-      Ext4Writer::Create(out_path, ImageSizeFor({*stats}));
+      Ext4Writer::Create(out_path, ImageSizeFor(stats));
   if (!writer.ok()) return writer.status();
-  if (absl::Status s = ApplyTar(tar_path, writer->get(), false); !s.ok()) return s;
+  for (const std::string& layer : layers) {
+    if (absl::Status s = ApplyTar(layer, writer->get(), whiteouts); !s.ok()) return s;
+  }
   return (*writer)->Finish();
+}
+
+absl::Status ConvertRootfsTar(const std::string& tar_path, const std::string& out_path) {
+  return ConvertLayers({tar_path}, out_path, false);
 }
 
 }  // namespace airlock

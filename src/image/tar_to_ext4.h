@@ -5,6 +5,7 @@
 #define AIRLOCK_IMAGE_TAR_TO_EXT4_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,17 @@
 #include "absl/status/statusor.h"
 #include "src/image/ext4_writer.h"
 
+struct archive;
+
 namespace airlock {
+
+struct ArchiveCloser {
+  void operator()(archive* a) const;
+};
+using ArchivePtr = std::unique_ptr<archive, ArchiveCloser>;
+
+// A tar (any compression libarchive knows) opened for reading; the error names the file.
+[[nodiscard]] absl::StatusOr<ArchivePtr> OpenTar(const std::string& path);
 
 // Largest image the converter will create, and largest single file it accepts.
 inline constexpr uint64_t kMaxImageBytes = 64ull << 30;
@@ -33,6 +44,10 @@ Ext4Writer::Options ImageSizeFor(const std::vector<TarStats>& layers);
 // ".wh.NAME" removes NAME, ".wh..wh..opq" empties its directory.
 [[nodiscard]] absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer,
                                     bool whiteouts);
+
+// Layers (tars, applied in order) become an image at out_path; with whiteouts as in ApplyTar.
+[[nodiscard]] absl::Status ConvertLayers(const std::vector<std::string>& layers,
+                                         const std::string& out_path, bool whiteouts);
 
 // ScanTar + Ext4Writer::Create + ApplyTar + Finish: a rootfs tar becomes an image at out_path.
 [[nodiscard]] absl::Status ConvertRootfsTar(const std::string& tar_path,

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/hex.h"
 #include "src/common/unique_fd.h"
 
 namespace airlock {
@@ -54,22 +55,12 @@ nlohmann::json Body(const SnapshotManifest& m) {
           {"files", files}};
 }
 
-std::string Hex(const unsigned char* bytes, unsigned int len) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex.push_back(kDigits[bytes[i] >> 4]);
-    hex.push_back(kDigits[bytes[i] & 15]);
-  }
-  return hex;
-}
-
 std::string Hmac(const std::string& key, const std::string& data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
-  return Hex(md, len);
+  return HexString(md, len);
 }
 
 // Typed field access that never throws, whatever the JSON holds.
@@ -204,7 +195,7 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return Hex(md, len);
+  return HexString(md, len);
 }
 
 absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::string& name) {

@@ -1,0 +1,168 @@
+#include "src/image/oci_archive.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include "nlohmann/json.hpp"
+#include "src/common/file_util.h"
+#include "src/common/hex.h"
+#include "src/image/image_store.h"
+#include "src/testing/test_util.h"
+
+namespace airlock {
+namespace {
+
+using json = nlohmann::json;
+using testing::Debugfs;
+using testing::TarEntry;
+using testing::TempDir;
+using testing::WriteTar;
+
+std::string Digest(const std::string& bytes) { return "sha256:" + Sha256String(bytes); }
+
+// Builds image archives in a temporary directory.
+class ArchiveBuilder {
+ public:
+  explicit ArchiveBuilder(TempDir& dir) : dir_(dir) {}
+  // A layer tar's bytes.
+  std::string Layer(const std::vector<TarEntry>& entries) {
+    std::string path = dir_.File("layer" + std::to_string(count_++) + ".tar");
+    WriteTar(path, entries, count_ % 2 == 0);  // every other one gzipped
+    return *ReadFileToString(path, 64 << 20);
+  }
+  // An OCI image layout tar; `tamper` changes a layer's bytes after its digest was taken.
+  std::string OciLayout(const std::vector<std::string>& layers, const json& config,
+                        const std::string& ref_name, bool tamper = false,
+                        const std::string& arch = "amd64") {
+    std::vector<TarEntry> members;
+    json layer_descriptors = json::array();
+    for (const std::string& layer : layers) {
+      layer_descriptors.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar"},
+                                   {"digest", Digest(layer)},
+                                   {"size", layer.size()}});
+      std::string bytes = layer;
+      if (tamper) bytes[bytes.size() / 2] ^= 1;
+      members.push_back({.name = "blobs/sha256/" + Digest(layer).substr(7), .data = bytes});
+    }
+    std::string config_bytes = config.dump();
+    members.push_back(
+        {.name = "blobs/sha256/" + Digest(config_bytes).substr(7), .data = config_bytes});
+    json manifest = {{"schemaVersion", 2},
+                     {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                     {"config",
+                      {{"mediaType", "application/vnd.oci.image.config.v1+json"},
+                       {"digest", Digest(config_bytes)},
+                       {"size", config_bytes.size()}}},
+                     {"layers", layer_descriptors}};
+    std::string manifest_bytes = manifest.dump();
+    members.push_back(
+        {.name = "blobs/sha256/" + Digest(manifest_bytes).substr(7), .data = manifest_bytes});
+    json index = {{"schemaVersion", 2},
+                  {"manifests",
+                   {{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                     {"digest", Digest(manifest_bytes)},
+                     {"size", manifest_bytes.size()},
+                     {"platform", {{"os", "linux"}, {"architecture", arch}}},
+                     {"annotations", {{"org.opencontainers.image.ref.name", ref_name}}}}}}};
+    members.push_back({.name = "index.json", .data = index.dump()});
+    members.push_back({.name = "oci-layout", .data = R"({"imageLayoutVersion":"1.0.0"})"});
+    std::string path = dir_.File("image" + std::to_string(count_++) + ".tar");
+    WriteTar(path, members);
+    return path;
+  }
+
+ private:
+  TempDir& dir_;
+  int count_ = 0;
+};
+
+json Config() {
+  return {{"architecture", "amd64"},
+          {"os", "linux"},
+          {"config",
+           {{"Env", {"PATH=/usr/bin:/bin", "GREETING=hello"}},
+            {"Entrypoint", {"sh", "-c"}},
+            {"Cmd", {"echo $GREETING"}},
+            {"WorkingDir", "/srv"}}},
+          {"rootfs", {{"type", "layers"}}}};
+}
+
+TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
+  TempDir dir;
+  ArchiveBuilder b(dir);
+  std::string base = b.Layer({{.name = "etc/", .type = S_IFDIR, .mode = 0755},
+                              {.name = "etc/gone", .data = "old"},
+                              {.name = "etc/kept", .data = "kept"},
+                              {.name = "srv/", .type = S_IFDIR, .mode = 0755}});
+  std::string top =
+      b.Layer({{.name = "etc/.wh.gone", .data = ""}, {.name = "etc/new", .data = "new"}});
+  std::string archive = b.OciLayout({base, top}, Config(), "team/app:1");
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> info = store.ImportArchive(archive, "");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name, "team/app:1");
+  EXPECT_EQ(info->run.entrypoint, (std::vector<std::string>{"sh", "-c"}));
+  EXPECT_EQ(info->run.cmd, (std::vector<std::string>{"echo $GREETING"}));
+  EXPECT_EQ(info->run.working_dir, "/srv");
+  EXPECT_EQ(info->run.env.size(), 2u);
+  EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/new"), "new");
+  EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/kept"), "kept");
+  EXPECT_NE(Debugfs(info->rootfs_path, "stat /etc/gone").find("not found"), std::string::npos);
+  // The same image again: the same digest, and the tag resolves to it.
+  absl::StatusOr<ImageInfo> again = store.ImportArchive(archive, "other:2");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->digest, info->digest);
+  EXPECT_EQ(store.Resolve("team/app:1")->run.cmd, info->run.cmd);
+}
+
+TEST(OciArchiveTest, ImportsADockerSaveArchive) {
+  TempDir dir;
+  ArchiveBuilder b(dir);
+  std::string layer = b.Layer({{.name = "app/run.sh", .data = "echo ok\n", .mode = 0755}});
+  std::string config = Config().dump();
+  json manifest = json::array(
+      {{{"Config", "cfg.json"}, {"RepoTags", {"saved:latest"}}, {"Layers", {"l1/layer.tar"}}}});
+  std::string archive = dir.File("saved.tar");
+  WriteTar(archive, {{.name = "manifest.json", .data = manifest.dump()},
+                     {.name = "cfg.json", .data = config},
+                     {.name = "l1/layer.tar", .data = layer},
+                     {.name = "l2/layer.tar", .type = S_IFLNK, .data = "../l1/layer.tar"}});
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> info = store.ImportArchive(archive, "");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name, "saved:latest");
+  EXPECT_EQ(Debugfs(info->rootfs_path, "cat /app/run.sh"), "echo ok\n");
+}
+
+TEST(OciArchiveTest, BadArchivesAreClearErrorsAndStoreNothing) {
+  TempDir dir;
+  ArchiveBuilder b(dir);
+  std::string layer = b.Layer({{.name = "x", .data = "x"}});
+  ImageStore store(dir.File("store"));
+  struct Case {
+    std::string archive;
+    std::string expect;
+  };
+  std::string escaping = dir.File("escape.tar");
+  WriteTar(escaping, {{.name = "../index.json", .data = "{}"}});
+  std::string plain = dir.File("plain.tar");
+  WriteTar(plain, {{.name = "etc/passwd", .data = "root"}});
+  std::string dot_dot_layer =
+      b.OciLayout({b.Layer({{.name = "../../evil", .data = "x"}})}, Config(), "bad:1");
+  for (const Case& c : std::vector<Case>{
+           {b.OciLayout({layer}, Config(), "t:1", /*tamper=*/true), "does not match its digest"},
+           {b.OciLayout({layer}, Config(), "t:1", false, "arm64"), "no linux/amd64 variant"},
+           {b.OciLayout({layer}, Config(), ""), "give one with --tag"},
+           {escaping, "escape"},
+           {plain, "neither an OCI image layout nor"},
+           {dot_dot_layer, "escape"},
+           {dir.File("missing.tar"), "cannot read"}}) {
+    absl::StatusOr<ImageInfo> info = store.ImportArchive(c.archive, "");
+    ASSERT_FALSE(info.ok()) << c.expect;
+    EXPECT_NE(info.status().message().find(c.expect), std::string::npos) << info.status();
+  }
+  EXPECT_TRUE(store.List()->empty());
+}
+
+}  // namespace
+}  // namespace airlock
