@@ -11,7 +11,7 @@ packages=(
   libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
-  openssl git
+  openssl git libcurl4-openssl-dev docker-registry
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 // OCI images as a user meets them: an image archive (here an OCI layout whose base layer is the
 // default image's own root filesystem tar, plus a layer with a file and a whiteout) is imported
-// and runs its own command with its own environment and working directory.
+// and runs its own command with its own environment and working directory; pushed to a local
+// registry, it runs by reference (pulled on first use) and pulls by digest.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "src/common/file_util.h"
 #include "src/common/subprocess.h"
 #include "src/image/image_store.h"
+#include "src/testing/local_registry.h"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -111,6 +113,27 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
   EXPECT_NE(r.err.find("names none"), std::string::npos) << r.err;
 
   EXPECT_EQ(RunAirlock({"image", "rm", "airlock-test/oci:1"}).exit_code, 0);
+
+  // Through a registry: push the archive, run it by reference (airlockd pulls it on first use),
+  // pull it by digest.
+  {
+    testing::LocalRegistry registry(work + "/registry");
+    std::string ref = registry.Host() + "/airlock-test/oci:1";
+    r = RunAirlock({"image", "push", work + "/image.tar", ref});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string digest = r.out.substr(r.out.find(" sha256:") + 1);
+    digest = digest.substr(0, digest.find('\n'));
+    r = RunAirlock({"run", ref});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "hello-oci from /srv\nhi from a layer\n");
+    r = RunAirlock({"image", "pull", registry.Host() + "/airlock-test/oci@" + digest});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(digest), std::string::npos) << r.out;
+    r = RunAirlock({"image", "pull", registry.Host() + "/airlock-test/oci:missing"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("was not found"), std::string::npos) << r.err;
+    RunAirlock({"image", "rm", ref, registry.Host() + "/airlock-test/oci@" + digest});
+  }
   RemoveTree(work).IgnoreError();
 }
 

@@ -1,11 +1,17 @@
 // `airlock image`: import, list and remove images in the local store.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "nlohmann/json.hpp"
 #include "src/cli/cli_commands.h"
+#include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/image/oci_archive.h"
+#include "src/image/registry_client.h"
 
 namespace airlock {
 namespace {
@@ -13,12 +19,19 @@ namespace {
 constexpr char kImageUsage[] =
     "usage: airlock image import ARCHIVE [--tag NAME]\n"
     "       airlock image import --rootfs TAR --tag NAME\n"
+    "       airlock image pull REF\n"
+    "       airlock image push ARCHIVE REF\n"
     "       airlock image ls [--json]\n"
     "       airlock image rm NAME...\n"
     "import ARCHIVE takes an OCI image layout or a `docker save` archive (tar, any compression):\n"
     "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
-    "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n";
+    "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n"
+    "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
+    "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
+    "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
+    "~/.config/airlock/auth.json ({\"HOST\": \"USER:PASSWORD\"}); AIRLOCK_REGISTRY_MIRROR\n"
+    "replaces Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
@@ -49,6 +62,54 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
     return 1;
   }
   std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  return 0;
+}
+
+int Pull(const std::vector<std::string>& args, ImageStore& store) {
+  if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
+  bool tty = isatty(STDERR_FILENO);
+  int64_t last = 0;
+  absl::StatusOr<ImageInfo> info = store.Pull(args[0], [&](uint64_t done, uint64_t total) {
+    int64_t now = time(nullptr);
+    if (!tty || (now == last && done < total)) return;
+    last = now;
+    std::fprintf(stderr, "\rpulling %s: %llu of %llu MiB", args[0].c_str(),
+                 static_cast<unsigned long long>(done >> 20),
+                 static_cast<unsigned long long>(total >> 20));
+  });
+  if (tty) std::fprintf(stderr, "\n");
+  if (!info.ok()) {
+    std::fprintf(stderr, "airlock image pull: %s\n", std::string(info.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  return 0;
+}
+
+int Push(const std::vector<std::string>& args) {
+  if (args.size() != 2) return Usage("push takes an image ARCHIVE and a REF to push it to");
+  absl::StatusOr<ImageReference> ref = ParseImageReference(args[1]);
+  if (!ref.ok()) {
+    std::fprintf(stderr, "airlock image push: %s\n", std::string(ref.status().message()).c_str());
+    return 2;
+  }
+  char tmpl[] = "/var/tmp/airlock-push-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::perror("airlock image push: mkdtemp");
+    return 1;
+  }
+  std::string work = tmpl;
+  absl::StatusOr<ArchiveImage> image = ReadImageArchive(args[0], work + "/members");
+  absl::StatusOr<std::string> digest =
+      image.ok() ? RegistryClient().Push(*ref, image->layers, image->config_json)
+                 : absl::StatusOr<std::string>(image.status());
+  RemoveTree(work).IgnoreError();
+  if (!digest.ok()) {
+    std::fprintf(stderr, "airlock image push: %s\n",
+                 std::string(digest.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", ref->Name().c_str(), digest->c_str());
   return 0;
 }
 
@@ -90,6 +151,8 @@ int ImageCommand(const std::vector<std::string>& args) {
   ImageStore store(DefaultHostPaths().images);
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "import") return Import(rest, store);
+  if (args[0] == "pull") return Pull(rest, store);
+  if (args[0] == "push") return Push(rest);
   if (args[0] == "ls") return List(rest, store);
   if (args[0] == "rm") {
     if (rest.empty()) return Usage("rm needs at least one image name");

@@ -12,6 +12,7 @@
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/image/image_store.h"
+#include "src/image/registry_client.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
 
@@ -198,7 +199,19 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
-  absl::StatusOr<ImageInfo> info = ImageStore(paths_.images).Resolve(name);
+  ImageStore images(paths_.images);
+  absl::StatusOr<ImageInfo> info = images.Resolve(name);
+  // An image not in the store yet is pulled from its registry on first use.
+  if (info.status().code() == absl::StatusCode::kNotFound && name != kDefaultImage &&
+      ParseImageReference(name).ok()) {
+    absl::StatusOr<ImageInfo> pulled = images.Pull(name);
+    info = pulled.ok()
+               ? pulled
+               : absl::Status(pulled.status().code(), absl::StrCat("image ", name,
+                                                                   " is not in the store and "
+                                                                   "pulling it failed: ",
+                                                                   pulled.status().message()));
+  }
   if (!info.ok()) return info.status();
   SessionRecord s;
   s.id = RandomHex(6);

@@ -19,6 +19,7 @@
 #include "src/common/hex.h"
 #include "src/common/unique_fd.h"
 #include "src/image/oci_archive.h"
+#include "src/image/registry_client.h"
 #include "src/image/tar_to_ext4.h"
 
 namespace airlock {
@@ -61,12 +62,12 @@ absl::Status ImageStore::ValidateName(const std::string& name) {
             name[0] != '-' && name.find("..") == std::string::npos;
   for (char c : name) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                c == '-' || c == '/' || c == ':');
+                c == '-' || c == '/' || c == ':' || c == '@');
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("invalid image name \"", name,
-                   "\": use lowercase letters, digits and . _ - / : (for example team/tool:1)"));
+                   "\": use lowercase letters, digits and . _ - / : @ (for example team/tool:1)"));
 }
 
 std::string ImageStore::RefPath(const std::string& name) const {
@@ -201,6 +202,42 @@ absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_pat
   return Tag(key, name);
 }
 
+nlohmann::json ImageStore::RunConfigJson(const OciRunConfig& run) {
+  return {{"env", run.env},
+          {"entrypoint", run.entrypoint},
+          {"cmd", run.cmd},
+          {"working_dir", run.working_dir},
+          {"user", run.user}};
+}
+
+absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
+                                           const RegistryClient::Progress& progress) {
+  if (absl::Status s = ValidateName(reference); !s.ok()) return s;
+  absl::StatusOr<ImageReference> ref = ParseImageReference(reference);
+  if (!ref.ok()) return ref.status();
+  if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
+  // Downloads land here, verified; gone afterwards (also after a crash: the next pull of the
+  // same image starts over, and no half image is ever tagged).
+  std::string work = absl::StrCat(root_, "/blobs/pull.tmp-", getpid(), "-", time(nullptr));
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { RemoveTree(dir).IgnoreError(); }
+  } cleanup{work};
+  RegistryClient client(progress);
+  absl::StatusOr<PulledImage> image = client.Pull(*ref, work, [&](const std::string& digest) {
+    struct stat st;
+    return stat(absl::StrCat(root_, "/blobs/", digest.substr(7), "/image.json").c_str(), &st) == 0;
+  });
+  if (!image.ok()) return image.status();
+  nlohmann::json meta = {{"source", absl::StrCat("pulled from ", ref->Name(), ", ", image->digest)},
+                         {"config", RunConfigJson(image->config.run)}};
+  absl::Status built = EnsureBlob(
+      image->digest.substr(7),
+      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta);
+  if (!built.ok()) return built;
+  return Tag(image->digest.substr(7), reference);
+}
+
 absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_path,
                                                     const std::string& name) {
   if (!name.empty()) {
@@ -223,12 +260,7 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   if (absl::Status s = ValidateName(tag); !s.ok()) return s;
   const OciRunConfig& run = image->config.run;
   nlohmann::json meta = {{"source", absl::StrCat("image archive, ", image->digest)},
-                         {"config",
-                          {{"env", run.env},
-                           {"entrypoint", run.entrypoint},
-                           {"cmd", run.cmd},
-                           {"working_dir", run.working_dir},
-                           {"user", run.user}}}};
+                         {"config", RunConfigJson(run)}};
   absl::Status built = EnsureBlob(
       image->digest.substr(7),
       [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "src/image/oci.h"
+#include "src/image/registry_client.h"
 
 namespace airlock {
 
@@ -42,6 +43,10 @@ class ImageStore {
   // the archive gives.
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportArchive(const std::string& archive_path,
                                                         const std::string& name);
+  // Pulls an image from its registry (registry_client.h) and tags it with the reference as
+  // written. An image already in the store is not downloaded again.
+  [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,
+                                               const RegistryClient::Progress& progress = nullptr);
   [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
   // The blob with this digest ("sha256:<hex>"), wherever its tag points now (a session keeps
   // the image it was made from).
@@ -62,6 +67,7 @@ class ImageStore {
                           const std::function<absl::Status(const std::string&)>& convert,
                           nlohmann::json meta);
   absl::StatusOr<ImageInfo> Tag(const std::string& key, const std::string& name);
+  static nlohmann::json RunConfigJson(const OciRunConfig& run);
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
   std::string root_;
 };

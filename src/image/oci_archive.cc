@@ -178,6 +178,7 @@ absl::StatusOr<ArchiveImage> FromOciLayout(const Members& m) {
   absl::StatusOr<OciImageConfig> config = ParseOciImageConfig(*config_text);
   if (!config.ok()) return config.status();
   image.config = *config;
+  image.config_json = *config_text;
   image.digest = pick->digest;
   image.name = name;
   for (const OciDescriptor& layer : manifest->layers) {
@@ -202,6 +203,7 @@ absl::StatusOr<ArchiveImage> FromDockerSave(const Members& m) {
   if (!config.ok()) return config.status();
   ArchiveImage image;
   image.config = *config;
+  image.config_json = *config_text;
   std::string identity = m.digests.at(m.Resolve(*config_name));
   for (const std::string& layer : saved.layers) {
     absl::StatusOr<std::string> name = CleanTarPath(layer);

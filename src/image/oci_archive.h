@@ -19,6 +19,7 @@ struct ArchiveImage {
   // config and layer digests.
   std::string digest;
   OciImageConfig config;
+  std::string config_json;          // the config as the archive has it
   std::vector<std::string> layers;  // files under dir, bottom layer first
   std::string name;                 // the name the archive gives it, if any
 };

@@ -1,12 +1,14 @@
 #include "src/image/oci_archive.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
 #include "src/image/image_store.h"
+#include "src/image/registry_client.h"
+#include "src/testing/local_registry.h"
 #include "src/testing/test_util.h"
 
 namespace airlock {
@@ -162,6 +164,78 @@ TEST(OciArchiveTest, BadArchivesAreClearErrorsAndStoreNothing) {
     EXPECT_NE(info.status().message().find(c.expect), std::string::npos) << info.status();
   }
   EXPECT_TRUE(store.List()->empty());
+}
+
+}  // namespace
+}  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST(RegistryTest, PushPullByTagAndDigestAndRefuseATamperedBlob) {
+  TempDir dir;
+  testing::LocalRegistry registry(dir.File("registry"));
+  ArchiveBuilder b(dir);
+  std::string base = b.Layer({{.name = "etc/", .type = S_IFDIR, .mode = 0755},
+                              {.name = "etc/motd", .data = "pulled"},
+                              {.name = "srv/", .type = S_IFDIR, .mode = 0755}});
+  std::string archive = b.OciLayout({base}, Config(), "x:1");
+  absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive, dir.File("members"));
+  ASSERT_TRUE(image.ok()) << image.status();
+  std::string tag = registry.Host() + "/team/app:1";
+  absl::StatusOr<std::string> pushed =
+      RegistryClient().Push(*ParseImageReference(tag), image->layers, image->config_json);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> info = store.Pull(tag);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->digest, *pushed);
+  EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/motd"), "pulled");
+  EXPECT_EQ(info->run.cmd, (std::vector<std::string>{"echo $GREETING"}));
+  absl::StatusOr<ImageInfo> again = store.Pull(tag);  // already there: nothing downloaded
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->digest, info->digest);
+  std::string by_digest = registry.Host() + "/team/app@" + *pushed;
+  absl::StatusOr<ImageInfo> pinned = store.Pull(by_digest);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->digest, *pushed);
+
+  // Errors: an unknown tag, a registry that is not there, a blob changed on the registry.
+  absl::StatusOr<ImageInfo> missing = store.Pull(registry.Host() + "/team/app:nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  absl::StatusOr<ImageInfo> down = store.Pull("localhost:1/team/app:1");
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
+  std::string layer_digest = "sha256:" + *Sha256File(image->layers[0]);
+  std::string blob = registry.BlobFile(layer_digest);
+  absl::StatusOr<std::string> bytes = ReadFileToString(blob, 64 << 20);
+  ASSERT_TRUE(bytes.ok()) << blob;
+  (*bytes)[bytes->size() / 2] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(blob, *bytes, 0644).ok());
+  ImageStore fresh(dir.File("fresh"));
+  absl::StatusOr<ImageInfo> tampered = fresh.Pull(tag);
+  EXPECT_EQ(tampered.status().code(), absl::StatusCode::kDataLoss) << tampered.status();
+  EXPECT_NE(tampered.status().message().find("does not match its digest"), std::string::npos);
+  EXPECT_TRUE(fresh.List()->empty());
+}
+
+TEST(RegistryTest, ReferencesParseLikeDockers) {
+  absl::StatusOr<ImageReference> r = ParseImageReference("python:3.11-slim");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->registry, "registry-1.docker.io");
+  EXPECT_EQ(r->repository, "library/python");
+  EXPECT_EQ(r->tag, "3.11-slim");
+  EXPECT_FALSE(r->insecure);
+  r = ParseImageReference("ghcr.io/org/tool");
+  EXPECT_EQ(r->registry, "ghcr.io");
+  EXPECT_EQ(r->repository, "org/tool");
+  EXPECT_EQ(r->tag, "latest");
+  r = ParseImageReference("localhost:5000/team/app@sha256:" + std::string(64, 'a'));
+  EXPECT_TRUE(r->insecure);
+  EXPECT_TRUE(r->tag.empty());
+  EXPECT_FALSE(ParseImageReference("UPPER/case").ok());
+  EXPECT_FALSE(ParseImageReference("a@sha256:short").ok());
+  EXPECT_FALSE(ParseImageReference("").ok());
 }
 
 }  // namespace
