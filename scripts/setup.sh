@@ -43,6 +43,6 @@ home=${AIRLOCK_HOME:-/var/lib/airlock}
 mkdir -p "$home/kernel"
 ln -sfn "$kernel" "$home/kernel/vmlinux"
 
-tar=$(scripts/build-image-tar.sh bookworm python3)
-build/airlock image import --rootfs "$tar" --tag airlock/bookworm-python >&2
+# The default image, from Debian packages (its root filesystem is cached in /var/cache/airlock).
+build/airlock image build --debian bookworm --packages python3 --tag airlock/bookworm-python >&2
 echo "setup: ready" >&2

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/cli_commands.h"
 #include "src/common/file_util.h"
@@ -19,6 +20,7 @@ namespace {
 constexpr char kImageUsage[] =
     "usage: airlock image import ARCHIVE [--tag NAME]\n"
     "       airlock image import --rootfs TAR --tag NAME\n"
+    "       airlock image build --debian SUITE [--packages P1,P2] --tag NAME\n"
     "       airlock image pull REF\n"
     "       airlock image push ARCHIVE REF\n"
     "       airlock image ls [--json]\n"
@@ -27,6 +29,8 @@ constexpr char kImageUsage[] =
     "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
     "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n"
+    "build makes an image from Debian packages with mmdebstrap (minbase plus the packages, from\n"
+    "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock).\n"
     "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
     "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
@@ -59,6 +63,36 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image import: %s\n",
                  std::string(info.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  return 0;
+}
+
+int Build(const std::vector<std::string>& args, ImageStore& store) {
+  std::string suite, packages, tag;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string* value = args[i] == "--debian"     ? &suite
+                         : args[i] == "--packages" ? &packages
+                         : args[i] == "--tag"      ? &tag
+                                                   : nullptr;
+    if (value == nullptr || i + 1 >= args.size()) {
+      return Usage(("unexpected argument " + args[i]).c_str());
+    }
+    *value = args[++i];
+  }
+  if (suite.empty() || tag.empty()) return Usage("build needs --debian SUITE and --tag NAME");
+  std::vector<std::string> list;
+  for (absl::string_view p : absl::StrSplit(packages, ',', absl::SkipEmpty())) {
+    list.emplace_back(p);
+  }
+  const char* cache = std::getenv("AIRLOCK_CACHE");
+  std::fprintf(stderr, "airlock image build: debian %s + %s\n", suite.c_str(),
+               packages.empty() ? "nothing" : packages.c_str());
+  absl::StatusOr<ImageInfo> info =
+      store.BuildDebian(suite, list, tag, cache ? cache : "/var/cache/airlock");
+  if (!info.ok()) {
+    std::fprintf(stderr, "airlock image build: %s\n", std::string(info.status().message()).c_str());
     return 1;
   }
   std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
@@ -152,6 +186,7 @@ int ImageCommand(const std::vector<std::string>& args) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "import") return Import(rest, store);
   if (args[0] == "pull") return Pull(rest, store);
+  if (args[0] == "build") return Build(rest, store);
   if (args[0] == "push") return Push(rest);
   if (args[0] == "ls") return List(rest, store);
   if (args[0] == "rm") {

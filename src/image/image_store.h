@@ -43,6 +43,13 @@ class ImageStore {
   // the archive gives.
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportArchive(const std::string& archive_path,
                                                         const std::string& name);
+  // Builds an image from Debian packages: mmdebstrap (minbase of `suite` plus `packages`, the
+  // host's apt sources) writes a root filesystem tar, cached under cache_dir/rootfs keyed by
+  // the inputs, which is then imported like import --rootfs.
+  [[nodiscard]] absl::StatusOr<ImageInfo> BuildDebian(const std::string& suite,
+                                                      const std::vector<std::string>& packages,
+                                                      const std::string& name,
+                                                      const std::string& cache_dir);
   // Pulls an image from its registry (registry_client.h) and tags it with the reference as
   // written. An image already in the store is not downloaded again.
   [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,
