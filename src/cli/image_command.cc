@@ -8,6 +8,8 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/cli_commands.h"
+#include "src/cli/cli_flags.h"
+#include "src/cli/daemon_client.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
@@ -25,6 +27,7 @@ constexpr char kImageUsage[] =
     "       airlock image push ARCHIVE REF\n"
     "       airlock image ls [--json]\n"
     "       airlock image rm NAME...\n"
+    "       airlock image prune\n"
     "import ARCHIVE takes an OCI image layout or a `docker save` archive (tar, any compression):\n"
     "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
@@ -35,7 +38,8 @@ constexpr char kImageUsage[] =
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
     "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
     "~/.config/airlock/auth.json ({\"HOST\": \"USER:PASSWORD\"}); AIRLOCK_REGISTRY_MIRROR\n"
-    "replaces Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n";
+    "replaces Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n"
+    "prune (through airlockd, as root) frees images no tag and no session uses.\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
@@ -147,6 +151,26 @@ int Push(const std::vector<std::string>& args) {
   return 0;
 }
 
+int Prune(const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("prune takes no arguments");
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (!client.ok()) {
+    std::fprintf(stderr, "airlock image prune: %s\n",
+                 std::string(client.status().message()).c_str());
+    return 1;
+  }
+  grpc::ClientContext context;
+  v1::PruneImagesResponse response;
+  grpc::Status status = client->images->Prune(&context, {}, &response);
+  if (!status.ok()) {
+    std::fprintf(stderr, "airlock image prune: %s\n", Describe(status).c_str());
+    return 1;
+  }
+  for (const std::string& d : response.removed()) std::printf("removed %s\n", d.c_str());
+  std::printf("freed %s\n", FormatBytes(response.freed_bytes()).c_str());
+  return 0;
+}
+
 int List(const std::vector<std::string>& args, ImageStore& store) {
   bool json = args.size() == 1 && args[0] == "--json";
   if (!args.empty() && !json) return Usage("ls takes only --json");
@@ -187,6 +211,7 @@ int ImageCommand(const std::vector<std::string>& args) {
   if (args[0] == "import") return Import(rest, store);
   if (args[0] == "pull") return Pull(rest, store);
   if (args[0] == "build") return Build(rest, store);
+  if (args[0] == "prune") return Prune(rest);
   if (args[0] == "push") return Push(rest);
   if (args[0] == "ls") return List(rest, store);
   if (args[0] == "rm") {

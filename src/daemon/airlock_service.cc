@@ -1,5 +1,6 @@
 #include "src/daemon/airlock_service.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/exit_codes.h"
+#include "src/common/file_util.h"
 #include "src/image/image_store.h"
 
 namespace airlock {
@@ -662,6 +664,45 @@ grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListIma
     image->set_size_bytes(i.size_bytes);
     image->set_created_unix(i.created);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::Prune(grpc::ServerContext* context,
+                                  const v1::PruneImagesRequest* request,
+                                  v1::PruneImagesResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  // Images are the host's, shared by every tenant: only root may free them.
+  if (!who->certificate.empty() || who->uid != 0) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only root may prune images");
+  }
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->SessionsInState(
+      {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
+  if (!sessions.ok()) return ToGrpc(sessions.status());
+  std::vector<std::string> keep;
+  for (const SessionRecord& s : *sessions) keep.push_back(s.image_digest);
+  ImageStore images(paths_.images);
+  absl::StatusOr<ImageStore::PruneResult> pruned = images.Prune(keep);
+  if (!pruned.ok()) return ToGrpc(pruned.status());
+  // Templates of images that are gone (their names start with the image digest).
+  std::string templates = paths_.home + "/templates";
+  if (DIR* dir = opendir(templates.c_str())) {
+    std::vector<std::string> stale;
+    while (dirent* e = readdir(dir)) {
+      std::string name = e->d_name;
+      for (const std::string& digest : pruned->removed) {
+        if (name.rfind(digest.substr(7, 16), 0) == 0) stale.push_back(templates + "/" + name);
+      }
+    }
+    closedir(dir);
+    for (const std::string& path : stale) RemoveTree(path).IgnoreError();
+  }
+  for (const std::string& d : pruned->removed) response->add_removed(d);
+  response->set_freed_bytes(pruned->freed_bytes);
+  store_
+      ->Audit(*who, who->Tenant(), "images.prune", "",
+              absl::StrCat(pruned->removed.size(), " removed, ", pruned->freed_bytes, " bytes"))
+      .IgnoreError();
   return grpc::Status::OK;
 }
 

@@ -62,13 +62,16 @@ class VmsService final : public v1::Vms::Service {
 
 class ImagesService final : public v1::Images::Service {
  public:
-  ImagesService(HostPaths paths, const PeerRegistry* peers)
-      : paths_(std::move(paths)), peers_(peers) {}
+  ImagesService(HostPaths paths, StateStore* store, const PeerRegistry* peers)
+      : paths_(std::move(paths)), store_(store), peers_(peers) {}
   grpc::Status List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                     v1::ListImagesResponse* response) override;
+  grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
+                     v1::PruneImagesResponse* response) override;
 
  private:
   HostPaths paths_;
+  StateStore* store_;
   const PeerRegistry* peers_;
 };
 

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   airlock::PeerRegistry peers;
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers);
   airlock::VmsService vms_service(&sessions, &peers);
-  airlock::ImagesService images_service(paths, &peers);
+  airlock::ImagesService images_service(paths, store->get(), &peers);
   grpc::ServerBuilder builder;
   builder.RegisterService(&sessions_service);
   builder.RegisterService(&vms_service);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <ctime>
 #include <memory>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -370,6 +371,45 @@ absl::Status ImageStore::Remove(const std::string& name) {
     if (other.digest == info->digest) return absl::OkStatus();
   }
   return RemoveTree(DirName(info->rootfs_path));
+}
+
+absl::StatusOr<ImageStore::PruneResult> ImageStore::Prune(const std::vector<std::string>& keep) {
+  absl::StatusOr<std::vector<ImageInfo>> tagged = List();
+  if (!tagged.ok()) return tagged.status();
+  std::set<std::string> wanted(keep.begin(), keep.end());
+  for (const ImageInfo& i : *tagged) wanted.insert(i.digest);
+  PruneResult result;
+  std::string blobs = root_ + "/blobs";
+  DIR* dir = opendir(blobs.c_str());
+  if (dir == nullptr) return result;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir)) names.push_back(e->d_name);
+  closedir(dir);
+  for (const std::string& name : names) {
+    std::string path = blobs + "/" + name;
+    bool is_blob =
+        name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
+    bool remove = is_blob && !wanted.count("sha256:" + name);
+    // "<anything>.tmp-<pid>[-...]": work of an import or pull whose process is gone.
+    if (size_t tmp = name.find(".tmp-"); !is_blob && tmp != std::string::npos) {
+      std::string pid = name.substr(tmp + 5, name.find('-', tmp + 5) - tmp - 5);
+      struct stat st;
+      remove = !pid.empty() && stat(("/proc/" + pid).c_str(), &st) != 0;
+    }
+    if (!remove) continue;
+    if (DIR* d = opendir(path.c_str())) {
+      while (dirent* f = readdir(d)) {
+        struct stat st;
+        if (fstatat(dirfd(d), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+          result.freed_bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+        }
+      }
+      closedir(d);
+    }
+    if (absl::Status s = RemoveTree(path); !s.ok()) return s;
+    if (is_blob) result.removed.push_back("sha256:" + name);
+  }
+  return result;
 }
 
 }  // namespace airlock

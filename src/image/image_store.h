@@ -63,6 +63,14 @@ class ImageStore {
   // Removes the tag, and the blob if no other tag uses it.
   [[nodiscard]] absl::Status Remove(const std::string& name);
 
+  struct PruneResult {
+    std::vector<std::string> removed;  // digests of the blobs removed
+    uint64_t freed_bytes = 0;          // disk space they took
+  };
+  // Removes blobs that no tag points at and that are not in `keep` (digests sessions still
+  // use), and what crashed imports and pulls left behind.
+  [[nodiscard]] absl::StatusOr<PruneResult> Prune(const std::vector<std::string>& keep);
+
   // Image names: lowercase letters, digits and . _ - / :, at most 200 bytes.
   [[nodiscard]] static absl::Status ValidateName(const std::string& name);
 

@@ -1,6 +1,7 @@
 #include "src/image/oci_archive.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -134,6 +135,31 @@ TEST(OciArchiveTest, ImportsADockerSaveArchive) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "saved:latest");
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /app/run.sh"), "echo ok\n");
+}
+
+TEST(OciArchiveTest, PruneFreesWhatNoTagOrSessionUses) {
+  TempDir dir;
+  ArchiveBuilder b(dir);
+  ImageStore store(dir.File("store"));
+  std::string a = b.OciLayout({b.Layer({{.name = "a", .data = "a"}})}, Config(), "one:1");
+  std::string c = b.OciLayout({b.Layer({{.name = "c", .data = "c"}})}, Config(), "two:1");
+  std::string d = b.OciLayout({b.Layer({{.name = "d", .data = "d"}})}, Config(), "three:1");
+  absl::StatusOr<ImageInfo> one = store.ImportArchive(a, "");
+  absl::StatusOr<ImageInfo> two = store.ImportArchive(c, "");
+  absl::StatusOr<ImageInfo> three = store.ImportArchive(d, "");
+  ASSERT_TRUE(one.ok() && two.ok() && three.ok());
+  // Untag two and three; a session still uses three. A crashed import left a directory.
+  ASSERT_EQ(unlink(dir.File("store/refs/two%3A1").c_str()), 0);
+  ASSERT_EQ(unlink(dir.File("store/refs/three%3A1").c_str()), 0);
+  ASSERT_TRUE(MakeDirectories(dir.File("store/blobs/import.tmp-999999999-1"), 0700).ok());
+  absl::StatusOr<ImageStore::PruneResult> pruned = store.Prune({three->digest});
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(pruned->removed, std::vector<std::string>{two->digest});
+  EXPECT_GT(pruned->freed_bytes, 0u);
+  EXPECT_NE(access(two->rootfs_path.c_str(), F_OK), 0);
+  EXPECT_EQ(access(one->rootfs_path.c_str(), F_OK), 0);
+  EXPECT_EQ(access(three->rootfs_path.c_str(), F_OK), 0);
+  EXPECT_NE(access(dir.File("store/blobs/import.tmp-999999999-1").c_str(), F_OK), 0);
 }
 
 TEST(OciArchiveTest, BadArchivesAreClearErrorsAndStoreNothing) {
