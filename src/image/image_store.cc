@@ -390,6 +390,11 @@ absl::StatusOr<ImageStore::PruneResult> ImageStore::Prune(const std::vector<std:
     bool is_blob =
         name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
     bool remove = is_blob && !wanted.count("sha256:" + name);
+    // A blob made in the last ten minutes may belong to an import or pull about to tag it.
+    struct stat made;
+    if (remove && stat(path.c_str(), &made) == 0 && time(nullptr) - made.st_mtime < 600) {
+      remove = false;
+    }
     // "<anything>.tmp-<pid>[-...]": work of an import or pull whose process is gone.
     if (size_t tmp = name.find(".tmp-"); !is_blob && tmp != std::string::npos) {
       std::string pid = name.substr(tmp + 5, name.find('-', tmp + 5) - tmp - 5);

@@ -68,7 +68,8 @@ class ImageStore {
     uint64_t freed_bytes = 0;          // disk space they took
   };
   // Removes blobs that no tag points at and that are not in `keep` (digests sessions still
-  // use), and what crashed imports and pulls left behind.
+  // use), and what crashed imports and pulls left behind. Blobs made in the last ten minutes
+  // are kept: an import or pull may be about to tag them.
   [[nodiscard]] absl::StatusOr<PruneResult> Prune(const std::vector<std::string>& keep);
 
   // Image names: lowercase letters, digits and . _ - / :, at most 200 bytes.

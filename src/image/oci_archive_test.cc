@@ -1,6 +1,8 @@
 #include "src/image/oci_archive.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +154,11 @@ TEST(OciArchiveTest, PruneFreesWhatNoTagOrSessionUses) {
   ASSERT_EQ(unlink(dir.File("store/refs/two%3A1").c_str()), 0);
   ASSERT_EQ(unlink(dir.File("store/refs/three%3A1").c_str()), 0);
   ASSERT_TRUE(MakeDirectories(dir.File("store/blobs/import.tmp-999999999-1"), 0700).ok());
+  // Blobs made in the last ten minutes are kept (an import may be about to tag them): age two.
+  std::string two_dir = DirName(two->rootfs_path);
+  EXPECT_EQ(store.Prune({three->digest})->removed.size(), 0u);
+  timespec old_times[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, two_dir.c_str(), old_times, 0), 0);
   absl::StatusOr<ImageStore::PruneResult> pruned = store.Prune({three->digest});
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   EXPECT_EQ(pruned->removed, std::vector<std::string>{two->digest});
