@@ -205,12 +205,12 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   if (info.status().code() == absl::StatusCode::kNotFound && name != kDefaultImage &&
       ParseImageReference(name).ok()) {
     absl::StatusOr<ImageInfo> pulled = images.Pull(name);
-    info = pulled.ok()
-               ? pulled
-               : absl::Status(pulled.status().code(), absl::StrCat("image ", name,
-                                                                   " is not in the store and "
-                                                                   "pulling it failed: ",
-                                                                   pulled.status().message()));
+    info = pulled.ok() ? pulled
+                       : absl::Status(pulled.status().code(),
+                                      absl::StrCat("image ", name,
+                                                   " is not in the store (`airlock image ls` lists "
+                                                   "what is) and pulling it failed: ",
+                                                   pulled.status().message()));
   }
   if (!info.ok()) return info.status();
   SessionRecord s;
