@@ -313,15 +313,9 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                      " is in use (a command or stream is open); wait "
                      "for it to end, or stop it, and pause again"));
   }
-  SnapshotManifest manifest;
-  manifest.session_id = record.id;
-  manifest.image_digest = record.image_digest;
-  manifest.kernel_release = KernelIdentity(paths_);
-  manifest.qemu_version = live->vm->vmm_version();
-  manifest.accelerator = live->vm->accelerator();
-  manifest.vcpus = record.limits.vcpus;
-  manifest.memory_bytes = record.limits.memory_bytes >> 20 << 20;
-  manifest.created_unix_ms = NowUnixMs();
+  SnapshotManifest manifest =
+      DescribeVm(paths_, record.id, record.image_digest, record.limits.vcpus,
+                 record.limits.memory_bytes, *live->vm);
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest, key_,
                    SnapshotDisk::kLink);
@@ -480,15 +474,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                      "end and fork again"));
   }
   // Snapshot the running session with a copy of its disk, then let it go on.
-  SnapshotManifest manifest;
-  manifest.session_id = id;
-  manifest.image_digest = record->image_digest;
-  manifest.kernel_release = KernelIdentity(paths_);
-  manifest.qemu_version = live->vm->vmm_version();
-  manifest.accelerator = live->vm->accelerator();
-  manifest.vcpus = record->limits.vcpus;
-  manifest.memory_bytes = record->limits.memory_bytes >> 20 << 20;
-  manifest.created_unix_ms = NowUnixMs();
+  SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
+                                         record->limits.memory_bytes, *live->vm);
   std::string dir = absl::StrCat(paths_.home, "/forks/", id, "-", RandomHex(4));
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);

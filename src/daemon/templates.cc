@@ -40,6 +40,21 @@ std::string KernelIdentity(const HostPaths& paths) {
                       FileIdentity(paths.initramfs));
 }
 
+SnapshotManifest DescribeVm(const HostPaths& paths, const std::string& id,
+                            const std::string& image_digest, uint32_t vcpus, uint64_t memory_bytes,
+                            const Vm& vm) {
+  SnapshotManifest manifest;
+  manifest.session_id = id;
+  manifest.image_digest = image_digest;
+  manifest.kernel_release = KernelIdentity(paths);
+  manifest.qemu_version = vm.vmm_version();
+  manifest.accelerator = vm.accelerator();
+  manifest.vcpus = vcpus;
+  manifest.memory_bytes = memory_bytes >> 20 << 20;  // QEMU takes whole MiB
+  manifest.created_unix_ms = absl::ToUnixMillis(absl::Now());
+  return manifest;
+}
+
 absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const VmShape& shape) {
   std::string inputs =
       Sha256String(absl::StrCat(KernelIdentity(paths_), "\n", FileIdentity(paths_.qemu), "\n",
@@ -81,15 +96,8 @@ absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,
   counters_->boots++;
   absl::StatusOr<LaunchedVm> vm = LaunchVm(*driver_, paths_, image, options);
   if (!vm.ok()) return vm.status();
-  SnapshotManifest manifest;
-  manifest.session_id = "template";
-  manifest.image_digest = image.digest;
-  manifest.kernel_release = KernelIdentity(paths_);
-  manifest.qemu_version = vm->vm->vmm_version();
-  manifest.accelerator = vm->vm->accelerator();
-  manifest.vcpus = shape.vcpus;
-  manifest.memory_bytes = uint64_t{shape.memory_mib} << 20;
-  manifest.created_unix_ms = absl::ToUnixMillis(absl::Now());
+  SnapshotManifest manifest = DescribeVm(paths_, "template", image.digest, shape.vcpus,
+                                         uint64_t{shape.memory_mib} << 20, *vm->vm);
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*vm->vm, vm->disk.get(), dir, manifest, key_, SnapshotDisk::kLink);
   if (!taken.ok()) return taken.status();

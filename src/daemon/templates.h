@@ -56,6 +56,11 @@ class Templates {
   std::mutex mu_;  // one build at a time; a Get waits for a build in progress
 };
 
+// The manifest of a snapshot about to be taken of vm (files are filled in by TakeSnapshot).
+SnapshotManifest DescribeVm(const HostPaths& paths, const std::string& id,
+                            const std::string& image_digest, uint32_t vcpus, uint64_t memory_bytes,
+                            const Vm& vm);
+
 // A description of the files a VM is made of (kernel, initramfs), for snapshot manifests and
 // template names: their real paths, sizes and modification times.
 std::string KernelIdentity(const HostPaths& paths);

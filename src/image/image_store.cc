@@ -217,6 +217,18 @@ nlohmann::json ImageStore::RunConfigJson(const OciRunConfig& run) {
           {"user", run.user}};
 }
 
+namespace {
+
+// A work directory removed with the object; one a crash leaves is removed by Prune (its name
+// carries the pid).
+struct ScratchDir {
+  explicit ScratchDir(std::string p) : path(std::move(p)) {}
+  ~ScratchDir() { RemoveTree(path).IgnoreError(); }
+  std::string path;
+};
+
+}  // namespace
+
 absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
                                            const RegistryClient::Progress& progress) {
   if (absl::Status s = ValidateName(reference); !s.ok()) return s;
@@ -225,11 +237,8 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
   if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
   // Downloads land here, verified; gone afterwards (also after a crash: the next pull of the
   // same image starts over, and no half image is ever tagged).
-  std::string work = absl::StrCat(root_, "/blobs/pull.tmp-", getpid(), "-", time(nullptr));
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { RemoveTree(dir).IgnoreError(); }
-  } cleanup{work};
+  ScratchDir scratch(absl::StrCat(root_, "/blobs/pull.tmp-", getpid(), "-", time(nullptr)));
+  const std::string& work = scratch.path;
   RegistryClient client(progress);
   absl::StatusOr<PulledImage> image = client.Pull(*ref, work, [&](const std::string& digest) {
     struct stat st;
@@ -319,11 +328,8 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   }
   if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
   // The archive's members land here as opaque blobs while it is read; gone afterwards.
-  std::string work = absl::StrCat(root_, "/blobs/import.tmp-", getpid(), "-", time(nullptr));
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { RemoveTree(dir).IgnoreError(); }
-  } cleanup{work};
+  ScratchDir scratch(absl::StrCat(root_, "/blobs/import.tmp-", getpid(), "-", time(nullptr)));
+  const std::string& work = scratch.path;
   absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive_path, work);
   if (!image.ok()) return image.status();
   std::string tag = name.empty() ? image->name : name;
