@@ -1,8 +1,11 @@
 // OCI images as a user meets them: an image archive (here an OCI layout whose base layer is the
-// default image's own root filesystem tar, plus a layer with a file and a whiteout) is imported
-// and runs its own command with its own environment and working directory; pushed to a local
-// registry, it runs by reference (pulled on first use) and pulls by digest.
+// default image's own root filesystem tar, plus layers of the test's) is imported and runs its
+// own command with its own environment, working directory and user; pushed to a local
+// registry, it runs by reference (pulled on first use) and pulls by digest. Hostile layer
+// entries stay inside the image (checked from inside the guest), and `image rm`/`prune` free
+// the space once no session uses an image.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
+#include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
 #include "src/image/image_store.h"
 #include "src/testing/local_registry.h"
+#include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -56,42 +61,54 @@ json AddBlob(const std::string& layout, const std::string& media_type, const std
           {"size", static_cast<uint64_t>(st.st_size)}};
 }
 
-TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
+// A work directory under /var/tmp (the rootfs cache's filesystem, so layers hard-link).
+std::string WorkDir() {
+  char tmpl[] = "/var/tmp/airlock-imagetest-XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  return tmpl;
+}
+
+// Writes an OCI image layout tar at `out`: the default rootfs as the base layer, then `layers`
+// (tar files), with `config` as the image's config and `ref` as its name.
+void WriteLayoutArchive(const std::string& work, const std::vector<std::string>& layers,
+                        const json& run_config, const std::string& ref, const std::string& out) {
   std::string rootfs = RootfsTar();
   ASSERT_FALSE(rootfs.empty()) << "run scripts/setup.sh first (it caches the rootfs tar)";
-  char tmpl[] = "/var/tmp/airlock-imagetest-XXXXXX";  // same filesystem as the cache: hard links
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string work = tmpl;
-  std::string layout = work + "/layout";
+  std::string layout = work + "/layout-" + std::to_string(getpid()) + "-" +
+                       std::to_string(out.size()) + std::to_string(time(nullptr));
   ASSERT_TRUE(MakeDirectories(layout + "/blobs/sha256", 0755).ok());
+  const char* kLayer = "application/vnd.oci.image.layer.v1.tar";
+  json descriptors = {AddBlob(layout, kLayer, "", rootfs)};
+  for (const std::string& layer : layers) descriptors.push_back(AddBlob(layout, kLayer, "", layer));
+  json config = {{"architecture", "amd64"}, {"os", "linux"}, {"config", run_config}};
+  json manifest = {
+      {"schemaVersion", 2},
+      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+      {"config", AddBlob(layout, "application/vnd.oci.image.config.v1+json", config.dump())},
+      {"layers", descriptors}};
+  json descriptor = AddBlob(layout, "application/vnd.oci.image.manifest.v1+json", manifest.dump());
+  descriptor["annotations"] = {{"org.opencontainers.image.ref.name", ref}};
+  json index = {{"schemaVersion", 2}, {"manifests", {descriptor}}};
+  ASSERT_TRUE(WriteFileAtomically(layout + "/index.json", index.dump(), 0644).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(layout + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0644).ok());
+  Tar(out, layout);
+  RemoveTree(layout).IgnoreError();
+}
+
+TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
+  std::string work = WorkDir();
   ASSERT_TRUE(MakeDirectories(work + "/top/srv", 0755).ok());
   ASSERT_TRUE(MakeDirectories(work + "/top/etc", 0755).ok());
   ASSERT_TRUE(WriteFileAtomically(work + "/top/srv/hello", "hi from a layer\n", 0644).ok());
   ASSERT_TRUE(WriteFileAtomically(work + "/top/etc/.wh.debian_version", "", 0644).ok());
   Tar(work + "/top.tar", work + "/top");
-
-  const char* kLayer = "application/vnd.oci.image.layer.v1.tar";
-  json layers = {AddBlob(layout, kLayer, "", rootfs),
-                 AddBlob(layout, kLayer, "", work + "/top.tar")};
-  json config = {{"architecture", "amd64"},
-                 {"os", "linux"},
-                 {"config",
-                  {{"Env", {"PATH=/usr/bin:/bin", "GREETING=hello-oci"}},
-                   {"Entrypoint", {"sh", "-c"}},
-                   {"Cmd", {"echo $GREETING from $(pwd); cat hello"}},
-                   {"WorkingDir", "/srv"}}}};
-  json manifest = {
-      {"schemaVersion", 2},
-      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-      {"config", AddBlob(layout, "application/vnd.oci.image.config.v1+json", config.dump())},
-      {"layers", layers}};
-  json descriptor = AddBlob(layout, "application/vnd.oci.image.manifest.v1+json", manifest.dump());
-  descriptor["annotations"] = {{"org.opencontainers.image.ref.name", "airlock-test/oci:1"}};
-  json index = {{"schemaVersion", 2}, {"manifests", {descriptor}}};
-  ASSERT_TRUE(WriteFileAtomically(layout + "/index.json", index.dump(), 0644).ok());
-  ASSERT_TRUE(
-      WriteFileAtomically(layout + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0644).ok());
-  Tar(work + "/image.tar", layout);
+  WriteLayoutArchive(work, {work + "/top.tar"},
+                     {{"Env", {"PATH=/usr/bin:/bin", "GREETING=hello-oci"}},
+                      {"Entrypoint", {"sh", "-c"}},
+                      {"Cmd", {"echo $GREETING from $(pwd); cat hello"}},
+                      {"WorkingDir", "/srv"}},
+                     "airlock-test/oci:1", work + "/image.tar");
 
   Result r = RunAirlock({"image", "import", work + "/image.tar"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -134,6 +151,121 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     EXPECT_NE(r.err.find("was not found"), std::string::npos) << r.err;
     RunAirlock({"image", "rm", ref, registry.Host() + "/airlock-test/oci@" + digest});
   }
+  RemoveTree(work).IgnoreError();
+}
+
+TEST(ImageTest, TheImageUserRunsCommandsAndHostileEntriesStayInside) {
+  std::string work = WorkDir();
+  // A file on the host that a layer's symlink names: the guest must not see it.
+  std::string secret = work + "/host-secret";
+  ASSERT_TRUE(WriteFileAtomically(secret, "host only\n", 0600).ok());
+  using testing::TarEntry;
+  testing::WriteTar(work + "/hostile.tar",
+                    {{.name = "/abs-marker", .data = "absolute\n"},
+                     {.name = "escape", .type = S_IFLNK, .data = "../../../../../../../"},
+                     {.name = "hostfile", .type = S_IFLNK, .data = secret},
+                     {.name = "linked", .data = "abs-marker", .hardlink = true},
+                     {.name = "devnull2", .type = S_IFCHR, .mode = 0666},
+                     {.name = "setuid", .data = "#!/bin/sh\nid -u\n", .mode = 04755}},
+                    testing::Compression::kZstd);
+  WriteLayoutArchive(work, {work + "/hostile.tar"}, {{"User", "nobody"}, {"Cmd", {"id", "-u"}}},
+                     "airlock-test/user:1", work + "/image.tar");
+  Result r = RunAirlock({"image", "import", work + "/image.tar"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // The image's User runs its command, with that user's HOME; --user overrides it.
+  r = RunAirlock({"run", "airlock-test/user:1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "65534\n");
+  r = RunAirlock({"run", "airlock-test/user:1", "--", "sh", "-c", "echo $HOME $(id -g)"});
+  EXPECT_EQ(r.out, "/nonexistent 65534\n");
+  r = RunAirlock({"run", "--user", "0:100", "airlock-test/user:1", "--", "sh", "-c",
+                  "echo $(id -u) $(id -g)"});
+  EXPECT_EQ(r.out, "0 100\n") << r.err;
+  r = RunAirlock({"run", "-u", "1234:4321", "airlock-test/user:1", "--", "sh", "-c",
+                  "echo $(id -u) $(id -g) $HOME"});
+  EXPECT_EQ(r.out, "1234 4321 /\n");
+  r = RunAirlock({"run", "-u", "ghost", "airlock-test/user:1", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("user ghost is not in the image's /etc/passwd"), std::string::npos) << r.err;
+  // The user cannot write what root owns.
+  r = RunAirlock(
+      {"run", "airlock-test/user:1", "--", "sh", "-c", "touch /etc/x 2>/dev/null; echo $?"});
+  EXPECT_EQ(r.out, "1\n");
+
+  // Inside the guest: the absolute path landed in the image's root, the symlinks resolve
+  // inside the guest (".." of / is /), the hard link is the same file, the device is one.
+  r = RunAirlock({"run", "-u", "0", "airlock-test/user:1", "--", "sh", "-c",
+                  "cat /abs-marker /escape/abs-marker; readlink /hostfile;"
+                  "cat /hostfile 2>/dev/null || echo not-here;"
+                  "[ $(stat -c %i /abs-marker) = $(stat -c %i /linked) ] && echo same-inode;"
+                  "stat -c '%F %t,%T' /devnull2; stat -c %a /setuid"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("absolute\nabsolute\n", secret, "\nnot-here\nsame-inode\n",
+                                "character special file 1,3\n4755\n"));
+  // And on the host nothing was written outside the store.
+  EXPECT_NE(access("/abs-marker", F_OK), 0);
+  EXPECT_EQ(*ReadFileToString(secret, 100), "host only\n");
+
+  EXPECT_EQ(RunAirlock({"image", "rm", "airlock-test/user:1"}).exit_code, 0);
+  RemoveTree(work).IgnoreError();
+}
+
+// The blob directory of an image in this test's store ("" once it is gone).
+std::string BlobDir(const std::string& digest) {
+  std::string dir = DefaultHostPaths().images + "/blobs/" + digest.substr(7);
+  return access(dir.c_str(), F_OK) == 0 ? dir : "";
+}
+
+TEST(ImageTest, RmAndPruneFreeTheSpaceOnceNoSessionUsesAnImage) {
+  std::string work = WorkDir();
+  ASSERT_TRUE(MakeDirectories(work + "/top", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomically(work + "/top/marker", "rm test\n", 0644).ok());
+  Tar(work + "/top.tar", work + "/top");
+  WriteLayoutArchive(work, {work + "/top.tar"}, {{"Cmd", {"cat", "/marker"}}}, "airlock-test/rm:1",
+                     work + "/image.tar");
+  Result r = RunAirlock({"image", "import", work + "/image.tar"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string digest = r.out.substr(r.out.find(" sha256:") + 1);
+  digest = digest.substr(0, digest.find('\n'));
+  ASSERT_FALSE(BlobDir(digest).empty());
+
+  // Nothing uses it: rm frees it at once.
+  r = RunAirlock({"image", "rm", "airlock-test/rm:1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed " + digest), std::string::npos) << r.out;
+  EXPECT_TRUE(BlobDir(digest).empty());
+  r = RunAirlock({"image", "rm", "airlock-test/rm:1", "airlock/bookworm-python"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("airlock image ls"), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);  // the typo removed nothing
+
+  // A paused session uses it: rm untags it, the files stay, the session resumes and runs.
+  ASSERT_EQ(RunAirlock({"image", "import", work + "/image.tar"}).exit_code, 0);
+  r = RunAirlock({"session", "create", "airlock-test/rm:1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = r.out.substr(0, r.out.find('\n'));
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  r = RunAirlock({"image", "rm", "airlock-test/rm:1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kept " + digest + ": 1 session"), std::string::npos) << r.out;
+  r = RunAirlock({"image", "prune"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(digest), std::string::npos) << r.out;
+  ASSERT_FALSE(BlobDir(digest).empty());
+  r = RunAirlock({"exec", id, "--", "cat", "/marker"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "rm test\n");
+
+  // Once the session is gone, prune frees it (blobs younger than ten minutes are kept for
+  // imports about to tag them, so age it first).
+  ASSERT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  timespec old_times[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, BlobDir(digest).c_str(), old_times, 0), 0);
+  r = RunAirlock({"image", "prune"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("removed " + digest), std::string::npos) << r.out;
+  EXPECT_TRUE(BlobDir(digest).empty());
   RemoveTree(work).IgnoreError();
 }
 

@@ -1,7 +1,11 @@
-// Every VM test binary runs against its own airlockd: a private AIRLOCK_HOME (sharing the
-// host's images and kernel by symlink) and socket, so a daemon left from another build or
-// another suite never answers these tests. The daemon is started by the first `airlock` call
-// (as a user would see it) and stopped at the end.
+// Every VM test binary runs against its own airlockd: a private AIRLOCK_HOME and socket, so a
+// daemon left from another build or another suite never answers these tests. Its image store
+// starts with the host's tagged images (their files hard-linked, or copied across
+// filesystems), so tests may import, remove and prune without touching the host's store; the
+// kernel is shared by symlink. The daemon is started by the first `airlock` call (as a user
+// would see it) and stopped at the end.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -10,11 +14,57 @@
 
 #include <fstream>
 
+#include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
+#include "src/common/unique_fd.h"
 
 namespace airlock {
 namespace {
+
+std::vector<std::string> DirectoryNames(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// A hard link, or a copy where the two paths are on different filesystems.
+void LinkOrCopy(const std::string& from, const std::string& to) {
+  if (link(from.c_str(), to.c_str()) == 0) return;
+  UniqueFd in(open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  ASSERT_TRUE(in.valid() && out.valid()) << from << " -> " << to << ": " << strerror(errno);
+  ssize_t n;
+  while ((n = copy_file_range(in.get(), nullptr, out.get(), nullptr, 1 << 30, 0)) > 0) {
+  }
+  ASSERT_EQ(n, 0) << from << ": " << strerror(errno);
+}
+
+// The host's tagged images, as a store of this test's own.
+void MirrorImages(const std::string& host, const std::string& mine) {
+  ASSERT_EQ(mkdir(mine.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((mine + "/refs").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((mine + "/blobs").c_str(), 0755), 0);
+  for (const std::string& ref : DirectoryNames(host + "/refs")) {
+    absl::StatusOr<std::string> text = ReadFileToString(host + "/refs/" + ref, 4096);
+    ASSERT_TRUE(text.ok()) << text.status();
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j["digest"].is_string()) << ref;
+    std::string key = j["digest"];
+    std::string blob = mine + "/blobs/" + key;
+    if (mkdir(blob.c_str(), 0755) == 0) {
+      for (const std::string& file : DirectoryNames(host + "/blobs/" + key)) {
+        LinkOrCopy(host + "/blobs/" + key + "/" + file, blob + "/" + file);
+      }
+    }
+    ASSERT_TRUE(WriteFileAtomically(mine + "/refs/" + ref, *text, 0644).ok());
+  }
+}
 
 class PrivateDaemon : public ::testing::Environment {
  public:
@@ -24,7 +74,7 @@ class PrivateDaemon : public ::testing::Environment {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     home_ = tmpl;
     chmod(home_.c_str(), 0755);  // other test users must reach the socket
-    ASSERT_EQ(symlink(host.images.c_str(), (home_ + "/images").c_str()), 0);
+    MirrorImages(host.images, home_ + "/images");
     ASSERT_EQ(mkdir((home_ + "/kernel").c_str(), 0755), 0);
     char real[4096];
     ASSERT_NE(realpath(host.kernel.c_str(), real), nullptr) << "run scripts/setup.sh first";

@@ -39,7 +39,8 @@ constexpr char kImageUsage[] =
     "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
     "~/.config/airlock/auth.json ({\"HOST\": \"USER:PASSWORD\"}); AIRLOCK_REGISTRY_MIRROR\n"
     "replaces Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n"
-    "prune (through airlockd, as root) frees images no tag and no session uses.\n";
+    "rm removes tags, and an image's files with its last tag unless a session still uses it;\n"
+    "prune frees images no tag and no session uses (both through airlockd, as root).\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
@@ -171,6 +172,34 @@ int Prune(const std::vector<std::string>& args) {
   return 0;
 }
 
+int Remove(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("rm needs at least one image name");
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (!client.ok()) {
+    std::fprintf(stderr, "airlock image rm: %s\n", std::string(client.status().message()).c_str());
+    return 1;
+  }
+  grpc::ClientContext context;
+  v1::RemoveImagesRequest request;
+  for (const std::string& name : args) request.add_names(name);
+  v1::RemoveImagesResponse response;
+  grpc::Status status = client->images->Remove(&context, request, &response);
+  if (!status.ok()) {
+    std::fprintf(stderr, "airlock image rm: %s\n", Describe(status).c_str());
+    return 1;
+  }
+  for (const v1::RemoveImagesResponse::Removed& r : response.images()) {
+    std::printf("untagged %s\n", r.name().c_str());
+    if (r.freed()) {
+      std::printf("removed %s (%s)\n", r.digest().c_str(), FormatBytes(r.freed_bytes()).c_str());
+    } else if (r.sessions() > 0) {
+      std::printf("kept %s: %u session(s) use it; `airlock image prune` frees it after them\n",
+                  r.digest().c_str(), r.sessions());
+    }
+  }
+  return 0;
+}
+
 int List(const std::vector<std::string>& args, ImageStore& store) {
   bool json = args.size() == 1 && args[0] == "--json";
   if (!args.empty() && !json) return Usage("ls takes only --json");
@@ -214,18 +243,7 @@ int ImageCommand(const std::vector<std::string>& args) {
   if (args[0] == "prune") return Prune(rest);
   if (args[0] == "push") return Push(rest);
   if (args[0] == "ls") return List(rest, store);
-  if (args[0] == "rm") {
-    if (rest.empty()) return Usage("rm needs at least one image name");
-    int code = 0;
-    for (const std::string& name : rest) {
-      absl::Status s = store.Remove(name);
-      if (!s.ok()) {
-        std::fprintf(stderr, "airlock image rm: %s\n", std::string(s.message()).c_str());
-        code = 1;
-      }
-    }
-    return code;
-  }
+  if (args[0] == "rm") return Remove(rest);
   return Usage(("unknown subcommand " + args[0]).c_str());
 }
 

@@ -213,6 +213,9 @@ json CommandProperties() {
         {"additionalProperties", {{"type", "string"}}},
         {"description", "environment variables"}}},
       {"cwd", Prop("string", "working directory in the guest (default /)")},
+      {"user", Prop("string",
+                    "run as this user of the image: NAME or UID, optionally :GROUP or :GID "
+                    "(default: the image's User, else root)")},
       {"timeout_seconds", Prop("number", "kill the command after this long (default 120)")},
       {"max_output_bytes",
        Prop("integer", "bytes of stdout and of stderr to keep (default 65536, at most 1048576)")},
@@ -304,6 +307,7 @@ ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
   for (const std::string& a : argv) start.add_argv(a);
   for (const std::string& e : args.Env("env")) start.add_env(e);
   start.set_cwd(args.Str("cwd"));
+  start.set_user(args.Str("user"));
   start.set_timeout_seconds(args.Seconds("timeout_seconds", 120, 24 * 3600));
   size_t cap = args.Uint("max_output_bytes", kDefaultOutputCap, 0, kMaxOutputCap);
   std::string input = args.Str("stdin");

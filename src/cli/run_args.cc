@@ -58,6 +58,13 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
         return absl::InvalidArgumentError("--workdir needs an absolute path in the guest");
       }
       out.workdir = value;
+    } else if (TakeValue(args, &i, "--user", "-u", &value, &error)) {
+      if (!error.ok()) return error;
+      if (value.empty() || value[0] == ':' || value.back() == ':') {
+        return absl::InvalidArgumentError(
+            "--user needs NAME or UID, optionally :GROUP or :GID (e.g. --user 1000:1000)");
+      }
+      out.user = value;
     } else if (TakeValue(args, &i, "--timeout", "", &value, &error)) {
       if (!error.ok()) return error;
       if (!absl::SimpleAtod(value, &out.timeout_seconds) || !std::isfinite(out.timeout_seconds) ||

@@ -16,6 +16,7 @@ struct RunArgs {
   std::vector<std::string> command;  // argv in the guest
   std::vector<std::string> env;      // KEY=VALUE, in order given
   std::string workdir;               // empty: /
+  std::string user;                  // empty: the image's User, else root
   double timeout_seconds = 0;        // 0: none
   uint32_t memory_mib = 512;
   uint32_t cpus = 1;
@@ -28,6 +29,8 @@ inline constexpr char kRunUsage[] =
     "error, 126 if COMMAND cannot be executed, 127 if it is not found in the guest).\n"
     "  -e, --env KEY=VALUE    set an environment variable (KEY alone copies it from here)\n"
     "  -w, --workdir DIR      working directory in the guest (default /)\n"
+    "  -u, --user USER[:GROUP] run as this user of the image (name or id; default: the\n"
+    "                         image's User, else root)\n"
     "      --timeout SECONDS  destroy the VM after this wall-clock time (exit 124)\n"
     "      --memory MIB       guest memory in MiB (default 512)\n"
     "      --cpus N           virtual CPUs (default 1)\n";

@@ -6,12 +6,14 @@ namespace airlock {
 namespace {
 
 TEST(RunArgsTest, ParsesImageOptionsAndCommand) {
-  absl::StatusOr<RunArgs> r = ParseRunArgs(
-      {"-e", "A=1", "--env=B=2", "-w", "/tmp", "--timeout", "1.5", "img:1", "--", "ls", "-l"});
+  absl::StatusOr<RunArgs> r =
+      ParseRunArgs({"-e", "A=1", "--env=B=2", "-w", "/tmp", "-u", "app:staff", "--timeout", "1.5",
+                    "img:1", "--", "ls", "-l"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->image, "img:1");
   EXPECT_EQ(r->env, (std::vector<std::string>{"A=1", "B=2"}));
   EXPECT_EQ(r->workdir, "/tmp");
+  EXPECT_EQ(r->user, "app:staff");
   EXPECT_DOUBLE_EQ(r->timeout_seconds, 1.5);
   EXPECT_EQ(r->command, (std::vector<std::string>{"ls", "-l"}));
 }
@@ -35,6 +37,8 @@ TEST(RunArgsTest, ErrorsSayWhatToDo) {
   EXPECT_FALSE(ParseRunArgs({"--bogus", "--", "x"}).ok());
   EXPECT_FALSE(ParseRunArgs({"-e"}).ok());
   EXPECT_FALSE(ParseRunArgs({"--memory", "1", "--", "x"}).ok());
+  EXPECT_NE(ParseRunArgs({"--user", "app:", "--", "x"}).status().message().find("GID"),
+            absl::string_view::npos);
 }
 
 }  // namespace

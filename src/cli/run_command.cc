@@ -32,6 +32,7 @@ int RunCommand(const std::vector<std::string>& args) {
   for (const std::string& a : run->command) start.add_argv(a);
   for (const std::string& e : run->env) start.add_env(e);
   start.set_cwd(run->workdir);
+  start.set_user(run->user);
   start.set_stdin(true);
   start.set_timeout_seconds(run->timeout_seconds);
   return StreamExec(*client, start);

@@ -101,9 +101,11 @@ int SessionCreate(const std::vector<std::string>& args) {
 }
 
 constexpr char kExecUsage[] =
-    "usage: airlock exec [-i] [-e KEY=VALUE] [-w DIR] [--timeout SECONDS] ID -- COMMAND [ARG...]\n"
+    "usage: airlock exec [-i] [-e KEY=VALUE] [-w DIR] [-u USER[:GROUP]] [--timeout SECONDS] ID --\n"
+    "       COMMAND [ARG...]\n"
     "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
-    "  -i  pass stdin to the command (otherwise it reads /dev/null)\n";
+    "  -i  pass stdin to the command (otherwise it reads /dev/null)\n"
+    "  -u  run as this user of the image, by name or id (default: the image's User, else root)\n";
 
 int Exec(const std::vector<std::string>& args) {
   v1::ExecStart start;
@@ -121,6 +123,8 @@ int Exec(const std::vector<std::string>& args) {
       start.add_env(kv);
     } else if ((a == "-w" || a == "--workdir") && has_value) {
       start.set_cwd(args[++i]);
+    } else if ((a == "-u" || a == "--user") && has_value) {
+      start.set_user(args[++i]);
     } else if (a == "--timeout" && has_value) {
       double t;
       if (!absl::SimpleAtod(args[++i], &t) || !(t > 0)) {

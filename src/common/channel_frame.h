@@ -23,7 +23,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -44,7 +44,9 @@ enum class FrameType : uint8_t {
   // highest stream id it has seen (0: none). A host restored from a snapshot opens streams
   // above it, and takes late frames of those streams for ones it closed.
   kReady = 3,
-  // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags.
+  // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags, string
+  // user (empty: root; else NAME or UID, optionally :GROUP or :GID, looked up in the guest's
+  // /etc/passwd and /etc/group). The guest sets HOME from the user's entry if env has none.
   kExecStart = 4,
   // Host -> guest: bytes for the stream's input (stdin, or a file's content).
   kInput = 5,

@@ -194,6 +194,11 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
           absl::StrCat("environment entry \"", e.substr(0, 100), "\" is not KEY=VALUE"));
     }
   }
+  if (start.user().size() > 256 ||
+      start.user().find_first_of(std::string("\0\n", 2)) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "user must be NAME or UID, optionally :GROUP or :GID (at most 256 bytes, one line)");
+  }
   if (!start.session_id().empty() && (!start.image().empty() || start.has_limits())) {
     return absl::InvalidArgumentError("image and limits apply only to a command without a session");
   }
@@ -390,12 +395,13 @@ grpc::Status SessionsService::Exec(
 
   ExecRequest request;
   request.argv = argv;
-  request.env =
-      MergeEnv({{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-                 "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)},
-                image.env,
-                {start.env().begin(), start.env().end()}});
+  request.env = MergeEnv({{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                           "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)},
+                          image.env,
+                          {start.env().begin(), start.env().end()}});
   request.cwd = start.cwd().empty() ? image.working_dir : start.cwd();
+  // The guest resolves the user in its own /etc/passwd, and sets HOME from it unless given.
+  request.user = start.user().empty() ? image.user : start.user();
   request.stdin = start.stdin();
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) return ToGrpc(started.status());
@@ -667,42 +673,90 @@ grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListIma
   return grpc::Status::OK;
 }
 
-grpc::Status ImagesService::Prune(grpc::ServerContext* context,
-                                  const v1::PruneImagesRequest* request,
-                                  v1::PruneImagesResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
-  // Images are the host's, shared by every tenant: only root may free them.
-  if (!who->certificate.empty() || who->uid != 0) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only root may prune images");
+grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, const char* what,
+                                                 Principal* who, std::vector<std::string>* in_use) {
+  std::optional<Principal> caller = Caller(context, peers_);
+  if (!caller) return Unauthenticated();
+  if (!caller->certificate.empty() || caller->uid != 0) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("only root may ", what, " images (they are the host's)"));
   }
+  *who = *caller;
   absl::StatusOr<std::vector<SessionRecord>> sessions = store_->SessionsInState(
       {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
   if (!sessions.ok()) return ToGrpc(sessions.status());
-  std::vector<std::string> keep;
-  for (const SessionRecord& s : *sessions) keep.push_back(s.image_digest);
-  ImageStore images(paths_.images);
-  absl::StatusOr<ImageStore::PruneResult> pruned = images.Prune(keep);
-  if (!pruned.ok()) return ToGrpc(pruned.status());
-  // Templates of images that are gone (their names start with the image digest).
+  for (const SessionRecord& s : *sessions) in_use->push_back(s.image_digest);
+  return grpc::Status::OK;
+}
+
+void ImagesService::RemoveTemplatesOf(const std::vector<std::string>& digests) {
   std::string templates = paths_.home + "/templates";
-  if (DIR* dir = opendir(templates.c_str())) {
-    std::vector<std::string> stale;
-    while (dirent* e = readdir(dir)) {
-      std::string name = e->d_name;
-      for (const std::string& digest : pruned->removed) {
-        if (name.rfind(digest.substr(7, 16), 0) == 0) stale.push_back(templates + "/" + name);
-      }
+  DIR* dir = opendir(templates.c_str());
+  if (dir == nullptr) return;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    for (const std::string& digest : digests) {
+      if (name.rfind(digest.substr(7, 16), 0) == 0) stale.push_back(templates + "/" + name);
     }
-    closedir(dir);
-    for (const std::string& path : stale) RemoveTree(path).IgnoreError();
   }
+  closedir(dir);
+  for (const std::string& path : stale) RemoveTree(path).IgnoreError();
+}
+
+grpc::Status ImagesService::Prune(grpc::ServerContext* context,
+                                  const v1::PruneImagesRequest* request,
+                                  v1::PruneImagesResponse* response) {
+  Principal who;
+  std::vector<std::string> in_use;
+  if (grpc::Status s = AuthorizeStoreChange(context, "prune", &who, &in_use); !s.ok()) return s;
+  ImageStore images(paths_.images);
+  absl::StatusOr<ImageStore::PruneResult> pruned = images.Prune(in_use);
+  if (!pruned.ok()) return ToGrpc(pruned.status());
+  RemoveTemplatesOf(pruned->removed);
   for (const std::string& d : pruned->removed) response->add_removed(d);
   response->set_freed_bytes(pruned->freed_bytes);
   store_
-      ->Audit(*who, who->Tenant(), "images.prune", "",
+      ->Audit(who, who.Tenant(), "images.prune", "",
               absl::StrCat(pruned->removed.size(), " removed, ", pruned->freed_bytes, " bytes"))
       .IgnoreError();
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::Remove(grpc::ServerContext* context,
+                                   const v1::RemoveImagesRequest* request,
+                                   v1::RemoveImagesResponse* response) {
+  Principal who;
+  std::vector<std::string> in_use;
+  if (grpc::Status s = AuthorizeStoreChange(context, "remove", &who, &in_use); !s.ok()) return s;
+  if (request->names().empty()) {
+    return ToGrpc(absl::InvalidArgumentError("name at least one image to remove"));
+  }
+  ImageStore images(paths_.images);
+  // Every name first: a typo removes nothing.
+  for (const std::string& name : request->names()) {
+    absl::StatusOr<ImageInfo> info = images.Resolve(name);
+    if (!info.ok() && info.status().code() != absl::StatusCode::kDataLoss) {
+      return ToGrpc(info.status());
+    }
+  }
+  for (const std::string& name : request->names()) {
+    absl::StatusOr<ImageStore::RemoveResult> removed = images.Remove(name, in_use);
+    if (!removed.ok()) return ToGrpc(removed.status());
+    if (removed->freed) RemoveTemplatesOf({removed->digest});
+    v1::RemoveImagesResponse::Removed* out = response->add_images();
+    out->set_name(name);
+    out->set_digest(removed->digest);
+    out->set_freed(removed->freed);
+    out->set_freed_bytes(removed->freed_bytes);
+    out->set_sessions(
+        static_cast<uint32_t>(std::count(in_use.begin(), in_use.end(), removed->digest)));
+    store_
+        ->Audit(who, who.Tenant(), "images.remove", "",
+                absl::StrCat(name, " ", removed->digest,
+                             removed->freed ? " freed" : " kept for sessions or other tags"))
+        .IgnoreError();
+  }
   return grpc::Status::OK;
 }
 

@@ -68,8 +68,16 @@ class ImagesService final : public v1::Images::Service {
                     v1::ListImagesResponse* response) override;
   grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
                      v1::PruneImagesResponse* response) override;
+  grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveImagesRequest* request,
+                      v1::RemoveImagesResponse* response) override;
 
  private:
+  // Only root may change the image store: it is the host's, shared by every tenant. Fills
+  // *in_use with the digests of the images sessions (creating, running, paused) use.
+  grpc::Status AuthorizeStoreChange(grpc::ServerContext* context, const char* what, Principal* who,
+                                    std::vector<std::string>* in_use);
+  // Removes the templates made from these images (their names start with the digest).
+  void RemoveTemplatesOf(const std::vector<std::string>& digests);
   HostPaths paths_;
   StateStore* store_;
   const PeerRegistry* peers_;

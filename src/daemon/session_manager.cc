@@ -46,11 +46,6 @@ VmShape ShapeOf(const SessionLimits& limits) {
           .disk_bytes = limits.disk_bytes};
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
 }  // namespace
 
 SessionManager::SessionManager(StateStore* store, HostPaths paths, VmDriver* driver)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "src/guest/guest_boot.h"
+#include "src/guest/user_lookup.h"
 
 namespace airlock::guest {
 namespace {
@@ -90,10 +92,22 @@ void CloseFd(int* fd) {
 
 void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
+// A small text file of the guest's (/etc/passwd, /etc/group); empty if missing, cut at 4 MiB.
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path);
+  std::string text(4 << 20, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// Stages of ExecChild's failure reports.
+constexpr int kStageCwd = 1, kStageExec = 2, kStageUser = 3;
+
 // Runs in the forked child: never returns. Reports failure as {errno, stage} on report_fd.
-[[noreturn]] void ExecChild(const std::vector<std::string>& argv,
-                            const std::vector<std::string>& env, const std::string& cwd,
-                            int stdin_fd, int stdout_fd, int stderr_fd, int report_fd) {
+[[noreturn]] void ExecChild(const std::vector<std::string>& argv, std::vector<std::string> env,
+                            const std::string& cwd, const Identity& who, int stdin_fd,
+                            int stdout_fd, int stderr_fd, int report_fd) {
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -108,7 +122,15 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
     (void)!write(report_fd, report, sizeof(report));
     _exit(127);
   };
-  if (!cwd.empty() && chdir(cwd.c_str()) != 0) fail(1);
+  if (setgroups(who.groups.size(), who.groups.data()) != 0 || setgid(who.gid) != 0 ||
+      setuid(who.uid) != 0) {
+    fail(kStageUser);
+  }
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) fail(kStageCwd);
+  if (std::none_of(env.begin(), env.end(),
+                   [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
+    env.push_back("HOME=" + who.home);
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -122,7 +144,7 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
   const std::string& file = argv[0];
   if (file.find('/') != std::string::npos) {
     execve(file.c_str(), args.data(), envp.data());
-    fail(2);
+    fail(kStageExec);
   }
   bool denied = false;
   std::istringstream dirs(path);
@@ -133,7 +155,7 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
     if (errno == EACCES) denied = true;
   }
   errno = denied ? EACCES : ENOENT;
-  fail(2);
+  fail(kStageExec);
   _exit(127);
 }
 
@@ -245,13 +267,20 @@ void AgentServer::FinishStream(uint32_t id, ExitKind kind, int code, const std::
 void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   PayloadReader r(payload);
   std::vector<std::string> argv, env;
-  std::string cwd;
+  std::string cwd, user;
   uint32_t flags = 0;
-  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags);
+  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user);
   auto stream = std::make_unique<Stream>();
   streams_[id] = std::move(stream);
   if (!r.AtEnd() || argv.empty()) {
     FinishStream(id, ExitKind::kSpawnFailed, EINVAL, "malformed exec request");
+    return;
+  }
+  Identity who;
+  std::string who_error;
+  if (!ResolveUser(user, ReadSmallFile("/etc/passwd"), ReadSmallFile("/etc/group"), &who,
+                   &who_error)) {
+    FinishStream(id, ExitKind::kSpawnFailed, EINVAL, who_error);
     return;
   }
   int in[2], out[2], err[2], report[2];
@@ -271,7 +300,7 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
     in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   pid_t pid = fork();
-  if (pid == 0) ExecChild(argv, env, cwd, in[0], out[1], err[1], report[1]);
+  if (pid == 0) ExecChild(argv, env, cwd, who, in[0], out[1], err[1], report[1]);
   int fork_errno = errno;
   close(in[0]);
   close(out[1]);
@@ -297,7 +326,9 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   close(report[0]);
   if (n == sizeof(failure)) {
     waitpid(pid, nullptr, 0);
-    std::string what = failure[1] == 1 ? "working directory " + cwd : argv[0];
+    std::string what = failure[1] == kStageCwd    ? "working directory " + cwd
+                       : failure[1] == kStageUser ? "switch to user " + user
+                                                  : argv[0];
     FinishStream(id, ExitKind::kSpawnFailed, failure[0], what + ": " + strerror(failure[0]));
     return;
   }

@@ -87,7 +87,7 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
   std::string dir = absl::StrCat(root_, "/blobs/", key);
   absl::StatusOr<std::string> text = ReadFileToString(dir + "/image.json", kMaxMetadata);
   if (!text.ok()) {
-    return absl::NotFoundError(
+    return absl::DataLossError(
         absl::StrCat("image ", name, " is damaged (", text.status().message(),
                      "); remove it with `airlock image rm ", name, "` and import it again"));
   }
@@ -367,16 +367,44 @@ absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
   return out;
 }
 
-absl::Status ImageStore::Remove(const std::string& name) {
+namespace {
+
+// Disk space the regular files directly in a blob directory take.
+uint64_t BlobBytes(const std::string& path) {
+  uint64_t bytes = 0;
+  if (DIR* d = opendir(path.c_str())) {
+    while (dirent* f = readdir(d)) {
+      struct stat st;
+      if (fstatat(dirfd(d), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+        bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+      }
+    }
+    closedir(d);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<ImageStore::RemoveResult> ImageStore::Remove(const std::string& name,
+                                                            const std::vector<std::string>& keep) {
   absl::StatusOr<ImageInfo> info = Resolve(name);
-  if (!info.ok()) return info.status();
+  // A corrupt tag can still be removed (prune then frees what it pointed at).
+  if (!info.ok() && info.status().code() != absl::StatusCode::kDataLoss) return info.status();
   if (unlink(RefPath(name).c_str()) != 0) return ErrnoStatus("remove", RefPath(name));
+  if (!info.ok()) return RemoveResult{};
+  RemoveResult result{.digest = info->digest};
   absl::StatusOr<std::vector<ImageInfo>> rest = List();
   if (!rest.ok()) return rest.status();
   for (const ImageInfo& other : *rest) {
-    if (other.digest == info->digest) return absl::OkStatus();
+    if (other.digest == info->digest) return result;
   }
-  return RemoveTree(DirName(info->rootfs_path));
+  if (std::find(keep.begin(), keep.end(), info->digest) != keep.end()) return result;
+  std::string blob = DirName(info->rootfs_path);
+  result.freed_bytes = BlobBytes(blob);
+  if (absl::Status s = RemoveTree(blob); !s.ok()) return s;
+  result.freed = true;
+  return result;
 }
 
 absl::StatusOr<ImageStore::PruneResult> ImageStore::Prune(const std::vector<std::string>& keep) {
@@ -408,15 +436,7 @@ absl::StatusOr<ImageStore::PruneResult> ImageStore::Prune(const std::vector<std:
       remove = !pid.empty() && stat(("/proc/" + pid).c_str(), &st) != 0;
     }
     if (!remove) continue;
-    if (DIR* d = opendir(path.c_str())) {
-      while (dirent* f = readdir(d)) {
-        struct stat st;
-        if (fstatat(dirfd(d), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-          result.freed_bytes += static_cast<uint64_t>(st.st_blocks) * 512;
-        }
-      }
-      closedir(d);
-    }
+    result.freed_bytes += BlobBytes(path);
     if (absl::Status s = RemoveTree(path); !s.ok()) return s;
     if (is_blob) result.removed.push_back("sha256:" + name);
   }

@@ -60,8 +60,15 @@ class ImageStore {
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
                                                         const std::string& digest) const;
   [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
-  // Removes the tag, and the blob if no other tag uses it.
-  [[nodiscard]] absl::Status Remove(const std::string& name);
+  struct RemoveResult {
+    std::string digest;        // what the tag pointed at
+    bool freed = false;        // the blob was removed too
+    uint64_t freed_bytes = 0;  // disk space it took
+  };
+  // Removes the tag, and the blob if no other tag uses it and it is not in `keep` (digests
+  // sessions still use; Prune frees those later).
+  [[nodiscard]] absl::StatusOr<RemoveResult> Remove(const std::string& name,
+                                                    const std::vector<std::string>& keep);
 
   struct PruneResult {
     std::vector<std::string> removed;  // digests of the blobs removed

@@ -31,8 +31,12 @@ class ArchiveBuilder {
   explicit ArchiveBuilder(TempDir& dir) : dir_(dir) {}
   // A layer tar's bytes.
   std::string Layer(const std::vector<TarEntry>& entries) {
-    std::string path = dir_.File("layer" + std::to_string(count_++) + ".tar");
-    WriteTar(path, entries, count_ % 2 == 0);  // every other one gzipped
+    int turn = layers_++;
+    std::string path = dir_.File("layer" + std::to_string(turn) + ".tar");
+    // In turn plain, gzip and zstd, as registries serve them.
+    constexpr testing::Compression kTurns[] = {
+        testing::Compression::kNone, testing::Compression::kGzip, testing::Compression::kZstd};
+    WriteTar(path, entries, kTurns[turn % 3]);
     return *ReadFileToString(path, 64 << 20);
   }
   // An OCI image layout tar; `tamper` changes a layer's bytes after its digest was taken.
@@ -78,6 +82,7 @@ class ArchiveBuilder {
 
  private:
   TempDir& dir_;
+  int layers_ = 0;
   int count_ = 0;
 };
 
@@ -101,7 +106,9 @@ TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
                               {.name = "srv/", .type = S_IFDIR, .mode = 0755}});
   std::string top =
       b.Layer({{.name = "etc/.wh.gone", .data = ""}, {.name = "etc/new", .data = "new"}});
-  std::string archive = b.OciLayout({base, top}, Config(), "team/app:1");
+  std::string third = b.Layer({{.name = "etc/zstd", .data = "from a zstd layer"}});
+  ASSERT_EQ(third.substr(0, 4), "\x28\xb5\x2f\xfd");  // zstd's magic
+  std::string archive = b.OciLayout({base, top, third}, Config(), "team/app:1");
   ImageStore store(dir.File("store"));
   absl::StatusOr<ImageInfo> info = store.ImportArchive(archive, "");
   ASSERT_TRUE(info.ok()) << info.status();
@@ -112,6 +119,7 @@ TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
   EXPECT_EQ(info->run.env.size(), 2u);
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/new"), "new");
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/kept"), "kept");
+  EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/zstd"), "from a zstd layer");
   EXPECT_NE(Debugfs(info->rootfs_path, "stat /etc/gone").find("not found"), std::string::npos);
   // The same image again: the same digest, and the tag resolves to it.
   absl::StatusOr<ImageInfo> again = store.ImportArchive(archive, "other:2");
@@ -167,6 +175,40 @@ TEST(OciArchiveTest, PruneFreesWhatNoTagOrSessionUses) {
   EXPECT_EQ(access(one->rootfs_path.c_str(), F_OK), 0);
   EXPECT_EQ(access(three->rootfs_path.c_str(), F_OK), 0);
   EXPECT_NE(access(dir.File("store/blobs/import.tmp-999999999-1").c_str(), F_OK), 0);
+}
+
+TEST(OciArchiveTest, RemoveFreesAnImageWithItsLastTagUnlessASessionUsesIt) {
+  TempDir dir;
+  ArchiveBuilder b(dir);
+  ImageStore store(dir.File("store"));
+  std::string a = b.OciLayout({b.Layer({{.name = "a", .data = "a"}})}, Config(), "one:1");
+  std::string c = b.OciLayout({b.Layer({{.name = "c", .data = "c"}})}, Config(), "two:1");
+  absl::StatusOr<ImageInfo> one = store.ImportArchive(a, "");
+  absl::StatusOr<ImageInfo> also_one = store.ImportArchive(a, "alias:1");
+  absl::StatusOr<ImageInfo> two = store.ImportArchive(c, "");
+  ASSERT_TRUE(one.ok() && also_one.ok() && two.ok());
+
+  // Another tag still points at it: only the tag goes.
+  absl::StatusOr<ImageStore::RemoveResult> r = store.Remove("alias:1", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->digest, one->digest);
+  EXPECT_FALSE(r->freed);
+  EXPECT_FALSE(store.Resolve("alias:1").ok());
+  EXPECT_EQ(access(one->rootfs_path.c_str(), F_OK), 0);
+  // The last tag of an image a session uses: the files stay for the session.
+  r = store.Remove("one:1", {one->digest});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->freed);
+  EXPECT_EQ(access(one->rootfs_path.c_str(), F_OK), 0);
+  EXPECT_TRUE(store.ResolveDigest("one:1", one->digest).ok());
+  // The last tag of an image nothing uses: freed.
+  r = store.Remove("two:1", {one->digest});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->freed);
+  EXPECT_GT(r->freed_bytes, 0u);
+  EXPECT_NE(access(two->rootfs_path.c_str(), F_OK), 0);
+  EXPECT_EQ(store.List()->size(), 0u);
+  EXPECT_EQ(store.Remove("two:1", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(OciArchiveTest, BadArchivesAreClearErrorsAndStoreNothing) {

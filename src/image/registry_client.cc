@@ -491,11 +491,10 @@ absl::StatusOr<std::string> RegistryClient::Push(const ImageReference& ref,
     if (!bytes.ok()) return bytes.status();
     absl::StatusOr<std::string> digest = upload(*bytes);
     if (!digest.ok()) return digest.status();
-    bool gzip = bytes->size() > 2 && (*bytes)[0] == '\x1f' && (*bytes)[1] == '\x8b';
-    layers.push_back({{"mediaType", gzip ? "application/vnd.oci.image.layer.v1.tar+gzip"
-                                         : "application/vnd.oci.image.layer.v1.tar"},
-                      {"digest", *digest},
-                      {"size", bytes->size()}});
+    std::string media_type = "application/vnd.oci.image.layer.v1.tar";
+    if (absl::StartsWith(*bytes, "\x1f\x8b")) media_type += "+gzip";
+    if (absl::StartsWith(*bytes, "\x28\xb5\x2f\xfd")) media_type += "+zstd";
+    layers.push_back({{"mediaType", media_type}, {"digest", *digest}, {"size", bytes->size()}});
   }
   absl::StatusOr<std::string> config_digest = upload(config_json);
   if (!config_digest.ok()) return config_digest.status();

@@ -29,7 +29,7 @@ TEST(TarToExt4Test, ConvertsARootfsWithoutTouchingTheHost) {
             {.name = "./etc/tool2", .data = "./usr/bin/tool", .hardlink = true},
             {.name = "./dev/null", .type = S_IFCHR, .mode = 0666},
             {.name = "./bin/ping", .data = "elf", .xattrs = {{"security.capability", "caps"}}}},
-           true);
+           testing::Compression::kGzip);
   std::string image = dir.File("image.ext4");
   ASSERT_TRUE(ConvertRootfsTar(tar, image).ok());
   std::string fsck;
@@ -78,7 +78,7 @@ TEST(TarToExt4Test, TruncatedAndGarbageInputsAreRefused) {
   std::mt19937 random(42);
   std::string noise(1 << 20, '\0');
   for (char& c : noise) c = static_cast<char>(random());
-  WriteTar(tar, {{.name = "big", .data = noise}}, true);
+  WriteTar(tar, {{.name = "big", .data = noise}}, testing::Compression::kGzip);
   ASSERT_EQ(truncate(tar.c_str(), 2000), 0);
   absl::Status s = ConvertRootfsTar(tar, dir.File("t.ext4"));
   ASSERT_FALSE(s.ok());

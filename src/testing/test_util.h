@@ -32,8 +32,11 @@ struct TarEntry {
   std::vector<std::pair<std::string, std::string>> xattrs;
 };
 
-// Writes a pax tar (optionally gzip-compressed) with libarchive.
-void WriteTar(const std::string& path, const std::vector<TarEntry>& entries, bool gzip = false);
+enum class Compression { kNone, kGzip, kZstd };
+
+// Writes a pax tar, compressed or not, with libarchive.
+void WriteTar(const std::string& path, const std::vector<TarEntry>& entries,
+              Compression compression = Compression::kNone);
 
 // Runs debugfs -R command on an image; returns its stdout.
 std::string Debugfs(const std::string& image, const std::string& command);

@@ -386,7 +386,7 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
   if (request.argv.empty()) return absl::InvalidArgumentError("no command given");
   PayloadWriter w;
   w.StrList(request.argv).StrList(request.env).Str(request.cwd);
-  w.U32(request.stdin ? kExecFlagStdin : 0);
+  w.U32(request.stdin ? kExecFlagStdin : 0).Str(request.user);
   if (w.bytes().size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));

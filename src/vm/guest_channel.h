@@ -32,6 +32,7 @@ struct ExecRequest {
   std::vector<std::string> env;  // KEY=VALUE
   std::string cwd;               // empty: the guest's /
   bool stdin = false;            // the host will send input (else the process reads /dev/null)
+  std::string user;              // empty: root; NAME|UID[:GROUP|GID] in the guest
 };
 
 // One event of a running command.

@@ -82,14 +82,20 @@ class FakeGuest {
 TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   FakeGuest g;
   g.Handshake();
-  auto stream = g.channel_->StartExec({.argv = {"echo", "hi"}});
+  auto stream = g.channel_->StartExec({.argv = {"echo", "hi"}, .cwd = "/w", .user = "app:staff"});
   ASSERT_TRUE(stream.ok());
   Frame start = g.Receive();
   ASSERT_EQ(start.type, FrameType::kExecStart);
   PayloadReader r(start.payload);
-  std::vector<std::string> argv;
-  ASSERT_TRUE(r.StrList(&argv));
+  std::vector<std::string> argv, env;
+  std::string cwd, user;
+  uint32_t flags;
+  ASSERT_TRUE(r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
+              r.AtEnd());
   EXPECT_EQ(argv[1], "hi");
+  EXPECT_EQ(cwd, "/w");
+  EXPECT_EQ(flags, 0u);
+  EXPECT_EQ(user, "app:staff");
   g.Send(FrameType::kStdout, start.stream, "out");
   g.Send(FrameType::kStderr, start.stream, "err");
   g.Send(FrameType::kExit, start.stream, PayloadWriter().U32(0).I32(3).Str("").bytes());
