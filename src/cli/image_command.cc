@@ -6,6 +6,8 @@
 #include <ctime>
 
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
@@ -104,19 +106,45 @@ int Build(const std::vector<std::string>& args, ImageStore& store) {
   return 0;
 }
 
+// A progress bar on stderr, redrawn at most ten times a second: bytes of the image's blobs
+// downloaded, of how many, and how fast.
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string what) : what_(std::move(what)), start_(absl::Now()) {}
+  void Update(uint64_t done, uint64_t total) {
+    absl::Time now = absl::Now();
+    if (now - last_ < absl::Milliseconds(100) && done < total) return;
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 30;
+    int filled = total ? static_cast<int>(kWidth * std::min(done, total) / total) : 0;
+    double seconds = absl::ToDoubleSeconds(now - start_);
+    std::fprintf(stderr, "\r%s [%s%s] %3d%% %.1f/%.1f MiB %.1f MiB/s ", what_.c_str(),
+                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '-').c_str(),
+                 total ? static_cast<int>(100 * std::min(done, total) / total) : 0,
+                 done / 1048576.0, total / 1048576.0,
+                 seconds > 0 ? done / 1048576.0 / seconds : 0.0);
+  }
+  ~ProgressBar() {
+    if (drawn_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  std::string what_;
+  absl::Time start_;
+  absl::Time last_ = absl::InfinitePast();
+  bool drawn_ = false;
+};
+
 int Pull(const std::vector<std::string>& args, ImageStore& store) {
   if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
-  bool tty = isatty(STDERR_FILENO);
-  int64_t last = 0;
-  absl::StatusOr<ImageInfo> info = store.Pull(args[0], [&](uint64_t done, uint64_t total) {
-    int64_t now = time(nullptr);
-    if (!tty || (now == last && done < total)) return;
-    last = now;
-    std::fprintf(stderr, "\rpulling %s: %llu of %llu MiB", args[0].c_str(),
-                 static_cast<unsigned long long>(done >> 20),
-                 static_cast<unsigned long long>(total >> 20));
-  });
-  if (tty) std::fprintf(stderr, "\n");
+  absl::StatusOr<ImageInfo> info;
+  if (isatty(STDERR_FILENO)) {
+    ProgressBar bar("pulling " + args[0]);
+    info = store.Pull(args[0], [&](uint64_t done, uint64_t total) { bar.Update(done, total); });
+  } else {
+    info = store.Pull(args[0]);
+  }
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image pull: %s\n", std::string(info.status().message()).c_str());
     return 1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <memory>
 #include <set>
@@ -29,6 +30,13 @@
 
 namespace airlock {
 namespace {
+
+// ".tmp-PID-N": names work in progress, unique among the threads of all processes (airlockd
+// pulls for concurrent sessions); Prune removes those whose process is gone.
+std::string TmpSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(".tmp-", getpid(), "-", counter.fetch_add(1));
+}
 
 // Bump when the converter's output for the same input changes.
 constexpr char kConverterVersion[] = "ext4-v1";
@@ -167,7 +175,7 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
   std::string blob = absl::StrCat(root_, "/blobs/", key);
   struct stat st;
   if (stat((blob + "/image.json").c_str(), &st) == 0) return absl::OkStatus();
-  std::string tmp = absl::StrCat(blob, ".tmp-", getpid());
+  std::string tmp = absl::StrCat(blob, TmpSuffix());
   if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
   if (mkdir(tmp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", tmp);
   absl::Status status = convert(tmp + "/rootfs.ext4");
@@ -237,7 +245,7 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
   if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
   // Downloads land here, verified; gone afterwards (also after a crash: the next pull of the
   // same image starts over, and no half image is ever tagged).
-  ScratchDir scratch(absl::StrCat(root_, "/blobs/pull.tmp-", getpid(), "-", time(nullptr)));
+  ScratchDir scratch(absl::StrCat(root_, "/blobs/pull", TmpSuffix()));
   const std::string& work = scratch.path;
   RegistryClient client(progress);
   absl::StatusOr<PulledImage> image = client.Pull(*ref, work, [&](const std::string& digest) {
@@ -297,7 +305,7 @@ absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
                                      "--dpkgopt=path-exclude=/usr/share/locale/*",
                                      "--dpkgopt=path-exclude=/usr/share/info/*"};
     if (!include.empty()) argv.push_back("--include=" + include);
-    std::string tmp = absl::StrCat(tar, ".tmp-", getpid());
+    std::string tmp = absl::StrCat(tar, TmpSuffix());
     argv.push_back(suite);
     argv.push_back(tmp);
     // The host's own apt sources, so that a site with a local mirror works.
@@ -328,7 +336,7 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   }
   if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
   // The archive's members land here as opaque blobs while it is read; gone afterwards.
-  ScratchDir scratch(absl::StrCat(root_, "/blobs/import.tmp-", getpid(), "-", time(nullptr)));
+  ScratchDir scratch(absl::StrCat(root_, "/blobs/import", TmpSuffix()));
   const std::string& work = scratch.path;
   absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive_path, work);
   if (!image.ok()) return image.status();

@@ -26,6 +26,14 @@ namespace {
 
 constexpr char kDockerHub[] = "registry-1.docker.io";
 constexpr int kAttempts = 4;
+
+// Seconds without a byte before a request is abandoned (and retried): 30, or
+// $AIRLOCK_REGISTRY_TIMEOUT.
+long StallSeconds() {
+  const char* text = getenv("AIRLOCK_REGISTRY_TIMEOUT");
+  long seconds = text ? strtol(text, nullptr, 10) : 0;
+  return seconds > 0 && seconds <= 3600 ? seconds : 30;
+}
 constexpr const char* kManifestTypes[] = {
     "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -247,9 +255,9 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, method == "GET" ? 1L : 0L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, std::min(10L, StallSeconds()));
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a registry that hangs is given up on
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, StallSeconds());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "airlock/0.4");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
@@ -268,6 +276,11 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.code);
     if (t.overflow) {
       return absl::DataLossError(absl::StrCat(ref.registry, " sent more than expected for ", url));
+    }
+    bool retry = rc != CURLE_OK || response.code >= 500 || response.code == 429;
+    if (retry && !out_file.empty()) {
+      done_ -= std::min(done_, t.bytes);  // the next attempt starts the file over
+      if (progress_) progress_(done_, total_);
     }
     if (rc != CURLE_OK) {
       last = absl::UnavailableError(

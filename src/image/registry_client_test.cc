@@ -1,0 +1,206 @@
+// How pulls cope with a registry that fails (src/testing/fake_registry.h): server errors are
+// retried with backoff, a hang or a cut-off download is given up on with a clear error, and
+// whatever happens — also a pull killed mid-way — no half image is ever visible in the store.
+#include "src/image/registry_client.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "src/common/file_util.h"
+#include "src/image/image_store.h"
+#include "src/testing/fake_registry.h"
+#include "src/testing/test_util.h"
+
+extern char** environ;
+
+namespace airlock {
+namespace {
+
+using testing::FakeRegistry;
+using testing::TempDir;
+
+// A layer tar's bytes: one file, `size` bytes of noise (so compression cannot shrink it).
+std::string Layer(TempDir& dir, const std::string& name, size_t size) {
+  std::mt19937 random(static_cast<unsigned>(size));
+  std::string noise(size, '\0');
+  for (char& c : noise) c = static_cast<char>(random());
+  std::string path = dir.File(name + ".tar");
+  testing::WriteTar(path, {{.name = name, .data = noise}});
+  return *ReadFileToString(path, 64 << 20);
+}
+
+std::string Config() {
+  return nlohmann::json({{"architecture", "amd64"},
+                         {"os", "linux"},
+                         {"config", {{"Cmd", {"true"}}}},
+                         {"rootfs", {{"type", "layers"}}}})
+      .dump();
+}
+
+// Names in the store's blobs/ that are work in progress.
+std::vector<std::string> Leftovers(const std::string& store) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir((store + "/blobs").c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (std::string(e->d_name).find(".tmp-") != std::string::npos) out.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(RegistryFaultTest, ServerErrorsAreRetriedAndThenReportedWithNothingStored) {
+  TempDir dir;
+  FakeRegistry registry;
+  std::string digest = registry.AddImage("team/app", "1", {Layer(dir, "a", 1000)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+
+  // Two 500s, then a healthy registry: the pull goes through.
+  registry.SetFaults({.fail_first = 2});
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> info = store.Pull(ref);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->digest, digest);
+  EXPECT_GE(registry.requests(), 2 + 3);  // the failures, manifest, config, layer
+
+  // Nothing but 500s: a clear error after the retries, and nothing in the store.
+  registry.SetFaults({.fail_always = true});
+  ImageStore fresh(dir.File("fresh"));
+  absl::StatusOr<ImageInfo> failed = fresh.Pull(ref);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(failed.status().message().find("answered HTTP 500"), std::string::npos)
+      << failed.status();
+  EXPECT_NE(failed.status().message().find("tried 4 times"), std::string::npos);
+  EXPECT_TRUE(fresh.List()->empty());
+  EXPECT_TRUE(Leftovers(dir.File("fresh")).empty());
+}
+
+TEST(RegistryFaultTest, AHangingOrCutOffDownloadIsGivenUpOnWithNothingStored) {
+  TempDir dir;
+  FakeRegistry registry;
+  registry.AddImage("team/app", "1", {Layer(dir, "a", 100000)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+  ScopedEnv timeout("AIRLOCK_REGISTRY_TIMEOUT", "1");
+  ImageStore store(dir.File("store"));
+
+  registry.SetFaults({.hang_blobs = true});
+  absl::StatusOr<ImageInfo> hung = store.Pull(ref);
+  ASSERT_FALSE(hung.ok());
+  EXPECT_EQ(hung.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(hung.status().message().find("cannot reach " + registry.Host()), std::string::npos)
+      << hung.status();
+  EXPECT_TRUE(store.List()->empty());
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+
+  registry.SetFaults({.truncate_blobs = true});
+  absl::StatusOr<ImageInfo> cut = store.Pull(ref);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kUnavailable) << cut.status();
+  EXPECT_TRUE(store.List()->empty());
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+
+  // Healthy again: the same store pulls it.
+  registry.SetFaults({});
+  EXPECT_TRUE(store.Pull(ref).ok());
+}
+
+TEST(RegistryFaultTest, APullKilledMidwayLeavesNoImageAndTheNextPullCompletes) {
+  TempDir dir;
+  FakeRegistry registry;
+  registry.AddImage("team/app", "1", {Layer(dir, "big", 4 << 20)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+  std::string home = dir.File("home");
+  ASSERT_TRUE(MakeDirectories(home, 0755).ok());
+  registry.SetFaults({.blob_bytes_per_second = 1 << 20});
+
+  // `airlock image pull` in a process of its own, killed once the layer is coming in.
+  std::string env_home = "AIRLOCK_HOME=" + home;
+  std::vector<char*> envp = {env_home.data(), nullptr};
+  std::vector<std::string> args = {AIRLOCK_BINARY, "image", "pull", ref};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, AIRLOCK_BINARY, nullptr, nullptr, argv.data(), envp.data()), 0);
+  std::string store_dir = home + "/images";
+  bool downloading = false;
+  for (int i = 0; i < 400 && !downloading; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const std::string& name : Leftovers(store_dir)) {
+      std::string work = store_dir + "/blobs/" + name;
+      if (DIR* d = opendir(work.c_str())) {
+        while (dirent* e = readdir(d)) {
+          struct stat st;
+          if (e->d_name[0] != '.' && stat((work + "/" + e->d_name).c_str(), &st) == 0 &&
+              st.st_size > (256 << 10)) {
+            downloading = true;
+          }
+        }
+        closedir(d);
+      }
+    }
+  }
+  ASSERT_TRUE(downloading) << "the pull never got to the layer";
+  kill(pid, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  ImageStore store(store_dir);
+  EXPECT_TRUE(store.List()->empty());
+  EXPECT_EQ(store.Resolve(ref).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(Leftovers(store_dir).empty());  // the dead pull's work
+
+  registry.SetFaults({});
+  absl::StatusOr<ImageInfo> info = store.Pull(ref);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(store.List()->size(), 1u);
+  // Prune clears what the killed process left; the new image stays.
+  ASSERT_TRUE(store.Prune({}).ok());
+  EXPECT_TRUE(Leftovers(store_dir).empty());
+  EXPECT_TRUE(store.Resolve(ref).ok());
+}
+
+TEST(RegistryFaultTest, ConcurrentPullsOfOneImageBothSucceedWithOneCopy) {
+  TempDir dir;
+  FakeRegistry registry;
+  registry.AddImage("team/app", "1", {Layer(dir, "a", 1 << 20)}, Config());
+  registry.SetFaults({.blob_bytes_per_second = 4 << 20});  // so that they overlap
+  std::string ref = registry.Host() + "/team/app:1";
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> one, two;
+  std::thread a([&] { one = store.Pull(ref); });
+  std::thread b([&] { two = ImageStore(dir.File("store")).Pull(ref); });
+  a.join();
+  b.join();
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(one->digest, two->digest);
+  EXPECT_EQ(store.List()->size(), 1u);
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+}
+
+}  // namespace
+}  // namespace airlock
