@@ -183,6 +183,35 @@ TEST(RegistryFaultTest, APullKilledMidwayLeavesNoImageAndTheNextPullCompletes) {
   EXPECT_TRUE(store.Resolve(ref).ok());
 }
 
+TEST(RegistryFaultTest, AManifestOrIndexThatDoesNotMatchItsDigestIsRefused) {
+  TempDir dir;
+  FakeRegistry registry;
+  std::string a = registry.AddImage("team/app", "a", {Layer(dir, "a", 100)}, Config());
+  std::string b = registry.AddImage("team/app", "b", {Layer(dir, "b", 200)}, Config());
+  const std::string manifests = "/v2/team/app/manifests/";
+  std::string b_manifest = registry.Served(manifests + b);
+  // Asked for a by digest, the registry answers with b's manifest.
+  registry.SetObject(manifests + a, "application/vnd.oci.image.manifest.v1+json", b_manifest);
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> lied = store.Pull(registry.Host() + "/team/app@" + a);
+  ASSERT_FALSE(lied.ok());
+  EXPECT_EQ(lied.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(lied.status().message().find("has digest " + b), std::string::npos) << lied.status();
+  // An index naming a's digest for linux/amd64, with the same lie behind it.
+  nlohmann::json index = {{"schemaVersion", 2},
+                          {"mediaType", "application/vnd.oci.image.index.v1+json"},
+                          {"manifests",
+                           {{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                             {"digest", a},
+                             {"size", b_manifest.size()},
+                             {"platform", {{"os", "linux"}, {"architecture", "amd64"}}}}}}};
+  registry.SetObject(manifests + "multi", "application/vnd.oci.image.index.v1+json", index.dump());
+  lied = store.Pull(registry.Host() + "/team/app:multi");
+  EXPECT_EQ(lied.status().code(), absl::StatusCode::kDataLoss) << lied.status();
+  EXPECT_TRUE(store.List()->empty());
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+}
+
 TEST(RegistryFaultTest, ConcurrentPullsOfOneImageBothSucceedWithOneCopy) {
   TempDir dir;
   FakeRegistry registry;

@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <random>
 
+#include "src/common/file_util.h"
 #include "src/testing/test_util.h"
 
 namespace airlock {
@@ -69,6 +71,40 @@ TEST(TarToExt4Test, HostileArchivesAreClearErrors) {
     absl::Status s = ConvertRootfsTar(tar, dir.File("bad.ext4"));
     ASSERT_FALSE(s.ok()) << c.what;
     EXPECT_NE(s.message().find(c.expect), absl::string_view::npos) << c.what << ": " << s;
+  }
+}
+
+// Rewrites the size field of the tar header of `name` (base-256, as tar does for big sizes)
+// and fixes the header's checksum: sizes no honest writer would produce.
+void PatchSize(const std::string& tar, const std::string& name, int64_t size) {
+  std::string bytes = *ReadFileToString(tar, 1 << 20);
+  for (size_t at = 0; at + 512 <= bytes.size(); at += 512) {
+    if (bytes.compare(at, name.size() + 1, name.c_str(), name.size() + 1) != 0) continue;
+    char* header = bytes.data() + at;
+    uint64_t v = static_cast<uint64_t>(size);
+    for (int i = 11; i >= 1; --i, v >>= 8) header[124 + i] = static_cast<char>(v & 0xff);
+    header[124] = static_cast<char>(size < 0 ? 0xff : 0x80);
+    std::memset(header + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(header[i]);
+    std::snprintf(header + 148, 8, "%06o", sum);
+    ASSERT_TRUE(WriteFileAtomically(tar, bytes, 0644).ok());
+    return;
+  }
+  FAIL() << name << " not in " << tar;
+}
+
+TEST(TarToExt4Test, HugeAndNegativeSizesAreRefused) {
+  TempDir dir;
+  for (int64_t size : {int64_t{1} << 50, int64_t{-5}, int64_t{65} << 30}) {
+    std::string tar = dir.File("sized.tar");
+    WriteTar(tar, {{.name = "ok", .data = "fine"}, {.name = "liar", .data = "x"}});
+    PatchSize(tar, "liar", size);
+    absl::Status s = ConvertRootfsTar(tar, dir.File("sized.ext4"));
+    ASSERT_FALSE(s.ok()) << size;
+    // "entry liar has size ...; images are limited to 64 GiB", "... has negative size"
+    EXPECT_NE(s.message().find(" size"), absl::string_view::npos) << size << ": " << s;
+    EXPECT_NE(access(dir.File("sized.ext4").c_str(), F_OK), 0) << "a partial image was left";
   }
 }
 

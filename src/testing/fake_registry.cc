@@ -79,6 +79,18 @@ std::string FakeRegistry::AddImage(const std::string& repository, const std::str
   return Digest(m.bytes);
 }
 
+void FakeRegistry::SetObject(const std::string& path, const std::string& content_type,
+                             const std::string& bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_[path] = {content_type, bytes};
+}
+
+std::string FakeRegistry::Served(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(path);
+  return it == objects_.end() ? "" : it->second.bytes;
+}
+
 void FakeRegistry::SetFaults(const Faults& faults) {
   std::lock_guard<std::mutex> lock(mu_);
   faults_ = faults;

@@ -35,6 +35,12 @@ class FakeRegistry {
   // digest ("sha256:...").
   std::string AddImage(const std::string& repository, const std::string& tag,
                        const std::vector<std::string>& layers, const std::string& config);
+  // Serves these bytes at a path ("/v2/<repository>/manifests/<ref>", ".../blobs/<digest>"),
+  // whatever they are: for registries that lie.
+  void SetObject(const std::string& path, const std::string& content_type,
+                 const std::string& bytes);
+  // What is served at a path now ("" if nothing).
+  std::string Served(const std::string& path);
   void SetFaults(const Faults& faults);
   // Requests answered so far (or taken, for hangs).
   int requests() const { return requests_; }
