@@ -53,7 +53,9 @@ absl::Status CommitFile(const std::string& path, const std::string& final_path) 
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content, mode_t mode) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  // The thread id: unique among live threads of all processes, so concurrent writers of one
+  // path (threads of airlockd too) never share a temporary file; the last rename wins whole.
+  std::string tmp = absl::StrCat(path, ".tmp.", gettid());
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd.valid()) return ErrnoStatus("create", tmp);
   size_t done = 0;
