@@ -168,7 +168,8 @@ absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
 
 absl::Status ImageStore::EnsureBlob(const std::string& key,
                                     const std::function<absl::Status(const std::string&)>& convert,
-                                    nlohmann::json meta) {
+                                    nlohmann::json meta,
+                                    const std::map<std::string, std::string>& files) {
   for (const char* sub : {"/blobs", "/refs"}) {
     if (absl::Status s = MakeDirectories(root_ + sub, 0755); !s.ok()) return s;
   }
@@ -187,6 +188,11 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
     meta["created"] = static_cast<int64_t>(time(nullptr));
     meta["converter"] = kConverterVersion;
     status = WriteFileAtomically(tmp + "/image.json", meta.dump(), 0644);
+  }
+  for (const auto& [file, content] : files) {
+    if (status.ok() && !content.empty()) {
+      status = WriteFileAtomically(tmp + "/" + file, content, 0644);
+    }
   }
   if (status.ok()) status = CommitFile(tmp + "/rootfs.ext4", tmp + "/rootfs.ext4");
   if (status.ok() && rename(tmp.c_str(), blob.c_str()) != 0) {
@@ -257,7 +263,8 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
                          {"config", RunConfigJson(image->config.run)}};
   absl::Status built = EnsureBlob(
       image->digest.substr(7),
-      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta);
+      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta,
+      {{"manifest.json", image->manifest_json}, {"config.json", image->config_json}});
   if (!built.ok()) return built;
   return Tag(image->digest.substr(7), reference);
 }
@@ -351,7 +358,8 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
                          {"config", RunConfigJson(run)}};
   absl::Status built = EnsureBlob(
       image->digest.substr(7),
-      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta);
+      [&](const std::string& out) { return ConvertLayers(image->layers, out, true); }, meta,
+      {{"manifest.json", image->manifest_json}, {"config.json", image->config_json}});
   if (!built.ok()) return built;
   return Tag(image->digest.substr(7), tag);
 }

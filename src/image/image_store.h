@@ -1,6 +1,9 @@
 // The local image store under $AIRLOCK_HOME/images:
-//   blobs/<key>/rootfs.ext4   read-only root filesystem (key: hash of the source and converter)
-//   blobs/<key>/image.json    what it was built from
+//   blobs/<key>/rootfs.ext4   read-only root filesystem (key: the OCI manifest digest, or a hash
+//                             of the source and converter)
+//   blobs/<key>/image.json    what it was built from, and how the image says to run it
+//   blobs/<key>/manifest.json, config.json   the OCI manifest and config, as the source had them
+//                             (the layers themselves are not kept: the ext4 is their cached form)
 //   refs/<escaped name>       {"digest": key}
 // An image becomes visible only by an atomic rename of a complete blob directory and ref file,
 // so a crash mid-import leaves no half image. Thread-compatible; processes may import at once.
@@ -9,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -84,11 +88,12 @@ class ImageStore {
 
  private:
   std::string RefPath(const std::string& name) const;
-  // Builds blobs/<key> (rootfs.ext4 by `convert`, image.json from meta) unless it exists; a
-  // crash or a failure leaves no blob.
+  // Builds blobs/<key> (rootfs.ext4 by `convert`, image.json from meta, and `files`: name ->
+  // content, empty ones skipped) unless it exists; a crash or a failure leaves no blob.
   absl::Status EnsureBlob(const std::string& key,
                           const std::function<absl::Status(const std::string&)>& convert,
-                          nlohmann::json meta);
+                          nlohmann::json meta,
+                          const std::map<std::string, std::string>& files = {});
   absl::StatusOr<ImageInfo> Tag(const std::string& key, const std::string& name);
   static nlohmann::json RunConfigJson(const OciRunConfig& run);
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;

@@ -179,6 +179,7 @@ absl::StatusOr<ArchiveImage> FromOciLayout(const Members& m) {
   if (!config.ok()) return config.status();
   image.config = *config;
   image.config_json = *config_text;
+  image.manifest_json = *manifest_text;
   image.digest = pick->digest;
   image.name = name;
   for (const OciDescriptor& layer : manifest->layers) {

@@ -20,6 +20,7 @@ struct ArchiveImage {
   std::string digest;
   OciImageConfig config;
   std::string config_json;          // the config as the archive has it
+  std::string manifest_json;        // the OCI manifest (empty for `docker save`)
   std::vector<std::string> layers;  // files under dir, bottom layer first
   std::string name;                 // the name the archive gives it, if any
 };

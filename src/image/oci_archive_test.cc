@@ -120,6 +120,10 @@ TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/new"), "new");
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/kept"), "kept");
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/zstd"), "from a zstd layer");
+  // The manifest and config are kept beside the ext4, as the archive had them.
+  std::string blob = DirName(info->rootfs_path);
+  EXPECT_EQ(Digest(*ReadFileToString(blob + "/manifest.json", 1 << 20)), info->digest);
+  EXPECT_EQ(*ReadFileToString(blob + "/config.json", 1 << 20), Config().dump());
   EXPECT_NE(Debugfs(info->rootfs_path, "stat /etc/gone").find("not found"), std::string::npos);
   // The same image again: the same digest, and the tag resolves to it.
   absl::StatusOr<ImageInfo> again = store.ImportArchive(archive, "other:2");
@@ -267,6 +271,8 @@ TEST(RegistryTest, PushPullByTagAndDigestAndRefuseATamperedBlob) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->digest, *pushed);
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /etc/motd"), "pulled");
+  EXPECT_EQ(Digest(*ReadFileToString(DirName(info->rootfs_path) + "/manifest.json", 1 << 20)),
+            *pushed);
   EXPECT_EQ(info->run.cmd, (std::vector<std::string>{"echo $GREETING"}));
   absl::StatusOr<ImageInfo> again = store.Pull(tag);  // already there: nothing downloaded
   ASSERT_TRUE(again.ok()) << again.status();

@@ -453,6 +453,8 @@ absl::StatusOr<PulledImage> RegistryClient::Pull(
   absl::StatusOr<OciImageConfig> config = ParseOciImageConfig(*config_text);
   if (!config.ok()) return config.status();
   image.config = *config;
+  image.config_json = *config_text;
+  image.manifest_json = manifest_text;
   for (const OciDescriptor& layer : manifest->layers) {
     absl::StatusOr<std::string> file = FetchBlob(ref, layer, dir);
     if (!file.ok()) return file.status();

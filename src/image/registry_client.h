@@ -32,6 +32,8 @@ struct ImageReference {
 
 struct PulledImage {
   std::string digest;  // the manifest's
+  std::string manifest_json;
+  std::string config_json;
   OciImageConfig config;
   std::vector<std::string> layers;  // files in the download directory, bottom first
 };
