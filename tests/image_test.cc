@@ -140,6 +140,16 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::string digest = r.out.substr(r.out.find(" sha256:") + 1);
     digest = digest.substr(0, digest.find('\n'));
+    // A user who cannot write the image store: airlockd pulls it on first use.
+    RunAs alice{61001, 61001};
+    r = RunAirlock({"session", "create", ref}, "", alice);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string id = r.out.substr(0, r.out.find('\n'));
+    r = RunAirlock({"exec", id, "--", "cat", "/srv/hello"}, "", alice);
+    EXPECT_EQ(r.out, "hi from a layer\n") << r.err;
+    EXPECT_EQ(RunAirlock({"rm", id}, "", alice).exit_code, 0);
+    EXPECT_EQ(RunAirlock({"image", "rm", ref}).exit_code, 0);
+    // Root's CLI pulls it itself (with a progress bar on a terminal), then runs it.
     r = RunAirlock({"run", ref});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "hello-oci from /srv\nhi from a layer\n");

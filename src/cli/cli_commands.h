@@ -23,6 +23,12 @@ int ForkCommand(const std::vector<std::string>& args);
 int McpCommand(const std::vector<std::string>& args);
 int FileCommand(const std::vector<std::string>& args);
 
+// For `run` and `session create` of an image this host does not have yet: when the caller can
+// write the image store (root), pulls it here, with a progress bar on a terminal, so the wait
+// is visible; airlockd would otherwise pull it silently on first use. Returns false (after
+// saying why) only if the pull was tried and failed.
+bool PullIfMissing(const std::string& image, const char* command);
+
 }  // namespace airlock
 
 #endif  // AIRLOCK_CLI_CLI_COMMANDS_H_

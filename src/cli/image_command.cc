@@ -136,15 +136,15 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+absl::StatusOr<ImageInfo> PullShowingProgress(ImageStore& store, const std::string& ref) {
+  if (!isatty(STDERR_FILENO)) return store.Pull(ref);
+  ProgressBar bar("pulling " + ref);
+  return store.Pull(ref, [&](uint64_t done, uint64_t total) { bar.Update(done, total); });
+}
+
 int Pull(const std::vector<std::string>& args, ImageStore& store) {
   if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
-  absl::StatusOr<ImageInfo> info;
-  if (isatty(STDERR_FILENO)) {
-    ProgressBar bar("pulling " + args[0]);
-    info = store.Pull(args[0], [&](uint64_t done, uint64_t total) { bar.Update(done, total); });
-  } else {
-    info = store.Pull(args[0]);
-  }
+  absl::StatusOr<ImageInfo> info = PullShowingProgress(store, args[0]);
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image pull: %s\n", std::string(info.status().message()).c_str());
     return 1;
@@ -260,6 +260,22 @@ int List(const std::vector<std::string>& args, ImageStore& store) {
 }
 
 }  // namespace
+
+bool PullIfMissing(const std::string& image, const char* command) {
+  if (image.empty() || geteuid() != 0) return true;
+  ImageStore store(DefaultHostPaths().images);
+  if (store.Resolve(image).status().code() != absl::StatusCode::kNotFound ||
+      !ParseImageReference(image).ok()) {
+    return true;  // there, damaged (airlockd says so), or not a registry reference
+  }
+  absl::StatusOr<ImageInfo> info = PullShowingProgress(store, image);
+  if (info.ok()) return true;
+  std::fprintf(stderr,
+               "airlock %s: image %s is not in the store (`airlock image ls` lists what is) and "
+               "pulling it failed: %s\n",
+               command, image.c_str(), std::string(info.status().message()).c_str());
+  return false;
+}
 
 int ImageCommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("missing subcommand");

@@ -20,6 +20,7 @@ int RunCommand(const std::vector<std::string>& args) {
                  kRunUsage);
     return kExitAirlockError;
   }
+  if (!PullIfMissing(run->image, "run")) return kExitAirlockError;
   absl::StatusOr<DaemonClient> client = ConnectToDaemon();
   if (!client.ok()) {
     std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());

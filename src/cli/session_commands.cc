@@ -90,6 +90,7 @@ int SessionCreate(const std::vector<std::string>& args) {
       return Usage(kCreateUsage, "unexpected argument " + a);
     }
   }
+  if (!PullIfMissing(request.image(), "session create")) return 1;
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
