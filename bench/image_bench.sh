@@ -15,9 +15,7 @@ host_images=${AIRLOCK_HOME:-/var/lib/airlock}/images
 rootfs_tar=$(ls /var/cache/airlock/rootfs/debian-*.tar 2>/dev/null | head -1)
 [ -n "$rootfs_tar" ] || { echo "image_bench: run scripts/setup.sh first" >&2; exit 1; }
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-time_ms() { local t0; t0=$(now_ms); "$@" >/dev/null; echo $(( $(now_ms) - t0 )); }
+. bench/timing.sh
 
 work=$(mktemp -d /var/tmp/airlock-imagebench-XXXXXX)
 chmod 755 "$work"  # QEMU runs unprivileged and must reach the images

@@ -10,8 +10,7 @@ airlock=build/airlock
 accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
 if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. bench/timing.sh
 
 run_times=() boot_times=()
 for _ in $(seq "$rounds"); do

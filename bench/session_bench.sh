@@ -19,8 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. bench/timing.sh
 
 id=$($airlock session create)
 $airlock exec "$id" -- true   # warm the path once

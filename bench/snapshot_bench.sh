@@ -12,10 +12,7 @@ airlock=$root/build/airlock
 kernel=$(readlink -f "${AIRLOCK_KERNEL:-/var/lib/airlock/kernel/vmlinux}")
 images=${AIRLOCK_HOME:-/var/lib/airlock}/images
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# time_ms CMD...: runs it quietly, prints its wall time in ms
-time_ms() { local t0; t0=$(now_ms); "$@" >/dev/null; echo $(( $(now_ms) - t0 )); }
+. bench/timing.sh
 
 # A private home and daemon, so that nothing else on the host is measured or disturbed.
 work=$(mktemp -d /tmp/airlock-bench-XXXXXX)
