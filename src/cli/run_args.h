@@ -29,7 +29,7 @@ inline constexpr char kRunUsage[] =
     "error, 126 if COMMAND cannot be executed, 127 if it is not found in the guest).\n"
     "  -e, --env KEY=VALUE    set an environment variable (KEY alone copies it from here)\n"
     "  -w, --workdir DIR      working directory in the guest (default /)\n"
-    "  -u, --user USER[:GROUP] run as this user of the image (name or id; default: the\n"
+    "  -u, --user USER[:GRP]  run as this user of the image (name or id; default: the\n"
     "                         image's User, else root)\n"
     "      --timeout SECONDS  destroy the VM after this wall-clock time (exit 124)\n"
     "      --memory MIB       guest memory in MiB (default 512)\n"
