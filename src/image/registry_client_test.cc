@@ -1,6 +1,7 @@
 // How pulls cope with a registry that fails (src/testing/fake_registry.h): server errors are
 // retried with backoff, a hang or a cut-off download is given up on with a clear error, and
-// whatever happens — also a pull killed mid-way — no half image is ever visible in the store.
+// whatever happens — also a pull killed mid-way — no half image is ever visible in the store;
+// and the ways registries ask for logins (anonymous tokens, basic, tokens for a login).
 #include "src/image/registry_client.h"
 
 #include <dirent.h>
@@ -210,6 +211,55 @@ TEST(RegistryFaultTest, AManifestOrIndexThatDoesNotMatchItsDigestIsRefused) {
   EXPECT_EQ(lied.status().code(), absl::StatusCode::kDataLoss) << lied.status();
   EXPECT_TRUE(store.List()->empty());
   EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+}
+
+TEST(RegistryAuthTest, AnonymousTokensBasicLoginsAndTokensForLoginsWork) {
+  TempDir dir;
+  FakeRegistry registry;
+  registry.AddImage("team/app", "1", {Layer(dir, "a", 100)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+  int stores = 0;
+  auto pull = [&] { return ImageStore(dir.File("store" + std::to_string(stores++))).Pull(ref); };
+  ScopedEnv no_file("AIRLOCK_REGISTRY_AUTH_FILE", dir.File("no-such-auth.json").c_str());
+
+  // Docker Hub's way for public images: a token asked for without credentials.
+  registry.SetAuth(FakeRegistry::Auth::kAnonymousBearer);
+  absl::StatusOr<ImageInfo> info = pull();
+  EXPECT_TRUE(info.ok()) << info.status();
+
+  // Basic logins: none given is an error that says how to log in; the environment's work.
+  registry.SetAuth(FakeRegistry::Auth::kBasic, "robot:s3cret");
+  info = pull();
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(info.status().message().find("needs a login: set AIRLOCK_REGISTRY_USER"),
+            std::string::npos)
+      << info.status();
+  {
+    ScopedEnv user("AIRLOCK_REGISTRY_USER", "robot");
+    ScopedEnv password("AIRLOCK_REGISTRY_PASSWORD", "s3cret");
+    info = pull();
+    EXPECT_TRUE(info.ok()) << info.status();
+  }
+  {
+    ScopedEnv user("AIRLOCK_REGISTRY_USER", "robot");
+    ScopedEnv password("AIRLOCK_REGISTRY_PASSWORD", "wrong");
+    info = pull();
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
+  }
+
+  // A token for a login, the login from the credentials file.
+  registry.SetAuth(FakeRegistry::Auth::kBearerWithLogin, "robot:s3cret");
+  info = pull();
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
+  EXPECT_NE(info.status().message().find("refused a token"), std::string::npos) << info.status();
+  std::string auth_file = dir.File("auth.json");
+  ASSERT_TRUE(WriteFileAtomically(auth_file,
+                                  nlohmann::json({{registry.Host(), "robot:s3cret"}}).dump(), 0600)
+                  .ok());
+  ScopedEnv file("AIRLOCK_REGISTRY_AUTH_FILE", auth_file.c_str());
+  info = pull();
+  EXPECT_TRUE(info.ok()) << info.status();
 }
 
 TEST(RegistryFaultTest, ConcurrentPullsOfOneImageBothSucceedWithOneCopy) {

@@ -2,12 +2,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/image/image_store.h"
@@ -16,6 +19,23 @@ namespace airlock::testing {
 namespace {
 
 std::string Digest(const std::string& bytes) { return "sha256:" + Sha256String(bytes); }
+
+constexpr char kToken[] = "Bearer fake-token-1234";
+
+// The value of a header in a request head ("" if absent); names compare case-insensitively.
+std::string Header(const std::string& head, const std::string& name) {
+  size_t at = 0;
+  while ((at = head.find("\r\n", at)) != std::string::npos) {
+    at += 2;
+    size_t colon = head.find(':', at);
+    size_t end = head.find("\r\n", at);
+    if (colon == std::string::npos || end == std::string::npos || colon > end) return "";
+    if (absl::EqualsIgnoreCase(head.substr(at, colon - at), name)) {
+      return std::string(absl::StripAsciiWhitespace(head.substr(colon + 1, end - colon - 1)));
+    }
+  }
+  return "";
+}
 
 // Waits up to `ms` for the peer to send or hang up; true if it hung up.
 bool PeerGone(int fd, int ms) {
@@ -91,6 +111,17 @@ std::string FakeRegistry::Served(const std::string& path) {
   return it == objects_.end() ? "" : it->second.bytes;
 }
 
+void FakeRegistry::SetAuth(Auth auth, const std::string& user_password) {
+  std::string encoded(4 * ((user_password.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
+                          reinterpret_cast<const unsigned char*>(user_password.data()),
+                          static_cast<int>(user_password.size()));
+  encoded.resize(static_cast<size_t>(n));
+  std::lock_guard<std::mutex> lock(mu_);
+  auth_ = auth;
+  basic_ = "Basic " + encoded;
+}
+
 void FakeRegistry::SetFaults(const Faults& faults) {
   std::lock_guard<std::mutex> lock(mu_);
   faults_ = faults;
@@ -142,9 +173,13 @@ void FakeRegistry::Serve(int fd) {
   Faults faults;
   Object object;
   bool found = false;
+  Auth auth;
+  std::string basic;
   {
     std::lock_guard<std::mutex> lock(mu_);
     faults = faults_;
+    auth = auth_;
+    basic = basic_;
     if (faults_.fail_first > 0) --faults_.fail_first;
     auto it = objects_.find(path);
     if (it != objects_.end()) {
@@ -156,16 +191,43 @@ void FakeRegistry::Serve(int fd) {
     }
   }
   bool blob = path.find("/blobs/") != std::string::npos;
+  std::string challenge;  // set: answer 401 with it
   auto answer = [&](int code, const char* reason, const std::string& type, const std::string& body,
                     size_t send_bytes, uint64_t rate) {
     std::string head =
         absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", type,
                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n");
+    if (code == 401) absl::StrAppend(&head, "WWW-Authenticate: ", challenge, "\r\n");
     if (code == 200) absl::StrAppend(&head, "Docker-Content-Digest: ", Digest(body), "\r\n");
     head += "\r\n";
     if (!SendAll(fd, head, 0) || method == "HEAD") return;
     SendAll(fd, body.substr(0, send_bytes), rate);  // npos: all of it
   };
+  std::string authorization = Header(request, "Authorization");
+  bool bearer = auth == Auth::kAnonymousBearer || auth == Auth::kBearerWithLogin;
+  if (absl::StartsWith(path, "/token?") && bearer) {
+    // The token service: it wants a scope, and for kBearerWithLogin the login.
+    if (path.find("scope=repository%3A") == std::string::npos &&
+        path.find("scope=repository:") == std::string::npos) {
+      answer(400, "Bad Request", "text/plain", "no scope\n", std::string::npos, 0);
+    } else if (auth == Auth::kBearerWithLogin && authorization != basic) {
+      challenge = R"(Basic realm="fake")";
+      answer(401, "Unauthorized", "text/plain", "log in\n", std::string::npos, 0);
+    } else {
+      answer(200, "OK", "application/json",
+             absl::StrCat(R"({"token":")", std::string(kToken).substr(7), R"("})"),
+             std::string::npos, 0);
+    }
+    return;
+  }
+  if ((bearer && authorization != kToken) || (auth == Auth::kBasic && authorization != basic)) {
+    challenge = bearer ? absl::StrCat(R"(Bearer realm="http://)", Host(),
+                                      R"(/token",service="fake",scope="repository:x:pull")")
+                       : R"(Basic realm="fake")";
+    answer(401, "Unauthorized", "application/json", R"({"errors":[{"code":"UNAUTHORIZED"}]})",
+           std::string::npos, 0);
+    return;
+  }
   if (faults.fail_always || faults.fail_first > 0) {
     answer(500, "Internal Server Error", "text/plain", "broken\n", std::string::npos, 0);
   } else if (!found) {

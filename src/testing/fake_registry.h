@@ -1,6 +1,7 @@
 // An OCI registry in memory on 127.0.0.1, for tests of how the registry client copes with a
 // registry that fails: it serves the images put into it (anonymously, over plain http) and
-// misbehaves as told — server errors, hangs, slow or cut-off blob downloads.
+// misbehaves as told — server errors, hangs, slow or cut-off blob downloads — and asks for
+// logins the ways real registries do.
 #ifndef AIRLOCK_TESTING_FAKE_REGISTRY_H_
 #define AIRLOCK_TESTING_FAKE_REGISTRY_H_
 
@@ -24,6 +25,14 @@ class FakeRegistry {
     uint64_t blob_bytes_per_second = 0;  // send blobs this slowly; 0: at full speed
   };
 
+  // How clients must log in.
+  enum class Auth {
+    kNone,
+    kAnonymousBearer,  // a token from /token asked for without credentials (Docker Hub's way)
+    kBearerWithLogin,  // a token from /token asked for with USER:PASSWORD (basic)
+    kBasic,            // USER:PASSWORD (basic) on every request
+  };
+
   FakeRegistry();
   ~FakeRegistry();
   FakeRegistry(const FakeRegistry&) = delete;
@@ -42,6 +51,7 @@ class FakeRegistry {
   // What is served at a path now ("" if nothing).
   std::string Served(const std::string& path);
   void SetFaults(const Faults& faults);
+  void SetAuth(Auth auth, const std::string& user_password = "");
   // Requests answered so far (or taken, for hangs).
   int requests() const { return requests_; }
 
@@ -62,6 +72,8 @@ class FakeRegistry {
   std::atomic<int> requests_{0};
   std::mutex mu_;
   Faults faults_;                          // guarded by mu_
+  Auth auth_ = Auth::kNone;                // guarded by mu_
+  std::string basic_;                      // "Basic <base64>" expected; guarded by mu_
   std::map<std::string, Object> objects_;  // "/v2/<repo>/manifests/<ref>", "/v2/<repo>/blobs/<d>"
   std::thread acceptor_;
   std::vector<std::thread> connections_;  // guarded by mu_
