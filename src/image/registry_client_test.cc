@@ -222,10 +222,13 @@ TEST(RegistryAuthTest, AnonymousTokensBasicLoginsAndTokensForLoginsWork) {
   auto pull = [&] { return ImageStore(dir.File("store" + std::to_string(stores++))).Pull(ref); };
   ScopedEnv no_file("AIRLOCK_REGISTRY_AUTH_FILE", dir.File("no-such-auth.json").c_str());
 
-  // Docker Hub's way for public images: a token asked for without credentials.
+  // Docker Hub's way for public images: a token asked for without credentials, and blobs
+  // served from elsewhere by redirect.
   registry.SetAuth(FakeRegistry::Auth::kAnonymousBearer);
+  registry.SetFaults({.redirect_blobs = true});
   absl::StatusOr<ImageInfo> info = pull();
   EXPECT_TRUE(info.ok()) << info.status();
+  registry.SetFaults({});
 
   // Basic logins: none given is an error that says how to log in; the environment's work.
   registry.SetAuth(FakeRegistry::Auth::kBasic, "robot:s3cret");

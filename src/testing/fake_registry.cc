@@ -191,7 +191,7 @@ void FakeRegistry::Serve(int fd) {
     }
   }
   bool blob = path.find("/blobs/") != std::string::npos;
-  std::string challenge;  // set: answer 401 with it
+  std::string challenge;  // the WWW-Authenticate of a 401
   auto answer = [&](int code, const char* reason, const std::string& type, const std::string& body,
                     size_t send_bytes, uint64_t rate) {
     std::string head =
@@ -203,6 +203,16 @@ void FakeRegistry::Serve(int fd) {
     if (!SendAll(fd, head, 0) || method == "HEAD") return;
     SendAll(fd, body.substr(0, send_bytes), rate);  // npos: all of it
   };
+  if (absl::StartsWith(path, "/cdn/")) {  // where redirected blobs are: no login needed
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [p, o] : objects_) {
+      if (absl::EndsWith(p, path.substr(4, path.find('?') - 4))) {
+        object = o;
+        found = true;
+      }
+    }
+  }
+  bool cdn = found && absl::StartsWith(path, "/cdn/");
   std::string authorization = Header(request, "Authorization");
   bool bearer = auth == Auth::kAnonymousBearer || auth == Auth::kBearerWithLogin;
   if (absl::StartsWith(path, "/token?") && bearer) {
@@ -220,7 +230,8 @@ void FakeRegistry::Serve(int fd) {
     }
     return;
   }
-  if ((bearer && authorization != kToken) || (auth == Auth::kBasic && authorization != basic)) {
+  if (!cdn &&
+      ((bearer && authorization != kToken) || (auth == Auth::kBasic && authorization != basic))) {
     challenge = bearer ? absl::StrCat(R"(Bearer realm="http://)", Host(),
                                       R"(/token",service="fake",scope="repository:x:pull")")
                        : R"(Basic realm="fake")";
@@ -233,6 +244,13 @@ void FakeRegistry::Serve(int fd) {
   } else if (!found) {
     answer(404, "Not Found", "application/json", R"({"errors":[{"code":"NOT_FOUND"}]})",
            std::string::npos, 0);
+  } else if (blob && faults.redirect_blobs && !cdn) {
+    challenge = "";
+    std::string location = absl::StrCat("http://", Host(), "/cdn",
+                                        path.substr(path.find("/blobs/")), "?signature=abc");
+    std::string head = absl::StrCat("HTTP/1.1 307 Temporary Redirect\r\nLocation: ", location,
+                                    "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    SendAll(fd, head, 0);
   } else if (blob && faults.hang_blobs) {
     while (!stopping_ && !PeerGone(fd, 100)) {
     }

@@ -1,5 +1,5 @@
 // An OCI registry in memory on 127.0.0.1, for tests of how the registry client copes with a
-// registry that fails: it serves the images put into it (anonymously, over plain http) and
+// registry that fails: it serves the images put into it (over plain http) and
 // misbehaves as told — server errors, hangs, slow or cut-off blob downloads — and asks for
 // logins the ways real registries do.
 #ifndef AIRLOCK_TESTING_FAKE_REGISTRY_H_
@@ -23,6 +23,7 @@ class FakeRegistry {
     bool hang_blobs = false;             // take blob requests and never answer them
     bool truncate_blobs = false;         // send half of each blob, then close the connection
     uint64_t blob_bytes_per_second = 0;  // send blobs this slowly; 0: at full speed
+    bool redirect_blobs = false;  // answer blob requests with a 307 to /cdn/..., as Docker Hub does
   };
 
   // How clients must log in.
