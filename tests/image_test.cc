@@ -74,8 +74,7 @@ void WriteLayoutArchive(const std::string& work, const std::vector<std::string>&
                         const json& run_config, const std::string& ref, const std::string& out) {
   std::string rootfs = RootfsTar();
   ASSERT_FALSE(rootfs.empty()) << "run scripts/setup.sh first (it caches the rootfs tar)";
-  std::string layout = work + "/layout-" + std::to_string(getpid()) + "-" +
-                       std::to_string(out.size()) + std::to_string(time(nullptr));
+  std::string layout = out + ".layout";
   ASSERT_TRUE(MakeDirectories(layout + "/blobs/sha256", 0755).ok());
   const char* kLayer = "application/vnd.oci.image.layer.v1.tar";
   json descriptors = {AddBlob(layout, kLayer, "", rootfs)};

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -136,15 +137,17 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
-absl::StatusOr<ImageInfo> PullShowingProgress(ImageStore& store, const std::string& ref) {
-  if (!isatty(STDERR_FILENO)) return store.Pull(ref);
-  ProgressBar bar("pulling " + ref);
-  return store.Pull(ref, [&](uint64_t done, uint64_t total) { bar.Update(done, total); });
+// A progress bar for pulling ref while stderr is a terminal, else none. The bar ends its line
+// when the last copy of the callback goes.
+RegistryClient::Progress TerminalProgress(const std::string& ref) {
+  if (!isatty(STDERR_FILENO)) return nullptr;
+  auto bar = std::make_shared<ProgressBar>("pulling " + ref);
+  return [bar](uint64_t done, uint64_t total) { bar->Update(done, total); };
 }
 
 int Pull(const std::vector<std::string>& args, ImageStore& store) {
   if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
-  absl::StatusOr<ImageInfo> info = PullShowingProgress(store, args[0]);
+  absl::StatusOr<ImageInfo> info = store.Pull(args[0], TerminalProgress(args[0]));
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image pull: %s\n", std::string(info.status().message()).c_str());
     return 1;
@@ -264,16 +267,11 @@ int List(const std::vector<std::string>& args, ImageStore& store) {
 bool PullIfMissing(const std::string& image, const char* command) {
   if (image.empty() || geteuid() != 0) return true;
   ImageStore store(DefaultHostPaths().images);
-  if (store.Resolve(image).status().code() != absl::StatusCode::kNotFound ||
-      !ParseImageReference(image).ok()) {
-    return true;  // there, damaged (airlockd says so), or not a registry reference
-  }
-  absl::StatusOr<ImageInfo> info = PullShowingProgress(store, image);
+  // There, or damaged: airlockd says what is wrong.
+  if (store.Resolve(image).status().code() != absl::StatusCode::kNotFound) return true;
+  absl::StatusOr<ImageInfo> info = store.ResolveOrPull(image, TerminalProgress(image));
   if (info.ok()) return true;
-  std::fprintf(stderr,
-               "airlock %s: image %s is not in the store (`airlock image ls` lists what is) and "
-               "pulling it failed: %s\n",
-               command, image.c_str(), std::string(info.status().message()).c_str());
+  std::fprintf(stderr, "airlock %s: %s\n", command, std::string(info.status().message()).c_str());
   return false;
 }
 

@@ -195,18 +195,8 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
   ImageStore images(paths_.images);
-  absl::StatusOr<ImageInfo> info = images.Resolve(name);
   // An image not in the store yet is pulled from its registry on first use.
-  if (info.status().code() == absl::StatusCode::kNotFound && name != kDefaultImage &&
-      ParseImageReference(name).ok()) {
-    absl::StatusOr<ImageInfo> pulled = images.Pull(name);
-    info = pulled.ok() ? pulled
-                       : absl::Status(pulled.status().code(),
-                                      absl::StrCat("image ", name,
-                                                   " is not in the store (`airlock image ls` lists "
-                                                   "what is) and pulling it failed: ",
-                                                   pulled.status().message()));
-  }
+  absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name);
   if (!info.ok()) return info.status();
   SessionRecord s;
   s.id = RandomHex(6);

@@ -94,10 +94,13 @@ void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK
 
 // A small text file of the guest's (/etc/passwd, /etc/group); empty if missing, cut at 4 MiB.
 std::string ReadSmallFile(const char* path) {
+  constexpr size_t kCap = 4 << 20;
   std::ifstream in(path);
-  std::string text(4 << 20, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  std::string text;
+  char buf[16384];
+  while (text.size() < kCap && in.read(buf, sizeof(buf)).gcount() > 0) {
+    text.append(buf, std::min(static_cast<size_t>(in.gcount()), kCap - text.size()));
+  }
   return text;
 }
 

@@ -22,6 +22,7 @@
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
+#include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
 #include "src/common/unique_fd.h"
 #include "src/image/oci_archive.h"
@@ -152,6 +153,22 @@ absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
     return absl::DataLossError(absl::StrCat("the tag file of image ", name, " is corrupt"));
   }
   return LoadBlob(key, name);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ResolveOrPull(const std::string& name,
+                                                    const RegistryClient::Progress& progress) {
+  absl::StatusOr<ImageInfo> info = Resolve(name);
+  if (info.status().code() != absl::StatusCode::kNotFound || name == kDefaultImage ||
+      !ParseImageReference(name).ok()) {
+    return info;
+  }
+  absl::StatusOr<ImageInfo> pulled = Pull(name, progress);
+  if (pulled.ok()) return pulled;
+  return absl::Status(pulled.status().code(),
+                      absl::StrCat("image ", name,
+                                   " is not in the store (`airlock image ls` lists what is) and "
+                                   "pulling it failed: ",
+                                   pulled.status().message()));
 }
 
 absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,

@@ -59,6 +59,10 @@ class ImageStore {
   [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,
                                                const RegistryClient::Progress& progress = nullptr);
   [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
+  // Resolve, and an image not in the store yet that names a registry is pulled first (not the
+  // default image: setup.sh builds that one).
+  [[nodiscard]] absl::StatusOr<ImageInfo> ResolveOrPull(
+      const std::string& name, const RegistryClient::Progress& progress = nullptr);
   // The blob with this digest ("sha256:<hex>"), wherever its tag points now (a session keeps
   // the image it was made from).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
