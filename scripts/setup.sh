@@ -11,7 +11,7 @@ packages=(
   libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
-  openssl git libcurl4-openssl-dev docker-registry
+  openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -44,5 +44,8 @@ mkdir -p "$home/kernel"
 ln -sfn "$kernel" "$home/kernel/vmlinux"
 
 # The default image, from Debian packages (its root filesystem is cached in /var/cache/airlock).
-build/airlock image build --debian bookworm --packages python3 --tag airlock/bookworm-python >&2
+# pip installs into the (disposable) guest's system Python; git and curl for agents' work.
+build/airlock image build --debian bookworm \
+  --packages python3,python3-pip,git,ca-certificates,curl \
+  --env PIP_BREAK_SYSTEM_PACKAGES=1 --tag airlock/bookworm-python >&2
 echo "setup: ready" >&2

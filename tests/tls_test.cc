@@ -15,42 +15,12 @@
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
 #include "tests/cli_runner.h"
+#include "tests/test_certs.h"
 
 namespace airlock {
 namespace {
 
 constexpr char kServerName[] = "airlock-test-server";
-
-void OpenSsl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/openssl"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<ProcessResult> r = RunProcess(argv);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->exit_code, 0) << r->output;
-}
-
-// Creates a CA and a certificate with the given common name signed by it.
-void Issue(const std::string& dir, const std::string& name, const std::string& cn) {
-  OpenSsl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/" + name + ".key", "-out",
-           dir + "/" + name + ".csr", "-subj", "/CN=" + cn});
-  ASSERT_TRUE(
-      WriteFileAtomically(dir + "/" + name + ".ext", "subjectAltName=DNS:" + cn + "\n", 0644).ok());
-  OpenSsl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/ca.pem", "-CAkey",
-           dir + "/ca.key", "-CAcreateserial", "-out", dir + "/" + name + ".pem", "-days", "1",
-           "-extfile", dir + "/" + name + ".ext"});
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string Read(const std::string& path) { return *ReadFileToString(path, 1 << 20); }
 
@@ -59,8 +29,7 @@ TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
   chmod(dir.c_str(), 0755);  // the VMM (uid 65534) reads the image through here
-  OpenSsl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/ca.key", "-out",
-           dir + "/ca.pem", "-days", "1", "-subj", "/CN=airlock-test-ca"});
+  MakeTestCa(dir);
   Issue(dir, "server", kServerName);
   Issue(dir, "client", "ci-agent");
 

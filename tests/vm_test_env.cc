@@ -81,6 +81,17 @@ class PrivateDaemon : public ::testing::Environment {
     ASSERT_EQ(symlink(real, (home_ + "/kernel/vmlinux").c_str()), 0);
     setenv("AIRLOCK_HOME", home_.c_str(), 1);
     setenv("AIRLOCK_SOCKET", (home_ + "/airlockd.sock").c_str(), 1);
+    // Egress tests reach servers on the host's loopback under names of their own (and one
+    // name that resolves to an internal address the ceiling does not admit).
+    ASSERT_TRUE(
+        WriteFileAtomically(home_ + "/egress-ceiling", "allow *:*\nallow 127.0.0.1/32:*\n", 0644)
+            .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(home_ + "/egress-hosts",
+                            "127.0.0.1 web.test other.test git.test\n10.9.9.9 rebind.test\n", 0644)
+            .ok());
+    setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
+    setenv("AIRLOCK_EGRESS_HOSTS", (home_ + "/egress-hosts").c_str(), 1);
   }
   void TearDown() override {
     std::ifstream pid_file(home_ + "/airlockd.pid");

@@ -22,6 +22,7 @@ int ResumeCommand(const std::vector<std::string>& args);
 int ForkCommand(const std::vector<std::string>& args);
 int McpCommand(const std::vector<std::string>& args);
 int FileCommand(const std::vector<std::string>& args);
+int NetworkCommand(const std::vector<std::string>& args);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

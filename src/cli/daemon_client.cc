@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.sessions = v1::Sessions::NewStub(channel);
   client.vms = v1::Vms::NewStub(channel);
   client.images = v1::Images::NewStub(channel);
+  client.network = v1::Network::NewStub(channel);
   return client;
 }
 
@@ -99,6 +101,23 @@ std::string Describe(const grpc::Status& status) {
     return "lost the connection to airlockd";
   }
   return status.error_message();
+}
+
+std::optional<DaemonClient> Connect() {
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (client.ok()) return std::move(*client);
+  std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());
+  return std::nullopt;
+}
+
+int DaemonError(const grpc::Status& status) {
+  std::fprintf(stderr, "airlock: %s\n", Describe(status).c_str());
+  return 1;
+}
+
+int Usage(const char* usage, const std::string& problem) {
+  std::fprintf(stderr, "airlock: %s\n%s", problem.c_str(), usage);
+  return 2;
 }
 
 }  // namespace airlock

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Sessions::Stub> sessions;
   std::unique_ptr<v1::Vms::Stub> vms;
   std::unique_ptr<v1::Images::Stub> images;
+  std::unique_ptr<v1::Network::Stub> network;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();
@@ -27,6 +29,13 @@ std::string DaemonSocketPath();
 
 // A gRPC error as the user should read it.
 std::string Describe(const grpc::Status& status);
+
+// For subcommands: connects, or prints why not and returns nullopt.
+std::optional<DaemonClient> Connect();
+// Prints the daemon's error; returns the exit code 1.
+int DaemonError(const grpc::Status& status);
+// Prints the problem and the usage; returns the exit code 2.
+int Usage(const char* usage, const std::string& problem);
 
 }  // namespace airlock
 

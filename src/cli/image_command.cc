@@ -25,7 +25,7 @@ namespace {
 constexpr char kImageUsage[] =
     "usage: airlock image import ARCHIVE [--tag NAME]\n"
     "       airlock image import --rootfs TAR --tag NAME\n"
-    "       airlock image build --debian SUITE [--packages P1,P2] --tag NAME\n"
+    "       airlock image build --debian SUITE [--packages P1,P2] [--env K=V]... --tag NAME\n"
     "       airlock image pull REF\n"
     "       airlock image push ARCHIVE REF\n"
     "       airlock image ls [--json]\n"
@@ -36,7 +36,8 @@ constexpr char kImageUsage[] =
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
     "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n"
     "build makes an image from Debian packages with mmdebstrap (minbase plus the packages, from\n"
-    "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock).\n"
+    "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock);\n"
+    "--env sets a variable of the image's environment (as an OCI image's Env).\n"
     "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
     "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
@@ -79,7 +80,12 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
 
 int Build(const std::vector<std::string>& args, ImageStore& store) {
   std::string suite, packages, tag;
+  std::vector<std::string> env;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--env" && i + 1 < args.size()) {
+      env.push_back(args[++i]);
+      continue;
+    }
     std::string* value = args[i] == "--debian"     ? &suite
                          : args[i] == "--packages" ? &packages
                          : args[i] == "--tag"      ? &tag
@@ -98,7 +104,7 @@ int Build(const std::vector<std::string>& args, ImageStore& store) {
   std::fprintf(stderr, "airlock image build: debian %s + %s\n", suite.c_str(),
                packages.empty() ? "nothing" : packages.c_str());
   absl::StatusOr<ImageInfo> info =
-      store.BuildDebian(suite, list, tag, cache ? cache : "/var/cache/airlock");
+      store.BuildDebian(suite, list, tag, cache ? cache : "/var/cache/airlock", env);
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image build: %s\n", std::string(info.status().message()).c_str());
     return 1;

@@ -4,17 +4,21 @@
 #include <vector>
 
 #include "src/cli/cli_commands.h"
+#include "src/image/tar_to_ext4.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: airlock COMMAND [ARGS...]\n"
-    "Runs untrusted code in microVMs, each with its own kernel and no network.\n"
+    "Runs untrusted code in microVMs, each with its own kernel and no network device; egress\n"
+    "goes only to the destinations a session is allowed (--allow).\n"
     "\n"
     "commands:\n"
-    "  run [IMAGE] -- CMD ARGS...   run a command in a fresh microVM (airlock run --help)\n"
+    "  run [IMAGE] [--allow RULE] -- CMD ARGS...   run a command in a fresh microVM\n"
+    "                               (airlock run --help)\n"
     "  session create [IMAGE] [--cpus N] [--memory 512m] [--pids N] [--disk 2g] [--ttl 1h]\n"
-    "                 [--idle-timeout 5m]  start a durable session; prints its id\n"
+    "                 [--idle-timeout 5m] [--allow RULE] [--allow-preset NAME]\n"
+    "                               start a durable session; prints its id\n"
     "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
     "  ls [--json|-q]               your sessions: state, limits, last use\n"
     "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
@@ -25,6 +29,8 @@ constexpr char kUsage[] =
     "  resume ID...                 bring paused sessions back (exec does it too)\n"
     "  fork ID [-n N]               N independent copies of a session; prints their ids\n"
     "  file write ID PATH < DATA    write a file into a session (file read ID PATH > DATA)\n"
+    "  network ls|allow|deny|rm|log ID ...   a session's egress rules and connections\n"
+    "                               (airlock network --help)\n"
     "  mcp                          serve the Model Context Protocol on stdio (airlock mcp -h)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
@@ -40,6 +46,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  airlock::ReadTarNamesAsUtf8();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
@@ -55,6 +62,7 @@ int main(int argc, char** argv) {
   if (command == "ls") return airlock::ListCommand(args);
   if (command == "ps") return airlock::PsCommand(args);
   if (command == "logs") return airlock::LogsCommand(args);
+  if (command == "network") return airlock::NetworkCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);
   if (command == "rm") return airlock::RemoveCommand(args);
   if (command == "pause") return airlock::PauseCommand(args);

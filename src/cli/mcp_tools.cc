@@ -162,7 +162,8 @@ const json& SessionSchema() {
                                  {"pids", Prop("integer", "")},
                                  {"disk_bytes", Prop("integer", "")},
                                  {"ttl_seconds", Prop("integer", "")},
-                                 {"idle_timeout_seconds", Prop("integer", "")}})}},
+                                 {"idle_timeout_seconds", Prop("integer", "")},
+                                 {"net_bytes_per_second", Prop("integer", "")}})}},
              {"id", "state"}));
   return *schema;
 }
@@ -191,6 +192,16 @@ const json& ExecOutputSchema() {
               {"session_id", Prop("string", "the session it ran in (empty for run_code)")}},
              {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated"}));
   return *schema;
+}
+
+json AllowProp() {
+  return {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description",
+           "destinations the code may reach (default: none), e.g. [\"pypi.org\", "
+           "\"files.pythonhosted.org\"]: HOST, *.DOMAIN, IP or CIDR, each optionally :PORT "
+           "(default ports 80 and 443). Anything else fails at once (\"Could not resolve "
+           "host\", connection refused); network_log says why"}};
 }
 
 // Properties shared by run_code and session_exec.
@@ -314,6 +325,7 @@ ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
   start.set_stdin(args.Has("stdin"));
   if (!in_session) {
     start.set_image(args.Str("image"));
+    for (const std::string& rule : args.StrList("allow")) start.add_allow(rule);
     v1::Limits* limits = start.mutable_limits();
     limits->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
     limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
@@ -387,29 +399,31 @@ std::vector<Tool> AirlockTools() {
   run_props["image"] = Prop("string", "image to run in (default airlock/bookworm-python)");
   run_props["memory_mb"] = Prop("integer", "guest memory in MiB (default 512)");
   run_props["cpus"] = Prop("integer", "vCPUs (default 1)");
+  run_props["allow"] = AllowProp();
   Tool run{"run_code", "Run code in a fresh sandbox",
-           "Runs a program or a snippet of code in a brand-new microVM (its own kernel, no "
-           "network, hard limits) that is destroyed afterwards. Use it for untrusted or "
-           "generated code that needs no state afterwards. Returns exit code, stdout and stderr.",
+           "Runs a program or a snippet of code in a brand-new microVM (its own kernel, hard "
+           "limits, no network beyond the destinations in `allow`) that is destroyed "
+           "afterwards. Use it for untrusted or generated code that needs no state afterwards. "
+           "Returns exit code, stdout and stderr.",
            Object(run_props), ExecOutputSchema()};
   run.open_world = false;
   run.run = [schema = run.input_schema](ToolCall& call) { return RunCommand(call, schema, false); };
   tools.push_back(run);
 
-  Tool create{
-      "session_create", "Create a sandbox session",
-      "Starts a durable sandbox session (a microVM) whose files and processes last "
-      "between commands until it is removed. It pauses itself when idle and wakes on "
-      "the next use. Returns the session, with its id for the other session tools.",
-      Object({{"image", Prop("string", "image (default airlock/bookworm-python)")},
-              {"memory_mb", Prop("integer", "guest memory in MiB (default 512)")},
-              {"cpus", Prop("integer", "vCPUs (default 1)")},
-              {"pids", Prop("integer", "most processes inside (default 1024)")},
-              {"disk_mb", Prop("integer", "writable disk in MiB (default 1024)")},
-              {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
-              {"idle_timeout_seconds",
-               Prop("integer", "pause it after this long unused (default 300, 0: never)")}}),
-      SessionSchema()};
+  Tool create{"session_create", "Create a sandbox session",
+              "Starts a durable sandbox session (a microVM) whose files and processes last "
+              "between commands until it is removed. It pauses itself when idle and wakes on "
+              "the next use. Returns the session, with its id for the other session tools.",
+              Object({{"image", Prop("string", "image (default airlock/bookworm-python)")},
+                      {"memory_mb", Prop("integer", "guest memory in MiB (default 512)")},
+                      {"cpus", Prop("integer", "vCPUs (default 1)")},
+                      {"pids", Prop("integer", "most processes inside (default 1024)")},
+                      {"disk_mb", Prop("integer", "writable disk in MiB (default 1024)")},
+                      {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
+                      {"idle_timeout_seconds",
+                       Prop("integer", "pause it after this long unused (default 300, 0: never)")},
+                      {"allow", AllowProp()}}),
+              SessionSchema()};
   create.run = [schema = create.input_schema](ToolCall& call) {
     Args args(call.arguments(), schema);
     v1::CreateSessionRequest request;
@@ -423,6 +437,7 @@ std::vector<Tool> AirlockTools() {
     if (args.Has("idle_timeout_seconds")) {
       l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, 30ull * 86400));
     }
+    for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
     call.Progress(0, "starting the session's VM");
     return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Create, request,
                  SessionResult);
@@ -635,9 +650,94 @@ std::vector<Tool> AirlockTools() {
   };
   tools.push_back(logs);
 
+  Tool allow{"network_allow", "Let a session reach more hosts",
+             "Adds destinations a session may reach, at once and for its lifetime (or "
+             "ttl_seconds). Use it when a command failed to resolve or connect to a host it "
+             "needs (network_log shows what was denied and the rule that would allow it). The "
+             "operator's ceiling still applies; internal addresses are never reachable unless "
+             "the operator allows them.",
+             Object({{"session_id", Prop("string", "the session's id")},
+                     {"allow", AllowProp()},
+                     {"ttl_seconds", Prop("integer", "the rules expire after this (0: never)")}},
+                    {"session_id", "allow"}),
+             Object({{"version", Prop("integer", "the policy's version")},
+                     {"rules", {{"type", "array"}, {"items", Prop("string", "")}}}},
+                    {"version", "rules"})};
+  allow.run = [schema = allow.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::ChangeNetworkRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
+    if (request.allow().empty() && args.error().empty()) {
+      args.Fail("\"allow\" needs at least one destination, e.g. [\"pypi.org\"]");
+    }
+    request.set_ttl_seconds(static_cast<double>(args.Uint("ttl_seconds", 0, 0, 366ull * 86400)));
+    return Unary(args, &DaemonClient::network, &v1::Network::Stub::Change, request,
+                 [](const v1::NetworkPolicy& p) {
+                   json rules = json::array();
+                   std::string text = absl::StrCat("network policy version ", p.version(), ":");
+                   for (const v1::NetworkRule& r : p.rules()) {
+                     std::string line = absl::StrCat(r.deny() ? "deny " : "allow ", r.rule());
+                     rules.push_back(line);
+                     absl::StrAppend(&text, "\n", line);
+                   }
+                   return ToolResult{{{"version", p.version()}, {"rules", rules}}, text, false};
+                 });
+  };
+  tools.push_back(allow);
+
+  Tool netlog{
+      "network_log", "What a session reached on the network",
+      "Lists a session's DNS answers and connections, newest last: the name, address, "
+      "port, bytes, and the rule that allowed each or why it was denied (with the "
+      "`allow` entry that would let it through, for network_allow).",
+      Object({{"session_id", Prop("string", "the session's id")},
+              {"tail", Prop("integer", "only the last N events (default 100)")}},
+             {"session_id"}),
+      Object({{"events", {{"type", "array"}, {"items", {{"type", "object"}}}}}}, {"events"})};
+  netlog.read_only = netlog.idempotent = true;
+  netlog.run = [schema = netlog.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::NetworkLogRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_tail(static_cast<uint32_t>(args.Uint("tail", 100, 1, 10000)));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::NetworkEvent>> reader =
+        (*client)->network->Log(&context, request);
+    json events = json::array();
+    std::string text;
+    v1::NetworkEvent e;
+    while (reader->Read(&e)) {
+      events.push_back({{"unix_ms", e.unix_ms()},
+                        {"kind", e.kind()},
+                        {"name", e.name()},
+                        {"address", e.address()},
+                        {"port", e.port()},
+                        {"allowed", e.allowed()},
+                        {"rule", e.rule()},
+                        {"reason", e.reason()},
+                        {"bytes_out", e.bytes_out()},
+                        {"bytes_in", e.bytes_in()}});
+      std::string where = e.name().empty() ? e.address() : e.name();
+      if (e.port() != 0) absl::StrAppend(&where, ":", e.port());
+      absl::StrAppend(&text, e.kind(), " ", where, " ",
+                      e.allowed() ? absl::StrCat("allowed by ", e.rule()) : "denied",
+                      e.reason().empty() ? "" : ": ", e.reason(), "\n");
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{
+        {{"events", events}}, text.empty() ? "no network activity" : Tail(text, 8192), false};
+  };
+  tools.push_back(netlog);
+
   Tool metrics{"session_metrics", "Measure a session",
                "Samples a running session's guest: CPU use over a short interval, memory, "
-               "processes and disk. A paused session is resumed to be measured.",
+               "processes, disk, and its network traffic and denials. A paused session is "
+               "resumed to be measured.",
                SessionIdOnly(),
                Object({{"session_id", Prop("string", "")},
                        {"cpu_percent", Prop("number", "")},
@@ -645,7 +745,10 @@ std::vector<Tool> AirlockTools() {
                        {"memory_total_bytes", Prop("integer", "")},
                        {"processes", Prop("integer", "")},
                        {"disk_used_bytes", Prop("integer", "")},
-                       {"disk_total_bytes", Prop("integer", "")}},
+                       {"disk_total_bytes", Prop("integer", "")},
+                       {"net_bytes_out", Prop("integer", "egress bytes, guest to destinations")},
+                       {"net_bytes_in", Prop("integer", "egress bytes, destinations to guest")},
+                       {"net_denied", Prop("integer", "DNS answers and connections refused")}},
                       {"session_id", "cpu_percent", "memory_used_bytes"})};
   metrics.read_only = true;
   metrics.run = [schema = metrics.input_schema](ToolCall& call) {
@@ -671,7 +774,10 @@ std::vector<Tool> AirlockTools() {
          {"memory_total_bytes", s.memory_total_bytes()},
          {"processes", s.processes()},
          {"disk_used_bytes", s.disk_used_bytes()},
-         {"disk_total_bytes", s.disk_total_bytes()}},
+         {"disk_total_bytes", s.disk_total_bytes()},
+         {"net_bytes_out", s.net_bytes_out()},
+         {"net_bytes_in", s.net_bytes_in()},
+         {"net_denied", s.net_denied()}},
         absl::StrCat("cpu ", static_cast<int>(s.cpu_percent()), "%, memory ",
                      s.memory_used_bytes() >> 20, " of ", s.memory_total_bytes() >> 20, " MiB, ",
                      s.processes(), " processes"),

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/net/egress_rule.h"
 
 namespace airlock {
 namespace {
@@ -83,6 +84,15 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       if (!absl::SimpleAtoi(value, &out.cpus) || out.cpus < 1 || out.cpus > 64) {
         return absl::InvalidArgumentError("--cpus needs a number between 1 and 64");
       }
+    } else if (TakeValue(args, &i, "--allow", "", &value, &error)) {
+      if (!error.ok()) return error;
+      absl::StatusOr<net::EgressRule> rule = net::ParseSessionRule(value);
+      if (!rule.ok()) return rule.status();
+      out.allow.push_back(value);
+    } else if (TakeValue(args, &i, "--allow-preset", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (absl::Status s = net::PresetRules(value).status(); !s.ok()) return s;
+      out.allow_presets.push_back(value);
     } else if (arg.size() > 1 && arg[0] == '-') {
       return absl::InvalidArgumentError(absl::StrCat("unknown option ", arg));
     } else {

@@ -20,6 +20,8 @@ struct RunArgs {
   double timeout_seconds = 0;        // 0: none
   uint32_t memory_mib = 512;
   uint32_t cpus = 1;
+  std::vector<std::string> allow;          // egress rules, checked by airlockd
+  std::vector<std::string> allow_presets;  // egress presets
 };
 
 inline constexpr char kRunUsage[] =
@@ -33,7 +35,12 @@ inline constexpr char kRunUsage[] =
     "                         image's User, else root)\n"
     "      --timeout SECONDS  destroy the VM after this wall-clock time (exit 124)\n"
     "      --memory MIB       guest memory in MiB (default 512)\n"
-    "      --cpus N           virtual CPUs (default 1)\n";
+    "      --cpus N           virtual CPUs (default 1)\n"
+    "      --allow RULE       let the command reach a destination (repeatable; default:\n"
+    "                         none): HOST, *.DOMAIN, IP or CIDR, each optionally :PORT\n"
+    "                         (default ports 80 and 443), e.g. --allow pypi.org\n"
+    "      --allow-preset P   the hosts of an ecosystem: pypi, npm, github, debian,\n"
+    "                         huggingface, crates, golang, anthropic, openai\n";
 
 [[nodiscard]] absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 

@@ -28,6 +28,8 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   v1::ExecStart start;
   start.set_image(run->image);
+  for (const std::string& rule : run->allow) start.add_allow(rule);
+  for (const std::string& preset : run->allow_presets) start.add_allow_preset(preset);
   start.mutable_limits()->set_vcpus(run->cpus);
   start.mutable_limits()->set_memory_bytes(static_cast<uint64_t>(run->memory_mib) << 20);
   for (const std::string& a : run->command) start.add_argv(a);

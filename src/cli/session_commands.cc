@@ -18,6 +18,7 @@
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
 #include "src/cli/session_json.h"
+#include "src/net/egress_rule.h"
 
 namespace airlock {
 namespace {
@@ -28,31 +29,21 @@ int64_t NowMs() {
       .count();
 }
 
-int Usage(const char* usage, const std::string& problem) {
-  std::fprintf(stderr, "airlock: %s\n%s", problem.c_str(), usage);
-  return 2;
-}
-
-int DaemonError(const grpc::Status& status) {
-  std::fprintf(stderr, "airlock: %s\n", Describe(status).c_str());
-  return 1;
-}
-
-// Connects or prints why not; nullopt then.
-std::optional<DaemonClient> Connect() {
-  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
-  if (client.ok()) return std::move(*client);
-  std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());
-  return std::nullopt;
-}
-
 constexpr char kCreateUsage[] =
     "usage: airlock session create [IMAGE] [--cpus N] [--memory SIZE] [--pids N] [--disk SIZE]\n"
     "                              [--ttl DURATION] [--idle-timeout DURATION]\n"
+    "                              [--allow RULE]... [--allow-preset NAME]... [--net-rate SIZE]\n"
     "Starts a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
     "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n"
     "  --idle-timeout D  pause the session after D without a command or stream (default 5m;\n"
-    "                    0: never). The next exec, logs -f or metrics resumes it.\n";
+    "                    0: never). The next exec, logs -f or metrics resumes it.\n"
+    "  --allow RULE      let the session reach a destination (repeatable; default: none):\n"
+    "                    HOST, *.DOMAIN, IP or CIDR, each optionally :PORT (default 80\n"
+    "                    and 443), e.g. --allow pypi.org --allow '*.example.com:8443'\n"
+    "  --allow-preset P  the hosts of an ecosystem: pypi, npm, github, debian,\n"
+    "                    huggingface, crates, golang, anthropic, openai\n"
+    "  --net-rate SIZE   egress bandwidth per second, each way, all connections together\n"
+    "                    (like 10m; default: no limit)\n";
 
 int SessionCreate(const std::vector<std::string>& args) {
   v1::CreateSessionRequest request;
@@ -77,10 +68,23 @@ int SessionCreate(const std::vector<std::string>& args) {
       absl::StatusOr<uint64_t> ttl = ParseDurationSeconds(args[++i]);
       if (!ttl.ok()) return Usage(kCreateUsage, std::string(ttl.status().message()));
       request.mutable_limits()->set_ttl_seconds(*ttl);
+    } else if (a == "--net-rate" && has_value) {
+      absl::StatusOr<uint64_t> rate = ParseSize(args[++i]);
+      if (!rate.ok()) return Usage(kCreateUsage, std::string(rate.status().message()));
+      request.mutable_limits()->set_net_bytes_per_second(*rate);
     } else if (a == "--idle-timeout" && has_value) {
       absl::StatusOr<uint64_t> idle = ParseDurationSeconds(args[++i]);
       if (!idle.ok()) return Usage(kCreateUsage, std::string(idle.status().message()));
       request.mutable_limits()->set_idle_timeout_seconds(*idle);
+    } else if (a == "--allow" && has_value) {
+      absl::StatusOr<net::EgressRule> rule = net::ParseSessionRule(args[++i]);
+      if (!rule.ok()) return Usage(kCreateUsage, std::string(rule.status().message()));
+      request.add_allow(args[i]);
+    } else if (a == "--allow-preset" && has_value) {
+      if (absl::Status s = net::PresetRules(args[++i]).status(); !s.ok()) {
+        return Usage(kCreateUsage, std::string(s.message()));
+      }
+      request.add_allow_preset(args[i]);
     } else if (a == "--help" || a == "-h") {
       std::fputs(kCreateUsage, stdout);
       return 0;
@@ -328,16 +332,21 @@ int Metrics(const std::vector<std::string>& args) {
       }
     }
     if (watch && tty) std::printf("\033[H\033[2J");
-    std::printf("%-12s  %6s  %-17s  %5s  %-17s\n", "SESSION", "CPU%", "MEMORY", "PROCS", "DISK");
+    std::printf("%-12s  %6s  %-17s  %5s  %-17s  %-19s  %s\n", "SESSION", "CPU%", "MEMORY", "PROCS",
+                "DISK", "NET OUT / IN", "DENIED");
     for (const v1::MetricsSample& s : samples) {
       std::printf(
-          "%-12s  %6.1f  %-17s  %5llu  %-17s\n", s.session_id().c_str(), s.cpu_percent(),
+          "%-12s  %6.1f  %-17s  %5llu  %-17s  %-19s  %llu\n", s.session_id().c_str(),
+          s.cpu_percent(),
           absl::StrCat(FormatBytes(s.memory_used_bytes()), " / ",
                        FormatBytes(s.memory_total_bytes()))
               .c_str(),
           static_cast<unsigned long long>(s.processes()),
           absl::StrCat(FormatBytes(s.disk_used_bytes()), " / ", FormatBytes(s.disk_total_bytes()))
-              .c_str());
+              .c_str(),
+          absl::StrCat(FormatBytes(s.net_bytes_out()), " / ", FormatBytes(s.net_bytes_in()))
+              .c_str(),
+          static_cast<unsigned long long>(s.net_denied()));
     }
     std::fflush(stdout);
     if (watch) std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -33,7 +33,8 @@ nlohmann::json SessionToJson(const v1::Session& s) {
             {"pids", s.limits().pids()},
             {"disk_bytes", s.limits().disk_bytes()},
             {"ttl_seconds", s.limits().ttl_seconds()},
-            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()}}}};
+            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()},
+            {"net_bytes_per_second", s.limits().net_bytes_per_second()}}}};
 }
 
 }  // namespace airlock

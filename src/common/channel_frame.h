@@ -9,7 +9,8 @@
 //   u8  version   kProtocolVersion
 //   u8  type      FrameType
 //   u16 reserved  must be 0
-//   u32 stream    0 for the connection itself, otherwise a stream the host opened
+//   u32 stream    0 for the connection itself; odd: a stream the host opened; even: one the
+//                 guest opened (egress: DNS questions and connections)
 //   u32 length    payload bytes that follow, at most kMaxPayload
 #ifndef AIRLOCK_COMMON_CHANNEL_FRAME_H_
 #define AIRLOCK_COMMON_CHANNEL_FRAME_H_
@@ -23,7 +24,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 3;
+inline constexpr uint8_t kProtocolVersion = 4;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -41,8 +42,9 @@ enum class FrameType : uint8_t {
   // after every restore of a snapshot (or a fork), before any command runs.
   kSync = 2,
   // Guest -> host on stream 0: the guest is ready to run commands (after kSync): u32 the
-  // highest stream id it has seen (0: none). A host restored from a snapshot opens streams
-  // above it, and takes late frames of those streams for ones it closed.
+  // highest stream id it has seen (0: none), u32 the highest stream id it opened itself (0:
+  // none). A host restored from a snapshot opens streams above the first, and takes late
+  // frames of streams at or below either for ones it closed.
   kReady = 3,
   // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags, string
   // user (empty: root; else NAME or UID, optionally :GROUP or :GID, looked up in the guest's
@@ -78,8 +80,51 @@ enum class FrameType : uint8_t {
   kPause = 17,
   // Guest -> host on stream 0, empty: the answer to kPause.
   kPaused = 18,
+
+  // Egress (see src/guest/agent_net.h and src/net/). The guest opens these streams, with even
+  // ids that only grow; at most kMaxGuestStreams are open at once.
+  //
+  // Guest -> host, opens a stream: string name (lower-case, no trailing dot), u32 DNS qtype.
+  // The host answers kDnsAnswer and the stream is done.
+  kDnsQuery = 19,
+  // Host -> guest, ends a kDnsQuery stream: u32 DnsVerdict, u32 count + u32 each: the ports
+  // the name may be reached on, string message (why it was denied).
+  kDnsAnswer = 20,
+  // Guest -> host, opens a stream: a TCP connection a guest program made. string name (the
+  // name whose synthetic address it connected to; empty for an address rule), string address
+  // (4 or 16 bytes: the address it connected to), u32 port. Data follows both ways as kData
+  // within kWindow grants (kInitialWindow to start with).
+  kConnect = 21,
+  // Either way on a kConnect stream: bytes of the connection.
+  kData = 22,
+  // Either way on a kConnect stream, empty: the sender sends no more data (a half close). The
+  // stream is done when both sides sent it.
+  kDataEnd = 23,
+  // Either way on a kConnect stream: u32 errno (ECONNREFUSED, ENETUNREACH, ETIMEDOUT,
+  // ECONNRESET, EACCES...), string message. The connection is aborted; the stream is done for
+  // both sides at once and later frames of it are ignored.
+  kReset = 24,
+  // Host -> guest on stream 0: u32 count, then per address rule: string base (4 bytes), u32
+  // prefix length, u32 count + u32 each: its ports. The session's egress policy
+  // changed (or the guest was restored): the guest installs these address rules and asks
+  // again about every name it has answered for, closing what is no longer allowed.
+  kNetPolicy = 25,
 };
-inline constexpr uint8_t kMaxFrameType = 18;
+inline constexpr uint8_t kMaxFrameType = 25;
+
+// How many guest-opened streams (DNS questions and connections) may be open at once. The host
+// refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.
+inline constexpr uint32_t kMaxGuestStreams = 1024;
+
+// kDnsAnswer verdicts.
+enum class DnsVerdict : uint32_t {
+  kAllowed = 0,     // the name may be reached on the listed ports
+  kDenied = 1,      // no rule allows it (or its addresses are internal): NXDOMAIN
+  kNoSuchName = 2,  // allowed, but it does not resolve: NXDOMAIN
+  kFailed = 3,      // the host could not answer now (resolver down, too many questions): SERVFAIL
+};
+// Cap on the ports of one kDnsAnswer or address rule.
+inline constexpr uint32_t kMaxRulePorts = 64;
 
 // How a stream ended (kExit).
 enum class ExitKind : uint32_t {

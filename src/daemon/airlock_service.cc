@@ -29,27 +29,6 @@ constexpr size_t kLogBatchBytes = 4 * 1024 * 1024;
 constexpr int64_t kLogBatchAgeMs = 250;
 constexpr size_t kMaxArgvBytes = 48 * 1024;
 
-// Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
-// the verified client certificate. Never from anything the request says.
-std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers) {
-  if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
-  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
-  if (auth && auth->IsPeerAuthenticated()) {
-    std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
-    if (!names.empty() && names[0].size() > 0 && names[0].size() <= 128) {
-      Principal p;
-      p.certificate.assign(names[0].data(), names[0].size());
-      return p;
-    }
-  }
-  return std::nullopt;
-}
-
-grpc::Status Unauthenticated() {
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "airlockd could not identify the caller of this connection");
-}
-
 void FillSession(const SessionRecord& r, v1::Session* out) {
   out->set_id(r.id);
   out->set_image(r.image);
@@ -66,6 +45,7 @@ void FillSession(const SessionRecord& r, v1::Session* out) {
   l->set_disk_bytes(r.limits.disk_bytes);
   l->set_ttl_seconds(r.limits.ttl_seconds);
   l->set_idle_timeout_seconds(r.limits.idle_timeout_seconds);
+  l->set_net_bytes_per_second(r.limits.net_bytes_per_second);
 }
 
 // Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
@@ -77,6 +57,7 @@ SessionLimits FromProto(const v1::Limits& l) {
   limits.disk_bytes = l.disk_bytes();
   limits.ttl_seconds = l.ttl_seconds();
   if (l.has_idle_timeout_seconds()) limits.idle_timeout_seconds = l.idle_timeout_seconds();
+  limits.net_bytes_per_second = l.net_bytes_per_second();
   return limits;
 }
 
@@ -177,6 +158,27 @@ std::vector<std::string> MergeEnv(const std::vector<std::vector<std::string>>& l
 
 }  // namespace
 
+// Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
+// the verified client certificate. Never from anything the request says.
+std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers) {
+  if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (auth && auth->IsPeerAuthenticated()) {
+    std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+    if (!names.empty() && names[0].size() > 0 && names[0].size() <= 128) {
+      Principal p;
+      p.certificate.assign(names[0].data(), names[0].size());
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+grpc::Status Unauthenticated() {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "airlockd could not identify the caller of this connection");
+}
+
 absl::Status ValidateExecStart(const v1::ExecStart& start) {
   size_t argv_bytes = 0;
   for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
@@ -215,8 +217,12 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
                                      v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  absl::StatusOr<std::vector<EgressGrant>> egress = sessions_->ResolveEgress(
+      {request->allow().begin(), request->allow().end()},
+      {request->allow_preset().begin(), request->allow_preset().end()}, "create");
+  if (!egress.ok()) return ToGrpc(egress.status());
   absl::StatusOr<SessionRecord> session =
-      sessions_->Create(*who, request->image(), FromProto(request->limits()));
+      sessions_->Create(*who, request->image(), FromProto(request->limits()), *egress);
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -371,7 +377,11 @@ grpc::Status SessionsService::Exec(
     SessionLimits limits = FromProto(start.limits());
     limits.ttl_seconds = 0;           // it lives as long as its command
     limits.idle_timeout_seconds = 0;  // and is never paused
-    absl::StatusOr<SessionRecord> created = sessions_->Create(*who, start.image(), limits);
+    absl::StatusOr<std::vector<EgressGrant>> egress =
+        sessions_->ResolveEgress({start.allow().begin(), start.allow().end()},
+                                 {start.allow_preset().begin(), start.allow_preset().end()}, "run");
+    if (!egress.ok()) return ToGrpc(egress.status());
+    absl::StatusOr<SessionRecord> created = sessions_->Create(*who, start.image(), limits, *egress);
     if (!created.ok()) return ToGrpc(created.status());
     session_id = one_shot.id = created->id;
   }
@@ -587,6 +597,11 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
       sample.set_processes(m->processes);
       sample.set_disk_used_bytes(m->disk_used_bytes);
       sample.set_disk_total_bytes(m->disk_total_bytes);
+      net::EgressProxy::Counters net = sessions_->EgressCounters(*who, request->session_id());
+      sample.set_net_bytes_out(net.bytes_out);
+      sample.set_net_bytes_in(net.bytes_in);
+      sample.set_net_connections(net.connections);
+      sample.set_net_denied(net.denied);
       if (!writer->Write(sample) || request->once()) return grpc::Status::OK;
     }
     previous = *m;

@@ -83,6 +83,30 @@ class ImagesService final : public v1::Images::Service {
   const PeerRegistry* peers_;
 };
 
+// Egress of a session: thin over SessionManager's policy and the state store's event log.
+class NetworkService final : public v1::Network::Service {
+ public:
+  NetworkService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers)
+      : sessions_(sessions), store_(store), peers_(peers) {}
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetNetworkRequest* request,
+                   v1::NetworkPolicy* response) override;
+  grpc::Status Change(grpc::ServerContext* context, const v1::ChangeNetworkRequest* request,
+                      v1::NetworkPolicy* response) override;
+  grpc::Status Log(grpc::ServerContext* context, const v1::NetworkLogRequest* request,
+                   grpc::ServerWriter<v1::NetworkEvent>* writer) override;
+
+ private:
+  void Fill(const SessionRecord& record, v1::NetworkPolicy* out) const;
+  SessionManager* sessions_;
+  StateStore* store_;
+  const PeerRegistry* peers_;
+};
+
+// The caller of a call: Unix callers by their peer credentials, TCP callers (mutual TLS only)
+// by the common name of the verified client certificate; never from anything the request says.
+std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers);
+grpc::Status Unauthenticated();
+
 // Checks the first message of an Exec call (client input).
 [[nodiscard]] absl::Status ValidateExecStart(const v1::ExecStart& start);
 

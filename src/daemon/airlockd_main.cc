@@ -16,6 +16,7 @@
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
+#include "src/image/tar_to_ext4.h"
 #include "src/vm/qemu_driver.h"
 
 namespace {
@@ -23,6 +24,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
+    "                [--egress-ceiling FILE] [--egress-hosts FILE]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -30,11 +32,39 @@ constexpr char kUsage[] =
     "  --no-templates   boot every VM instead of restoring the image's ready snapshot\n"
     "                   (slower; for measuring cold boots and for debugging)\n"
     "  --listen-tcp     also listen on TCP; refused unless all three TLS files are given, and\n"
-    "                   every client must present a certificate signed by --tls-client-ca\n";
+    "                   every client must present a certificate signed by --tls-client-ca\n"
+    "  --egress-ceiling FILE  what sessions may ever be allowed to reach: lines of\n"
+    "                   `allow RULE` / `deny RULE` (RULE as in --allow, plus * for any name\n"
+    "                   and :* for any port). Default: `allow *:*`, i.e. public addresses\n"
+    "                   only; internal ones (loopback, private, link-local, metadata) need\n"
+    "                   an explicit `allow CIDR` line\n"
+    "                   (or $AIRLOCK_EGRESS_CEILING)\n"
+    "  --egress-hosts FILE  names resolved from this file (`ADDRESS NAME...` lines, as in\n"
+    "                   /etc/hosts) before the host's resolver, for sessions' egress\n"
+    "                   (or $AIRLOCK_EGRESS_HOSTS)\n";
 
 int g_signal_pipe[2];
 
-void OnSignal(int) { (void)!write(g_signal_pipe[1], "x", 1); }
+void OnSignal(int signal) {
+  char c = signal == SIGHUP ? 'h' : 'x';
+  (void)!write(g_signal_pipe[1], &c, 1);
+}
+
+// The operator's egress ceiling from a file (empty: the default).
+absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> LoadCeiling(
+    const std::string& path) {
+  if (path.empty()) {
+    return std::make_shared<const airlock::net::EgressCeiling>(
+        airlock::net::EgressCeiling::Default());
+  }
+  absl::StatusOr<std::string> text = airlock::ReadFileToString(path, 1 << 20);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<airlock::net::EgressCeiling> ceiling = airlock::net::ParseEgressCeiling(*text);
+  if (!ceiling.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", ceiling.status().message()));
+  }
+  return std::make_shared<const airlock::net::EgressCeiling>(*std::move(ceiling));
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "airlockd: %s\n", message.c_str());
@@ -44,10 +74,16 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  airlock::ReadTarNamesAsUtf8();
   const char* env_socket = std::getenv("AIRLOCK_SOCKET");
   std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
   std::string group = "airlock";
   std::string tcp, cert, key, client_ca;
+  // The egress files may also come from the environment (as for a daemon the CLI starts).
+  const char* env_ceiling = std::getenv("AIRLOCK_EGRESS_CEILING");
+  const char* env_hosts = std::getenv("AIRLOCK_EGRESS_HOSTS");
+  std::string ceiling_file = env_ceiling ? env_ceiling : "";
+  std::string hosts_file = env_hosts ? env_hosts : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
   for (int i = 1; i < argc; ++i) {
@@ -71,6 +107,10 @@ int main(int argc, char** argv) {
       ok = value(&key);
     else if (arg == "--tls-client-ca")
       ok = value(&client_ca);
+    else if (arg == "--egress-ceiling")
+      ok = value(&ceiling_file);
+    else if (arg == "--egress-hosts")
+      ok = value(&hosts_file);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
     else if (arg == "--no-templates")
@@ -104,16 +144,32 @@ int main(int argc, char** argv) {
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
   sessions.set_use_templates(templates);
+  airlock::EgressSettings egress;
+  egress.resolver = std::make_shared<airlock::net::SystemResolver>();
+  absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> ceiling =
+      LoadCeiling(ceiling_file);
+  if (!ceiling.ok()) return Fail(std::string(ceiling.status().message()));
+  egress.ceiling = *std::move(ceiling);
+  if (!hosts_file.empty()) {
+    absl::StatusOr<std::string> text = airlock::ReadFileToString(hosts_file, 1 << 20);
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    auto hosts = airlock::net::StaticResolver::Parse(*text, egress.resolver);
+    if (!hosts.ok()) return Fail(absl::StrCat(hosts_file, ": ", hosts.status().message()));
+    egress.resolver = *std::move(hosts);
+  }
+  sessions.set_egress(std::move(egress));
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers);
   airlock::VmsService vms_service(&sessions, &peers);
   airlock::ImagesService images_service(paths, store->get(), &peers);
+  airlock::NetworkService network_service(&sessions, store->get(), &peers);
   grpc::ServerBuilder builder;
   builder.RegisterService(&sessions_service);
   builder.RegisterService(&vms_service);
   builder.RegisterService(&images_service);
+  builder.RegisterService(&network_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);
@@ -148,8 +204,23 @@ int main(int argc, char** argv) {
   action.sa_handler = OnSignal;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  char c;
-  while (read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  sigaction(SIGHUP, &action, nullptr);
+  for (;;) {
+    char c;
+    ssize_t n = read(g_signal_pipe[0], &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1 || c != 'h') break;
+    // SIGHUP: the ceiling file again; a broken file keeps the ceiling in force.
+    absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> reloaded =
+        LoadCeiling(ceiling_file);
+    if (!reloaded.ok()) {
+      std::fprintf(stderr, "airlockd: egress ceiling not reloaded: %s\n",
+                   std::string(reloaded.status().message()).c_str());
+      continue;
+    }
+    sessions.set_ceiling(*std::move(reloaded));
+    std::fprintf(stderr, "airlockd: egress ceiling reloaded from %s\n",
+                 ceiling_file.empty() ? "(default)" : ceiling_file.c_str());
   }
   std::fprintf(stderr, "airlockd: shutting down\n");
   (*listener)->Stop();

@@ -6,9 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/image/image_store.h"
@@ -68,6 +72,10 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   if (r.disk_bytes != 0) l.disk_bytes = r.disk_bytes;
   l.ttl_seconds = r.ttl_seconds;
   l.idle_timeout_seconds = r.idle_timeout_seconds;
+  l.net_bytes_per_second = r.net_bytes_per_second;
+  if (l.net_bytes_per_second != 0 && l.net_bytes_per_second < 4096) {
+    return absl::InvalidArgumentError("a network rate limit must be at least 4 KiB/s (0: none)");
+  }
   if (l.vcpus > 64) return absl::InvalidArgumentError("at most 64 vCPUs");
   if (l.memory_bytes < (128ull << 20) || l.memory_bytes > (64ull << 30)) {
     return absl::InvalidArgumentError("memory must be between 128 MiB and 64 GiB");
@@ -178,19 +186,271 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
     vm = LaunchVm(*driver_, paths_, image, options);
     if (!vm.ok()) return vm.status();
   }
-  auto live = std::make_shared<LiveSession>();
   s.state = SessionState::kRunning;
   s.pid = vm->vm->pid();
-  live->record = s;
-  live->vm = std::move(vm->vm);
-  live->disk = std::move(vm->disk);
+  return MakeLive(s, *std::move(vm), image);
+}
+
+namespace {
+
+int64_t EarliestExpiry(const std::vector<EgressGrant>& grants) {
+  int64_t earliest = 0;
+  for (const EgressGrant& g : grants) {
+    if (g.expires_ms != 0 && (earliest == 0 || g.expires_ms < earliest)) earliest = g.expires_ms;
+  }
+  return earliest;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const SessionRecord& record,
+                                                                      LaunchedVm vm,
+                                                                      const ImageInfo& image) {
+  auto live = std::make_shared<LiveSession>();
+  live->record = record;
+  live->vm = std::move(vm.vm);
+  live->disk = std::move(vm.disk);
   live->run = image.run;
   live->last_used_ms = NowUnixMs();
+  net::EgressProxyOptions options;
+  options.resolver = egress_.resolver;
+  options.bytes_per_second = record.limits.net_bytes_per_second;
+  SessionRecord owner = record;
+  // Denials and connections go to the session's log, where `airlock logs` shows them.
+  options.on_events = [this, owner](std::vector<net::NetEvent> events) {
+    absl::Status stored = store_->AppendNetEvents(owner, events);
+    if (!stored.ok()) {
+      std::fprintf(stderr, "airlockd: session %s: egress events not stored: %s\n", owner.id.c_str(),
+                   std::string(stored.message()).c_str());
+    }
+    std::vector<LogRecord> logs;
+    for (const net::NetEvent& e : events) {
+      if (e.allowed && e.reason.empty()) continue;  // `network log` has those
+      LogRecord log;
+      log.unix_ms = e.unix_ms;
+      log.stream = LogStream::kEvent;
+      log.data = net::DescribeNetEvent(e);
+      logs.push_back(std::move(log));
+    }
+    absl::Status s = store_->AppendLogs(owner, logs);
+    if (!s.ok()) {
+      std::fprintf(stderr, "airlockd: session %s: egress events not stored: %s\n", owner.id.c_str(),
+                   std::string(s.message()).c_str());
+    }
+  };
+  absl::StatusOr<std::shared_ptr<net::EgressProxy>> proxy = net::EgressProxy::Start(
+      live->vm->channel().shared_from_this(), PolicyFor(record), std::move(options));
+  if (!proxy.ok()) return proxy.status();
+  live->egress = *std::move(proxy);
+  live->egress_expires_ms = EarliestExpiry(record.egress);
   return live;
 }
 
+std::shared_ptr<const net::EgressPolicy> SessionManager::PolicyFor(
+    const SessionRecord& record) const {
+  std::vector<net::EgressRule> rules, denies;
+  int64_t now = NowUnixMs();
+  for (const EgressGrant& g : record.egress) {
+    if (g.expires_ms != 0 && g.expires_ms <= now) continue;
+    absl::StatusOr<net::EgressRule> rule = net::ParseEgressRule(
+        g.rule, g.deny ? net::RuleContext::kCeilingDeny : net::RuleContext::kSession);
+    if (!rule.ok()) continue;  // stored by an older airlockd that read rules differently
+    (g.deny ? denies : rules).push_back(*std::move(rule));
+  }
+  return std::make_shared<const net::EgressPolicy>(std::move(rules), ceiling(), host_addresses_,
+                                                   std::move(denies));
+}
+
+std::shared_ptr<const net::EgressCeiling> SessionManager::ceiling() const {
+  std::lock_guard<std::mutex> lock(egress_mu_);
+  if (egress_.ceiling != nullptr) return egress_.ceiling;
+  return std::make_shared<const net::EgressCeiling>(net::EgressCeiling::Default());
+}
+
+void SessionManager::set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling) {
+  {
+    std::lock_guard<std::mutex> lock(egress_mu_);
+    egress_.ceiling = std::move(ceiling);
+  }
+  std::vector<std::shared_ptr<LiveSession>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, live] : live_) all.push_back(live);
+  }
+  for (const std::shared_ptr<LiveSession>& live : all) {
+    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
+    if (record.ok() && live->egress != nullptr) live->egress->SetPolicy(PolicyFor(*record));
+  }
+}
+
+absl::StatusOr<SessionRecord> SessionManager::ChangeEgress(const Principal& who,
+                                                           const std::string& id,
+                                                           const std::vector<EgressGrant>& add,
+                                                           const std::vector<std::string>& remove,
+                                                           const std::string& action) {
+  return ChangeEgressOf(who, who.Tenant(), id, add, remove, action);
+}
+
+absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& who,
+                                                             const std::string& tenant,
+                                                             const std::string& id,
+                                                             const std::vector<EgressGrant>& add,
+                                                             const std::vector<std::string>& remove,
+                                                             const std::string& action) {
+  // The store answers NOT_FOUND for another tenant's session before anything is locked.
+  absl::StatusOr<SessionRecord> record = store_->GetSession(tenant, id);
+  if (!record.ok()) return record.status();
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  record = store_->GetSession(tenant, id);
+  if (!record.ok()) return record.status();
+  if (record->state != SessionState::kRunning && record->state != SessionState::kPaused) {
+    return absl::FailedPreconditionError(absl::StrCat("session ", id, " is ",
+                                                      SessionStateName(record->state),
+                                                      "; its network can no longer change"));
+  }
+  int64_t now = NowUnixMs();
+  std::vector<EgressGrant> grants;
+  std::vector<std::string> changed;
+  for (const EgressGrant& g : record->egress) {
+    if (g.expires_ms == 0 || g.expires_ms > now) {
+      grants.push_back(g);
+    } else {
+      changed.push_back("expired " + g.rule);  // its time ran out: it goes with this change
+    }
+  }
+  for (const std::string& text : remove) {
+    // As `network ls` writes it, or any spelling of the same rule ("web.test" for a deny that
+    // ls writes "web.test:*").
+    auto same = [&](const EgressGrant& g) {
+      if (g.rule == text) return true;
+      absl::StatusOr<net::EgressRule> parsed = net::ParseEgressRule(
+          text, g.deny ? net::RuleContext::kCeilingDeny : net::RuleContext::kSession);
+      return parsed.ok() && parsed->ToString() == g.rule;
+    };
+    auto it = std::find_if(grants.begin(), grants.end(), same);
+    if (it == grants.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", id, " has no rule ", text,
+                                              "; `airlock network ls ", id, "` lists its rules"));
+    }
+    grants.erase(it);
+  }
+  for (const EgressGrant& g : add) {
+    auto it = std::find_if(grants.begin(), grants.end(), [&](const EgressGrant& h) {
+      return h.rule == g.rule && h.deny == g.deny;
+    });
+    if (it != grants.end()) {
+      *it = g;
+    } else {
+      grants.push_back(g);
+    }
+    changed.push_back(absl::StrCat(g.deny ? "deny " : "allow ", g.rule));
+  }
+  for (const std::string& text : remove) changed.push_back("rm " + text);
+  if (grants.size() > 256) {
+    return absl::InvalidArgumentError("a session holds at most 256 network rules");
+  }
+  int64_t version = record->egress_version + 1;
+  if (absl::Status s = store_->SetEgress(who, record->tenant, id, grants, version, action,
+                                         absl::StrJoin(changed, ", "));
+      !s.ok()) {
+    return s;
+  }
+  record->egress = grants;
+  record->egress_version = version;
+  if (std::shared_ptr<LiveSession> live = FindLive(record->tenant, id)) {
+    live->egress_expires_ms = EarliestExpiry(grants);
+    if (live->egress != nullptr) live->egress->SetPolicy(PolicyFor(*record));
+  }
+  return *record;
+}
+
+net::EgressProxy::Counters SessionManager::EgressCounters(const Principal& who,
+                                                          const std::string& id) {
+  std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
+  if (live == nullptr || live->egress == nullptr) return {};
+  return live->egress->counters();
+}
+
+void SessionManager::ExpireEgress(int64_t now) {
+  std::vector<std::shared_ptr<LiveSession>> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, live] : live_) {
+      int64_t at = live->egress_expires_ms;
+      if (at != 0 && at <= now) due.push_back(live);
+    }
+  }
+  for (const std::shared_ptr<LiveSession>& live : due) {
+    live->egress_expires_ms = 0;
+    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
+    if (!record.ok()) continue;
+    // A change that adds and removes nothing drops what expired, and tells the proxy.
+    absl::StatusOr<SessionRecord> changed =
+        ChangeEgressOf(kDaemonPrincipal, record->tenant, record->id, {}, {}, "network.expire");
+    if (!changed.ok()) {
+      std::fprintf(stderr, "airlockd: session %s: expiring network rules: %s\n", record->id.c_str(),
+                   std::string(changed.status().message()).c_str());
+    }
+  }
+}
+
+void SessionManager::set_egress(EgressSettings settings) {
+  egress_ = std::move(settings);
+  if (egress_.ceiling == nullptr) {
+    egress_.ceiling = std::make_shared<const net::EgressCeiling>(net::EgressCeiling::Default());
+  }
+  absl::StatusOr<std::vector<net::IpAddress>> mine = net::HostAddresses();
+  if (mine.ok()) {
+    host_addresses_ = *std::move(mine);
+  } else {
+    std::fprintf(stderr,
+                 "airlockd: the host's addresses are unknown (%s); egress still refuses "
+                 "internal ranges\n",
+                 std::string(mine.status().message()).c_str());
+  }
+}
+
+absl::StatusOr<std::vector<EgressGrant>> SessionManager::ResolveEgress(
+    const std::vector<std::string>& rules, const std::vector<std::string>& presets,
+    const std::string& source) const {
+  std::vector<EgressGrant> out;
+  std::shared_ptr<const net::EgressCeiling> ceiling = this->ceiling();
+  auto add = [&](const net::EgressRule& rule, const std::string& from) -> absl::Status {
+    std::string why;
+    if (!ceiling->Admits(rule, &why)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("--allow ", rule.ToString(), ": ", why,
+                       " (the operator's egress ceiling; ask them to extend it)"));
+    }
+    std::string text = rule.ToString();
+    for (const EgressGrant& g : out) {
+      if (g.rule == text) return absl::OkStatus();
+    }
+    out.push_back({text, from, 0});
+    return absl::OkStatus();
+  };
+  if (rules.size() + presets.size() > 256) {
+    return absl::InvalidArgumentError("at most 256 --allow rules and presets per session");
+  }
+  for (const std::string& preset : presets) {
+    absl::StatusOr<std::vector<net::EgressRule>> expanded = net::PresetRules(preset);
+    if (!expanded.ok()) return expanded.status();
+    for (const net::EgressRule& rule : *expanded) {
+      if (absl::Status s = add(rule, "preset:" + preset); !s.ok()) return s;
+    }
+  }
+  for (const std::string& text : rules) {
+    absl::StatusOr<net::EgressRule> rule = net::ParseSessionRule(text);
+    if (!rule.ok()) return rule.status();
+    if (absl::Status s = add(*rule, source); !s.ok()) return s;
+  }
+  return out;
+}
+
 absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const std::string& image,
-                                                     const SessionLimits& requested) {
+                                                     const SessionLimits& requested,
+                                                     const std::vector<EgressGrant>& egress) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
@@ -207,6 +467,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   s.created_ms = s.last_used_ms = NowUnixMs();
   s.limits = *limits;
   s.hostname = "airlock-" + s.id.substr(0, 8);
+  s.egress = egress;
   if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return st;
 
   absl::StatusOr<std::shared_ptr<LiveSession>> live = StartVm(s, *info);
@@ -408,15 +669,13 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
                                                          ": ", vm.status().message()));
   }
   counters_.restores++;
-  auto live = std::make_shared<LiveSession>();
-  live->record = record;
-  live->record.state = SessionState::kRunning;
-  live->record.reason.clear();
-  live->record.pid = vm->vm->pid();
-  live->vm = std::move(vm->vm);
-  live->disk = std::move(vm->disk);
-  live->run = image->run;
-  live->last_used_ms = NowUnixMs();
+  SessionRecord running = record;
+  running.state = SessionState::kRunning;
+  running.reason.clear();
+  running.pid = vm->vm->pid();
+  absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(running, *std::move(vm), *image);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<LiveSession> live = *std::move(made);
   if (absl::Status st =
           store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning, "",
                                   live->record.pid, "session.resume");
@@ -547,14 +806,18 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
       continue;
     }
     counters_.restores++;
-    auto live = std::make_shared<LiveSession>();
     s.state = SessionState::kRunning;
     s.pid = vms[i]->vm->pid();
-    live->record = s;
-    live->vm = std::move(vms[i]->vm);
-    live->disk = std::move(vms[i]->disk);
-    live->run = image->run;
-    live->last_used_ms = NowUnixMs();
+    absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(s, *std::move(vms[i]), *image);
+    if (!made.ok()) {
+      store_
+          ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
+                            std::string(made.status().message()), 0, "session.fork")
+          .IgnoreError();
+      if (first_error.ok()) first_error = made.status();
+      continue;
+    }
+    std::shared_ptr<LiveSession> live = *std::move(made);
     {
       std::lock_guard<std::mutex> lock(mu_);
       live_[s.id] = std::move(live);
@@ -680,6 +943,7 @@ void SessionManager::WatchLoop() {
         if (!paused.ok()) live->last_used_ms = NowUnixMs();  // try again a timeout later
       }
     }
+    ExpireEgress(now);
     if (round % 20 == 0) ExpirePaused();
   }
 }

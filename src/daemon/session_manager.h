@@ -30,7 +30,10 @@
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
 #include "src/image/oci.h"
+#include "src/net/egress_policy.h"
+#include "src/net/egress_proxy.h"
 #include "src/vm/vm_driver.h"
+#include "src/vm/vm_launcher.h"
 
 namespace airlock {
 
@@ -38,12 +41,23 @@ namespace airlock {
 // held the session counts as in use (it will not pause for idleness), and removal never frees a
 // VM in use.
 struct LiveSession {
+  ~LiveSession() {
+    if (egress != nullptr) egress->Stop();  // before the VM and its channel go
+  }
   SessionRecord record;
   std::unique_ptr<Vm> vm;
-  UniqueFd disk;     // the VM's writable disk (unnamed)
+  std::shared_ptr<net::EgressProxy> egress;  // its DNS and connections
+  UniqueFd disk;                             // the VM's writable disk (unnamed)
   OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
   std::atomic<int> users{0};
+  std::atomic<int64_t> egress_expires_ms{0};  // the earliest expiry of its grants; 0: none
   std::atomic<int64_t> last_used_ms{0};
+};
+
+// What airlockd's operator decided about egress for every session.
+struct EgressSettings {
+  std::shared_ptr<const net::EgressCeiling> ceiling;  // nullptr: the default ceiling
+  std::shared_ptr<net::Resolver> resolver;            // nullptr: the host's resolver
 };
 
 class SessionManager {
@@ -56,7 +70,8 @@ class SessionManager {
   [[nodiscard]] absl::Status Recover();
 
   [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
-                                                     const SessionLimits& limits);
+                                                     const SessionLimits& limits,
+                                                     const std::vector<EgressGrant>& egress = {});
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
@@ -84,6 +99,28 @@ class SessionManager {
 
   // Applies limits from a request: zero fields take defaults; out-of-range values are errors.
   [[nodiscard]] static absl::StatusOr<SessionLimits> ResolveLimits(const SessionLimits& requested);
+  // Egress rules and presets from a request, checked against the ceiling: INVALID_ARGUMENT
+  // saying what to write instead, PERMISSION_DENIED for what the ceiling never allows.
+  [[nodiscard]] absl::StatusOr<std::vector<EgressGrant>> ResolveEgress(
+      const std::vector<std::string>& rules, const std::vector<std::string>& presets,
+      const std::string& source) const;
+  // Call before Recover.
+  void set_egress(EgressSettings settings);
+  // A new operator ceiling (airlockd's SIGHUP): running sessions' proxies apply it at once.
+  void set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling);
+  std::shared_ptr<const net::EgressCeiling> ceiling() const;
+
+  // Adds grants (replacing a grant of the same rule and effect) and removes rules (as their
+  // canonical text, allow or deny) of a running or paused session in one new version of its
+  // policy, audited as `action`; a running session's proxy applies it at once. NOT_FOUND for
+  // a rule to remove that the session does not hold.
+  [[nodiscard]] absl::StatusOr<SessionRecord> ChangeEgress(const Principal& who,
+                                                           const std::string& id,
+                                                           const std::vector<EgressGrant>& add,
+                                                           const std::vector<std::string>& remove,
+                                                           const std::string& action);
+  // Counters of a running session's egress proxy (zero when it is not running).
+  net::EgressProxy::Counters EgressCounters(const Principal& who, const std::string& id);
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
@@ -103,6 +140,10 @@ class SessionManager {
                                                       const std::string& snapshot_dir,
                                                       uint32_t count);
   std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id);
+  // A live session for a VM that is ready: its egress proxy serves the guest from now on.
+  absl::StatusOr<std::shared_ptr<LiveSession>> MakeLive(const SessionRecord& record, LaunchedVm vm,
+                                                        const ImageInfo& image);
+  std::shared_ptr<const net::EgressPolicy> PolicyFor(const SessionRecord& record) const;
   // A handle that marks the session in use while it is held.
   static std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live);
   void WatchLoop();
@@ -118,6 +159,16 @@ class SessionManager {
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
   bool use_templates_ = true;
+  absl::StatusOr<SessionRecord> ChangeEgressOf(const Principal& who, const std::string& tenant,
+                                               const std::string& id,
+                                               const std::vector<EgressGrant>& add,
+                                               const std::vector<std::string>& remove,
+                                               const std::string& action);
+  // Drops grants whose time ran out from running sessions.
+  void ExpireEgress(int64_t now);
+  mutable std::mutex egress_mu_;  // guards egress_.ceiling
+  EgressSettings egress_;
+  std::vector<net::IpAddress> host_addresses_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LiveSession>> live_;
   std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;

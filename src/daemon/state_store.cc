@@ -7,8 +7,10 @@
 
 #include <chrono>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace airlock {
 namespace {
@@ -72,7 +74,52 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
     R"sql(
 ALTER TABLE sessions ADD COLUMN idle_timeout_seconds INTEGER NOT NULL DEFAULT 300;
 )sql",
+    // Version 3: egress. A session's grants, one per line: RULE \t SOURCE \t EXPIRES_MS \t
+    // EFFECT (allow|deny), the version of that policy, and what its proxy decided.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN egress TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN egress_version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE sessions ADD COLUMN net_bytes_per_second INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE net_events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  address TEXT NOT NULL,
+  port INTEGER NOT NULL,
+  allowed INTEGER NOT NULL,
+  rule TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  bytes_out INTEGER NOT NULL,
+  bytes_in INTEGER NOT NULL);
+CREATE INDEX net_events_by_session ON net_events(session_id, seq);
+)sql",
 };
+
+std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
+  std::string out;
+  for (const EgressGrant& g : grants) {
+    absl::StrAppend(&out, g.rule, "\t", g.source, "\t", g.expires_ms, "\t",
+                    g.deny ? "deny" : "allow", "\n");
+  }
+  return out;
+}
+
+std::vector<EgressGrant> DecodeEgress(const std::string& text) {
+  std::vector<EgressGrant> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    EgressGrant g;
+    if (f.size() != 4 || !absl::SimpleAtoi(f[2], &g.expires_ms)) continue;
+    g.rule = f[0];
+    g.source = f[1];
+    g.deny = f[3] == "deny";
+    out.push_back(std::move(g));
+  }
+  return out;
+}
 
 // A prepared statement, finalized on destruction.
 class Stmt {
@@ -150,7 +197,8 @@ class Transaction {
 
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
-    "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds";
+    "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds, egress, "
+    "egress_version, net_bytes_per_second";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -170,6 +218,9 @@ SessionRecord ReadSession(Stmt& q) {
   s.hostname = q.Text(13);
   s.pid = q.Int(14);
   s.limits.idle_timeout_seconds = static_cast<uint64_t>(q.Int(15));
+  s.egress = DecodeEgress(q.Text(16));
+  s.egress_version = q.Int(17);
+  s.limits.net_bytes_per_second = static_cast<uint64_t>(q.Int(18));
   return s;
 }
 
@@ -283,7 +334,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
   Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
   q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
@@ -292,6 +343,8 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   q.Bind(12, static_cast<int64_t>(s.limits.disk_bytes));
   q.Bind(13, static_cast<int64_t>(s.limits.ttl_seconds)).Bind(14, s.hostname).Bind(15, s.pid);
   q.Bind(16, static_cast<int64_t>(s.limits.idle_timeout_seconds));
+  q.Bind(17, EncodeEgress(s.egress)).Bind(18, s.egress_version);
+  q.Bind(19, static_cast<int64_t>(s.limits.net_bytes_per_second));
   q.Step();
   if (!q.ok()) return q.status();
   if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, "ok"); !st.ok()) {
@@ -323,6 +376,7 @@ absl::Status StateStore::DeleteSession(const Principal& who, const std::string& 
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM net_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM execs WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM sessions WHERE id = ? AND tenant = ?"}) {
     Stmt q(db_, sql);
@@ -472,6 +526,79 @@ absl::StatusOr<std::vector<LogRecord>> StateStore::ReadLogs(const std::string& t
     r.stream = static_cast<LogStream>(q.Int(3));
     r.data = q.Text(4);
     out.push_back(std::move(r));
+  }
+  if (!q.ok()) return q.status();
+  if (tail > 0) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+absl::Status StateStore::SetEgress(const Principal& who, const std::string& tenant,
+                                   const std::string& id, const std::vector<EgressGrant>& egress,
+                                   int64_t version, const std::string& action,
+                                   const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt q(db_, "UPDATE sessions SET egress = ?, egress_version = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, EncodeEgress(egress)).Bind(2, version).Bind(3, id).Bind(4, tenant).Step();
+  if (!q.ok()) return q.status();
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
+                                         const std::vector<net::NetEvent>& events) {
+  if (events.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  for (const net::NetEvent& e : events) {
+    Stmt q(db_,
+           "INSERT INTO net_events(session_id, tenant, unix_ms, kind, name, address, port, "
+           "allowed, rule, reason, bytes_out, bytes_in) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+    q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, e.unix_ms).Bind(4, e.kind).Bind(5, e.name);
+    q.Bind(6, e.address).Bind(7, static_cast<int64_t>(e.port)).Bind(8, e.allowed ? 1 : 0);
+    q.Bind(9, e.rule).Bind(10, e.reason).Bind(11, static_cast<int64_t>(e.bytes_out));
+    q.Bind(12, static_cast<int64_t>(e.bytes_in)).Step();
+    if (!q.ok()) return q.status();
+  }
+  // Bounded per session, like output: the oldest go first.
+  Stmt trim(db_,
+            "DELETE FROM net_events WHERE session_id = ? AND seq <= (SELECT seq FROM net_events "
+            "WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)");
+  trim.Bind(1, s.id).Bind(2, s.id).Bind(3, kMaxNetEventsPerSession).Step();
+  if (!trim.ok()) return trim.status();
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::string& tenant,
+                                                                     const std::string& id,
+                                                                     int64_t after_seq,
+                                                                     uint32_t tail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql =
+      "SELECT seq, unix_ms, kind, name, address, port, allowed, rule, reason, bytes_out, "
+      "bytes_in FROM net_events WHERE session_id = ? AND tenant = ? AND seq > ?";
+  sql += tail > 0 ? " ORDER BY seq DESC LIMIT ?" : " ORDER BY seq LIMIT 4096";
+  Stmt q(db_, sql.c_str());
+  q.Bind(1, id).Bind(2, tenant).Bind(3, after_seq);
+  if (tail > 0) q.Bind(4, tail);
+  std::vector<net::NetEvent> out;
+  while (q.Step()) {
+    net::NetEvent e;
+    e.seq = q.Int(0);
+    e.unix_ms = q.Int(1);
+    e.kind = q.Text(2);
+    e.name = q.Text(3);
+    e.address = q.Text(4);
+    e.port = static_cast<uint32_t>(q.Int(5));
+    e.allowed = q.Int(6) != 0;
+    e.rule = q.Text(7);
+    e.reason = q.Text(8);
+    e.bytes_out = static_cast<uint64_t>(q.Int(9));
+    e.bytes_in = static_cast<uint64_t>(q.Int(10));
+    out.push_back(std::move(e));
   }
   if (!q.ok()) return q.status();
   if (tail > 0) std::reverse(out.begin(), out.end());

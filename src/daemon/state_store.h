@@ -1,8 +1,9 @@
 // airlockd's durable state: SQLite in WAL mode with synchronous=FULL, writes in BEGIN IMMEDIATE
 // transactions, a versioned schema migrated at open.
 //
-// Tables: tenants, sessions, execs, output (each session's command output, bounded per session
-// like a ring), and audit (append-only: triggers refuse UPDATE and DELETE). Every query of user
+// Tables: tenants, sessions (with their egress grants), execs, output (each session's command
+// output, bounded per session like a ring), net_events (the egress proxy's decisions, bounded
+// per session), and audit (append-only: triggers refuse UPDATE and DELETE). Every query of user
 // data names the tenant, so one tenant can never read another's rows. A state change and the audit
 // record of it commit in the same transaction. Thread-safe (one connection behind a mutex).
 #ifndef AIRLOCK_DAEMON_STATE_STORE_H_
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/net/net_event.h"
 
 struct sqlite3;
 
@@ -48,6 +50,16 @@ struct SessionLimits {
   uint64_t disk_bytes = 1ull << 30;
   uint64_t ttl_seconds = 0;
   uint64_t idle_timeout_seconds = 300;  // pause after this long without use; 0: never
+  uint64_t net_bytes_per_second = 0;    // egress bandwidth each way; 0: no limit
+};
+
+// One egress rule a session holds (see src/net/egress_rule.h), where it came from ("create",
+// "preset:pypi", "allow") and when it expires (0: never).
+struct EgressGrant {
+  std::string rule;  // canonical text
+  std::string source;
+  int64_t expires_ms = 0;
+  bool deny = false;  // a deny wins over the session's allows
 };
 
 struct SessionRecord {
@@ -62,6 +74,8 @@ struct SessionRecord {
   SessionLimits limits;
   std::string hostname;
   int64_t pid = 0;
+  std::vector<EgressGrant> egress;
+  int64_t egress_version = 1;  // grows with every change of `egress`
 };
 
 enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };
@@ -85,7 +99,7 @@ struct AuditRecord {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,
@@ -124,6 +138,20 @@ class StateStore {
                                                                 const std::string& id,
                                                                 int64_t after_seq, int64_t since_ms,
                                                                 uint32_t tail);
+
+  // Replaces a session's egress grants (with their new version), audited in one transaction.
+  [[nodiscard]] absl::Status SetEgress(const Principal& who, const std::string& tenant,
+                                       const std::string& id,
+                                       const std::vector<EgressGrant>& egress, int64_t version,
+                                       const std::string& action, const std::string& outcome);
+  // The egress proxy's decisions; at most kMaxNetEventsPerSession are kept, oldest dropped.
+  [[nodiscard]] absl::Status AppendNetEvents(const SessionRecord& s,
+                                             const std::vector<net::NetEvent>& events);
+  [[nodiscard]] absl::StatusOr<std::vector<net::NetEvent>> ReadNetEvents(const std::string& tenant,
+                                                                         const std::string& id,
+                                                                         int64_t after_seq,
+                                                                         uint32_t tail);
+  static constexpr int64_t kMaxNetEventsPerSession = 10000;
 
   [[nodiscard]] absl::Status Audit(const Principal& who, const std::string& tenant,
                                    const std::string& action, const std::string& target,

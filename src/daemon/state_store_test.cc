@@ -95,5 +95,62 @@ TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
   sqlite3_close(db);
 }
 
+TEST(StateStoreTest, EgressGrantsAndNetworkEventsAreKeptPerTenantAndAudited) {
+  testing::TempDir dir;
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  SessionRecord s = NewSession("s-net", alice);
+  s.egress = {{"pypi.org", "create", 0, false}, {"*.example.com:8443", "allow", 1234, false}};
+  {
+    auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+    std::vector<EgressGrant> next = s.egress;
+    next.push_back({"evil.example.com", "deny", 0, true});
+    ASSERT_TRUE((*store)
+                    ->SetEgress(alice, alice.Tenant(), "s-net", next, 2, "network.deny",
+                                "deny evil.example.com")
+                    .ok());
+    EXPECT_TRUE(
+        absl::IsNotFound((*store)->SetEgress(bob, bob.Tenant(), "s-net", {}, 3, "network.rm", "")));
+    std::vector<net::NetEvent> events;
+    for (int i = 0; i < 3; ++i) {
+      net::NetEvent e;
+      e.unix_ms = 1000 + i;
+      e.kind = "connect";
+      e.name = "pypi.org";
+      e.address = "151.101.0.223";
+      e.port = 443;
+      e.allowed = i != 1;
+      e.rule = "pypi.org";
+      e.bytes_in = 10 * i;
+      events.push_back(e);
+    }
+    ASSERT_TRUE((*store)->AppendNetEvents(s, events).ok());
+  }
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok());
+  auto got = (*store)->GetSession(alice.Tenant(), "s-net");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->egress_version, 2);
+  ASSERT_EQ(got->egress.size(), 3u);
+  EXPECT_EQ(got->egress[1].rule, "*.example.com:8443");
+  EXPECT_EQ(got->egress[1].expires_ms, 1234);
+  EXPECT_TRUE(got->egress[2].deny);
+  auto events = (*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_FALSE((*events)[1].allowed);
+  EXPECT_EQ((*events)[2].bytes_in, 20u);
+  EXPECT_EQ((*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 1)->size(), 1u);
+  EXPECT_TRUE((*store)->ReadNetEvents(bob.Tenant(), "s-net", 0, 0)->empty());
+  auto audit = (*store)->AuditLog(alice.Tenant());
+  ASSERT_TRUE(audit.ok());
+  EXPECT_EQ(audit->back().action, "network.deny");
+  EXPECT_EQ(audit->back().outcome, "deny evil.example.com");
+  // Deleting the session deletes its events.
+  ASSERT_TRUE((*store)->DeleteSession(alice, alice.Tenant(), "s-net").ok());
+  EXPECT_TRUE((*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 0)->empty());
+}
+
 }  // namespace
 }  // namespace airlock

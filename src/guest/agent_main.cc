@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "src/guest/agent_net.h"
 #include "src/guest/agent_server.h"
 #include "src/guest/guest_boot.h"
 
@@ -38,6 +39,8 @@ int main() {
 
   std::string error = airlock::guest::BootRoot();
   if (!error.empty()) PowerOff("boot: " + error);
+  error = airlock::guest::PrepareGuestNetwork();
+  if (!error.empty()) airlock::guest::ConsoleLog("network: " + error);
 
   int channel = -1;
   for (int attempt = 0; channel < 0; ++attempt) {

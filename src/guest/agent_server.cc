@@ -221,7 +221,11 @@ struct AgentServer::Stream {
 };
 
 AgentServer::AgentServer(int channel_fd, int sigchld_fd)
-    : channel_fd_(channel_fd), sigchld_fd_(sigchld_fd) {}
+    : channel_fd_(channel_fd),
+      sigchld_fd_(sigchld_fd),
+      net_([this](FrameType type, uint32_t stream, std::string_view payload) {
+        Send(type, stream, payload);
+      }) {}
 
 AgentServer::~AgentServer() {
   for (auto& [id, s] : streams_) {
@@ -423,6 +427,9 @@ bool AgentServer::HandleInput(Stream& s, const Frame& frame, std::string* error)
 }
 
 bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
+  if (frame.type == FrameType::kNetPolicy || (frame.stream != 0 && frame.stream % 2 == 0)) {
+    return net_.HandleFrame(frame, error);
+  }
   auto it = streams_.find(frame.stream);
   switch (frame.type) {
     case FrameType::kSync: {
@@ -459,7 +466,8 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       std::string limit_error = ApplyCommandLimits(pids_max);
       if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
       paused_ = false;
-      Send(FrameType::kReady, 0, PayloadWriter().U32(max_stream_seen_).bytes());
+      Send(FrameType::kReady, 0,
+           PayloadWriter().U32(max_stream_seen_).U32(net_.highest_stream()).bytes());
       return true;
     }
     case FrameType::kPause:
@@ -467,6 +475,7 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         *error = "malformed pause";
         return false;
       }
+      net_.DropAll();  // the host forgot them already: connections end with a pause
       Send(FrameType::kPaused, 0, "");
       paused_ = true;
       return true;
@@ -609,6 +618,7 @@ std::string AgentServer::Serve() {
   PayloadWriter hello;
   hello.U32(kProtocolVersion).Str(kAgentVersion);
   Send(FrameType::kHello, 0, hello.bytes());
+  net_.Start();
   std::vector<uint8_t> inbuf(kMaxPayload);
   std::vector<pollfd> fds;
   struct Owner {
@@ -640,6 +650,9 @@ std::string AgentServer::Serve() {
         owners.push_back({id, 2});
       }
     }
+    bool can_send = !paused_ && out_bytes_ < kOutQueueCap;
+    int net_timeout = net_.AddPollFds(&fds, can_send);
+    if (net_timeout >= 0 && (timeout < 0 || net_timeout < timeout)) timeout = net_timeout;
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       return std::string("poll: ") + strerror(errno);
     }
@@ -676,6 +689,7 @@ std::string AgentServer::Serve() {
       }
     }
     Reap();  // cheap, and also catches a SIGCHLD that raced with the pipes
+    net_.HandlePoll(fds, can_send && !paused_);
     for (size_t i = 0; i < owners.size(); ++i) {
       const pollfd& p = fds[i + 2];
       auto it = streams_.find(owners[i].id);

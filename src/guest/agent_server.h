@@ -16,6 +16,7 @@
 #include <string>
 
 #include "src/common/channel_frame.h"
+#include "src/guest/agent_net.h"
 
 namespace airlock::guest {
 
@@ -54,6 +55,7 @@ class AgentServer {
   std::deque<std::string> out_;
   size_t out_bytes_ = 0;
   std::map<uint32_t, std::unique_ptr<Stream>> streams_;
+  GuestNet net_;  // DNS and connections: the streams the guest opens
 };
 
 }  // namespace airlock::guest

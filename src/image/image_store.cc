@@ -228,14 +228,30 @@ absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::str
 }
 
 absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_path,
-                                                      const std::string& name) {
+                                                      const std::string& name,
+                                                      const std::vector<std::string>& env) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  for (const std::string& e : env) {
+    size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || e.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", e, "\" is not KEY=VALUE (an image's environment variable)"));
+    }
+  }
   absl::StatusOr<std::string> tar_digest = Sha256File(tar_path);
   if (!tar_digest.ok()) return tar_digest.status();
-  std::string key = Sha256String(absl::StrCat(kConverterVersion, "\n", *tar_digest));
-  absl::Status built =
-      EnsureBlob(key, [&](const std::string& out) { return ConvertRootfsTar(tar_path, out); },
-                 {{"source", absl::StrCat("rootfs tar sha256:", *tar_digest)}});
+  // Without an environment the key is what it always was, so existing images keep theirs.
+  std::string key = Sha256String(
+      absl::StrCat(kConverterVersion, "\n", *tar_digest,
+                   env.empty() ? "" : absl::StrCat("\nenv\n", absl::StrJoin(env, "\n"))));
+  nlohmann::json meta = {{"source", absl::StrCat("rootfs tar sha256:", *tar_digest)}};
+  if (!env.empty()) {
+    OciRunConfig run;
+    run.env = env;
+    meta["config"] = RunConfigJson(run);
+  }
+  absl::Status built = EnsureBlob(
+      key, [&](const std::string& out) { return ConvertRootfsTar(tar_path, out); }, meta);
   if (!built.ok()) return built;
   return Tag(key, name);
 }
@@ -289,7 +305,8 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
 absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
                                                   const std::vector<std::string>& packages,
                                                   const std::string& name,
-                                                  const std::string& cache_dir) {
+                                                  const std::string& cache_dir,
+                                                  const std::vector<std::string>& env) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   auto plain = [](const std::string& word, const char* extra) {
     if (word.empty() || word.size() > 100 || !absl::ascii_isalnum(word[0])) return false;
@@ -350,7 +367,7 @@ absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
     }
     if (absl::Status s = CommitFile(tmp, tar); !s.ok()) return s;
   }
-  return ImportRootfsTar(tar, name);
+  return ImportRootfsTar(tar, name, env);
 }
 
 absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_path,

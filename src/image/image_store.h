@@ -38,10 +38,12 @@ class ImageStore {
  public:
   explicit ImageStore(std::string root) : root_(std::move(root)) {}
 
-  // Converts a root filesystem tar (as mmdebstrap writes) and tags it `name`. Importing the
-  // same bytes again only moves the tag.
+  // Converts a root filesystem tar (as mmdebstrap writes) and tags it `name`, with `env`
+  // (KEY=VALUE) as the image's environment. Importing the same bytes and env again only moves
+  // the tag.
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsTar(const std::string& tar_path,
-                                                          const std::string& name);
+                                                          const std::string& name,
+                                                          const std::vector<std::string>& env = {});
   // Imports an OCI image layout or `docker save` archive (see oci_archive.h): its layers
   // become one ext4 image, kept per manifest digest, with its run config. name empty: the name
   // the archive gives.
@@ -49,11 +51,12 @@ class ImageStore {
                                                         const std::string& name);
   // Builds an image from Debian packages: mmdebstrap (minbase of `suite` plus `packages`, the
   // host's apt sources) writes a root filesystem tar, cached under cache_dir/rootfs keyed by
-  // the inputs, which is then imported like import --rootfs.
+  // the inputs, which is then imported like import --rootfs, with env as its environment.
   [[nodiscard]] absl::StatusOr<ImageInfo> BuildDebian(const std::string& suite,
                                                       const std::vector<std::string>& packages,
                                                       const std::string& name,
-                                                      const std::string& cache_dir);
+                                                      const std::string& cache_dir,
+                                                      const std::vector<std::string>& env = {});
   // Pulls an image from its registry (registry_client.h) and tags it with the reference as
   // written. An image already in the store is not downloaded again.
   [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,

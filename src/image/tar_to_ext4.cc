@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <locale.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -124,6 +125,10 @@ absl::Status ApplyEntry(archive* a, archive_entry* entry, const std::string& pat
 }
 
 }  // namespace
+
+void ReadTarNamesAsUtf8() {
+  if (setlocale(LC_CTYPE, "C.UTF-8") == nullptr) setlocale(LC_CTYPE, "C.utf8");
+}
 
 absl::StatusOr<TarStats> ScanTar(const std::string& tar_path) {
   absl::StatusOr<ArchivePtr> a = OpenTar(tar_path);

@@ -22,6 +22,11 @@ struct ArchiveCloser {
 };
 using ArchivePtr = std::unique_ptr<archive, ArchiveCloser>;
 
+// Once at start-up, before threads: entry names that tars store as UTF-8 (pax headers, such as
+// ca-certificates' non-ASCII file names) are read whatever the environment's locale is
+// (libarchive converts names to the locale's charset, and the "C" locale has no room for them).
+void ReadTarNamesAsUtf8();
+
 // A tar (any compression libarchive knows) opened for reading; the error names the file.
 [[nodiscard]] absl::StatusOr<ArchivePtr> OpenTar(const std::string& path);
 

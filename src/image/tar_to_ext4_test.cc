@@ -45,6 +45,19 @@ TEST(TarToExt4Test, ConvertsARootfsWithoutTouchingTheHost) {
   EXPECT_NE(access(dir.File("usr").c_str(), F_OK), 0);
 }
 
+TEST(TarToExt4Test, Utf8NamesAreKeptWhateverTheLocale) {
+  ReadTarNamesAsUtf8();  // as airlock and airlockd do at start-up
+  TempDir dir;
+  std::string tar = dir.File("rootfs.tar");
+  const std::string name =
+      "./usr/share/ca-certificates/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.crt";
+  WriteTar(tar, {{.name = name, .data = "cert"}});
+  std::string image = dir.File("image.ext4");
+  absl::Status converted = ConvertRootfsTar(tar, image);
+  ASSERT_TRUE(converted.ok()) << converted;
+  EXPECT_EQ(Debugfs(image, "cat " + name.substr(1)), "cert");
+}
+
 TEST(TarToExt4Test, HostileArchivesAreClearErrors) {
   TempDir dir;
   struct Case {

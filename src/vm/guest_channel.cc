@@ -57,6 +57,11 @@ void GuestChannel::Stop() {
   }
   cv_.notify_all();
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+  DropGuestStreams("the VM was shut down");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    guest_handler_.reset();
+  }
   std::lock_guard<std::mutex> lock(write_mu_);
   fd_.reset();
 }
@@ -75,6 +80,7 @@ void GuestChannel::Fail(const absl::Status& reason) {
     callback = on_failure_;
   }
   cv_.notify_all();
+  DropGuestStreams(std::string(reason.message()));
   if (callback && !stopping_) callback(reason);
 }
 
@@ -102,13 +108,18 @@ void GuestChannel::ReadLoop() {
     }
     std::span<const uint8_t> input(buf.data(), static_cast<size_t>(n));
     Frame frame;
+    std::function<void()> after;
     for (;;) {
       FrameParser::Result result = parser.Next(&input, &frame);
       if (result == FrameParser::Result::kNeedMore) break;
       absl::Status status = result == FrameParser::Result::kError
                                 ? absl::DataLossError(absl::StrCat(
                                       "the guest sent a malformed frame: ", parser.error()))
-                                : HandleFrame(frame);
+                                : HandleFrame(frame, &after);
+      if (after) {
+        after();
+        after = nullptr;
+      }
       if (!status.ok()) {
         Send(FrameType::kProtocolError, 0, std::string(status.message().substr(0, 1000)))
             .IgnoreError();
@@ -119,7 +130,8 @@ void GuestChannel::ReadLoop() {
   }
 }
 
-absl::Status GuestChannel::HandleFrame(Frame& frame) {
+absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* after) {
+  if (frame.stream != 0 && frame.stream % 2 == 0) return HandleGuestStreamFrame(frame, after);
   std::unique_lock<std::mutex> lock(mu_);
   auto violation = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
@@ -142,11 +154,13 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
       }
       case FrameType::kReady: {
         PayloadReader r(frame.payload);
-        uint32_t highest;
-        if (!r.U32(&highest) || !r.AtEnd() || highest >= (1u << 31)) {
+        uint32_t highest, highest_guest;
+        if (!r.U32(&highest) || !r.U32(&highest_guest) || !r.AtEnd() || highest >= (1u << 31) ||
+            highest_guest >= (1u << 31) || highest_guest % 2 != 0) {
           return violation("malformed ready");
         }
         next_stream_ = std::max(next_stream_, (highest | 1) + 2);
+        highest_guest_stream_ = std::max(highest_guest_stream_, highest_guest);
         ready_ = true;
         break;
       }
@@ -217,6 +231,195 @@ absl::Status GuestChannel::HandleFrame(Frame& frame) {
   }
   cv_.notify_all();
   return absl::OkStatus();
+}
+
+absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<void()>* after) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto violation = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
+                                            " (stream ", frame.stream, ")"));
+  };
+  uint32_t id = frame.stream;
+  bool opens = frame.type == FrameType::kDnsQuery || frame.type == FrameType::kConnect;
+  auto it = guest_streams_.find(id);
+  if (it == guest_streams_.end()) {
+    if (id <= highest_guest_stream_) {
+      // A late frame of a stream the host ended (a reset, a pause); reopening an id is not.
+      if (opens) return violation("stream id reused");
+      return absl::OkStatus();
+    }
+    if (!opens) return violation("frame for a stream the guest never opened");
+    if (id >= (1u << 31)) return violation("stream id out of range");
+    highest_guest_stream_ = id;
+    if (quiescing_ || paused_) return absl::OkStatus();  // the agent drops it at kPause
+    std::shared_ptr<GuestStreamHandler> handler = guest_handler_;
+    if (guest_streams_.size() >= kMaxGuestStreams || handler == nullptr) {
+      std::string why = handler == nullptr
+                            ? "this session has no network"
+                            : absl::StrCat("too many connections and DNS questions at once (",
+                                           kMaxGuestStreams, ")");
+      FrameType type = frame.type;
+      *after = [this, id, type, why] {
+        absl::Status sent =
+            type == FrameType::kDnsQuery
+                ? AnswerRefusal(id, why)
+                : Send(FrameType::kReset, id, PayloadWriter().U32(ECONNREFUSED).Str(why).bytes());
+        sent.IgnoreError();  // a failed write fails the channel, which is reported there
+      };
+      return absl::OkStatus();
+    }
+    guest_streams_[id].kind = frame.type;
+    FrameType type = frame.type;
+    *after = [handler, id, type, payload = std::move(frame.payload)]() mutable {
+      handler->OnOpen(id, type, std::move(payload));
+    };
+    return absl::OkStatus();
+  }
+  GuestStream& g = it->second;
+  std::shared_ptr<GuestStreamHandler> handler = guest_handler_;
+  if (opens) return violation("stream id reused");
+  if (g.kind != FrameType::kConnect) return violation("frame on a DNS question");
+  switch (frame.type) {
+    case FrameType::kData:
+      if (frame.payload.empty()) return violation("empty data frame");
+      if (g.guest_ended) return violation("data after the end of the data");
+      g.received_ungranted += frame.payload.size();
+      if (g.received_ungranted > kInitialWindow) return violation("data beyond the window");
+      *after = [handler, id, data = std::move(frame.payload)]() mutable {
+        handler->OnData(id, std::move(data));
+      };
+      return absl::OkStatus();
+    case FrameType::kDataEnd:
+      if (!frame.payload.empty() || g.guest_ended) return violation("malformed end of data");
+      g.guest_ended = true;
+      if (g.host_ended) guest_streams_.erase(it);
+      *after = [handler, id] { handler->OnDataEnd(id); };
+      return absl::OkStatus();
+    case FrameType::kReset: {
+      PayloadReader r(frame.payload);
+      uint32_t code;
+      std::string message;
+      if (!r.U32(&code) || !r.Str(&message) || !r.AtEnd() || message.size() > 1024) {
+        return violation("malformed reset");
+      }
+      guest_streams_.erase(it);
+      *after = [handler, id, code, message = std::move(message)]() mutable {
+        handler->OnReset(id, code, std::move(message));
+      };
+      return absl::OkStatus();
+    }
+    case FrameType::kWindow: {
+      PayloadReader r(frame.payload);
+      uint32_t more;
+      if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
+      g.send_window += more;
+      if (g.send_window > kInitialWindow) return violation("window grows beyond its size");
+      *after = [handler, id] { handler->OnWindow(id); };
+      return absl::OkStatus();
+    }
+    default:
+      return violation(
+          absl::StrCat("unexpected frame type ", static_cast<int>(frame.type), " on a connection"));
+  }
+}
+
+void GuestChannel::DropGuestStreams(const std::string& why) {
+  std::vector<uint32_t> ids;
+  std::shared_ptr<GuestStreamHandler> handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, g] : guest_streams_) ids.push_back(id);
+    guest_streams_.clear();
+    handler = guest_handler_;
+  }
+  if (handler == nullptr) return;
+  for (uint32_t id : ids) handler->OnReset(id, 0, why);
+}
+
+void GuestChannel::SetGuestStreamHandler(std::shared_ptr<GuestStreamHandler> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guest_handler_ = std::move(handler);
+}
+
+absl::Status GuestChannel::AnswerRefusal(uint32_t id, std::string_view why) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(DnsVerdict::kFailed)).U32(0).Str(why);
+  return Send(FrameType::kDnsAnswer, id, w.bytes());
+}
+
+absl::Status GuestChannel::AnswerDns(uint32_t id, DnsVerdict verdict,
+                                     const std::vector<uint16_t>& ports, std::string_view message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = guest_streams_.find(id);
+    if (it == guest_streams_.end() || it->second.kind != FrameType::kDnsQuery) {
+      return absl::OkStatus();  // dropped by a pause: the agent forgot the question too
+    }
+    guest_streams_.erase(it);
+  }
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(verdict));
+  w.U32(static_cast<uint32_t>(std::min<size_t>(ports.size(), kMaxRulePorts)));
+  for (size_t i = 0; i < ports.size() && i < kMaxRulePorts; ++i) w.U32(ports[i]);
+  w.Str(message.substr(0, 1024));
+  return Send(FrameType::kDnsAnswer, id, w.bytes());
+}
+
+absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    size_t chunk;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_.ok()) return failure_;
+      auto it = guest_streams_.find(id);
+      if (it == guest_streams_.end() || it->second.host_ended) return sent;
+      chunk = std::min<uint64_t>({data.size() - sent, it->second.send_window, kMaxPayload});
+      if (chunk == 0) return sent;
+      it->second.send_window -= chunk;
+    }
+    if (absl::Status s = Send(FrameType::kData, id, data.substr(sent, chunk)); !s.ok()) return s;
+    sent += chunk;
+  }
+  return sent;
+}
+
+absl::Status GuestChannel::GrantGuestData(uint32_t id, uint32_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = guest_streams_.find(id);
+    if (it == guest_streams_.end() || bytes == 0) return absl::OkStatus();
+    bytes = static_cast<uint32_t>(std::min<uint64_t>(bytes, it->second.received_ungranted));
+    it->second.received_ungranted -= bytes;
+  }
+  return Send(FrameType::kWindow, id, PayloadWriter().U32(bytes).bytes());
+}
+
+absl::Status GuestChannel::EndGuestData(uint32_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = guest_streams_.find(id);
+    if (it == guest_streams_.end() || it->second.host_ended) return absl::OkStatus();
+    it->second.host_ended = true;
+    if (it->second.guest_ended) guest_streams_.erase(it);
+  }
+  return Send(FrameType::kDataEnd, id, "");
+}
+
+absl::Status GuestChannel::ResetGuestStream(uint32_t id, uint32_t code, std::string_view message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (guest_streams_.erase(id) == 0) return absl::OkStatus();
+  }
+  return Send(FrameType::kReset, id,
+              PayloadWriter().U32(code).Str(message.substr(0, 1024)).bytes());
+}
+
+absl::Status GuestChannel::SendNetPolicy(std::string_view payload) {
+  if (payload.size() > kMaxPayload) {
+    return absl::InvalidArgumentError("the session's address rules do not fit in one frame");
+  }
+  return Send(FrameType::kNetPolicy, 0, payload);
 }
 
 absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_view payload) {
@@ -306,6 +509,9 @@ absl::Status GuestChannel::Quiesce(absl::Time deadline) {
     paused_ = false;
     ready_ = false;
   }
+  // Open connections end with the pause: the agent resets its side when it reads kPause, and
+  // frames it sent before that are late frames of forgotten streams.
+  DropGuestStreams("the session was paused");
   if (absl::Status s = Send(FrameType::kPause, 0, ""); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   while (!paused_ && failure_.ok()) {

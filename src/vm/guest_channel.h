@@ -56,6 +56,26 @@ struct GuestSync {
 
 class GuestChannel;
 
+// The host side of the streams a guest opens (kDnsQuery, kConnect: egress). Its methods run
+// on the channel's reader thread with no lock of the channel held, in the order the frames
+// came; they must not block (hand the work to a thread of their own). The channel has already
+// checked each frame: ids, windows, payload sizes, and that data belongs to an open stream.
+class GuestStreamHandler {
+ public:
+  virtual ~GuestStreamHandler() = default;
+  // A new stream: type kDnsQuery or kConnect, with its (unparsed) payload.
+  virtual void OnOpen(uint32_t id, FrameType type, std::string payload) = 0;
+  // Connection bytes within the window the host granted; GrantGuestData once consumed.
+  virtual void OnData(uint32_t id, std::string data) = 0;
+  // The guest half-closed the connection.
+  virtual void OnDataEnd(uint32_t id) = 0;
+  // The stream is gone: the guest reset it (code, message), or the channel ended it (a pause
+  // or the channel's failure: code 0). Nothing more comes for it; sends to it are dropped.
+  virtual void OnReset(uint32_t id, uint32_t code, std::string message) = 0;
+  // The guest granted more window: SendGuestData may send again.
+  virtual void OnWindow(uint32_t id) = 0;
+};
+
 // A command running in the guest. Thread-safe; Next() is meant for one consumer thread.
 class ExecStream {
  public:
@@ -102,6 +122,24 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
                                                      absl::Time deadline);
   [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
 
+  // Egress: who serves the streams the guest opens. Without a handler the guest's questions
+  // are answered "denied" and its connections reset. Set before the guest can use the network.
+  void SetGuestStreamHandler(std::shared_ptr<GuestStreamHandler> handler);
+  // Answers a kDnsQuery stream, which ends it.
+  [[nodiscard]] absl::Status AnswerDns(uint32_t id, DnsVerdict verdict,
+                                       const std::vector<uint16_t>& ports,
+                                       std::string_view message);
+  // Sends connection bytes within the guest's window, in frames of at most kMaxPayload;
+  // returns how many it sent (0 when the window is closed: wait for OnWindow).
+  [[nodiscard]] absl::StatusOr<size_t> SendGuestData(uint32_t id, std::string_view data);
+  // The host consumed `bytes` of the stream's data: the guest may send that much more.
+  [[nodiscard]] absl::Status GrantGuestData(uint32_t id, uint32_t bytes);
+  [[nodiscard]] absl::Status EndGuestData(uint32_t id);
+  // Aborts a connection; the stream is done (OnReset does not follow).
+  [[nodiscard]] absl::Status ResetGuestStream(uint32_t id, uint32_t code, std::string_view message);
+  // Sends a kNetPolicy payload (address rules; the guest asks again about its names).
+  [[nodiscard]] absl::Status SendNetPolicy(std::string_view payload);
+
   // The failure, or OK while the channel works.
   absl::Status status() const;
   // Fails the channel with this reason (idempotent; the first reason wins).
@@ -121,9 +159,23 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
     std::string metrics;
   };
 
+  // A stream the guest opened.
+  struct GuestStream {
+    FrameType kind = FrameType::kConnect;
+    uint64_t received_ungranted = 0;        // kData bytes received and not yet granted back
+    uint64_t send_window = kInitialWindow;  // kData bytes the guest will still accept
+    bool guest_ended = false;               // kDataEnd received
+    bool host_ended = false;                // kDataEnd sent
+  };
+
   explicit GuestChannel(UniqueFd fd, FailureCallback on_failure);
   void ReadLoop();
-  absl::Status HandleFrame(Frame& frame);
+  // *after runs once the channel's lock is released (calls into the guest stream handler).
+  absl::Status HandleFrame(Frame& frame, std::function<void()>* after);
+  absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after);
+  // Forgets every guest stream and tells the handler (a pause, or the channel's end).
+  void DropGuestStreams(const std::string& why);
+  absl::Status AnswerRefusal(uint32_t id, std::string_view why);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
   absl::StatusOr<uint32_t> OpenStream();
   void CloseStream(uint32_t id);
@@ -145,6 +197,9 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   bool paused_ = false;     // the agent answered kPause
   uint32_t next_stream_ = 1;
   std::map<uint32_t, Stream> streams_;
+  std::shared_ptr<GuestStreamHandler> guest_handler_;
+  uint32_t highest_guest_stream_ = 0;  // ids of guest streams only grow
+  std::map<uint32_t, GuestStream> guest_streams_;
 };
 
 }  // namespace airlock

@@ -6,78 +6,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+
+#include "src/testing/fake_guest.h"
 
 namespace airlock {
 namespace {
-
-class FakeGuest {
- public:
-  FakeGuest() {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    guest_.reset(fds[1]);
-    channel_ = GuestChannel::Start(UniqueFd(fds[0]), [this](const absl::Status& s) {
-      ++failures_;
-      last_failure_ = std::string(s.message());
-    });
-  }
-  ~FakeGuest() { channel_->Stop(); }
-
-  void Write(const std::string& bytes) {
-    ASSERT_EQ(write(guest_.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  }
-  void Send(FrameType type, uint32_t stream, const std::string& payload) {
-    Write(EncodeFrame(type, stream, payload));
-  }
-  // Reads the next frame the host sent.
-  Frame Receive() {
-    Frame frame;
-    for (;;) {
-      std::span<const uint8_t> in(pending_.data(), pending_.size());
-      FrameParser::Result r = parser_.Next(&in, &frame);
-      pending_.erase(pending_.begin(), pending_.end() - static_cast<long>(in.size()));
-      if (r == FrameParser::Result::kFrame) return frame;
-      EXPECT_NE(r, FrameParser::Result::kError);
-      uint8_t buf[65536];
-      ssize_t n = read(guest_.get(), buf, sizeof(buf));
-      EXPECT_GT(n, 0);
-      if (n <= 0) return frame;
-      pending_.insert(pending_.end(), buf, buf + n);
-    }
-  }
-  // The next frame that is not a flow-control grant (those come whenever the host consumes).
-  Frame ReceiveRequest() {
-    Frame frame;
-    do {
-      frame = Receive();
-    } while (frame.type == FrameType::kWindow);
-    return frame;
-  }
-  void Handshake() {
-    std::thread host(
-        [this] { EXPECT_TRUE(channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); });
-    Send(FrameType::kHello, 0, PayloadWriter().U32(kProtocolVersion).Str("fake").bytes());
-    Frame sync = Receive();
-    EXPECT_EQ(sync.type, FrameType::kSync);
-    Send(FrameType::kReady, 0, PayloadWriter().U32(0).bytes());
-    host.join();
-  }
-  // Waits until the channel has failed.
-  absl::Status WaitFailed() {
-    for (int i = 0; i < 500 && channel_->status().ok(); ++i) usleep(10000);
-    return channel_->status();
-  }
-
-  std::shared_ptr<GuestChannel> channel_;
-  UniqueFd guest_;
-  std::atomic<int> failures_{0};
-  std::string last_failure_;
-
- private:
-  FrameParser parser_;
-  std::vector<uint8_t> pending_;
-};
 
 TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   FakeGuest g;
@@ -272,7 +207,7 @@ TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheG
   EXPECT_EQ(pids, 64u);
   EXPECT_EQ(hostname, "airlock-fork");
   EXPECT_EQ(entropy.size(), 64u);
-  g.Send(FrameType::kReady, 0, PayloadWriter().U32(41).bytes());
+  g.Send(FrameType::kReady, 0, PayloadWriter().U32(41).U32(0).bytes());
   host.join();
   auto stream = g.channel_->StartExec({.argv = {"true"}});
   ASSERT_TRUE(stream.ok());
@@ -288,6 +223,101 @@ TEST(GuestChannelTest, DataAfterPausedFailsTheChannel) {
   g.Handshake();
   g.Send(FrameType::kPaused, 0, "");  // nobody asked
   EXPECT_EQ(g.WaitFailed().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(GuestChannelTest, GuestStreamsWithoutAHandlerAreAnsweredNotFailed) {
+  FakeGuest g;
+  g.Handshake();
+  g.Send(FrameType::kDnsQuery, 2, PayloadWriter().Str("pypi.org").U32(1).bytes());
+  Frame answer = g.Receive();
+  EXPECT_EQ(answer.type, FrameType::kDnsAnswer);
+  EXPECT_EQ(answer.stream, 2u);
+  EXPECT_NE(answer.payload.find("no network"), std::string::npos);
+  g.Send(FrameType::kConnect, 4, PayloadWriter().Str("pypi.org").Str("abcd").U32(443).bytes());
+  Frame reset = g.Receive();
+  EXPECT_EQ(reset.type, FrameType::kReset);
+  EXPECT_EQ(reset.stream, 4u);
+  // Late frames of the refused connection are ignored.
+  g.Send(FrameType::kData, 4, "late");
+  usleep(50000);
+  EXPECT_TRUE(g.channel_->status().ok());
+}
+
+TEST(GuestChannelTest, HostileGuestStreamFramesFailTheChannel) {
+  for (int c = 0; c < 3; ++c) {
+    FakeGuest g;
+    g.Handshake();
+    if (c == 0) g.Send(FrameType::kData, 8, "never opened");
+    if (c == 1) {
+      g.Send(FrameType::kDnsQuery, 2, PayloadWriter().Str("a").U32(1).bytes());
+      g.Receive();
+      g.Send(FrameType::kDnsQuery, 2, PayloadWriter().Str("a").U32(1).bytes());  // id reused
+    }
+    if (c == 2) g.Send(FrameType::kConnect, 3, "");  // odd ids are the host's
+    EXPECT_EQ(g.WaitFailed().code(), absl::StatusCode::kDataLoss) << c;
+  }
+}
+
+class RecordingHandler : public GuestStreamHandler {
+ public:
+  void OnOpen(uint32_t id, FrameType type, std::string payload) override { Add("open", id); }
+  void OnData(uint32_t id, std::string data) override { Add("data:" + data, id); }
+  void OnDataEnd(uint32_t id) override { Add("end", id); }
+  void OnReset(uint32_t id, uint32_t code, std::string message) override { Add("reset", id); }
+  void OnWindow(uint32_t id) override { Add("window", id); }
+  std::vector<std::string> Seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+
+ private:
+  void Add(const std::string& what, uint32_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(what + "@" + std::to_string(id));
+  }
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
+TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
+  FakeGuest g;
+  g.Handshake();
+  auto handler = std::make_shared<RecordingHandler>();
+  g.channel_->SetGuestStreamHandler(handler);
+  g.Send(FrameType::kConnect, 2, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
+  g.Send(FrameType::kData, 2, "hello");
+  for (int i = 0; i < 100 && handler->Seen().size() < 2; ++i) usleep(10000);
+  // The host may send only as much as the guest's window.
+  std::string big(kInitialWindow + 10, 'x');
+  size_t got = 0;
+  std::thread reader([&] {
+    while (got < kInitialWindow) got += g.Receive().payload.size();
+  });
+  absl::StatusOr<size_t> sent = g.channel_->SendGuestData(2, big);
+  reader.join();
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(*sent, kInitialWindow);
+  EXPECT_EQ(got, kInitialWindow);
+  EXPECT_EQ(*g.channel_->SendGuestData(2, "more"), 0u);
+  g.Send(FrameType::kWindow, 2, PayloadWriter().U32(4).bytes());
+  for (int i = 0; i < 100 && handler->Seen().size() < 3; ++i) usleep(10000);
+  std::thread pause([&] { EXPECT_TRUE(g.channel_->Quiesce(absl::Now() + absl::Seconds(5)).ok()); });
+  Frame f = g.Receive();
+  EXPECT_EQ(f.type, FrameType::kPause);
+  g.Send(FrameType::kPaused, 0, "");
+  pause.join();
+  for (int i = 0; i < 100 && handler->Seen().size() < 4; ++i) usleep(10000);
+  EXPECT_EQ(handler->Seen(),
+            (std::vector<std::string>{"open@2", "data:hello@2", "window@2", "reset@2"}));
+  // More data than the window from a hostile guest fails the channel.
+  FakeGuest h;
+  h.Handshake();
+  h.channel_->SetGuestStreamHandler(handler);
+  h.Send(FrameType::kConnect, 2, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
+  for (uint32_t sentb = 0; sentb <= kInitialWindow; sentb += kMaxPayload) {
+    h.Send(FrameType::kData, 2, std::string(kMaxPayload, 'y'));
+  }
+  EXPECT_EQ(h.WaitFailed().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -23,13 +24,22 @@ fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
 fs.mkdirSync(path.join(home, 'kernel'));
 fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
 
+// A web server on the host's loopback that sessions reach as web.test once allowed.
+fs.writeFileSync(path.join(home, 'egress-ceiling'), 'allow *:*\nallow 127.0.0.1/32:*\n');
+fs.writeFileSync(path.join(home, 'egress-hosts'), '127.0.0.1 web.test\n');
+const web = http.createServer((req, res) => res.end('hello from web.test'));
+await new Promise((r) => web.listen(0, '127.0.0.1', r));
+const webPort = web.address().port;
+
 const stderrLines = [];
 const transport = new StdioClientTransport({
   command: airlock,
   args: ['mcp'],
   // The SDK passes only a few variables by default: give the server what it needs explicitly.
   env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
-         AIRLOCK_SOCKET: path.join(home, 'airlockd.sock') },
+         AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
+         AIRLOCK_EGRESS_CEILING: path.join(home, 'egress-ceiling'),
+         AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts') },
   stderr: 'pipe',
 });
 transport.stderr?.on('data', (chunk) => stderrLines.push(chunk.toString()));
@@ -38,6 +48,7 @@ await client.connect(transport);
 
 after(async () => {
   await client.close();
+  web.close();
   const pidFile = path.join(home, 'airlockd.pid');
   if (fs.existsSync(pidFile)) {
     const pid = Number(fs.readFileSync(pidFile, 'utf8'));
@@ -62,12 +73,13 @@ async function ok(name, args) {
   return result.structuredContent;
 }
 
-test('fourteen tools, each with schemas and explicit annotations', async () => {
+test('sixteen tools, each with schemas and explicit annotations', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ['file_read', 'file_write', 'run_code', 'session_create',
-    'session_exec', 'session_fork', 'session_get', 'session_list', 'session_logs',
-    'session_metrics', 'session_pause', 'session_remove', 'session_resume', 'vm_list']);
+  assert.deepEqual(names, ['file_read', 'file_write', 'network_allow', 'network_log', 'run_code',
+    'session_create', 'session_exec', 'session_fork', 'session_get', 'session_list',
+    'session_logs', 'session_metrics', 'session_pause', 'session_remove', 'session_resume',
+    'vm_list']);
   for (const t of tools) {
     assert.ok(t.description.length > 20, t.name);
     assert.equal(t.inputSchema.type, 'object', t.name);
@@ -92,6 +104,28 @@ test('run_code runs a snippet or a command in a fresh sandbox', async () => {
   assert.equal(r.stdout, 'given\n');
   r = await ok('run_code', { command: ['no-such-program'] });
   assert.equal(r.exit_code, 127);
+});
+
+test('network: denied until allowed, and the log says how to ask', async () => {
+  const url = `http://web.test:${webPort}/`;
+  const fetch = `import urllib.request; print(urllib.request.urlopen('${url}', timeout=20).read().decode())`;
+  let r = await ok('run_code', { code: fetch, allow: [`web.test:${webPort}`] });
+  assert.equal(r.exit_code, 0, r.stderr);
+  assert.equal(r.stdout, 'hello from web.test\n');
+  const session = await ok('session_create', {});
+  r = await ok('session_exec', { session_id: session.id, code: fetch });
+  assert.notEqual(r.exit_code, 0);
+  const log = await ok('network_log', { session_id: session.id });
+  const denied = log.events.find((e) => e.name === 'web.test' && !e.allowed);
+  assert.ok(denied, JSON.stringify(log));
+  assert.match(denied.reason, /--allow web\.test/);
+  const policy = await ok('network_allow', { session_id: session.id, allow: [`web.test:${webPort}`] });
+  assert.deepEqual(policy.rules, [`allow web.test:${webPort}`]);
+  r = await ok('session_exec', { session_id: session.id, code: fetch });
+  assert.equal(r.stdout, 'hello from web.test\n', r.stderr);
+  const bad = await call('network_allow', { session_id: session.id, allow: ['*foo'] });
+  assert.equal(bad.isError, true);
+  await ok('session_remove', { session_id: session.id });
 });
 
 test('hostile output never corrupts the protocol and is reported truncated', async () => {
@@ -199,5 +233,5 @@ test('long calls report progress and can be cancelled', async () => {
 });
 
 test('stderr carries diagnostics, stdout only protocol', () => {
-  assert.ok(stderrLines.join('').includes('airlock mcp: serving 14 tools'));
+  assert.ok(stderrLines.join('').includes('airlock mcp: serving 16 tools'));
 });

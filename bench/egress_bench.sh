@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Egress benchmarks against baselines measured in the same run, on a private airlockd:
+#   download throughput guest <- host server through the proxy, against the same download on
+#     the host and the same download inside the guest from the guest's own loopback
+#   connection set-up (TCP connect + TLS handshake) from the guest through the proxy, against
+#     the same on the host
+#   100 concurrent connections from one guest
+# Usage: bench/egress_bench.sh [ROUNDS]   (after scripts/setup.sh; as root; needs python3 and
+# curl on the host for the test servers)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+command -v python3 >/dev/null && command -v curl >/dev/null ||
+  { echo "egress_bench: needs python3 and curl on the host (apt-get install python3 curl)" >&2; exit 1; }
+airlock=$PWD/build/airlock
+home=$(mktemp -d /tmp/airlock-bench-XXXXXX)
+chmod 755 "$home"
+ln -s /var/lib/airlock/images "$home/images"
+mkdir "$home/kernel" && ln -s "$(readlink -f /var/lib/airlock/kernel/vmlinux)" "$home/kernel/vmlinux"
+printf 'allow *:*\nallow 127.0.0.1/32:*\n' > "$home/ceiling"
+printf '127.0.0.1 bench.test\n' > "$home/hosts"
+export AIRLOCK_HOME=$home AIRLOCK_SOCKET=$home/airlockd.sock
+export AIRLOCK_EGRESS_CEILING=$home/ceiling AIRLOCK_EGRESS_HOSTS=$home/hosts
+servers=()
+cleanup() {
+  for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$home/airlockd.pid" ] && kill "$(cat "$home/airlockd.pid")" 2>/dev/null || true
+  sleep 1; rm -rf "$home"
+}
+trap cleanup EXIT
+
+. bench/timing.sh
+
+# The servers: plain HTTP with a 64 MiB file, and HTTPS for bench.test with a throwaway CA.
+mb=64
+mkdir "$home/www"
+head -c $((mb * 1024 * 1024)) /dev/urandom > "$home/www/blob"
+echo small > "$home/www/small"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$home/ca.key" -out "$home/ca.pem" -days 1 \
+  -subj /CN=bench-ca 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$home/tls.key" -out "$home/tls.csr" \
+  -subj /CN=bench.test 2>/dev/null
+printf 'subjectAltName=DNS:bench.test\n' > "$home/tls.ext"
+openssl x509 -req -in "$home/tls.csr" -CA "$home/ca.pem" -CAkey "$home/ca.key" -CAcreateserial \
+  -out "$home/tls.pem" -days 1 -extfile "$home/tls.ext" 2>/dev/null
+http_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$home/www" "$http_port" >/dev/null 2>&1 &
+servers+=($!)
+python3 - "$home" >/dev/null 2>&1 <<'EOF' &
+import http.server, ssl, sys, functools
+home = sys.argv[1]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=home + "/www")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(home + "/tls.pem", home + "/tls.key")
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+EOF
+servers+=($!)
+sleep 1
+
+id=$($airlock session create --memory 1g --allow "bench.test:$http_port" --allow bench.test)
+$airlock file write "$id" /tmp/ca.pem < "$home/ca.pem"
+
+# Download throughput (MB/s), median of the rounds.
+host_mbps=() guest_mbps=() local_mbps=()
+for _ in $(seq "$rounds"); do
+  host_mbps+=($(curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$http_port/blob" |
+                awk '{printf "%.0f", $1 / 1e6}'))
+  guest_mbps+=($($airlock exec "$id" -- curl -s -o /dev/null -w '%{speed_download}' \
+                 "http://bench.test:$http_port/blob" | awk '{printf "%.0f", $1 / 1e6}'))
+done
+# The guest's own loopback: the same file served inside the guest, without the proxy.
+$airlock exec "$id" -- sh -c "head -c $((mb * 1024 * 1024)) /dev/urandom > /tmp/blob &&
+  (python3 -m http.server --bind 127.0.0.1 --directory /tmp 8000 >/dev/null 2>&1 &) && sleep 2"
+for _ in $(seq "$rounds"); do
+  local_mbps+=($($airlock exec "$id" -- curl -s -o /dev/null -w '%{speed_download}' \
+                 "http://127.0.0.1:8000/blob" | awk '{printf "%.0f", $1 / 1e6}'))
+done
+
+# Connection set-up: TCP connect + TLS handshake (curl's time_appconnect), in ms.
+host_setup=() guest_setup=()
+for _ in $(seq "$rounds"); do
+  host_setup+=($(curl -s -o /dev/null --cacert "$home/ca.pem" --resolve bench.test:443:127.0.0.1 \
+                 -w '%{time_appconnect}' https://bench.test/small | awk '{printf "%.0f", $1 * 1000}'))
+  guest_setup+=($($airlock exec "$id" -- curl -s -o /dev/null --cacert /tmp/ca.pem \
+                  -w '%{time_appconnect}' https://bench.test/small | awk '{printf "%.0f", $1 * 1000}'))
+done
+
+# 100 concurrent connections from one guest, each fetching a small file.
+concurrent=$($airlock exec "$id" -- python3 -c "
+import concurrent.futures, time, urllib.request
+def get(_):
+    return urllib.request.urlopen('http://bench.test:$http_port/small', timeout=60).read()
+t = time.monotonic()
+with concurrent.futures.ThreadPoolExecutor(100) as pool:
+    ok = sum(1 for r in pool.map(get, range(100)) if r == b'small\n')
+print(ok, round((time.monotonic() - t) * 1000))")
+$airlock rm "$id" >/dev/null
+
+# A session limited to 4 MiB/s: the same download.
+slow=$($airlock session create --net-rate 4m --allow "bench.test:$http_port")
+limited=$($airlock exec "$slow" -- curl -s -o /dev/null -w '%{speed_download}' \
+          "http://bench.test:$http_port/blob" | awk '{printf "%.1f", $1 / 1048576}')
+$airlock rm "$slow" >/dev/null
+
+m() { printf '%s\n' "$@" | median; }
+hm=$(m "${host_mbps[@]}"); gm=$(m "${guest_mbps[@]}"); lm=$(m "${local_mbps[@]}")
+hs=$(m "${host_setup[@]}"); gs=$(m "${guest_setup[@]}")
+printf '%-60s %10s  %s\n' "measure (median of $rounds)" "value" "target"
+printf '%-60s %6s MB/s\n' "download of $mb MiB on the host (baseline)" "$hm"
+printf '%-60s %6s MB/s\n' "the same inside the guest from its own loopback (baseline)" "$lm"
+printf '%-60s %6s MB/s\n' "the same from the guest through the egress proxy" "$gm"
+printf '%-60s %8s %%  >= 50%% of the host\n' "  proxy download / host download" \
+  "$(awk -v a="$gm" -v b="$hm" 'BEGIN {printf "%.0f", 100 * a / b}')"
+printf '%-60s %8s %%\n' "  proxy download / guest loopback download" \
+  "$(awk -v a="$gm" -v b="$lm" 'BEGIN {printf "%.0f", 100 * a / b}')"
+printf '%-60s %8s ms\n' "TCP connect + TLS handshake on the host (baseline)" "$hs"
+printf '%-60s %8s ms\n' "the same from the guest through the proxy" "$gs"
+printf '%-60s %11s\n' "100 concurrent connections from one guest (ok, ms)" "$concurrent"
+printf '%-60s %6s MiB/s  (limit 4 MiB/s)\n' "download in a session with --net-rate 4m" "$limited"

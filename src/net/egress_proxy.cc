@@ -1,0 +1,877 @@
+#include "src/net/egress_proxy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/net/http_request_head.h"
+#include "src/net/tls_client_hello.h"
+
+namespace airlock::net {
+namespace {
+
+constexpr size_t kReadHighWater = 256 * 1024;
+constexpr int kMaxResolving = 8;
+constexpr int64_t kResolvedTtlMs = 30000;
+constexpr int64_t kUnresolvedTtlMs = 5000;
+constexpr int64_t kDnsEventRepeatMs = 10000;
+constexpr size_t kMaxDnsName = 253;
+
+int64_t NowMs() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
+std::once_flag libevent_threads;
+
+socklen_t ToSockaddr(const IpAddress& a, uint16_t port, sockaddr_storage* out) {
+  memset(out, 0, sizeof(*out));
+  if (a.family == AF_INET) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(out);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    memcpy(&sin->sin_addr, a.bytes.data(), 4);
+    return sizeof(sockaddr_in);
+  }
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(out);
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_port = htons(port);
+  memcpy(&sin6->sin6_addr, a.bytes.data(), 16);
+  return sizeof(sockaddr_in6);
+}
+
+std::string Destination(const std::string& name, const std::string& address, uint32_t port) {
+  return absl::StrCat(name.empty() ? address : name, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<IpAddress>> SystemResolver::Resolve(const std::string& name) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  int rc = getaddrinfo(name.c_str(), nullptr, &hints, &result);
+  if (rc == EAI_NONAME || rc == EAI_NODATA) {
+    return absl::NotFoundError(absl::StrCat(name, " does not resolve"));
+  }
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("resolve ", name, ": ", gai_strerror(rc)));
+  }
+  std::vector<IpAddress> addresses;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    IpAddress a;
+    a.family = ai->ai_family;
+    if (ai->ai_family == AF_INET) {
+      memcpy(a.bytes.data(), &reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr, 4);
+    } else if (ai->ai_family == AF_INET6) {
+      memcpy(a.bytes.data(), &reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    if (std::find(addresses.begin(), addresses.end(), a) == addresses.end()) {
+      addresses.push_back(a);
+    }
+  }
+  freeaddrinfo(result);
+  if (addresses.empty()) return absl::NotFoundError(absl::StrCat(name, " has no addresses"));
+  return addresses;
+}
+
+absl::StatusOr<std::unique_ptr<StaticResolver>> StaticResolver::Parse(
+    std::string_view text, std::shared_ptr<Resolver> fallback) {
+  auto resolver = std::unique_ptr<StaticResolver>(new StaticResolver());
+  resolver->fallback_ = std::move(fallback);
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    ++line_number;
+    line = line.substr(0, line.find('#'));
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (fields.empty()) continue;
+    std::optional<IpAddress> address =
+        IpAddress::Parse(std::string_view(fields[0].data(), fields[0].size()));
+    if (!address || fields.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", line_number, ": expected \"ADDRESS NAME [NAME...]\", as in /etc/hosts"));
+    }
+    for (size_t i = 1; i < fields.size(); ++i) {
+      std::string name = absl::AsciiStrToLower(absl::StripSuffix(fields[i], "."));
+      resolver->entries_.emplace_back(name, *address);
+    }
+  }
+  return resolver;
+}
+
+absl::StatusOr<std::vector<IpAddress>> StaticResolver::Resolve(const std::string& name) {
+  std::vector<IpAddress> found;
+  for (const auto& [n, a] : entries_) {
+    if (n == name) found.push_back(a);
+  }
+  if (!found.empty()) return found;
+  if (fallback_ == nullptr) return absl::NotFoundError(absl::StrCat(name, " does not resolve"));
+  return fallback_->Resolve(name);
+}
+
+std::string NetPolicyPayload(const EgressPolicy& policy) {
+  std::vector<const EgressRule*> rules;
+  for (const EgressRule& r : policy.session_rules()) {
+    if (r.kind == EgressRule::Kind::kAddress && r.prefix.base.family == AF_INET &&
+        !r.ports.empty() && rules.size() < kMaxListItems) {
+      rules.push_back(&r);
+    }
+  }
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(rules.size()));
+  for (const EgressRule* r : rules) {
+    w.Str(std::string_view(reinterpret_cast<const char*>(r->prefix.base.bytes.data()), 4));
+    w.U32(static_cast<uint32_t>(r->prefix.length));
+    size_t count = std::min<size_t>(r->ports.size(), kMaxRulePorts);
+    w.U32(static_cast<uint32_t>(count));
+    for (size_t i = 0; i < count; ++i) w.U32(r->ports[i]);
+  }
+  return w.bytes();
+}
+
+std::string DescribeNetEvent(const NetEvent& e) {
+  std::string where = Destination(e.name, e.address, e.port);
+  if (e.kind == "dns") {
+    if (e.allowed) return absl::StrCat("egress: dns ", e.name, " allowed by ", e.rule);
+    return absl::StrCat("egress: dns ", e.name, " denied: ", e.reason);
+  }
+  if (!e.allowed) return absl::StrCat("egress: connect ", where, " denied: ", e.reason);
+  std::string line = absl::StrCat(
+      "egress: connect ", where, e.name.empty() ? "" : absl::StrCat(" (", e.address, ")"),
+      " allowed by ", e.rule, ", ", e.bytes_out, " bytes out, ", e.bytes_in, " in");
+  if (!e.reason.empty()) absl::StrAppend(&line, "; ended: ", e.reason);
+  return line;
+}
+
+// Work handed to the loop from other threads (the channel's reader, resolver threads, the
+// daemon). Shared with resolver threads that may outlive the proxy: once closed, work is
+// dropped.
+struct Inbox {
+  std::mutex mu;
+  std::deque<std::function<void()>> work;
+  event* wake = nullptr;
+  bool closed = false;
+
+  void Post(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (closed) return;
+    work.push_back(std::move(fn));
+    event_active(wake, EV_READ, 0);
+  }
+};
+
+class EgressProxy::Impl {
+ public:
+  struct Conn {
+    Impl* impl = nullptr;
+    uint32_t id = 0;
+    std::string name;
+    std::string address;  // dialed (or, for an address rule, asked for)
+    uint16_t port = 0;
+    std::string rule;
+    bufferevent* bev = nullptr;
+    event* timer = nullptr;
+    bool resolving = false;
+    bool resolved = false;  // target passed the address checks
+    IpAddress target;
+    bool connected = false;
+    bool need_check = false;  // SNI (443) or Host (80) must be the name
+    bool checked = false;
+    bool relaying = false;
+    std::string pending;     // guest bytes held until the check passed and the dial completed
+    uint64_t ungranted = 0;  // guest bytes not yet granted back
+    bool guest_ended = false;
+    bool upstream_shut = false;
+    bool upstream_ended = false;
+    bool ended_to_guest = false;
+    bool window_closed = false;
+    uint64_t bytes_out = 0;
+    uint64_t bytes_in = 0;
+  };
+  struct CacheEntry {
+    absl::StatusOr<std::vector<IpAddress>> result;
+    int64_t until_ms = 0;
+  };
+
+  Impl(std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
+       EgressProxyOptions options)
+      : channel_(std::move(channel)), options_(std::move(options)), policy_(std::move(policy)) {}
+
+  absl::Status Start() {
+    std::call_once(libevent_threads, [] { evthread_use_pthreads(); });
+    base_ = event_base_new();
+    if (base_ == nullptr) return absl::InternalError("event_base_new failed");
+    inbox_ = std::make_shared<Inbox>();
+    inbox_->wake = event_new(base_, -1, EV_PERSIST, &Impl::OnWake, this);
+    flush_ = event_new(base_, -1, EV_PERSIST, &Impl::OnFlush, this);
+    timeval every = {0, 250000};
+    event_add(flush_, &every);
+    event_add(inbox_->wake, nullptr);
+    if (options_.bytes_per_second > 0) {
+      // One token bucket for the session's connections together, refilled every 100 ms.
+      size_t rate = std::min<uint64_t>(options_.bytes_per_second, 1ull << 30) / 10;
+      timeval tick = {0, 100000};
+      rate_cfg_ = ev_token_bucket_cfg_new(rate, rate * 2, rate, rate * 2, &tick);
+      rate_group_ = bufferevent_rate_limit_group_new(base_, rate_cfg_);
+    }
+    thread_ = std::thread([this] { event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY); });
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    if (base_ == nullptr) return;
+    inbox_->Post([this] { event_base_loopbreak(base_); });
+    if (thread_.joinable()) thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      inbox_->closed = true;
+    }
+    for (auto& [id, c] : conns_) FreeConn(*c);
+    conns_.clear();
+    FlushEvents();
+    if (rate_group_ != nullptr) bufferevent_rate_limit_group_free(rate_group_);
+    if (rate_cfg_ != nullptr) ev_token_bucket_cfg_free(rate_cfg_);
+    event_free(inbox_->wake);
+    event_free(flush_);
+    event_base_free(base_);
+    base_ = nullptr;
+  }
+
+  void Post(std::function<void()> fn) {
+    if (inbox_ != nullptr) inbox_->Post(std::move(fn));
+  }
+
+  // --- on the loop thread from here on ---
+
+  static void OnWake(evutil_socket_t, short, void* arg) {
+    auto* self = static_cast<Impl*>(arg);
+    std::deque<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(self->inbox_->mu);
+      work.swap(self->inbox_->work);
+    }
+    for (auto& fn : work) fn();
+  }
+
+  static void OnFlush(evutil_socket_t, short, void* arg) { static_cast<Impl*>(arg)->FlushEvents(); }
+
+  void FlushEvents() {
+    if (events_.empty() || !options_.on_events) return;
+    std::vector<NetEvent> batch;
+    batch.swap(events_);
+    options_.on_events(std::move(batch));
+  }
+
+  void Record(NetEvent e) {
+    e.unix_ms = NowMs();
+    {
+      std::lock_guard<std::mutex> lock(counters_mu_);
+      if (!e.allowed) ++counters_.denied;
+      if (e.kind == "connect" && e.allowed) {
+        ++counters_.connections;
+        counters_.bytes_out += e.bytes_out;
+        counters_.bytes_in += e.bytes_in;
+      }
+    }
+    if (e.kind == "dns") {
+      std::string key = absl::StrCat(e.name, e.allowed ? "+" : "-", e.reason);
+      auto [it, fresh] = dns_seen_.try_emplace(key, e.unix_ms);
+      if (!fresh && e.unix_ms - it->second < kDnsEventRepeatMs) return;
+      it->second = e.unix_ms;
+      if (dns_seen_.size() > 4096) dns_seen_.clear();
+    }
+    if (events_.size() < 100000) events_.push_back(std::move(e));
+  }
+
+  // Resolution off the loop, cached, coalesced per name, at most kMaxResolving at once.
+  using ResolveCallback = std::function<void(const absl::StatusOr<std::vector<IpAddress>>&)>;
+  void Resolve(const std::string& name, ResolveCallback done) {
+    auto cached = cache_.find(name);
+    if (cached != cache_.end() && cached->second.until_ms > NowMs()) {
+      done(cached->second.result);
+      return;
+    }
+    auto [waiting, first] = resolving_.try_emplace(name);
+    waiting->second.push_back(std::move(done));
+    if (!first) return;
+    if (in_flight_ >= kMaxResolving) {
+      queued_.push_back(name);
+      return;
+    }
+    Launch(name);
+  }
+
+  void Launch(const std::string& name) {
+    ++in_flight_;
+    std::shared_ptr<Inbox> inbox = inbox_;
+    std::shared_ptr<Resolver> resolver = options_.resolver;
+    std::thread([inbox, resolver, name, this] {
+      absl::StatusOr<std::vector<IpAddress>> result = resolver->Resolve(name);
+      inbox->Post([this, name, result] { Resolved(name, result); });
+    }).detach();
+  }
+
+  void Resolved(const std::string& name, const absl::StatusOr<std::vector<IpAddress>>& result) {
+    --in_flight_;
+    if (result.ok() || absl::IsNotFound(result.status())) {
+      cache_[name] = {result, NowMs() + (result.ok() ? kResolvedTtlMs : kUnresolvedTtlMs)};
+      if (cache_.size() > 4096) cache_.clear();
+    }
+    std::vector<ResolveCallback> waiting = std::move(resolving_[name]);
+    resolving_.erase(name);
+    for (auto& done : waiting) done(result);
+    while (in_flight_ < kMaxResolving && !queued_.empty()) {
+      std::string next = queued_.front();
+      queued_.pop_front();
+      Launch(next);
+    }
+  }
+
+  // --- DNS questions ---
+
+  void Question(uint32_t id, const std::string& payload) {
+    PayloadReader r(payload);
+    std::string name;
+    uint32_t qtype;
+    if (!r.Str(&name) || !r.U32(&qtype) || !r.AtEnd() || name.empty() ||
+        name.size() > kMaxDnsName) {
+      Answer(id, DnsVerdict::kFailed, {}, "malformed question");
+      return;
+    }
+    name = absl::AsciiStrToLower(name);
+    std::shared_ptr<const EgressPolicy> policy = Policy();
+    PortSet ports = policy->PortsForName(name);
+    if (ports.any) ports.ports.clear();  // the guest listens on named ports only
+    if (ports.ports.empty()) {
+      Decision d = policy->CheckName(name, 443);
+      std::string why = d.allowed || d.reason.empty()
+                            ? absl::StrCat(name,
+                                           " is allowed on no port the guest can listen on; "
+                                           "allow it with its ports named")
+                            : d.reason;
+      Record({.kind = "dns", .name = name, .reason = why});
+      Answer(id, DnsVerdict::kDenied, {}, why);
+      return;
+    }
+    Resolve(name, [this, id, name, ports](const absl::StatusOr<std::vector<IpAddress>>& result) {
+      if (!result.ok()) {
+        bool missing = absl::IsNotFound(result.status());
+        Record({.kind = "dns", .name = name, .reason = std::string(result.status().message())});
+        Answer(id, missing ? DnsVerdict::kNoSuchName : DnsVerdict::kFailed, {},
+               std::string(result.status().message()));
+        return;
+      }
+      std::shared_ptr<const EgressPolicy> policy = Policy();
+      std::string why;
+      for (const IpAddress& a : *result) {
+        Decision d = policy->CheckAddress(name, a, ports.ports.front());
+        if (d.allowed) {
+          Record({.kind = "dns",
+                  .name = name,
+                  .address = a.ToString(),
+                  .allowed = true,
+                  .rule = d.rule});
+          Answer(id, DnsVerdict::kAllowed, ports.ports, "");
+          return;
+        }
+        if (why.empty()) why = d.reason;
+      }
+      Record({.kind = "dns", .name = name, .address = (*result)[0].ToString(), .reason = why});
+      Answer(id, DnsVerdict::kDenied, {}, why);
+    });
+  }
+
+  void Answer(uint32_t id, DnsVerdict verdict, const std::vector<uint16_t>& ports,
+              std::string_view message) {
+    if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
+      channel->AnswerDns(id, verdict, ports, message).IgnoreError();  // fails the channel
+    }
+  }
+
+  // --- connections ---
+
+  void Open(uint32_t id, const std::string& payload) {
+    PayloadReader r(payload);
+    std::string name, address;
+    uint32_t port;
+    if (!r.Str(&name) || !r.Str(&address) || !r.U32(&port) || !r.AtEnd() ||
+        (address.size() != 4 && address.size() != 16) || port == 0 || port > 65535 ||
+        name.size() > kMaxDnsName) {
+      Refuse(id, {.kind = "connect", .reason = "malformed connection request"}, EINVAL);
+      return;
+    }
+    IpAddress asked;
+    asked.family = address.size() == 4 ? AF_INET : AF_INET6;
+    memcpy(asked.bytes.data(), address.data(), address.size());
+    auto conn = std::make_unique<Conn>();
+    Conn& c = *conn;
+    c.impl = this;
+    c.id = id;
+    c.name = absl::AsciiStrToLower(name);
+    c.port = static_cast<uint16_t>(port);
+    c.need_check = !c.name.empty() && (port == 443 || port == 80);
+    if (conns_.size() >= options_.max_connections) {
+      Refuse(id,
+             {.kind = "connect",
+              .name = c.name,
+              .address = asked.ToString(),
+              .port = port,
+              .reason = absl::StrCat("too many connections at once (the session's cap is ",
+                                     options_.max_connections, ")")},
+             ECONNREFUSED);
+      return;
+    }
+    conns_[id] = std::move(conn);
+    std::shared_ptr<const EgressPolicy> policy = Policy();
+    if (c.name.empty()) {
+      Decision d = policy->CheckAddress("", asked, c.port);
+      c.address = asked.ToString();
+      if (!d.allowed) return Close(c, ECONNREFUSED, d.reason, false);
+      c.rule = d.rule;
+      c.target = asked;
+      c.resolved = true;
+      Check(c);
+      return;
+    }
+    Decision d = policy->CheckName(c.name, c.port);
+    if (!d.allowed) return Close(c, ECONNREFUSED, d.reason, false);
+    c.rule = d.rule;
+    c.resolving = true;
+    Resolve(c.name, [this, id](const absl::StatusOr<std::vector<IpAddress>>& result) {
+      auto it = conns_.find(id);
+      if (it == conns_.end()) return;
+      Conn& c = *it->second;
+      c.resolving = false;
+      if (!result.ok())
+        return Close(c, EHOSTUNREACH, std::string(result.status().message()), false);
+      std::shared_ptr<const EgressPolicy> policy = Policy();
+      std::string why;
+      for (const IpAddress& a : *result) {
+        Decision d = policy->CheckAddress(c.name, a, c.port);
+        if (d.allowed) {
+          c.rule = d.rule;
+          c.target = a;
+          c.address = a.ToString();
+          c.resolved = true;
+          Check(c);  // dials once the guest named its host, where that is checked
+          return;
+        }
+        if (why.empty()) why = d.reason;
+      }
+      c.address = (*result)[0].ToString();
+      Close(c, EACCES, why, false);
+    });
+  }
+
+  // A connection refused before it had state of its own.
+  void Refuse(uint32_t id, NetEvent e, int code) {
+    Record(e);
+    if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
+      channel->ResetGuestStream(id, static_cast<uint32_t>(code), e.reason).IgnoreError();
+    }
+  }
+
+  void Dial(Conn& c, const IpAddress& a) {
+    c.address = a.ToString();
+    sockaddr_storage sa;
+    socklen_t len = ToSockaddr(a, c.port, &sa);
+    c.bev = bufferevent_socket_new(base_, -1, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(c.bev, &Impl::OnUpstreamRead, &Impl::OnUpstreamWrite, &Impl::OnUpstreamEvent,
+                      &c);
+    bufferevent_setwatermark(c.bev, EV_READ, 0, kReadHighWater);
+    if (rate_group_ != nullptr) bufferevent_add_to_rate_limit_group(c.bev, rate_group_);
+    bufferevent_enable(c.bev, EV_READ | EV_WRITE);
+    c.timer = evtimer_new(base_, &Impl::OnConnectTimeout, &c);
+    timeval timeout = {options_.connect_timeout_ms / 1000,
+                       (options_.connect_timeout_ms % 1000) * 1000};
+    evtimer_add(c.timer, &timeout);
+    if (bufferevent_socket_connect(c.bev, reinterpret_cast<sockaddr*>(&sa), static_cast<int>(len)) <
+        0) {
+      Close(c, ECONNREFUSED, absl::StrCat("connect to ", c.address, ":", c.port, " failed"), true);
+    }
+  }
+
+  static void OnConnectTimeout(evutil_socket_t, short, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    c->impl->Close(*c, ETIMEDOUT,
+                   absl::StrCat(Destination(c->name, c->address, c->port),
+                                " did not accept the connection in time"),
+                   true);
+  }
+
+  static void OnUpstreamEvent(bufferevent* bev, short what, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    Impl* self = c->impl;
+    if (what & BEV_EVENT_CONNECTED) {
+      c->connected = true;
+      if (c->timer != nullptr) evtimer_del(c->timer);
+      self->StartRelay(*c);
+      return;
+    }
+    if (what & BEV_EVENT_ERROR) {
+      int e = EVUTIL_SOCKET_ERROR();
+      std::string why = c->connected ? absl::StrCat(Destination(c->name, c->address, c->port),
+                                                    " reset the connection: ", strerror(e))
+                                     : absl::StrCat(Destination(c->name, c->address, c->port),
+                                                    " refused the connection: ", strerror(e));
+      self->Close(*c, c->connected ? ECONNRESET : ECONNREFUSED, why, true);
+      return;
+    }
+    if (what & BEV_EVENT_EOF) {
+      c->upstream_ended = true;
+      self->PumpToGuest(*c);
+    }
+  }
+
+  static void OnUpstreamRead(bufferevent*, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    c->impl->PumpToGuest(*c);
+  }
+
+  static void OnUpstreamWrite(bufferevent*, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    c->impl->Drained(*c);
+  }
+
+  // The destination took what the guest sent: grant the guest as much again, and pass on its
+  // end of data once everything before it went out.
+  void Drained(Conn& c) {
+    if (!c.relaying) return;
+    if (c.ungranted > 0) {
+      uint64_t grant = c.ungranted;
+      c.ungranted = 0;
+      if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
+        channel->GrantGuestData(c.id, static_cast<uint32_t>(grant)).IgnoreError();
+      }
+    }
+    if (c.guest_ended && !c.upstream_shut &&
+        evbuffer_get_length(bufferevent_get_output(c.bev)) == 0) {
+      shutdown(bufferevent_getfd(c.bev), SHUT_WR);
+      c.upstream_shut = true;
+    }
+    MaybeDone(c);
+  }
+
+  void PumpToGuest(Conn& c) {
+    std::shared_ptr<GuestChannel> channel = channel_.lock();
+    if (channel == nullptr || c.bev == nullptr) return;
+    evbuffer* input = bufferevent_get_input(c.bev);
+    char buf[kMaxPayload];
+    while (evbuffer_get_length(input) > 0) {
+      ev_ssize_t n = evbuffer_copyout(input, buf, sizeof(buf));
+      if (n <= 0) break;
+      absl::StatusOr<size_t> sent = channel->SendGuestData(c.id, std::string_view(buf, n));
+      if (!sent.ok()) return;  // the channel failed; OnReset follows
+      evbuffer_drain(input, *sent);
+      c.bytes_in += *sent;
+      if (*sent < static_cast<size_t>(n)) {
+        c.window_closed = true;
+        bufferevent_disable(c.bev, EV_READ);
+        return;
+      }
+    }
+    if (c.upstream_ended && !c.ended_to_guest) {
+      c.ended_to_guest = true;
+      channel->EndGuestData(c.id).IgnoreError();
+    }
+    MaybeDone(c);
+  }
+
+  void Window(uint32_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->bev == nullptr) return;
+    Conn& c = *it->second;
+    if (c.window_closed) {
+      c.window_closed = false;
+      if (!c.upstream_ended) bufferevent_enable(c.bev, EV_READ);
+    }
+    PumpToGuest(c);
+  }
+
+  void Data(uint32_t id, std::string data) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    c.ungranted += data.size();
+    c.bytes_out += data.size();
+    if (c.relaying) {
+      bufferevent_write(c.bev, data.data(), data.size());
+      return;
+    }
+    c.pending += data;
+    Check(c);
+  }
+
+  void DataEnd(uint32_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    c.guest_ended = true;
+    if (!c.checked && c.need_check) {
+      Check(c);
+      if (!c.checked && conns_.count(id) != 0) {
+        return Close(c, ECONNRESET, "the guest closed the connection before naming its host", true);
+      }
+    }
+    if (conns_.count(id) != 0 && c.relaying) Drained(c);
+  }
+
+  // SNI on 443, Host on 80: the guest must talk to the name it was allowed.
+  // Nothing goes to the destination, not even a connection, before the guest proved it talks
+  // to the name it was allowed.
+  void Check(Conn& c) {
+    if (!c.checked && !c.need_check) c.checked = true;
+    if (c.checked) {
+      if (c.resolved && c.bev == nullptr) Dial(c, c.target);
+      return;
+    }
+    std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(c.pending.data()),
+                                   c.pending.size());
+    std::string error;
+    std::string host;
+    if (c.port == 443) {
+      ClientHelloInfo hello;
+      PeekResult r = PeekClientHello(bytes, &hello, &error);
+      if (r == PeekResult::kNeedMore) return;
+      if (r == PeekResult::kNotTls) {
+        return Close(c, EACCES,
+                     absl::StrCat("the guest sent something other than TLS to ", c.name,
+                                  ":443; only TLS is carried on port 443"),
+                     true);
+      }
+      if (r == PeekResult::kMalformed) {
+        return Close(c, EACCES, absl::StrCat(c.name, ":443: ", error), true);
+      }
+      host = hello.sni;
+      if (host.empty()) {
+        return Close(
+            c, EACCES,
+            absl::StrCat("the TLS ClientHello names no server (SNI); ", c.name, " must be named"),
+            true);
+      }
+    } else {
+      HttpRequestHead head;
+      HeadResult r = PeekHttpRequestHead(bytes, &head, &error);
+      if (r == HeadResult::kNeedMore) return;
+      if (r == HeadResult::kMalformed) {
+        return Close(c, EACCES, absl::StrCat(c.name, ":80: ", error), true);
+      }
+      host = head.host;
+    }
+    if (host != c.name) {
+      return Close(c, EACCES,
+                   absl::StrCat("the connection was allowed for ", c.name, " but ",
+                                c.port == 443 ? "its TLS SNI" : "its HTTP Host", " names ", host),
+                   true);
+    }
+    c.checked = true;
+    if (c.resolved && c.bev == nullptr) Dial(c, c.target);
+  }
+
+  void StartRelay(Conn& c) {
+    if (c.relaying || !c.connected || !c.checked) return;
+    c.relaying = true;
+    if (!c.pending.empty()) {
+      bufferevent_write(c.bev, c.pending.data(), c.pending.size());
+      c.pending.clear();
+    } else {
+      Drained(c);
+    }
+  }
+
+  // The event of a connection as it ends: allowed (by its rule) or not, and why it ended.
+  static NetEvent Ended(const Conn& c, bool allowed, std::string reason) {
+    return {.kind = "connect",
+            .name = c.name,
+            .address = c.address,
+            .port = c.port,
+            .allowed = allowed,
+            .rule = allowed ? c.rule : "",
+            .reason = std::move(reason),
+            .bytes_out = c.bytes_out,
+            .bytes_in = c.bytes_in};
+  }
+
+  void MaybeDone(Conn& c) {
+    if (!(c.guest_ended && c.upstream_shut && c.upstream_ended && c.ended_to_guest)) return;
+    Record(Ended(c, true, ""));
+    uint32_t id = c.id;
+    FreeConn(c);
+    conns_.erase(id);
+  }
+
+  // Ends a connection: the guest sees a reset with `why` (unless it is gone already), and the
+  // event records it. `allowed`: the policy allowed it and it failed later.
+  void Close(Conn& c, int code, const std::string& why, bool allowed) {
+    Record(Ended(c, allowed, why));
+    if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
+      channel->ResetGuestStream(c.id, static_cast<uint32_t>(code), why).IgnoreError();
+    }
+    uint32_t id = c.id;
+    FreeConn(c);
+    conns_.erase(id);
+  }
+
+  void GuestReset(uint32_t id, uint32_t code, const std::string& message) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    Record(Ended(c, true, code == 0 ? message : absl::StrCat("the guest reset it: ", message)));
+    FreeConn(c);
+    conns_.erase(it);
+  }
+
+  void FreeConn(Conn& c) {
+    if (c.timer != nullptr) event_free(c.timer);
+    if (c.bev != nullptr) bufferevent_free(c.bev);
+    c.timer = nullptr;
+    c.bev = nullptr;
+  }
+
+  void ApplyPolicy(std::shared_ptr<const EgressPolicy> policy) {
+    {
+      std::lock_guard<std::mutex> lock(policy_mu_);
+      policy_ = policy;
+    }
+    std::vector<uint32_t> ids;
+    for (auto& [id, c] : conns_) ids.push_back(id);
+    for (uint32_t id : ids) {
+      Conn& c = *conns_[id];
+      Decision d = c.name.empty() ? policy->CheckAddress("", c.target, c.port)
+                                  : policy->CheckName(c.name, c.port);
+      if (d.allowed && c.resolved && !c.name.empty()) {
+        d = policy->CheckAddress(c.name, c.target, c.port);
+      }
+      if (!d.allowed) {
+        Close(c, ECONNRESET,
+              absl::StrCat("the session's egress policy no longer allows ",
+                           Destination(c.name, c.address, c.port), ": ", d.reason),
+              true);
+      }
+    }
+    if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
+      channel->SendNetPolicy(NetPolicyPayload(*policy)).IgnoreError();
+    }
+  }
+
+  std::shared_ptr<const EgressPolicy> Policy() {
+    std::lock_guard<std::mutex> lock(policy_mu_);
+    return policy_;
+  }
+
+  Counters counters() {
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    return counters_;
+  }
+
+  std::weak_ptr<GuestChannel> channel_;
+  EgressProxyOptions options_;
+  std::mutex policy_mu_;
+  std::shared_ptr<const EgressPolicy> policy_;
+  std::mutex counters_mu_;
+  Counters counters_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+  event_base* base_ = nullptr;
+  event* flush_ = nullptr;
+  ev_token_bucket_cfg* rate_cfg_ = nullptr;
+  bufferevent_rate_limit_group* rate_group_ = nullptr;
+  std::shared_ptr<Inbox> inbox_;
+  std::thread thread_;
+  // Loop thread only.
+  std::map<uint32_t, std::unique_ptr<Conn>> conns_;
+  std::map<std::string, CacheEntry> cache_;
+  std::map<std::string, std::vector<ResolveCallback>> resolving_;
+  std::deque<std::string> queued_;
+  int in_flight_ = 0;
+  std::vector<NetEvent> events_;
+  std::map<std::string, int64_t> dns_seen_;
+};
+
+EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+EgressProxy::~EgressProxy() { Stop(); }
+
+absl::StatusOr<std::shared_ptr<EgressProxy>> EgressProxy::Start(
+    std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
+    EgressProxyOptions options) {
+  if (options.resolver == nullptr) options.resolver = std::make_shared<SystemResolver>();
+  std::string payload = NetPolicyPayload(*policy);
+  auto impl = std::make_unique<Impl>(channel, std::move(policy), std::move(options));
+  if (absl::Status s = impl->Start(); !s.ok()) return s;
+  std::shared_ptr<EgressProxy> proxy(new EgressProxy(std::move(impl)));
+  channel->SetGuestStreamHandler(proxy);
+  if (absl::Status s = channel->SendNetPolicy(payload); !s.ok()) {
+    proxy->Stop();
+    return s;
+  }
+  return proxy;
+}
+
+void EgressProxy::Stop() { impl_->Stop(); }
+
+void EgressProxy::SetPolicy(std::shared_ptr<const EgressPolicy> policy) {
+  impl_->Post([impl = impl_.get(), policy] { impl->ApplyPolicy(policy); });
+}
+
+EgressProxy::Counters EgressProxy::counters() const { return impl_->counters(); }
+
+void EgressProxy::OnOpen(uint32_t id, FrameType type, std::string payload) {
+  Impl* impl = impl_.get();
+  if (type == FrameType::kDnsQuery) {
+    impl->Post([impl, id, payload = std::move(payload)] { impl->Question(id, payload); });
+  } else {
+    impl->Post([impl, id, payload = std::move(payload)] { impl->Open(id, payload); });
+  }
+}
+
+void EgressProxy::OnData(uint32_t id, std::string data) {
+  Impl* impl = impl_.get();
+  impl->Post([impl, id, data = std::move(data)]() mutable { impl->Data(id, std::move(data)); });
+}
+
+void EgressProxy::OnDataEnd(uint32_t id) {
+  Impl* impl = impl_.get();
+  impl->Post([impl, id] { impl->DataEnd(id); });
+}
+
+void EgressProxy::OnReset(uint32_t id, uint32_t code, std::string message) {
+  Impl* impl = impl_.get();
+  impl->Post(
+      [impl, id, code, message = std::move(message)] { impl->GuestReset(id, code, message); });
+}
+
+void EgressProxy::OnWindow(uint32_t id) {
+  Impl* impl = impl_.get();
+  impl->Post([impl, id] { impl->Window(id); });
+}
+
+}  // namespace airlock::net

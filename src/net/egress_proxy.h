@@ -1,0 +1,107 @@
+// The host end of one session's egress: answers the guest's DNS questions and carries its
+// connections to the destinations its policy allows, and nothing else.
+//
+// For each connection the guest opens (a kConnect stream, see src/common/channel_frame.h) the
+// proxy decides on name + port, resolves the name itself (Resolver), refuses internal addresses
+// the operator's ceiling does not name (so a name that resolves to 127.0.0.1 or the metadata
+// address is no way in: DNS rebinding), dials the address it checked (never a second lookup),
+// and on port 443 requires the TLS ClientHello's SNI, on port 80 the HTTP Host header, to be
+// the allowed name before a byte goes out. Then it relays both ways within the channel's
+// flow-control windows. Every decision becomes a NetEvent.
+//
+// One libevent loop on a thread of its own serves the session; the channel's reader thread
+// only queues work for it. Thread-safe.
+#ifndef AIRLOCK_NET_EGRESS_PROXY_H_
+#define AIRLOCK_NET_EGRESS_PROXY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/net/egress_policy.h"
+#include "src/net/net_event.h"
+#include "src/vm/guest_channel.h"
+
+namespace airlock::net {
+
+// Name resolution on the host, behind a seam: tests and operators map names to addresses.
+class Resolver {
+ public:
+  virtual ~Resolver() = default;
+  // Blocking (the proxy calls it off its loop). NOT_FOUND when the name does not exist.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<IpAddress>> Resolve(const std::string& name) = 0;
+};
+
+// getaddrinfo, i.e. the host's own resolver configuration.
+class SystemResolver : public Resolver {
+ public:
+  absl::StatusOr<std::vector<IpAddress>> Resolve(const std::string& name) override;
+};
+
+// Names listed in a hosts-style file ("ADDRESS NAME [NAME...]" lines, # comments) resolve to
+// those addresses; every other name goes to `fallback` (nullptr: NOT_FOUND).
+class StaticResolver : public Resolver {
+ public:
+  static absl::StatusOr<std::unique_ptr<StaticResolver>> Parse(std::string_view text,
+                                                               std::shared_ptr<Resolver> fallback);
+  absl::StatusOr<std::vector<IpAddress>> Resolve(const std::string& name) override;
+
+ private:
+  std::vector<std::pair<std::string, IpAddress>> entries_;
+  std::shared_ptr<Resolver> fallback_;
+};
+
+struct EgressProxyOptions {
+  std::shared_ptr<Resolver> resolver;
+  // Called on the proxy's thread with events in batches (at most every 250 ms).
+  std::function<void(std::vector<NetEvent>)> on_events;
+  uint32_t max_connections = 256;
+  // All connections of the session together, each direction; 0: no limit.
+  uint64_t bytes_per_second = 0;
+  // A destination that does not accept the connection within this is reported ETIMEDOUT.
+  int connect_timeout_ms = 10000;
+};
+
+class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_this<EgressProxy> {
+ public:
+  // Serves the channel's guest streams from now on and sends the guest its address rules.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<EgressProxy>> Start(
+      std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
+      EgressProxyOptions options);
+  ~EgressProxy() override;
+  // Ends every connection and the loop; the channel's guest streams get no more answers.
+  void Stop();
+
+  // A new policy: connections it no longer allows are reset, the guest re-asks about names.
+  void SetPolicy(std::shared_ptr<const EgressPolicy> policy);
+  // Bytes carried and connections and denials so far.
+  struct Counters {
+    uint64_t bytes_out = 0;
+    uint64_t bytes_in = 0;
+    uint64_t connections = 0;
+    uint64_t denied = 0;
+  };
+  Counters counters() const;
+
+  void OnOpen(uint32_t id, FrameType type, std::string payload) override;
+  void OnData(uint32_t id, std::string data) override;
+  void OnDataEnd(uint32_t id) override;
+  void OnReset(uint32_t id, uint32_t code, std::string message) override;
+  void OnWindow(uint32_t id) override;
+
+  class Impl;
+
+ private:
+  explicit EgressProxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The payload of kNetPolicy for a policy: its IPv4 address rules.
+std::string NetPolicyPayload(const EgressPolicy& policy);
+
+}  // namespace airlock::net
+
+#endif  // AIRLOCK_NET_EGRESS_PROXY_H_

@@ -1,0 +1,265 @@
+// The egress proxy against a fake guest (frames by hand) and real sockets on loopback.
+#include "src/net/egress_proxy.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "src/testing/fake_guest.h"
+
+namespace airlock::net {
+namespace {
+
+// Echoes what it reads on each connection until EOF, then closes. Counts connections.
+class EchoServer {
+ public:
+  EchoServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p = {fd_, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) continue;
+        ++accepted_;
+        char buf[4096];
+        for (;;) {
+          pollfd q = {c, POLLIN, 0};
+          if (poll(&q, 1, 50) == 0) {
+            if (stop_) break;
+            continue;
+          }
+          ssize_t n = read(c, buf, sizeof(buf));
+          if (n <= 0) break;
+          (void)!write(c, buf, static_cast<size_t>(n));
+        }
+        close(c);
+      }
+    });
+  }
+  ~EchoServer() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  int fd_;
+  uint16_t port_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// Public destinations, and the loopback servers of these tests.
+std::shared_ptr<const EgressCeiling> TestCeiling() {
+  absl::StatusOr<EgressCeiling> ceiling = ParseEgressCeiling("allow *:*\nallow 127.0.0.1/32:*\n");
+  EXPECT_TRUE(ceiling.ok()) << ceiling.status();
+  return std::make_shared<const EgressCeiling>(*ceiling);
+}
+
+class EgressProxyTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> rules) {
+    g_.Handshake();
+    std::vector<EgressRule> parsed;
+    for (const std::string& r : rules) parsed.push_back(*ParseEgressRule(r));
+    auto policy =
+        std::make_shared<const EgressPolicy>(parsed, TestCeiling(), std::vector<IpAddress>{});
+    auto resolver = StaticResolver::Parse("127.0.0.1 web.test\n10.9.9.9 rebind.test\n", nullptr);
+    ASSERT_TRUE(resolver.ok());
+    EgressProxyOptions options;
+    options.resolver = *std::move(resolver);
+    options.on_events = [this](std::vector<NetEvent> events) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (NetEvent& e : events) events_.push_back(std::move(e));
+    };
+    auto proxy = EgressProxy::Start(g_.channel_, policy, std::move(options));
+    ASSERT_TRUE(proxy.ok()) << proxy.status();
+    proxy_ = *std::move(proxy);
+    Frame rules_frame = g_.Receive();
+    EXPECT_EQ(rules_frame.type, FrameType::kNetPolicy);
+  }
+  void TearDown() override {
+    if (proxy_) proxy_->Stop();
+  }
+
+  struct Answer {
+    DnsVerdict verdict;
+    std::vector<uint32_t> ports;
+    std::string message;
+  };
+  Answer Ask(uint32_t id, const std::string& name) {
+    g_.Send(FrameType::kDnsQuery, id, PayloadWriter().Str(name).U32(1).bytes());
+    Frame f = g_.ReceiveRequest();
+    EXPECT_EQ(f.type, FrameType::kDnsAnswer);
+    EXPECT_EQ(f.stream, id);
+    PayloadReader r(f.payload);
+    uint32_t verdict = 0, count = 0;
+    Answer a;
+    EXPECT_TRUE(r.U32(&verdict) && r.U32(&count));
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t p;
+      EXPECT_TRUE(r.U32(&p));
+      a.ports.push_back(p);
+    }
+    EXPECT_TRUE(r.Str(&a.message) && r.AtEnd());
+    a.verdict = static_cast<DnsVerdict>(verdict);
+    return a;
+  }
+  void Connect(uint32_t id, const std::string& name, uint32_t port) {
+    std::string synthetic("\xc6\x12\x00\x01", 4);
+    g_.Send(FrameType::kConnect, id, PayloadWriter().Str(name).Str(synthetic).U32(port).bytes());
+  }
+  // Waits for the flush of events (every 250 ms).
+  std::vector<NetEvent> Events(size_t at_least) {
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (events_.size() >= at_least) return events_;
+      }
+      usleep(20000);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+  FakeGuest g_;
+  std::shared_ptr<EgressProxy> proxy_;
+  std::mutex mu_;
+  std::vector<NetEvent> events_;
+};
+
+TEST_F(EgressProxyTest, AnswersQuestionsByPolicyAndRefusesRebinding) {
+  Start({"web.test:8080", "rebind.test:8080"});
+  Answer a = Ask(2, "web.test");
+  EXPECT_EQ(a.verdict, DnsVerdict::kAllowed);
+  EXPECT_EQ(a.ports, std::vector<uint32_t>{8080});
+  a = Ask(4, "nope.test");
+  EXPECT_EQ(a.verdict, DnsVerdict::kDenied);
+  EXPECT_NE(a.message.find("--allow nope.test"), std::string::npos) << a.message;
+  // Allowed by name, but it resolves to an internal address the ceiling does not admit.
+  a = Ask(6, "rebind.test");
+  EXPECT_EQ(a.verdict, DnsVerdict::kDenied);
+  EXPECT_NE(a.message.find("10.9.9.9"), std::string::npos) << a.message;
+  std::vector<NetEvent> events = Events(3);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_TRUE(events[0].allowed);
+  EXPECT_FALSE(events[1].allowed);
+  EXPECT_FALSE(events[2].allowed);
+}
+
+TEST_F(EgressProxyTest, RelaysAnAllowedConnectionBothWaysAndEndsCleanly) {
+  EchoServer echo;
+  Start({"web.test:" + std::to_string(echo.port())});
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, "ping");
+  g_.Send(FrameType::kDataEnd, 2, "");
+  std::string got;
+  bool ended = false;
+  while (!ended) {
+    Frame f = g_.Receive();
+    ASSERT_EQ(f.stream, 2u);
+    if (f.type == FrameType::kData) got += f.payload;
+    if (f.type == FrameType::kDataEnd) ended = true;
+    ASSERT_NE(f.type, FrameType::kReset) << f.payload;
+  }
+  EXPECT_EQ(got, "ping");
+  std::vector<NetEvent> events = Events(1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "connect");
+  EXPECT_TRUE(events[0].allowed);
+  EXPECT_EQ(events[0].address, "127.0.0.1");
+  EXPECT_EQ(events[0].bytes_out, 4u);
+  EXPECT_EQ(events[0].bytes_in, 4u);
+}
+
+TEST_F(EgressProxyTest, RefusesAPortOrNameThePolicyDoesNotAllow) {
+  EchoServer echo;
+  Start({"web.test:" + std::to_string(echo.port())});
+  Connect(2, "web.test", 9);
+  Frame f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("port 9 is not"), std::string::npos) << f.payload;
+  Connect(4, "other.test", echo.port());
+  f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_EQ(echo.accepted(), 0);
+}
+
+TEST_F(EgressProxyTest, ChecksTheHostOnPort80AndTheSniOn443BeforeDialing) {
+  Start({"web.test"});
+  Connect(2, "web.test", 80);
+  g_.Send(FrameType::kData, 2, "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n");
+  Frame f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("names evil.test"), std::string::npos) << f.payload;
+  Connect(4, "web.test", 443);
+  g_.Send(FrameType::kData, 4, "GET / HTTP/1.1\r\nHost: web.test\r\n\r\n");
+  f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("other than TLS"), std::string::npos) << f.payload;
+}
+
+TEST_F(EgressProxyTest, NarrowingThePolicyResetsOpenConnections) {
+  EchoServer echo;
+  Start({"web.test:" + std::to_string(echo.port())});
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, "x");
+  Frame f = g_.ReceiveRequest();
+  ASSERT_EQ(f.type, FrameType::kData);
+  auto ceiling = std::make_shared<const EgressCeiling>(EgressCeiling::Default());
+  proxy_->SetPolicy(std::make_shared<const EgressPolicy>(std::vector<EgressRule>{}, ceiling,
+                                                         std::vector<IpAddress>{}));
+  f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("no longer allows"), std::string::npos) << f.payload;
+  f = g_.ReceiveRequest();
+  EXPECT_EQ(f.type, FrameType::kNetPolicy);
+}
+
+TEST_F(EgressProxyTest, RefusesConnectionsBeyondItsCap) {
+  EchoServer echo;
+  std::string rule = "web.test:" + std::to_string(echo.port());
+  g_.Handshake();
+  EgressProxyOptions options;
+  options.resolver =
+      std::shared_ptr<Resolver>(*StaticResolver::Parse("127.0.0.1 web.test\n", nullptr));
+  options.max_connections = 1;
+  auto policy = std::make_shared<const EgressPolicy>(
+      std::vector<EgressRule>{*ParseEgressRule(rule)}, TestCeiling(), std::vector<IpAddress>{});
+  auto proxy = EgressProxy::Start(g_.channel_, policy, std::move(options));
+  ASSERT_TRUE(proxy.ok());
+  proxy_ = *proxy;
+  g_.Receive();  // address rules
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, "x");
+  ASSERT_EQ(g_.ReceiveRequest().type, FrameType::kData);  // open, and it stays open
+  Connect(4, "web.test", echo.port());
+  Frame f;
+  do {
+    f = g_.ReceiveRequest();
+  } while (f.stream != 4);
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("too many connections"), std::string::npos) << f.payload;
+}
+
+}  // namespace
+}  // namespace airlock::net

@@ -1,0 +1,540 @@
+// Controlled egress as a user meets it: no network by default, allowed names reachable by any
+// TCP client in the guest without proxy settings, denials that fail at once and say why.
+//
+// The test's airlockd resolves web.test and other.test to 127.0.0.1 (admitted by its ceiling)
+// and rebind.test to 10.9.9.9 (internal, not admitted); see tests/vm_test_env.cc.
+#include <archive.h>
+#include <archive_entry.h>
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "src/common/file_util.h"
+#include "src/common/subprocess.h"
+#include "tests/cli_runner.h"
+#include "tests/test_certs.h"
+
+namespace airlock {
+namespace {
+
+// A small HTTP(S) server on 127.0.0.1: answers GET PATH with serve(PATH) (404 when nullopt),
+// one connection at a time, each closed after its response. With a certificate it speaks TLS.
+class LoopbackHttpServer {
+ public:
+  using Handler = std::function<std::optional<std::string>(const std::string& path)>;
+  explicit LoopbackHttpServer(Handler serve, int port = 0, std::string cert_dir = "",
+                              std::string cert_name = "")
+      : serve_(std::move(serve)) {
+    if (!cert_dir.empty()) {
+      tls_ = SSL_CTX_new(TLS_server_method());
+      EXPECT_EQ(
+          SSL_CTX_use_certificate_chain_file(tls_, (cert_dir + "/" + cert_name + ".pem").c_str()),
+          1);
+      EXPECT_EQ(SSL_CTX_use_PrivateKey_file(tls_, (cert_dir + "/" + cert_name + ".key").c_str(),
+                                            SSL_FILETYPE_PEM),
+                1);
+      SSL_CTX_set_tlsext_servername_callback(tls_, &LoopbackHttpServer::OnServerName);
+      SSL_CTX_set_tlsext_servername_arg(tls_, this);
+    }
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0)
+        << "port " << port << ": " << strerror(errno);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  explicit LoopbackHttpServer(std::string body)
+      : LoopbackHttpServer(
+            [body](const std::string&) { return std::optional<std::string>(body); }) {}
+  ~LoopbackHttpServer() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+    if (tls_ != nullptr) SSL_CTX_free(tls_);
+  }
+  int port() const { return port_; }
+  int requests() const { return requests_; }
+  // The server names TLS clients asked for (SNI), in order.
+  std::vector<std::string> server_names() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return names_;
+  }
+
+ private:
+  static int OnServerName(SSL* ssl, int*, void* arg) {
+    auto* self = static_cast<LoopbackHttpServer*>(arg);
+    const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->names_.push_back(name ? name : "");
+    return SSL_TLSEXT_ERR_OK;
+  }
+  void Serve() {
+    while (!stop_) {
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      timeval timeout = {10, 0};
+      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+      SSL* ssl = nullptr;
+      if (tls_ != nullptr) {
+        ssl = SSL_new(tls_);
+        SSL_set_fd(ssl, c);
+        if (SSL_accept(ssl) != 1) {
+          SSL_free(ssl);
+          close(c);
+          continue;
+        }
+      }
+      auto read_some = [&](char* buf, int n) {
+        return ssl ? SSL_read(ssl, buf, n) : static_cast<int>(read(c, buf, n));
+      };
+      auto write_all = [&](const std::string& data) {
+        size_t done = 0;
+        while (done < data.size()) {
+          int n = ssl ? SSL_write(ssl, data.data() + done, static_cast<int>(data.size() - done))
+                      : static_cast<int>(write(c, data.data() + done, data.size() - done));
+          if (n <= 0) return;
+          done += static_cast<size_t>(n);
+        }
+      };
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos && request.size() < 65536) {
+        int n = read_some(buf, sizeof(buf));
+        if (n <= 0) break;
+        request.append(buf, static_cast<size_t>(n));
+      }
+      ++requests_;
+      std::string path;
+      size_t sp = request.find(' ');
+      if (sp != std::string::npos)
+        path = request.substr(sp + 1, request.find(' ', sp + 1) - sp - 1);
+      path = path.substr(0, path.find('?'));
+      std::optional<std::string> body = serve_(path);
+      const char* type =
+          body && body->rfind("<!DOCTYPE html>", 0) == 0 ? "text/html" : "application/octet-stream";
+      std::string reply =
+          body ? absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: ", type,
+                              "\r\nContent-Length: ", body->size(), "\r\nConnection: close\r\n\r\n",
+                              *body)
+               : "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      write_all(reply);
+      if (ssl != nullptr) {
+        SSL_shutdown(ssl);
+        SSL_free(ssl);
+      }
+      close(c);
+    }
+  }
+
+  Handler serve_;
+  SSL_CTX* tls_ = nullptr;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::mutex mu_;
+  std::vector<std::string> names_;
+  std::thread thread_;
+};
+
+// A wheel of one module, airlock_demo (VALUE = 42), zipped here with libarchive.
+std::string DemoWheel() {
+  auto record_hash = [](const std::string& data) {
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+    unsigned char b64[64];
+    int n = EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
+    std::string out(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
+    for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+    return absl::StrCat("sha256=", std::string(absl::StripSuffix(absl::StripSuffix(out, "="), "=")),
+                        ",", data.size());
+  };
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"airlock_demo/__init__.py", "VALUE = 42\n"},
+      {"airlock_demo-1.0.dist-info/METADATA",
+       "Metadata-Version: 2.1\nName: airlock-demo\nVersion: 1.0\n"},
+      {"airlock_demo-1.0.dist-info/WHEEL",
+       "Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+  };
+  std::string record;
+  for (const auto& [name, data] : files)
+    absl::StrAppend(&record, name, ",", record_hash(data), "\n");
+  absl::StrAppend(&record, "airlock_demo-1.0.dist-info/RECORD,,\n");
+  files.emplace_back("airlock_demo-1.0.dist-info/RECORD", record);
+  std::string buffer(1 << 20, '\0');
+  size_t used = 0;
+  archive* a = archive_write_new();
+  archive_write_set_format_zip(a);
+  archive_write_open_memory(a, buffer.data(), buffer.size(), &used);
+  for (const auto& [name, data] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  buffer.resize(used);
+  return buffer;
+}
+
+// A temporary directory of the test's, removed with it.
+struct TestDir {
+  TestDir() {
+    char tmpl[] = "/tmp/airlock-egress-XXXXXX";
+    EXPECT_NE(mkdtemp(tmpl), nullptr);
+    path = tmpl;
+  }
+  ~TestDir() { RemoveTree(path).IgnoreError(); }
+  std::string path;
+};
+
+// Runs git on the host (argv, no shell) in dir; a failure fails the test.
+void Git(const std::string& dir, std::vector<std::string> args) {
+  std::vector<std::string> argv = {"/usr/bin/git",
+                                   "-C",
+                                   dir,
+                                   "-c",
+                                   "user.name=Airlock Test",
+                                   "-c",
+                                   "user.email=test@airlock.invalid"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<ProcessResult> r = RunProcess(argv);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exit_code, 0) << r->output;
+}
+
+// A Python program for the guest that connects, says "open", and reports how the connection
+// ended: "reset" when the host cut it off.
+std::string HoldConnection(const std::string& host, int port) {
+  return absl::StrCat(
+      "import socket, sys\n"
+      "s = socket.create_connection(('",
+      host, "', ", port,
+      "), timeout=60)\n"
+      "print('open', flush=True)\n"
+      "try:\n"
+      "    data = s.recv(100)\n"
+      "    print('closed' if not data else 'data', flush=True)\n"
+      "except ConnectionResetError:\n"
+      "    print('reset', flush=True)\n");
+}
+
+std::string Fetch(const std::string& url) {
+  return absl::StrCat("import urllib.request; print(urllib.request.urlopen('", url,
+                      "', timeout=20).read().decode())");
+}
+
+std::string CreateSession(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"session", "create"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Result r = RunAirlock(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return std::string(absl::StripTrailingAsciiWhitespace(r.out));
+}
+
+// The output of `airlock ARGS...` once it contains `needle` (events are stored a moment after
+// they happen), or as it is after 10 s.
+std::string WaitFor(const std::vector<std::string>& args, const std::string& needle) {
+  std::string out;
+  for (int i = 0; i < 50; ++i) {
+    out = RunAirlock(args).out;
+    if (out.find(needle) != std::string::npos) break;
+    usleep(200000);
+  }
+  return out;
+}
+
+TEST(EgressTest, NoNetworkByDefaultAndDenialsSayWhy) {
+  std::string id = CreateSession({});
+  Result r = RunAirlock(
+      {"exec", id, "--", "python3", "-c", "import socket; socket.getaddrinfo('web.test', 80)"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Name or service not known"), std::string::npos) << r.err;
+  // An address nothing allows is unreachable at once, not a hang.
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import socket; socket.create_connection(('93.184.216.34', 80), timeout=30)"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Network is unreachable"), std::string::npos) << r.err;
+  std::string logs = WaitFor({"logs", id}, "egress: dns web.test denied");
+  EXPECT_NE(logs.find("egress: dns web.test denied: no rule allows web.test"), std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find("--allow web.test"), std::string::npos) << logs;
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, AnAllowedNameReachesItsServerAndNothingElse) {
+  LoopbackHttpServer web("hello from the host");
+  std::string port = std::to_string(web.port());
+  std::string id = CreateSession({"--allow", "web.test:" + port});
+  Result r = RunAirlock(
+      {"exec", id, "--", "python3", "-c", Fetch(absl::StrCat("http://web.test:", port, "/"))});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello from the host\n");
+  EXPECT_EQ(web.requests(), 1);
+  // The same name on another port: refused at once by the guest.
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import socket; socket.create_connection(('web.test', 1), timeout=30)"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << r.err;
+  // Another name that resolves to the same address is not allowed.
+  r = RunAirlock(
+      {"exec", id, "--", "python3", "-c", Fetch(absl::StrCat("http://other.test:", port, "/"))});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(web.requests(), 1);
+  std::string logs = WaitFor({"logs", id}, "egress: dns other.test denied");
+  EXPECT_NE(logs.find("egress: dns other.test denied"), std::string::npos) << logs;
+  std::string net = WaitFor({"network", "log", id}, "connect web.test:" + port);
+  EXPECT_NE(net.find("connect web.test:" + port), std::string::npos) << net;
+  EXPECT_NE(net.find("allowed by web.test:" + port), std::string::npos) << net;
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, OneShotRunWithAllow) {
+  LoopbackHttpServer web("one shot");
+  std::string port = std::to_string(web.port());
+  Result r = RunAirlock({"run", "--allow", "web.test:" + port, "--", "python3", "-c",
+                         Fetch(absl::StrCat("http://web.test:", port, "/"))});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "one shot\n");
+}
+
+TEST(EgressTest, ANameThatResolvesToAnInternalAddressIsRefused) {
+  std::string id = CreateSession({"--allow", "rebind.test:8080"});
+  Result r = RunAirlock({"exec", id, "--", "python3", "-c",
+                         "import socket; socket.getaddrinfo('rebind.test', 8080)"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Name or service not known"), std::string::npos) << r.err;
+  std::string logs = WaitFor({"logs", id}, "egress: dns rebind.test denied");
+  EXPECT_NE(logs.find("egress: dns rebind.test denied"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("10.9.9.9"), std::string::npos) << logs;
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, PipInstallsFromAnHttpsIndexAndTheGuestMustNameTheHostItWasAllowed) {
+  TestDir dir;
+  MakeTestCa(dir.path);
+  Issue(dir.path, "web", "web.test");
+  std::string wheel = DemoWheel();
+  std::string wheel_name = "airlock_demo-1.0-py3-none-any.whl";
+  LoopbackHttpServer index(
+      [&](const std::string& path) -> std::optional<std::string> {
+        if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
+          return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", wheel_name, "\">",
+                              wheel_name, "</a></body></html>");
+        }
+        if (path == "/files/" + wheel_name) return wheel;
+        return std::nullopt;
+      },
+      443, dir.path, "web");
+  std::string id = CreateSession({"--allow", "web.test"});
+  std::string ca = *ReadFileToString(dir.path + "/ca.pem", 1 << 20);
+  Result r = RunAirlock({"file", "write", id, "/tmp/ca.pem"}, ca);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"exec", id, "--", "pip", "install", "--disable-pip-version-check",
+                  "--no-cache-dir", "--cert", "/tmp/ca.pem", "--index-url",
+                  "https://web.test/simple", "airlock-demo"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = RunAirlock(
+      {"exec", id, "--", "python3", "-c", "import airlock_demo; print(airlock_demo.VALUE)"});
+  EXPECT_EQ(r.out, "42\n") << r.err;
+  r = RunAirlock({"exec", id, "--", "curl", "-sS", "--cacert", "/tmp/ca.pem",
+                  "https://web.test/simple/airlock-demo/"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(wheel_name), std::string::npos);
+  std::vector<std::string> names = index.server_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names[0], "web.test");
+  // TLS that names another host, on a connection allowed for web.test, never leaves the host.
+  int before = index.requests();
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import socket, ssl\n"
+                  "ctx = ssl.create_default_context(cafile='/tmp/ca.pem')\n"
+                  "s = socket.create_connection(('web.test', 443), timeout=30)\n"
+                  "ctx.wrap_socket(s, server_hostname='other.test')\n"});
+  EXPECT_NE(r.exit_code, 0);
+  // Nor does something that is not TLS at all.
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import socket\n"
+                  "s = socket.create_connection(('web.test', 443), timeout=30)\n"
+                  "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+                  "print(repr(s.recv(100)))\n"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(index.requests(), before);
+  r.out = WaitFor({"network", "log", id}, "only TLS is carried");
+  EXPECT_NE(r.out.find("its TLS SNI names other.test"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("only TLS is carried on port 443"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("allowed by web.test"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, GitClonesOverHttpAndTheHostHeaderIsChecked) {
+  TestDir dir;
+  std::string work = dir.path + "/work", bare = dir.path + "/repo.git";
+  ASSERT_EQ(mkdir(work.c_str(), 0755), 0);
+  Git(work, {"init", "-q", "-b", "main"});
+  ASSERT_TRUE(
+      WriteFileAtomically(work + "/README", "cloned through the egress proxy\n", 0644).ok());
+  Git(work, {"add", "README"});
+  Git(work, {"commit", "-q", "-m", "first"});
+  Git(dir.path, {"clone", "-q", "--bare", work, bare});
+  Git(bare, {"update-server-info"});  // the files a dumb-HTTP clone reads
+  auto files = [&](const std::string& path) -> std::optional<std::string> {
+    if (path.rfind("/repo.git/", 0) != 0 || path.find("..") != std::string::npos)
+      return std::nullopt;
+    absl::StatusOr<std::string> data = ReadFileToString(bare + path.substr(9), 64 << 20);
+    if (!data.ok()) return std::nullopt;
+    return *data;
+  };
+  LoopbackHttpServer git(files);
+  LoopbackHttpServer web80([](const std::string&) { return std::optional<std::string>("80"); }, 80);
+  std::string port = std::to_string(git.port());
+  std::string id = CreateSession({"--allow", "git.test:" + port, "--allow", "web.test"});
+  Result r = RunAirlock({"exec", id, "--", "git", "clone", "-q",
+                         absl::StrCat("http://git.test:", port, "/repo.git"), "/tmp/repo"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"exec", id, "--", "cat", "/tmp/repo/README"});
+  EXPECT_EQ(r.out, "cloned through the egress proxy\n") << r.err;
+  // Port 80: the Host header must be the name that was allowed.
+  r = RunAirlock({"exec", id, "--", "curl", "-sS", "http://web.test/"});
+  EXPECT_EQ(r.out, "80") << r.err;
+  int before = web80.requests();
+  r = RunAirlock({"exec", id, "--", "curl", "-sS", "-H", "Host: other.test", "http://web.test/"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(web80.requests(), before);
+  r.out = WaitFor({"network", "log", id}, "its HTTP Host names other.test");
+  EXPECT_NE(r.out.find("its HTTP Host names other.test"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, RulesChangeAtRuntimeAndNarrowingResetsOpenConnections) {
+  LoopbackHttpServer web("runtime");
+  std::string port = std::to_string(web.port());
+  std::string rule = "web.test:" + port;
+  std::string id = CreateSession({});
+  std::string fetch = Fetch(absl::StrCat("http://web.test:", port, "/"));
+  EXPECT_NE(RunAirlock({"exec", id, "--", "python3", "-c", fetch}).exit_code, 0);
+  Result r = RunAirlock({"network", "allow", id, rule});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"network", "ls", id});
+  EXPECT_NE(r.out.find("allow  " + rule), std::string::npos) << r.out;
+  r = RunAirlock({"exec", id, "--", "python3", "-c", fetch});
+  EXPECT_EQ(r.out, "runtime\n") << r.err;
+  // A connection held open is reset when its rule goes.
+  Airlock hold({"exec", id, "--", "python3", "-c", HoldConnection("web.test", web.port())});
+  ASSERT_TRUE(hold.ReadUntil([&] { return hold.partial().out.find("open") != std::string::npos; }));
+  r = RunAirlock({"network", "rm", id, rule});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result held = hold.Finish();
+  EXPECT_EQ(held.out, "open\nreset\n") << held.err;
+  EXPECT_NE(RunAirlock({"exec", id, "--", "python3", "-c", fetch}).exit_code, 0);
+  // A deny wins over an allow; a rule that is not there cannot be removed.
+  RunAirlock({"network", "allow", id, rule});
+  RunAirlock({"network", "deny", id, "web.test"});
+  EXPECT_NE(RunAirlock({"exec", id, "--", "python3", "-c", fetch}).exit_code, 0);
+  r = RunAirlock({"network", "rm", id, "nosuch.test"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has no rule nosuch.test"), std::string::npos) << r.err;
+  // Rules with a time to live go by themselves.
+  RunAirlock({"network", "rm", id, "web.test"});
+  r = RunAirlock({"network", "allow", id, "web.test:" + port, "--ttl", "3s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(RunAirlock({"exec", id, "--", "python3", "-c", fetch}).exit_code, 0);
+  bool expired = false;
+  for (int i = 0; i < 30 && !expired; ++i) {
+    sleep(1);
+    expired = RunAirlock({"network", "ls", id}).out.find(rule) == std::string::npos;
+  }
+  EXPECT_TRUE(expired);
+  EXPECT_NE(RunAirlock({"exec", id, "--", "python3", "-c", fetch}).exit_code, 0);
+  RunAirlock({"rm", id});
+}
+
+TEST(EgressTest, ForksInheritThePolicyAndAPauseResetsConnections) {
+  LoopbackHttpServer web("forked");
+  LoopbackHttpServer other("other");
+  std::string fetch_web = Fetch(absl::StrCat("http://web.test:", web.port(), "/"));
+  std::string fetch_other = Fetch(absl::StrCat("http://other.test:", other.port(), "/"));
+  std::string a = CreateSession({"--allow", absl::StrCat("web.test:", web.port())});
+  std::string b = CreateSession({"--allow", absl::StrCat("other.test:", other.port())});
+  // Two sessions at once, each with its own policy.
+  EXPECT_EQ(RunAirlock({"exec", a, "--", "python3", "-c", fetch_web}).out, "forked\n");
+  EXPECT_NE(RunAirlock({"exec", a, "--", "python3", "-c", fetch_other}).exit_code, 0);
+  EXPECT_EQ(RunAirlock({"exec", b, "--", "python3", "-c", fetch_other}).out, "other\n");
+  EXPECT_NE(RunAirlock({"exec", b, "--", "python3", "-c", fetch_web}).exit_code, 0);
+  // A connection a background process holds is reset by the pause, not carried through it.
+  Result r =
+      RunAirlock({"file", "write", a, "/tmp/hold.py"}, HoldConnection("web.test", web.port()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"exec", a, "--", "sh", "-c", "python3 /tmp/hold.py > /tmp/held 2>&1 &"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 100; ++i) {
+    if (RunAirlock({"exec", a, "--", "cat", "/tmp/held"}).out == "open\n") break;
+    usleep(100000);
+  }
+  r = RunAirlock({"pause", a});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string held;
+  for (int i = 0; i < 100 && held != "open\nreset\n"; ++i) {
+    held = RunAirlock({"exec", a, "--", "cat", "/tmp/held"}).out;  // resumes it
+    usleep(100000);
+  }
+  EXPECT_EQ(held, "open\nreset\n");
+  // Forks keep the policy, and reach what it allows.
+  r = RunAirlock({"fork", a});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string child(absl::StripTrailingAsciiWhitespace(r.out));
+  EXPECT_EQ(RunAirlock({"exec", child, "--", "python3", "-c", fetch_web}).out, "forked\n");
+  EXPECT_NE(RunAirlock({"network", "ls", child}).out.find(absl::StrCat("web.test:", web.port())),
+            std::string::npos);
+  RunAirlock({"rm", a, b, child});
+}
+
+TEST(EgressTest, MalformedRulesAreRefusedBeforeAnythingIsMade) {
+  std::string before = RunAirlock({"ls", "-q"}).out;
+  for (const char* bad : {"*foo", "*.", "https://pypi.org", "::/0", "10.20.1.0/16"}) {
+    Result r = RunAirlock({"session", "create", "--allow", bad});
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_FALSE(r.err.empty()) << bad;
+  }
+  Result rate = RunAirlock({"session", "create", "--net-rate", "1k"});
+  EXPECT_NE(rate.exit_code, 0);
+  EXPECT_NE(rate.err.find("at least 4 KiB/s"), std::string::npos) << rate.err;
+  Result r = RunAirlock({"run", "--allow-preset", "nosuch", "--", "true"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("pypi"), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"ls", "-q"}).out, before);
+}
+
+}  // namespace
+}  // namespace airlock
