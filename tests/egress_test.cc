@@ -520,6 +520,46 @@ TEST(EgressTest, ForksInheritThePolicyAndAPauseResetsConnections) {
   RunAirlock({"rm", a, b, child});
 }
 
+TEST(EgressTest, AFloodOfQuestionsAndConnectionsHitsTheCapsNotTheHost) {
+  LoopbackHttpServer web("still here");
+  std::string port = std::to_string(web.port());
+  std::string id = CreateSession({"--allow", "web.test:" + port});
+  // Thousands of DNS questions as fast as the guest can send them, for names allowed and not.
+  Result r = RunAirlock({"exec", id, "--", "python3", "-c",
+                         "import socket, struct, os\n"
+                         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                         "for i in range(5000):\n"
+                         "    name = b'web.test' if i % 2 else b'n%d.flood.test' % i\n"
+                         "    q = struct.pack('>HHHHHH', i, 0x100, 1, 0, 0, 0)\n"
+                         "    for label in name.split(b'.'):\n"
+                         "        q += bytes([len(label)]) + label\n"
+                         "    s.sendto(q + b'\\0\\0\\1\\0\\1', ('127.0.0.1', 53))\n"
+                         "print('sent')\n"});
+  EXPECT_EQ(r.out, "sent\n") << r.err;
+  // More connections at once than a session may hold: the extra ones are refused.
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  absl::StrCat("import socket\n"
+                               "held, refused = [], 0\n"
+                               "for i in range(300):\n"
+                               "    try:\n"
+                               "        s = socket.create_connection(('web.test', ",
+                               port,
+                               "), timeout=30)\n"
+                               "        held.append(s)\n"
+                               "    except OSError:\n"
+                               "        refused += 1\n"
+                               "print(len(held) + refused)\n")});
+  EXPECT_EQ(r.out, "300\n") << r.err;
+  std::string log = WaitFor({"network", "log", id}, "too many connections");
+  EXPECT_NE(log.find("too many connections at once"), std::string::npos);
+  // The session, the daemon and the egress path still work.
+  r = RunAirlock(
+      {"exec", id, "--", "python3", "-c", Fetch(absl::StrCat("http://web.test:", port, "/"))});
+  EXPECT_EQ(r.out, "still here\n") << r.err;
+  EXPECT_EQ(RunAirlock({"ls"}).exit_code, 0);
+  RunAirlock({"rm", id});
+}
+
 TEST(EgressTest, MalformedRulesAreRefusedBeforeAnythingIsMade) {
   std::string before = RunAirlock({"ls", "-q"}).out;
   for (const char* bad : {"*foo", "*.", "https://pypi.org", "::/0", "10.20.1.0/16"}) {
