@@ -29,6 +29,9 @@ inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
 inline constexpr uint32_t kInitialWindow = 256 * 1024;
+// The same for connections (kConnect streams): a grant takes a round trip through both agents'
+// loops, and a bigger window keeps downloads from waiting on it.
+inline constexpr uint32_t kConnectionWindow = 1024 * 1024;
 // Caps on the lists inside payloads; a payload is already capped at kMaxPayload bytes.
 inline constexpr uint32_t kMaxListItems = 4096;
 

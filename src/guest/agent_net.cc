@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ constexpr uint32_t kMaxNames = 16384;
 constexpr uint32_t kMaxListeners = 4096;
 // Questions to the host at once; more get SERVFAIL (resolvers retry).
 constexpr size_t kMaxQuestions = 128;
-constexpr size_t kMaxWaiters = 32;
+constexpr size_t kMaxWaiters = 512;
 constexpr size_t kMaxConns = kMaxGuestStreams - kMaxQuestions;
 // Allowed names are answered with a short TTL so that programs ask again after a change.
 constexpr uint32_t kAnswerTtl = 5;
@@ -121,6 +122,12 @@ int Listen(uint32_t addr, uint16_t port) {
   return fd;
 }
 
+int64_t NowMs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
 bool InSyntheticRange(uint32_t addr) { return (addr & ~(kSyntheticSize - 1)) == kSyntheticBase; }
 
 }  // namespace
@@ -154,6 +161,7 @@ struct GuestNet::Name {
   uint32_t address = 0;
   std::set<uint16_t> ports;  // allowed, as the host last said
   std::map<uint16_t, std::unique_ptr<Listener>> listeners;
+  int64_t allowed_at_ms = 0;  // when the host last said it is allowed
 };
 
 struct GuestNet::Question {
@@ -168,12 +176,12 @@ struct GuestNet::Question {
 
 struct GuestNet::Conn {
   int fd = -1;
-  std::string to_socket;                  // from the host, not yet written to the socket
-  uint64_t send_window = kInitialWindow;  // bytes the host will still accept
-  uint64_t received_ungranted = 0;        // from the host, not yet granted back
-  uint64_t consumed_ungranted = 0;        // of which written to the socket
-  bool socket_ended = false;              // read EOF; kDataEnd sent
-  bool host_ended = false;                // kDataEnd received
+  std::string to_socket;                     // from the host, not yet written to the socket
+  uint64_t send_window = kConnectionWindow;  // bytes the host will still accept
+  uint64_t received_ungranted = 0;           // from the host, not yet granted back
+  uint64_t consumed_ungranted = 0;           // of which written to the socket
+  bool socket_ended = false;                 // read EOF; kDataEnd sent
+  bool host_ended = false;                   // kDataEnd received
   bool shut_write = false;
 };
 
@@ -310,6 +318,17 @@ void GuestNet::ReadDns() {
       reply(BuildDnsResponse(q, DnsRcode::kNxDomain, {}, kAnswerTtl, kNegativeTtl));
       continue;
     }
+    // The host allowed this name a moment ago: answer from that (a policy change since would
+    // have asked again), so that many programs resolving at once do not each wait for it.
+    if (auto known = names_.find(q.name);
+        known != names_.end() && !known->second->ports.empty() &&
+        NowMs() - known->second->allowed_at_ms < kAnswerTtl * 1000) {
+      Question local;
+      local.name = q.name;
+      local.waiters.push_back({client, q});
+      AnswerWaiters(local, false);
+      continue;
+    }
     auto asking = asking_.find(q.name);
     if (asking == asking_.end()) {
       if (questions_.size() >= kMaxQuestions) {
@@ -386,6 +405,7 @@ void GuestNet::ApplyAnswer(const std::string& name, DnsVerdict verdict,
     it = names_.emplace(name, std::move(n)).first;
   }
   it->second->ports = std::set<uint16_t>(ports.begin(), ports.end());
+  it->second->allowed_at_ms = NowMs();
   SyncListeners(*it->second);
 }
 
@@ -621,7 +641,10 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
     if (!r.AtEnd()) return fail("malformed address rules");
     ApplyPolicy(std::move(rules));
     std::vector<std::string> names;
-    for (auto& [name, n] : names_) names.push_back(name);
+    for (auto& [name, n] : names_) {
+      n->allowed_at_ms = 0;  // nothing is answered from memory until the host said it again
+      names.push_back(name);
+    }
     for (const std::string& name : names) {
       if (questions_.size() < kMaxQuestions) Ask(name, true);
     }
@@ -665,7 +688,9 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
     case FrameType::kData:
       if (frame.payload.empty() || c.host_ended) return fail("unexpected data");
       c.received_ungranted += frame.payload.size();
-      if (c.received_ungranted > kInitialWindow) return fail("host sent data beyond the window");
+      if (c.received_ungranted > kConnectionWindow) {
+        return fail("host sent data beyond the window");
+      }
       c.to_socket += frame.payload;
       return true;
     case FrameType::kDataEnd:
@@ -680,7 +705,7 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
       uint32_t more;
       if (!r.U32(&more) || !r.AtEnd()) return fail("malformed window");
       c.send_window += more;
-      if (c.send_window > kInitialWindow) return fail("window grows beyond its size");
+      if (c.send_window > kConnectionWindow) return fail("window grows beyond its size");
       return true;
     }
     default:

@@ -284,7 +284,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       if (frame.payload.empty()) return violation("empty data frame");
       if (g.guest_ended) return violation("data after the end of the data");
       g.received_ungranted += frame.payload.size();
-      if (g.received_ungranted > kInitialWindow) return violation("data beyond the window");
+      if (g.received_ungranted > kConnectionWindow) return violation("data beyond the window");
       *after = [handler, id, data = std::move(frame.payload)]() mutable {
         handler->OnData(id, std::move(data));
       };
@@ -313,7 +313,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       uint32_t more;
       if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
       g.send_window += more;
-      if (g.send_window > kInitialWindow) return violation("window grows beyond its size");
+      if (g.send_window > kConnectionWindow) return violation("window grows beyond its size");
       *after = [handler, id] { handler->OnWindow(id); };
       return absl::OkStatus();
     }

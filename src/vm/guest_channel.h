@@ -163,7 +163,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   struct GuestStream {
     FrameType kind = FrameType::kConnect;
     uint64_t received_ungranted = 0;        // kData bytes received and not yet granted back
-    uint64_t send_window = kInitialWindow;  // kData bytes the guest will still accept
+    uint64_t send_window = kConnectionWindow;  // kData bytes the guest will still accept
     bool guest_ended = false;               // kDataEnd received
     bool host_ended = false;                // kDataEnd sent
   };

@@ -288,16 +288,16 @@ TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   g.Send(FrameType::kData, 2, "hello");
   for (int i = 0; i < 100 && handler->Seen().size() < 2; ++i) usleep(10000);
   // The host may send only as much as the guest's window.
-  std::string big(kInitialWindow + 10, 'x');
+  std::string big(kConnectionWindow + 10, 'x');
   size_t got = 0;
   std::thread reader([&] {
-    while (got < kInitialWindow) got += g.Receive().payload.size();
+    while (got < kConnectionWindow) got += g.Receive().payload.size();
   });
   absl::StatusOr<size_t> sent = g.channel_->SendGuestData(2, big);
   reader.join();
   ASSERT_TRUE(sent.ok()) << sent.status();
-  EXPECT_EQ(*sent, kInitialWindow);
-  EXPECT_EQ(got, kInitialWindow);
+  EXPECT_EQ(*sent, kConnectionWindow);
+  EXPECT_EQ(got, kConnectionWindow);
   EXPECT_EQ(*g.channel_->SendGuestData(2, "more"), 0u);
   g.Send(FrameType::kWindow, 2, PayloadWriter().U32(4).bytes());
   for (int i = 0; i < 100 && handler->Seen().size() < 3; ++i) usleep(10000);
@@ -314,7 +314,7 @@ TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   h.Handshake();
   h.channel_->SetGuestStreamHandler(handler);
   h.Send(FrameType::kConnect, 2, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
-  for (uint32_t sentb = 0; sentb <= kInitialWindow; sentb += kMaxPayload) {
+  for (uint32_t sentb = 0; sentb <= kConnectionWindow; sentb += kMaxPayload) {
     h.Send(FrameType::kData, 2, std::string(kMaxPayload, 'y'));
   }
   EXPECT_EQ(h.WaitFailed().code(), absl::StatusCode::kDataLoss);
