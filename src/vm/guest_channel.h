@@ -162,10 +162,10 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // A stream the guest opened.
   struct GuestStream {
     FrameType kind = FrameType::kConnect;
-    uint64_t received_ungranted = 0;        // kData bytes received and not yet granted back
+    uint64_t received_ungranted = 0;           // kData bytes received and not yet granted back
     uint64_t send_window = kConnectionWindow;  // kData bytes the guest will still accept
-    bool guest_ended = false;               // kDataEnd received
-    bool host_ended = false;                // kDataEnd sent
+    bool guest_ended = false;                  // kDataEnd received
+    bool host_ended = false;                   // kDataEnd sent
   };
 
   explicit GuestChannel(UniqueFd fd, FailureCallback on_failure);
