@@ -140,6 +140,48 @@ enum class ExitKind : uint32_t {
 // Flags of kExecStart.
 inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null
 
+// Flow control of one stream, both directions, the same for every kind of stream on either
+// side of the channel: a receiver accepts `size` bytes of data frames and grants more (kWindow)
+// as it consumes them; a sender sends no more than it was granted. Not thread-safe.
+class StreamWindow {
+ public:
+  explicit StreamWindow(uint32_t size = kInitialWindow) : size_(size), send_(size) {}
+
+  // Receiving. The peer sent n data bytes: false if that is more than it was granted.
+  [[nodiscard]] bool Received(uint64_t n) {
+    received_ += n;
+    return received_ <= size_;
+  }
+  // n of the received bytes were consumed (written on, or dropped).
+  void Consumed(uint64_t n) { consumed_ += n; }
+  // Bytes to grant the peer now, counted as granted: what was consumed, once it is at least
+  // kMaxPayload (fewer, larger grants) or when `force` (nothing more is waiting); 0: none.
+  uint32_t TakeGrant(bool force) {
+    if (consumed_ == 0 || (!force && consumed_ < kMaxPayload)) return 0;
+    uint64_t grant = consumed_;
+    received_ -= grant;
+    consumed_ = 0;
+    return static_cast<uint32_t>(grant);
+  }
+  uint64_t unconsumed() const { return received_ - consumed_; }
+  bool grant_pending() const { return consumed_ > 0; }
+
+  // Sending. How many data bytes may be sent now.
+  uint64_t sendable() const { return send_; }
+  void Sent(uint64_t n) { send_ -= n; }
+  // The peer granted more: false if that grows the window beyond its size.
+  [[nodiscard]] bool Granted(uint64_t more) {
+    send_ += more;
+    return send_ <= size_;
+  }
+
+ private:
+  uint64_t size_;
+  uint64_t send_;
+  uint64_t received_ = 0;  // received and not yet granted back
+  uint64_t consumed_ = 0;  // of which consumed
+};
+
 struct Frame {
   FrameType type = FrameType::kHello;
   uint32_t stream = 0;

@@ -176,12 +176,10 @@ struct GuestNet::Question {
 
 struct GuestNet::Conn {
   int fd = -1;
-  std::string to_socket;                     // from the host, not yet written to the socket
-  uint64_t send_window = kConnectionWindow;  // bytes the host will still accept
-  uint64_t received_ungranted = 0;           // from the host, not yet granted back
-  uint64_t consumed_ungranted = 0;           // of which written to the socket
-  bool socket_ended = false;                 // read EOF; kDataEnd sent
-  bool host_ended = false;                   // kDataEnd received
+  std::string to_socket;                   // from the host, not yet written to the socket
+  StreamWindow window{kConnectionWindow};  // what we may send, what the host sent
+  bool socket_ended = false;               // read EOF; kDataEnd sent
+  bool host_ended = false;                 // kDataEnd received
   bool shut_write = false;
 };
 
@@ -237,10 +235,10 @@ int GuestNet::AddPollFds(std::vector<pollfd>* fds, bool can_send) {
   int timeout = -1;
   for (auto& [id, c] : conns_) {
     short events = 0;
-    if (!c->socket_ended && c->send_window > 0 && can_send) events |= POLLIN;
+    if (!c->socket_ended && c->window.sendable() > 0 && can_send) events |= POLLIN;
     if (!c->to_socket.empty()) events |= POLLOUT;
     if (events != 0) watch(2, c->fd, id, events);
-    if (c->consumed_ungranted > 0 && can_send) timeout = 0;
+    if (c->window.grant_pending() && can_send) timeout = 0;
   }
   return timeout;
 }
@@ -541,12 +539,12 @@ void GuestNet::Accept(Listener& listener) {
 
 void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && !c.socket_ended && can_send) {
-    while (c.send_window > 0) {
+    while (c.window.sendable() > 0) {
       char buf[kMaxPayload];
-      ssize_t n = read(c.fd, buf, std::min<uint64_t>(sizeof(buf), c.send_window));
+      ssize_t n = read(c.fd, buf, std::min<uint64_t>(sizeof(buf), c.window.sendable()));
       if (n > 0) {
         send_(FrameType::kData, id, std::string_view(buf, static_cast<size_t>(n)));
-        c.send_window -= static_cast<uint64_t>(n);
+        c.window.Sent(static_cast<uint64_t>(n));
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -573,7 +571,7 @@ void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
       return;
     }
     c.to_socket.erase(0, static_cast<size_t>(n));
-    c.consumed_ungranted += static_cast<uint64_t>(n);
+    c.window.Consumed(static_cast<uint64_t>(n));
   }
   if (c.host_ended && c.to_socket.empty() && !c.shut_write) {
     shutdown(c.fd, SHUT_WR);
@@ -586,14 +584,10 @@ void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
 }
 
 void GuestNet::GrantConn(uint32_t id, Conn& c, bool force) {
-  if (c.consumed_ungranted == 0 ||
-      (!force && c.consumed_ungranted < kMaxPayload && !c.to_socket.empty())) {
-    return;
+  // Everything the socket took is granted once nothing more waits for it.
+  if (uint32_t grant = c.window.TakeGrant(force || c.to_socket.empty()); grant > 0) {
+    send_(FrameType::kWindow, id, PayloadWriter().U32(grant).bytes());
   }
-  send_(FrameType::kWindow, id,
-        PayloadWriter().U32(static_cast<uint32_t>(c.consumed_ungranted)).bytes());
-  c.received_ungranted -= c.consumed_ungranted;
-  c.consumed_ungranted = 0;
 }
 
 void GuestNet::CloseConn(uint32_t id, bool reset_socket, bool tell_host, uint32_t code,
@@ -687,10 +681,7 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
   switch (frame.type) {
     case FrameType::kData:
       if (frame.payload.empty() || c.host_ended) return fail("unexpected data");
-      c.received_ungranted += frame.payload.size();
-      if (c.received_ungranted > kConnectionWindow) {
-        return fail("host sent data beyond the window");
-      }
+      if (!c.window.Received(frame.payload.size())) return fail("host sent data beyond the window");
       c.to_socket += frame.payload;
       return true;
     case FrameType::kDataEnd:
@@ -704,8 +695,7 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
       PayloadReader r(frame.payload);
       uint32_t more;
       if (!r.U32(&more) || !r.AtEnd()) return fail("malformed window");
-      c.send_window += more;
-      if (c.send_window > kConnectionWindow) return fail("window grows beyond its size");
+      if (!c.window.Granted(more)) return fail("window grows beyond its size");
       return true;
     }
     default:

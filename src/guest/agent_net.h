@@ -54,8 +54,11 @@ class GuestNet {
   int AddPollFds(std::vector<pollfd>* fds, bool can_send);
   void HandlePoll(const std::vector<pollfd>& fds, bool can_send);
 
-  // Frames of guest-opened streams (even ids) and kNetPolicy. False, with *error set, when the
-  // host broke the protocol.
+  // Whether a frame is egress's: one of a stream the agent opened (even ids), or kNetPolicy.
+  static bool Handles(const Frame& frame) {
+    return frame.type == FrameType::kNetPolicy || (frame.stream != 0 && frame.stream % 2 == 0);
+  }
+  // Such a frame. False, with *error set, when the host broke the protocol.
   bool HandleFrame(const Frame& frame, std::string* error);
 
   // At kPause: every connection is reset and every pending question fails (SERVFAIL); the

@@ -213,9 +213,7 @@ struct AgentServer::Stream {
   bool input_ended = false;
   bool exited = false;
   int wait_status = 0;
-  uint64_t send_window = kInitialWindow;  // data bytes we may still send the host
-  uint64_t recv_outstanding = 0;          // input received and not yet granted back
-  uint64_t recv_consumed = 0;             // of which consumed, to grant in the next kWindow
+  StreamWindow window;  // output we may send, input we received
   int file_error = 0;
   uint64_t oom_kills_at_start = 0;
 };
@@ -389,17 +387,13 @@ void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
 }
 
 void AgentServer::GrantInput(uint32_t id, Stream& s, bool force) {
-  if (s.recv_consumed == 0 || (!force && s.recv_consumed < kMaxPayload)) return;
-  PayloadWriter w;
-  w.U32(static_cast<uint32_t>(s.recv_consumed));
-  Send(FrameType::kWindow, id, w.bytes());
-  s.recv_outstanding -= s.recv_consumed;
-  s.recv_consumed = 0;
+  if (uint32_t grant = s.window.TakeGrant(force); grant > 0) {
+    Send(FrameType::kWindow, id, PayloadWriter().U32(grant).bytes());
+  }
 }
 
 bool AgentServer::HandleInput(Stream& s, const Frame& frame, std::string* error) {
-  s.recv_outstanding += frame.payload.size();
-  if (s.recv_outstanding > kInitialWindow) {
+  if (!s.window.Received(frame.payload.size())) {
     *error = "host sent input beyond the window";
     return false;
   }
@@ -422,15 +416,39 @@ bool AgentServer::HandleInput(Stream& s, const Frame& frame, std::string* error)
       left -= static_cast<size_t>(n);
     }
   }
-  s.recv_consumed += frame.payload.size();  // written, or discarded
+  s.window.Consumed(frame.payload.size());  // written, or discarded
   return true;
 }
 
+// The kinds of stream the host opens, by the frame that opens them. The server routes every
+// later frame of a stream by its id and keeps its flow control (StreamWindow); a new kind adds
+// a line here and its own Start and Pump.
+const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
+  static const auto* openers = new std::map<FrameType, Opener>{
+      {FrameType::kExecStart, &AgentServer::StartExec},
+      {FrameType::kFileWrite, &AgentServer::StartFileWrite},
+      {FrameType::kFileRead, &AgentServer::StartFileRead},
+      {FrameType::kMetricsRequest, &AgentServer::StartMetrics},
+  };
+  return *openers;
+}
+
+void AgentServer::StartMetrics(uint32_t id, const std::string& payload) {
+  Send(FrameType::kMetrics, id, EncodeMetrics(SampleMetrics()));
+}
+
 bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
-  if (frame.type == FrameType::kNetPolicy || (frame.stream != 0 && frame.stream % 2 == 0)) {
-    return net_.HandleFrame(frame, error);
-  }
+  if (net_.Handles(frame)) return net_.HandleFrame(frame, error);
   auto it = streams_.find(frame.stream);
+  if (auto opener = Openers().find(frame.type); opener != Openers().end()) {
+    if (frame.stream == 0 || it != streams_.end()) {
+      *error = "stream " + std::to_string(frame.stream) + " is already open";
+      return false;
+    }
+    max_stream_seen_ = std::max(max_stream_seen_, frame.stream);
+    (this->*opener->second)(frame.stream, frame.payload);
+    return true;
+  }
   switch (frame.type) {
     case FrameType::kSync: {
       PayloadReader r(frame.payload);
@@ -479,22 +497,6 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       Send(FrameType::kPaused, 0, "");
       paused_ = true;
       return true;
-    case FrameType::kExecStart:
-    case FrameType::kFileWrite:
-    case FrameType::kFileRead:
-    case FrameType::kMetricsRequest:
-      if (frame.stream == 0 || it != streams_.end()) {
-        *error = "stream " + std::to_string(frame.stream) + " is already open";
-        return false;
-      }
-      max_stream_seen_ = std::max(max_stream_seen_, frame.stream);
-      if (frame.type == FrameType::kExecStart) StartExec(frame.stream, frame.payload);
-      if (frame.type == FrameType::kFileWrite) StartFileWrite(frame.stream, frame.payload);
-      if (frame.type == FrameType::kFileRead) StartFileRead(frame.stream, frame.payload);
-      if (frame.type == FrameType::kMetricsRequest) {
-        Send(FrameType::kMetrics, frame.stream, EncodeMetrics(SampleMetrics()));
-      }
-      return true;
     case FrameType::kInput:
       return it == streams_.end() || HandleInput(*it->second, frame, error);
     case FrameType::kInputEnd:
@@ -528,7 +530,10 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         *error = "malformed window";
         return false;
       }
-      if (it != streams_.end()) it->second->send_window += more;
+      if (it != streams_.end() && !it->second->window.Granted(more)) {
+        *error = "window grows beyond its size";
+        return false;
+      }
       return true;
     }
     case FrameType::kProtocolError:
@@ -555,8 +560,8 @@ void AgentServer::Reap() {
 }
 
 void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
-  while (s.out_fd[which] >= 0 && s.send_window > 0 && out_bytes_ < kOutQueueCap) {
-    size_t want = std::min<uint64_t>(s.send_window, kMaxPayload);
+  while (s.out_fd[which] >= 0 && s.window.sendable() > 0 && out_bytes_ < kOutQueueCap) {
+    size_t want = std::min<uint64_t>(s.window.sendable(), kMaxPayload);
     // Read straight into the frame: output is the bulk of what crosses the channel.
     std::string frame(kFrameHeaderSize + want, '\0');
     ssize_t n = read(s.out_fd[which], frame.data() + kFrameHeaderSize, want);
@@ -568,7 +573,7 @@ void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
       frame.resize(kFrameHeaderSize + static_cast<size_t>(n));
       out_bytes_ += frame.size();
       out_.push_back(std::move(frame));
-      s.send_window -= static_cast<uint64_t>(n);
+      s.window.Sent(static_cast<uint64_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -585,20 +590,20 @@ void AgentServer::PumpStdin(Stream& s) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n < 0) {  // EPIPE: the process closed its stdin; discard what is left
-      s.recv_consumed += s.stdin_buf.size();
+      s.window.Consumed(s.stdin_buf.size());
       s.stdin_buf.clear();
       CloseFd(&s.stdin_fd);
       return;
     }
     s.stdin_buf.erase(0, static_cast<size_t>(n));
-    s.recv_consumed += static_cast<uint64_t>(n);
+    s.window.Consumed(static_cast<uint64_t>(n));
   }
 }
 
 void AgentServer::PumpFileRead(uint32_t id, Stream& s) {
   char buf[kMaxPayload];
-  while (s.send_window > 0 && out_bytes_ < kOutQueueCap) {
-    ssize_t n = read(s.file_fd, buf, std::min<uint64_t>(s.send_window, sizeof(buf)));
+  while (s.window.sendable() > 0 && out_bytes_ < kOutQueueCap) {
+    ssize_t n = read(s.file_fd, buf, std::min<uint64_t>(s.window.sendable(), sizeof(buf)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int e = errno;
@@ -610,7 +615,7 @@ void AgentServer::PumpFileRead(uint32_t id, Stream& s) {
       return;
     }
     Send(FrameType::kStdout, id, std::string_view(buf, static_cast<size_t>(n)));
-    s.send_window -= static_cast<uint64_t>(n);
+    s.window.Sent(static_cast<uint64_t>(n));
   }
 }
 
@@ -634,13 +639,14 @@ std::string AgentServer::Serve() {
     int timeout = -1;
     for (auto& [id, s] : streams_) {
       if (paused_) break;  // output waits in its pipes until the host is back
-      if (s->kind == Stream::Kind::kFileRead && s->send_window > 0 && out_bytes_ < kOutQueueCap) {
+      bool can_send = s->window.sendable() > 0 && out_bytes_ < kOutQueueCap;
+      if (s->kind == Stream::Kind::kFileRead && can_send) {
         timeout = 0;
       }
       if (s->kind != Stream::Kind::kExec) continue;
-      if (s->exited && s->send_window > 0 && out_bytes_ < kOutQueueCap) timeout = 0;
+      if (s->exited && can_send) timeout = 0;
       for (int which = 0; which < 2; ++which) {
-        if (s->out_fd[which] >= 0 && s->send_window > 0 && out_bytes_ < kOutQueueCap) {
+        if (s->out_fd[which] >= 0 && can_send) {
           fds.push_back({s->out_fd[which], POLLIN, 0});
           owners.push_back({id, which});
         }

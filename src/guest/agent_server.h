@@ -37,6 +37,9 @@ class AgentServer {
   void StartExec(uint32_t id, const std::string& payload);
   void StartFileWrite(uint32_t id, const std::string& payload);
   void StartFileRead(uint32_t id, const std::string& payload);
+  void StartMetrics(uint32_t id, const std::string& payload);
+  using Opener = void (AgentServer::*)(uint32_t id, const std::string& payload);
+  static const std::map<FrameType, Opener>& Openers();
   bool HandleInput(Stream& s, const Frame& frame, std::string* error);
   void FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message);
   void Reap();

@@ -431,6 +431,7 @@ Decision EgressPolicy::CheckName(std::string_view name, uint16_t port) const {
     if (rule.MatchesPort(port)) {
       decision.allowed = true;
       decision.rule = rule.ToString();
+      decision.raw = rule.raw;
       return decision;
     }
     name_allowed = true;

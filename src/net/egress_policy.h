@@ -65,6 +65,8 @@ struct Decision {
   //   api.x.com is allowed but port 8080 is not; allow it with --allow api.x.com:8080
   //   the operator's ceiling denies *.evil.com (ceiling line 3)
   std::string reason;
+  // When allowed by a /raw rule: the connection is carried without a Host or SNI check.
+  bool raw = false;
 };
 
 // What the operator allows any session on this host at most.

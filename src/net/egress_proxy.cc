@@ -464,6 +464,7 @@ class EgressProxy::Impl {
     Decision d = policy->CheckName(c.name, c.port);
     if (!d.allowed) return Close(c, ECONNREFUSED, d.reason, false);
     c.rule = d.rule;
+    if (d.raw) c.need_check = false;
     c.resolving = true;
     Resolve(c.name, [this, id](const absl::StatusOr<std::vector<IpAddress>>& result) {
       auto it = conns_.find(id);
@@ -828,7 +829,8 @@ absl::StatusOr<std::shared_ptr<EgressProxy>> EgressProxy::Start(
   auto impl = std::make_unique<Impl>(channel, std::move(policy), std::move(options));
   if (absl::Status s = impl->Start(); !s.ok()) return s;
   std::shared_ptr<EgressProxy> proxy(new EgressProxy(std::move(impl)));
-  channel->SetGuestStreamHandler(proxy);
+  channel->RegisterGuestStreamKind(FrameType::kDnsQuery, proxy);
+  channel->RegisterGuestStreamKind(FrameType::kConnect, proxy);
   if (absl::Status s = channel->SendNetPolicy(payload); !s.ok()) {
     proxy->Stop();
     return s;

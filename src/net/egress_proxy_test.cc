@@ -218,6 +218,17 @@ TEST_F(EgressProxyTest, ChecksTheHostOnPort80AndTheSniOn443BeforeDialing) {
   EXPECT_NE(f.payload.find("other than TLS"), std::string::npos) << f.payload;
 }
 
+TEST_F(EgressProxyTest, ARawRuleCarriesOtherProtocolsOnPort80And443) {
+  Start({"web.test:80/raw"});
+  Connect(2, "web.test", 80);
+  g_.Send(FrameType::kData, 2, "SSH-2.0-OpenSSH_9.2\r\n");
+  Frame f = g_.ReceiveRequest();
+  // Not refused for what it sent: it was dialed (and nothing listens on port 80 here).
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_EQ(f.payload.find("HTTP"), std::string::npos) << f.payload;
+  EXPECT_NE(f.payload.find("refused the connection"), std::string::npos) << f.payload;
+}
+
 TEST_F(EgressProxyTest, NarrowingThePolicyResetsOpenConnections) {
   EchoServer echo;
   Start({"web.test:" + std::to_string(echo.port())});

@@ -313,10 +313,30 @@ std::string EgressRule::ToString() const {
   } else if (ports != DefaultPorts()) {
     text += ":" + absl::StrJoin(ports, ",");
   }
+  if (raw) text += "/raw";
   return text;
 }
 
 absl::StatusOr<EgressRule> ParseEgressRule(std::string_view text, RuleContext context) {
+  constexpr std::string_view kRaw = "/raw";
+  if (text.size() > kRaw.size() && text.substr(text.size() - kRaw.size()) == kRaw) {
+    std::string_view inner = text.substr(0, text.size() - kRaw.size());
+    if (context != RuleContext::kSession) {
+      return Bad(text, "/raw is for a session's rules, not the ceiling");
+    }
+    if (inner.size() > kRaw.size() && inner.substr(inner.size() - kRaw.size()) == kRaw) {
+      return Bad(text, "give /raw once");
+    }
+    absl::StatusOr<EgressRule> rule = ParseEgressRule(inner, context);
+    if (!rule.ok()) return rule;
+    if (rule->kind == EgressRule::Kind::kAddress) {
+      return Bad(text,
+                 "an address rule's connections are carried as they are; /raw is for names "
+                 "(their connections on ports 80 and 443 then skip the Host and SNI check)");
+    }
+    rule->raw = true;
+    return rule;
+  }
   if (text.empty()) {
     return Bad(text,
                "an empty rule; give a host name (pypi.org), a wildcard (*.example.com) or an "

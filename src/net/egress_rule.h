@@ -55,6 +55,10 @@ struct EgressRule {
   IpPrefix prefix;   // kAddress; an IPv4-mapped IPv6 range is stored as its IPv4 range
   // Empty: any port. The parser makes only {80, 443} (no port given), {} (":*") or one port.
   std::vector<uint16_t> ports = {80, 443};
+  // "NAME[:PORT]/raw" (session rules for names only): connections it allows on ports 80 and 443
+  // are carried without checking their HTTP Host or TLS SNI, for protocols other than HTTP and
+  // TLS there (SSH over 443, say), at the price of not knowing which name the guest talks to.
+  bool raw = false;
 
   // For kName, kNameSuffix and kAnyName rules; lower_name is lower-case without a trailing dot
   // (NormalizeHostName). Address rules match no name.

@@ -300,6 +300,20 @@ TEST(EgressRuleTest, NormalizesHostNamesFromAGuest) {
   EXPECT_PRED2(Has, std::string(nul.status().message()), "\"evil.com\\x00.pypi.org\"");
 }
 
+TEST(EgressRuleTest, RawRulesAreForNamesOfSessions) {
+  EgressRule rule = Parse("ssh.example.com:443/raw");
+  EXPECT_TRUE(rule.raw);
+  EXPECT_EQ(rule.ports, std::vector<uint16_t>{443});
+  EXPECT_EQ(rule.ToString(), "ssh.example.com:443/raw");
+  EXPECT_EQ(Parse(rule.ToString()), rule);
+  EXPECT_TRUE(Parse("*.example.com/raw").raw);
+  EXPECT_FALSE(Parse("example.com").raw);
+  EXPECT_TRUE(Has(Error("10.0.0.0/8:22/raw"), "/raw is for names"));
+  EXPECT_TRUE(Has(Error("a.com/raw/raw"), "once"));
+  EXPECT_TRUE(Has(Error("a.com/raw", RuleContext::kCeilingAllow), "not the ceiling"));
+  EXPECT_FALSE(ParseEgressRule("/raw").ok());
+}
+
 TEST(EgressRuleTest, Presets) {
   std::vector<std::string> names = PresetNames();
   EXPECT_EQ(names, (std::vector<std::string>{"anthropic", "crates", "debian", "github", "golang",

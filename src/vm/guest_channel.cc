@@ -60,7 +60,7 @@ void GuestChannel::Stop() {
   DropGuestStreams("the VM was shut down");
   {
     std::lock_guard<std::mutex> lock(mu_);
-    guest_handler_.reset();
+    guest_kinds_.clear();
   }
   std::lock_guard<std::mutex> lock(write_mu_);
   fd_.reset();
@@ -190,8 +190,7 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
     case FrameType::kStdout:
     case FrameType::kStderr: {
       if (frame.payload.empty()) return violation("empty data frame");
-      s.received_unconsumed += frame.payload.size();
-      if (s.received_unconsumed > kInitialWindow) return violation("data beyond the window");
+      if (!s.window.Received(frame.payload.size())) return violation("data beyond the window");
       ExecEvent event;
       event.type =
           frame.type == FrameType::kStdout ? ExecEvent::Type::kStdout : ExecEvent::Type::kStderr;
@@ -217,8 +216,7 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
       PayloadReader r(frame.payload);
       uint32_t more;
       if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
-      s.send_window += more;
-      if (s.send_window > kInitialWindow) return violation("window grows beyond its size");
+      if (!s.window.Granted(more)) return violation("window grows beyond its size");
       break;
     }
     case FrameType::kMetrics:
@@ -252,7 +250,9 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
     if (id >= (1u << 31)) return violation("stream id out of range");
     highest_guest_stream_ = id;
     if (quiescing_ || paused_) return absl::OkStatus();  // the agent drops it at kPause
-    std::shared_ptr<GuestStreamHandler> handler = guest_handler_;
+    auto kind = guest_kinds_.find(frame.type);
+    std::shared_ptr<GuestStreamHandler> handler =
+        kind == guest_kinds_.end() ? nullptr : kind->second;
     if (guest_streams_.size() >= kMaxGuestStreams || handler == nullptr) {
       std::string why = handler == nullptr
                             ? "this session has no network"
@@ -268,7 +268,9 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       };
       return absl::OkStatus();
     }
-    guest_streams_[id].kind = frame.type;
+    GuestStream& opened = guest_streams_[id];
+    opened.kind = frame.type;
+    opened.handler = handler;
     FrameType type = frame.type;
     *after = [handler, id, type, payload = std::move(frame.payload)]() mutable {
       handler->OnOpen(id, type, std::move(payload));
@@ -276,15 +278,14 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
     return absl::OkStatus();
   }
   GuestStream& g = it->second;
-  std::shared_ptr<GuestStreamHandler> handler = guest_handler_;
+  std::shared_ptr<GuestStreamHandler> handler = g.handler;
   if (opens) return violation("stream id reused");
   if (g.kind != FrameType::kConnect) return violation("frame on a DNS question");
   switch (frame.type) {
     case FrameType::kData:
       if (frame.payload.empty()) return violation("empty data frame");
       if (g.guest_ended) return violation("data after the end of the data");
-      g.received_ungranted += frame.payload.size();
-      if (g.received_ungranted > kConnectionWindow) return violation("data beyond the window");
+      if (!g.window.Received(frame.payload.size())) return violation("data beyond the window");
       *after = [handler, id, data = std::move(frame.payload)]() mutable {
         handler->OnData(id, std::move(data));
       };
@@ -312,8 +313,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       PayloadReader r(frame.payload);
       uint32_t more;
       if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
-      g.send_window += more;
-      if (g.send_window > kConnectionWindow) return violation("window grows beyond its size");
+      if (!g.window.Granted(more)) return violation("window grows beyond its size");
       *after = [handler, id] { handler->OnWindow(id); };
       return absl::OkStatus();
     }
@@ -324,21 +324,23 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
 }
 
 void GuestChannel::DropGuestStreams(const std::string& why) {
-  std::vector<uint32_t> ids;
-  std::shared_ptr<GuestStreamHandler> handler;
+  std::vector<std::pair<uint32_t, std::shared_ptr<GuestStreamHandler>>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, g] : guest_streams_) ids.push_back(id);
+    for (const auto& [id, g] : guest_streams_) dropped.emplace_back(id, g.handler);
     guest_streams_.clear();
-    handler = guest_handler_;
   }
-  if (handler == nullptr) return;
-  for (uint32_t id : ids) handler->OnReset(id, 0, why);
+  for (const auto& [id, handler] : dropped) handler->OnReset(id, 0, why);
 }
 
-void GuestChannel::SetGuestStreamHandler(std::shared_ptr<GuestStreamHandler> handler) {
+void GuestChannel::RegisterGuestStreamKind(FrameType opens,
+                                           std::shared_ptr<GuestStreamHandler> handler) {
   std::lock_guard<std::mutex> lock(mu_);
-  guest_handler_ = std::move(handler);
+  if (handler == nullptr) {
+    guest_kinds_.erase(opens);
+  } else {
+    guest_kinds_[opens] = std::move(handler);
+  }
 }
 
 absl::Status GuestChannel::AnswerRefusal(uint32_t id, std::string_view why) {
@@ -374,9 +376,9 @@ absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view
       if (!failure_.ok()) return failure_;
       auto it = guest_streams_.find(id);
       if (it == guest_streams_.end() || it->second.host_ended) return sent;
-      chunk = std::min<uint64_t>({data.size() - sent, it->second.send_window, kMaxPayload});
+      chunk = std::min<uint64_t>({data.size() - sent, it->second.window.sendable(), kMaxPayload});
       if (chunk == 0) return sent;
-      it->second.send_window -= chunk;
+      it->second.window.Sent(chunk);
     }
     if (absl::Status s = Send(FrameType::kData, id, data.substr(sent, chunk)); !s.ok()) return s;
     sent += chunk;
@@ -389,8 +391,9 @@ absl::Status GuestChannel::GrantGuestData(uint32_t id, uint32_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end() || bytes == 0) return absl::OkStatus();
-    bytes = static_cast<uint32_t>(std::min<uint64_t>(bytes, it->second.received_ungranted));
-    it->second.received_ungranted -= bytes;
+    it->second.window.Consumed(std::min<uint64_t>(bytes, it->second.window.unconsumed()));
+    bytes = it->second.window.TakeGrant(/*force=*/true);
+    if (bytes == 0) return absl::OkStatus();
   }
   return Send(FrameType::kWindow, id, PayloadWriter().U32(bytes).bytes());
 }
@@ -535,12 +538,8 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
         event = std::move(s.events.front());
         s.events.pop_front();
         if (event.type != ExecEvent::Type::kExit) {
-          s.received_unconsumed -= event.data.size();
-          s.consumed_ungranted += event.data.size();
-          if (s.consumed_ungranted >= kMaxPayload || s.events.empty()) {
-            grant = s.consumed_ungranted;
-            s.consumed_ungranted = 0;
-          }
+          s.window.Consumed(event.data.size());
+          grant = s.window.TakeGrant(/*force=*/s.events.empty());
         }
         break;
       }
@@ -571,9 +570,9 @@ absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::T
         if (it == streams_.end() || it->second.done) {
           return absl::FailedPreconditionError("the command has ended");
         }
-        if (it->second.send_window > 0) {
-          chunk = std::min<uint64_t>({data.size(), it->second.send_window, kMaxPayload});
-          it->second.send_window -= chunk;
+        if (it->second.window.sendable() > 0) {
+          chunk = std::min<uint64_t>({data.size(), it->second.window.sendable(), kMaxPayload});
+          it->second.window.Sent(chunk);
           break;
         }
         if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&

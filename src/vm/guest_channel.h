@@ -122,9 +122,11 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
                                                      absl::Time deadline);
   [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
 
-  // Egress: who serves the streams the guest opens. Without a handler the guest's questions
-  // are answered "denied" and its connections reset. Set before the guest can use the network.
-  void SetGuestStreamHandler(std::shared_ptr<GuestStreamHandler> handler);
+  // Who serves the streams of one kind the guest opens (`opens`: kDnsQuery or kConnect); nullptr
+  // stops serving new ones. A kind nobody serves is refused stream by stream (a DNS question
+  // answered "failed", a connection reset), never by failing the channel. The channel keeps
+  // each stream's flow control and checks its frames; the handler sees only valid ones.
+  void RegisterGuestStreamKind(FrameType opens, std::shared_ptr<GuestStreamHandler> handler);
   // Answers a kDnsQuery stream, which ends it.
   [[nodiscard]] absl::Status AnswerDns(uint32_t id, DnsVerdict verdict,
                                        const std::vector<uint16_t>& ports,
@@ -152,20 +154,18 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class ExecStream;
   struct Stream {
     std::deque<ExecEvent> events;
-    uint64_t received_unconsumed = 0;  // data bytes received and not yet granted back
-    uint64_t consumed_ungranted = 0;
-    uint64_t send_window = kInitialWindow;  // input bytes the guest will still accept
-    bool done = false;                      // kExit (or kMetrics) arrived
+    StreamWindow window;  // input the guest will accept, output it sent
+    bool done = false;    // kExit (or kMetrics) arrived
     std::string metrics;
   };
 
   // A stream the guest opened.
   struct GuestStream {
     FrameType kind = FrameType::kConnect;
-    uint64_t received_ungranted = 0;           // kData bytes received and not yet granted back
-    uint64_t send_window = kConnectionWindow;  // kData bytes the guest will still accept
-    bool guest_ended = false;                  // kDataEnd received
-    bool host_ended = false;                   // kDataEnd sent
+    std::shared_ptr<GuestStreamHandler> handler;  // of its kind, registered when it opened
+    StreamWindow window{kConnectionWindow};       // kData both ways
+    bool guest_ended = false;                     // kDataEnd received
+    bool host_ended = false;                      // kDataEnd sent
   };
 
   explicit GuestChannel(UniqueFd fd, FailureCallback on_failure);
@@ -197,7 +197,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   bool paused_ = false;     // the agent answered kPause
   uint32_t next_stream_ = 1;
   std::map<uint32_t, Stream> streams_;
-  std::shared_ptr<GuestStreamHandler> guest_handler_;
+  std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_;
   uint32_t highest_guest_stream_ = 0;  // ids of guest streams only grow
   std::map<uint32_t, GuestStream> guest_streams_;
 };

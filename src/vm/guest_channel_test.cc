@@ -283,7 +283,7 @@ TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   FakeGuest g;
   g.Handshake();
   auto handler = std::make_shared<RecordingHandler>();
-  g.channel_->SetGuestStreamHandler(handler);
+  g.channel_->RegisterGuestStreamKind(FrameType::kConnect, handler);
   g.Send(FrameType::kConnect, 2, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
   g.Send(FrameType::kData, 2, "hello");
   for (int i = 0; i < 100 && handler->Seen().size() < 2; ++i) usleep(10000);
@@ -312,7 +312,7 @@ TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   // More data than the window from a hostile guest fails the channel.
   FakeGuest h;
   h.Handshake();
-  h.channel_->SetGuestStreamHandler(handler);
+  h.channel_->RegisterGuestStreamKind(FrameType::kConnect, handler);
   h.Send(FrameType::kConnect, 2, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
   for (uint32_t sentb = 0; sentb <= kConnectionWindow; sentb += kMaxPayload) {
     h.Send(FrameType::kData, 2, std::string(kMaxPayload, 'y'));
