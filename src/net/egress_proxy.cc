@@ -194,7 +194,6 @@ class EgressProxy::Impl {
     std::string rule;
     bufferevent* bev = nullptr;
     event* timer = nullptr;
-    bool resolving = false;
     bool resolved = false;  // target passed the address checks
     IpAddress target;
     bool connected = false;
@@ -465,12 +464,10 @@ class EgressProxy::Impl {
     if (!d.allowed) return Close(c, ECONNREFUSED, d.reason, false);
     c.rule = d.rule;
     if (d.raw) c.need_check = false;
-    c.resolving = true;
     Resolve(c.name, [this, id](const absl::StatusOr<std::vector<IpAddress>>& result) {
       auto it = conns_.find(id);
       if (it == conns_.end()) return;
       Conn& c = *it->second;
-      c.resolving = false;
       if (!result.ok())
         return Close(c, EHOSTUNREACH, std::string(result.status().message()), false);
       std::shared_ptr<const EgressPolicy> policy = Policy();
