@@ -511,6 +511,8 @@ grpc::Status SessionsService::Exec(
         exit.set_message(
             absl::StrCat("timed out after ", start.timeout_seconds(), "s; the command was killed"));
       }
+      // What the command's connections were refused is in the log before its exit is reported.
+      if ((*live)->egress != nullptr) (*live)->egress->Flush();
       logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
                                                exit.message().empty() ? "" : ": ", exit.message()));
       logs.Flush();

@@ -78,6 +78,7 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
   if (!who) return Unauthenticated();
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
+  sessions_->FlushEgressEvents(*who, request->session_id());
   int64_t after = 0;
   uint32_t tail = request->tail();
   for (;;) {

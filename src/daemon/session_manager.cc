@@ -372,6 +372,11 @@ net::EgressProxy::Counters SessionManager::EgressCounters(const Principal& who,
   return live->egress->counters();
 }
 
+void SessionManager::FlushEgressEvents(const Principal& who, const std::string& id) {
+  std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
+  if (live != nullptr && live->egress != nullptr) live->egress->Flush();
+}
+
 void SessionManager::ExpireEgress(int64_t now) {
   std::vector<std::shared_ptr<LiveSession>> due;
   {

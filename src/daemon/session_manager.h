@@ -121,6 +121,8 @@ class SessionManager {
                                                            const std::string& action);
   // Counters of a running session's egress proxy (zero when it is not running).
   net::EgressProxy::Counters EgressCounters(const Principal& who, const std::string& id);
+  // Stores the egress decisions a running session's proxy has made so far (nothing if not running).
+  void FlushEgressEvents(const Principal& who, const std::string& id);
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);

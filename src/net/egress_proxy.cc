@@ -13,7 +13,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -252,6 +254,7 @@ class EgressProxy::Impl {
     {
       std::lock_guard<std::mutex> lock(inbox_->mu);
       inbox_->closed = true;
+      inbox_->work.clear();  // a waiting Flush() sees its promise broken and returns
     }
     for (auto& [id, c] : conns_) FreeConn(*c);
     conns_.clear();
@@ -842,6 +845,17 @@ void EgressProxy::SetPolicy(std::shared_ptr<const EgressPolicy> policy) {
 }
 
 EgressProxy::Counters EgressProxy::counters() const { return impl_->counters(); }
+
+void EgressProxy::Flush() {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> flushed = done->get_future();
+  impl_->Post([impl = impl_.get(), done] {
+    impl->FlushEvents();
+    done->set_value();
+  });
+  // A stopped proxy drops the work (and with it the promise); the bound is for a wedged store.
+  flushed.wait_for(std::chrono::seconds(5));
+}
 
 void EgressProxy::OnOpen(uint32_t id, FrameType type, std::string payload) {
   Impl* impl = impl_.get();

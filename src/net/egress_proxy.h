@@ -85,6 +85,9 @@ class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_th
     uint64_t denied = 0;
   };
   Counters counters() const;
+  // Hands every decision recorded so far to options.on_events before it returns, so that a reader
+  // that comes after (an exec that just ended, `network log`) sees them.
+  void Flush();
 
   void OnOpen(uint32_t id, FrameType type, std::string payload) override;
   void OnData(uint32_t id, std::string data) override;

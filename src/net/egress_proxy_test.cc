@@ -166,6 +166,21 @@ TEST_F(EgressProxyTest, AnswersQuestionsByPolicyAndRefusesRebinding) {
   EXPECT_FALSE(events[2].allowed);
 }
 
+TEST_F(EgressProxyTest, FlushHandsOverEveryDecisionMadeBeforeIt) {
+  Start({"web.test:8080"});
+  EXPECT_EQ(Ask(2, "nope.test").verdict, DnsVerdict::kDenied);
+  // No waiting for the periodic flush: a reader right after an exec sees the denial.
+  proxy_->Flush();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSERT_EQ(events_.size(), 1u);
+    EXPECT_EQ(events_[0].name, "nope.test");
+    EXPECT_FALSE(events_[0].allowed);
+  }
+  proxy_->Stop();
+  proxy_->Flush();  // a stopped proxy returns at once
+}
+
 TEST_F(EgressProxyTest, RelaysAnAllowedConnectionBothWaysAndEndsCleanly) {
   EchoServer echo;
   Start({"web.test:" + std::to_string(echo.port())});
