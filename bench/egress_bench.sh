@@ -10,54 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-command -v python3 >/dev/null && command -v curl >/dev/null ||
-  { echo "egress_bench: needs python3 and curl on the host (apt-get install python3 curl)" >&2; exit 1; }
-airlock=$PWD/build/airlock
-home=$(mktemp -d /tmp/airlock-bench-XXXXXX)
-chmod 755 "$home"
-ln -s /var/lib/airlock/images "$home/images"
-mkdir "$home/kernel" && ln -s "$(readlink -f /var/lib/airlock/kernel/vmlinux)" "$home/kernel/vmlinux"
-printf 'allow *:*\nallow 127.0.0.1/32:*\n' > "$home/ceiling"
-printf '127.0.0.1 bench.test\n' > "$home/hosts"
-export AIRLOCK_HOME=$home AIRLOCK_SOCKET=$home/airlockd.sock
-export AIRLOCK_EGRESS_CEILING=$home/ceiling AIRLOCK_EGRESS_HOSTS=$home/hosts
-servers=()
-cleanup() {
-  for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$home/airlockd.pid" ] && kill "$(cat "$home/airlockd.pid")" 2>/dev/null || true
-  sleep 1; rm -rf "$home"
-}
-trap cleanup EXIT
-
 . bench/timing.sh
-
-# The servers: plain HTTP with a 64 MiB file, and HTTPS for bench.test with a throwaway CA.
 mb=64
-mkdir "$home/www"
-head -c $((mb * 1024 * 1024)) /dev/urandom > "$home/www/blob"
-echo small > "$home/www/small"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$home/ca.key" -out "$home/ca.pem" -days 1 \
-  -subj /CN=bench-ca 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$home/tls.key" -out "$home/tls.csr" \
-  -subj /CN=bench.test 2>/dev/null
-printf 'subjectAltName=DNS:bench.test\n' > "$home/tls.ext"
-openssl x509 -req -in "$home/tls.csr" -CA "$home/ca.pem" -CAkey "$home/ca.key" -CAcreateserial \
-  -out "$home/tls.pem" -days 1 -extfile "$home/tls.ext" 2>/dev/null
-http_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 -m http.server --bind 127.0.0.1 --directory "$home/www" "$http_port" >/dev/null 2>&1 &
-servers+=($!)
-python3 - "$home" >/dev/null 2>&1 <<'EOF' &
-import http.server, ssl, sys, functools
-home = sys.argv[1]
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=home + "/www")
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(home + "/tls.pem", home + "/tls.key")
-server.socket = ctx.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
-EOF
-servers+=($!)
-sleep 1
+. bench/loopback_servers.sh
 
 id=$($airlock session create --memory 1g --allow "bench.test:$http_port" --allow bench.test)
 $airlock file write "$id" /tmp/ca.pem < "$home/ca.pem"

@@ -18,6 +18,7 @@
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
+#include "tests/test_certs.h"
 
 namespace airlock {
 namespace {
@@ -86,12 +87,39 @@ class PrivateDaemon : public ::testing::Environment {
     ASSERT_TRUE(
         WriteFileAtomically(home_ + "/egress-ceiling", "allow *:*\nallow 127.0.0.1/32:*\n", 0644)
             .ok());
-    ASSERT_TRUE(
-        WriteFileAtomically(home_ + "/egress-hosts",
-                            "127.0.0.1 web.test other.test git.test\n10.9.9.9 rebind.test\n", 0644)
-            .ok());
+    ASSERT_TRUE(WriteFileAtomically(home_ + "/egress-hosts",
+                                    "127.0.0.1 web.test other.test git.test api.test\n"
+                                    "10.9.9.9 rebind.test\n",
+                                    0644)
+                    .ok());
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
     setenv("AIRLOCK_EGRESS_HOSTS", (home_ + "/egress-hosts").c_str(), 1);
+    // Servers that secrets are sent to have certificates from a CA of the test's own, which
+    // the daemon trusts as an operator's private CA (tests issue from AIRLOCK_TEST_UPSTREAM).
+    std::string upstream = home_ + "/upstream";
+    ASSERT_EQ(mkdir(upstream.c_str(), 0700), 0);
+    MakeTestCa(upstream);
+    setenv("AIRLOCK_UPSTREAM_CA", (upstream + "/ca.pem").c_str(), 1);
+    setenv("AIRLOCK_TEST_UPSTREAM", upstream.c_str(), 1);
+    // A fake 1Password CLI first on the daemon's PATH: `op read op://test/ITEM/FIELD` prints
+    // the file op/ITEM (tests write and rotate it); any other reference fails as op does.
+    std::string bin = home_ + "/bin", items = home_ + "/op";
+    ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(items.c_str(), 0700), 0);
+    ASSERT_TRUE(
+        WriteFileAtomically(bin + "/op",
+                            "#!/bin/sh\n"
+                            "[ \"$1\" = read ] || exit 2\n"
+                            "item=${2#op://test/}; item=${item%%/*}\n"
+                            "if [ -f \"" +
+                                items + "/$item\" ]; then cat \"" + items +
+                                "/$item\"; exit 0; fi\n"
+                                "echo \"[ERROR] could not read secret: $2: no such item\" >&2\n"
+                                "exit 1\n",
+                            0755)
+            .ok());
+    setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
+    setenv("AIRLOCK_TEST_OP_ITEMS", items.c_str(), 1);
   }
   void TearDown() override {
     std::ifstream pid_file(home_ + "/airlockd.pid");

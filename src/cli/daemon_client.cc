@@ -93,6 +93,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.vms = v1::Vms::NewStub(channel);
   client.images = v1::Images::NewStub(channel);
   client.network = v1::Network::NewStub(channel);
+  client.secrets = v1::Secrets::NewStub(channel);
   return client;
 }
 

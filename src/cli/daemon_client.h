@@ -21,6 +21,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Vms::Stub> vms;
   std::unique_ptr<v1::Images::Stub> images;
   std::unique_ptr<v1::Network::Stub> network;
+  std::unique_ptr<v1::Secrets::Stub> secrets;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();
@@ -36,6 +37,11 @@ std::optional<DaemonClient> Connect();
 int DaemonError(const grpc::Status& status);
 // Prints the problem and the usage; returns the exit code 2.
 int Usage(const char* usage, const std::string& problem);
+
+// A --secret argument as the request carries it: the spec, and for env: and file: sources the
+// value read here (warning on stderr about a file others can read). Errors say what to fix.
+[[nodiscard]] absl::Status AddSecretBinding(
+    const std::string& text, google::protobuf::RepeatedPtrField<v1::SecretBinding>* out);
 
 }  // namespace airlock
 

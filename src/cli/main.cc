@@ -31,6 +31,8 @@ constexpr char kUsage[] =
     "  file write ID PATH < DATA    write a file into a session (file read ID PATH > DATA)\n"
     "  network ls|allow|deny|rm|log ID ...   a session's egress rules and connections\n"
     "                               (airlock network --help)\n"
+    "  secret ls|set|rm ID ...      secrets the guest holds placeholders of\n"
+    "                               (airlock secret --help)\n"
     "  mcp                          serve the Model Context Protocol on stdio (airlock mcp -h)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   if (command == "ps") return airlock::PsCommand(args);
   if (command == "logs") return airlock::LogsCommand(args);
   if (command == "network") return airlock::NetworkCommand(args);
+  if (command == "secret") return airlock::SecretCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);
   if (command == "rm") return airlock::RemoveCommand(args);
   if (command == "pause") return airlock::PauseCommand(args);

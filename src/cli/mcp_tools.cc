@@ -204,6 +204,26 @@ json AllowProp() {
            "host\", connection refused); network_log says why"}};
 }
 
+json SecretsProp() {
+  return {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description",
+           "secrets, by reference only: NAME=SOURCE@HOST[,HOST...], SOURCE being env:VAR (from "
+           "this MCP server's environment), file:PATH or op://VAULT/ITEM/FIELD (1Password). The "
+           "code sees NAME=<placeholder>; HTTPS requests to HOST carry the real value, which "
+           "neither you nor the code ever see. HOST must also be in `allow`"}};
+}
+
+// The secrets argument into a request's bindings (values read here, never returned).
+void AddSecrets(Args& args, google::protobuf::RepeatedPtrField<v1::SecretBinding>* out) {
+  for (const std::string& spec : args.StrList("secrets")) {
+    if (absl::Status s = AddSecretBinding(spec, out); !s.ok()) {
+      args.Fail(std::string(s.message()));
+      return;
+    }
+  }
+}
+
 // Properties shared by run_code and session_exec.
 json CommandProperties() {
   return {
@@ -326,6 +346,7 @@ ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
   if (!in_session) {
     start.set_image(args.Str("image"));
     for (const std::string& rule : args.StrList("allow")) start.add_allow(rule);
+    AddSecrets(args, start.mutable_secrets());
     v1::Limits* limits = start.mutable_limits();
     limits->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
     limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
@@ -400,6 +421,7 @@ std::vector<Tool> AirlockTools() {
   run_props["memory_mb"] = Prop("integer", "guest memory in MiB (default 512)");
   run_props["cpus"] = Prop("integer", "vCPUs (default 1)");
   run_props["allow"] = AllowProp();
+  run_props["secrets"] = SecretsProp();
   Tool run{"run_code", "Run code in a fresh sandbox",
            "Runs a program or a snippet of code in a brand-new microVM (its own kernel, hard "
            "limits, no network beyond the destinations in `allow`) that is destroyed "
@@ -422,7 +444,8 @@ std::vector<Tool> AirlockTools() {
                       {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
                       {"idle_timeout_seconds",
                        Prop("integer", "pause it after this long unused (default 300, 0: never)")},
-                      {"allow", AllowProp()}}),
+                      {"allow", AllowProp()},
+                      {"secrets", SecretsProp()}}),
               SessionSchema()};
   create.run = [schema = create.input_schema](ToolCall& call) {
     Args args(call.arguments(), schema);
@@ -438,6 +461,7 @@ std::vector<Tool> AirlockTools() {
       l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, 30ull * 86400));
     }
     for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
+    AddSecrets(args, request.mutable_secrets());
     call.Progress(0, "starting the session's VM");
     return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Create, request,
                  SessionResult);

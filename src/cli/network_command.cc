@@ -28,7 +28,8 @@ constexpr char kNetworkUsage[] =
     "fork; deny wins over allow; connections no longer allowed are reset. --ttl makes the new\n"
     "rules expire by themselves (like 10m or 1h). rm removes rules as ls writes them.\n"
     "log lists every DNS answer and connection: time, name, address, port, bytes, and the\n"
-    "rule that allowed it or why it was denied; -f follows new ones.\n";
+    "rule that allowed it or why it was denied, and each secret sent (or left as a\n"
+    "placeholder, and why); -f follows new ones.\n";
 
 std::string Time(int64_t unix_ms) {
   time_t t = static_cast<time_t>(unix_ms / 1000);
@@ -166,6 +167,7 @@ int Log(const std::string& id, const std::vector<std::string>& args) {
       if (e.port() != 0) absl::StrAppend(&where, ":", e.port());
       std::string address = e.name().empty() || e.address().empty() ? "-" : e.address();
       std::string verdict = e.allowed() ? absl::StrCat("allowed by ", e.rule()) : "denied";
+      if (e.kind() == "secret") verdict = absl::StrCat(e.allowed() ? "sent " : "", e.rule());
       std::printf("%s %-7s %-40s %-15s %8llu %8llu %s%s%s\n", Time(e.unix_ms()).c_str(),
                   e.kind().c_str(), where.c_str(), address.c_str(),
                   static_cast<unsigned long long>(e.bytes_out()),

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/net/egress_rule.h"
+#include "src/secrets/secret_spec.h"
 
 namespace airlock {
 namespace {
@@ -93,6 +94,10 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       if (!error.ok()) return error;
       if (absl::Status s = net::PresetRules(value).status(); !s.ok()) return s;
       out.allow_presets.push_back(value);
+    } else if (TakeValue(args, &i, "--secret", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (absl::Status s = secrets::ParseSecretSpec(value).status(); !s.ok()) return s;
+      out.secrets.push_back(value);
     } else if (arg.size() > 1 && arg[0] == '-') {
       return absl::InvalidArgumentError(absl::StrCat("unknown option ", arg));
     } else {

@@ -22,6 +22,7 @@ struct RunArgs {
   uint32_t cpus = 1;
   std::vector<std::string> allow;          // egress rules, checked by airlockd
   std::vector<std::string> allow_presets;  // egress presets
+  std::vector<std::string> secrets;        // NAME=SOURCE@HOST..., checked here
 };
 
 inline constexpr char kRunUsage[] =
@@ -40,7 +41,11 @@ inline constexpr char kRunUsage[] =
     "                         none): HOST, *.DOMAIN, IP or CIDR, each optionally :PORT\n"
     "                         (default ports 80 and 443), e.g. --allow pypi.org\n"
     "      --allow-preset P   the hosts of an ecosystem: pypi, npm, github, debian,\n"
-    "                         huggingface, crates, golang, anthropic, openai\n";
+    "                         huggingface, crates, golang, anthropic, openai\n"
+    "      --secret NAME=SOURCE@HOST[,HOST...][?body]\n"
+    "                         the command sees NAME=<placeholder>; HTTPS requests to HOST\n"
+    "                         carry the value instead (SOURCE: env:VAR, file:PATH,\n"
+    "                         op://VAULT/ITEM/FIELD; see airlock secret --help)\n";
 
 [[nodiscard]] absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 

@@ -30,6 +30,12 @@ int RunCommand(const std::vector<std::string>& args) {
   start.set_image(run->image);
   for (const std::string& rule : run->allow) start.add_allow(rule);
   for (const std::string& preset : run->allow_presets) start.add_allow_preset(preset);
+  for (const std::string& secret : run->secrets) {
+    if (absl::Status s = AddSecretBinding(secret, start.mutable_secrets()); !s.ok()) {
+      std::fprintf(stderr, "airlock: %s\n", std::string(s.message()).c_str());
+      return kExitAirlockError;
+    }
+  }
   start.mutable_limits()->set_vcpus(run->cpus);
   start.mutable_limits()->set_memory_bytes(static_cast<uint64_t>(run->memory_mib) << 20);
   for (const std::string& a : run->command) start.add_argv(a);

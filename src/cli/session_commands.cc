@@ -33,6 +33,7 @@ constexpr char kCreateUsage[] =
     "usage: airlock session create [IMAGE] [--cpus N] [--memory SIZE] [--pids N] [--disk SIZE]\n"
     "                              [--ttl DURATION] [--idle-timeout DURATION]\n"
     "                              [--allow RULE]... [--allow-preset NAME]... [--net-rate SIZE]\n"
+    "                              [--secret NAME=SOURCE@HOST[,HOST...][?body]]...\n"
     "Starts a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
     "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n"
     "  --idle-timeout D  pause the session after D without a command or stream (default 5m;\n"
@@ -43,7 +44,11 @@ constexpr char kCreateUsage[] =
     "  --allow-preset P  the hosts of an ecosystem: pypi, npm, github, debian,\n"
     "                    huggingface, crates, golang, anthropic, openai\n"
     "  --net-rate SIZE   egress bandwidth per second, each way, all connections together\n"
-    "                    (like 10m; default: no limit)\n";
+    "                    (like 10m; default: no limit)\n"
+    "  --secret SPEC     commands see NAME=<placeholder>; HTTPS requests to HOST carry the\n"
+    "                    value instead, e.g. OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com\n"
+    "                    (SOURCE: env:VAR, file:PATH, op://VAULT/ITEM/FIELD; see airlock\n"
+    "                    secret --help)\n";
 
 int SessionCreate(const std::vector<std::string>& args) {
   v1::CreateSessionRequest request;
@@ -85,6 +90,10 @@ int SessionCreate(const std::vector<std::string>& args) {
         return Usage(kCreateUsage, std::string(s.message()));
       }
       request.add_allow_preset(args[i]);
+    } else if (a == "--secret" && has_value) {
+      if (absl::Status s = AddSecretBinding(args[++i], request.mutable_secrets()); !s.ok()) {
+        return Usage(kCreateUsage, std::string(s.message()));
+      }
     } else if (a == "--help" || a == "-h") {
       std::fputs(kCreateUsage, stdout);
       return 0;

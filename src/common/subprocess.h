@@ -6,17 +6,37 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace airlock {
 
 struct ProcessResult {
-  int exit_code = 0;   // 128+N when killed by signal N
-  std::string output;  // stdout and stderr together, at most max_output bytes
+  int exit_code = 0;         // 128+N when killed by signal N
+  std::string output;        // stdout (and stderr, unless separate_stderr), at most max_output
+  std::string error_output;  // stderr when separate_stderr, at most max_output
+  bool timed_out = false;    // killed (SIGKILL) when the timeout passed
 };
 
-// argv[0] must be an absolute path. Output beyond max_output is discarded.
+struct ProcessOptions {
+  // The environment, KEY=VALUE. Empty: PATH=/usr/sbin:/usr/bin:/sbin:/bin and LC_ALL=C.
+  std::vector<std::string> env;
+  size_t max_output = 1 << 20;  // per stream; more is read and discarded
+  bool separate_stderr = false;
+  absl::Duration timeout = absl::InfiniteDuration();
+};
+
+// argv[0] must be an absolute path. stdin is /dev/null.
 [[nodiscard]] absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
-                                                       size_t max_output = 1 << 20);
+                                                       const ProcessOptions& options);
+[[nodiscard]] inline absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                                              size_t max_output = 1 << 20) {
+  ProcessOptions options;
+  options.max_output = max_output;
+  return RunProcess(argv, options);
+}
+
+// The first executable `name` in the directories of PATH (a colon-separated list); "" if none.
+std::string FindInPath(const std::string& name, const std::string& path);
 
 }  // namespace airlock
 

@@ -204,7 +204,19 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
   if (!start.session_id().empty() && (!start.image().empty() || start.has_limits())) {
     return absl::InvalidArgumentError("image and limits apply only to a command without a session");
   }
+  if (!start.session_id().empty() && start.secrets_size() > 0) {
+    return absl::InvalidArgumentError(
+        "secrets given with a command apply only without a session; bind them to a session with "
+        "`airlock secret set`");
+  }
   return absl::OkStatus();
+}
+
+std::vector<SecretRequest> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::SecretBinding>& bindings) {
+  std::vector<SecretRequest> out;
+  for (const v1::SecretBinding& b : bindings) out.push_back({b.spec(), b.value()});
+  return out;
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -221,8 +233,8 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
       {request->allow().begin(), request->allow().end()},
       {request->allow_preset().begin(), request->allow_preset().end()}, "create");
   if (!egress.ok()) return ToGrpc(egress.status());
-  absl::StatusOr<SessionRecord> session =
-      sessions_->Create(*who, request->image(), FromProto(request->limits()), *egress);
+  absl::StatusOr<SessionRecord> session = sessions_->Create(
+      *who, request->image(), FromProto(request->limits()), *egress, FromProto(request->secrets()));
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -381,7 +393,8 @@ grpc::Status SessionsService::Exec(
         sessions_->ResolveEgress({start.allow().begin(), start.allow().end()},
                                  {start.allow_preset().begin(), start.allow_preset().end()}, "run");
     if (!egress.ok()) return ToGrpc(egress.status());
-    absl::StatusOr<SessionRecord> created = sessions_->Create(*who, start.image(), limits, *egress);
+    absl::StatusOr<SessionRecord> created =
+        sessions_->Create(*who, start.image(), limits, *egress, FromProto(start.secrets()));
     if (!created.ok()) return ToGrpc(created.status());
     session_id = one_shot.id = created->id;
   }
@@ -405,9 +418,13 @@ grpc::Status SessionsService::Exec(
 
   ExecRequest request;
   request.argv = argv;
+  // The session's secrets as of now (they may have changed since its VM started).
+  absl::StatusOr<SessionRecord> current = store_->GetSession(who->Tenant(), session_id);
+  if (!current.ok()) return ToGrpc(current.status());
   request.env = MergeEnv({{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                            "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)},
                           image.env,
+                          SessionSecrets::GuestEnv(current->secrets),
                           {start.env().begin(), start.env().end()}});
   request.cwd = start.cwd().empty() ? image.working_dir : start.cwd();
   // The guest resolves the user in its own /etc/passwd, and sets HOME from it unless given.

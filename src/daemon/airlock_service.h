@@ -102,6 +102,31 @@ class NetworkService final : public v1::Network::Service {
   const PeerRegistry* peers_;
 };
 
+// Secrets of a session: names, sources, hosts and placeholders (never values), thin over
+// SessionManager.
+class SecretsService final : public v1::Secrets::Service {
+ public:
+  SecretsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers)
+      : sessions_(sessions), store_(store), peers_(peers) {}
+  grpc::Status List(grpc::ServerContext* context, const v1::ListSecretsRequest* request,
+                    v1::ListSecretsResponse* response) override;
+  grpc::Status Set(grpc::ServerContext* context, const v1::SetSecretsRequest* request,
+                   v1::ListSecretsResponse* response) override;
+  grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveSecretsRequest* request,
+                      v1::ListSecretsResponse* response) override;
+
+ private:
+  grpc::Status Fill(const Principal& who, const SessionRecord& record,
+                    v1::ListSecretsResponse* out) const;
+  SessionManager* sessions_;
+  StateStore* store_;
+  const PeerRegistry* peers_;
+};
+
+// Secret bindings as a request carries them.
+std::vector<SecretRequest> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::SecretBinding>& bindings);
+
 // The caller of a call: Unix callers by their peer credentials, TCP callers (mutual TLS only)
 // by the common name of the verified client certificate; never from anything the request says.
 std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers);

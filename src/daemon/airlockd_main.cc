@@ -2,6 +2,8 @@
 // on TCP), keeps state in SQLite under $AIRLOCK_HOME, and owns every session's VM.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,7 +26,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
-    "                [--egress-ceiling FILE] [--egress-hosts FILE]\n"
+    "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -41,7 +43,10 @@ constexpr char kUsage[] =
     "                   (or $AIRLOCK_EGRESS_CEILING)\n"
     "  --egress-hosts FILE  names resolved from this file (`ADDRESS NAME...` lines, as in\n"
     "                   /etc/hosts) before the host's resolver, for sessions' egress\n"
-    "                   (or $AIRLOCK_EGRESS_HOSTS)\n";
+    "                   (or $AIRLOCK_EGRESS_HOSTS)\n"
+    "  --upstream-ca FILE  PEM certificates trusted, besides the host's store, when airlockd\n"
+    "                   connects to a host a session's secret is bound to (a private CA)\n"
+    "                   (or $AIRLOCK_UPSTREAM_CA)\n";
 
 int g_signal_pipe[2];
 
@@ -75,6 +80,10 @@ int Fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   airlock::ReadTarNamesAsUtf8();
+  // airlockd holds secrets' values in memory: no core dumps, no ptrace by other users.
+  prctl(PR_SET_DUMPABLE, 0);
+  rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
   const char* env_socket = std::getenv("AIRLOCK_SOCKET");
   std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
   std::string group = "airlock";
@@ -84,6 +93,8 @@ int main(int argc, char** argv) {
   const char* env_hosts = std::getenv("AIRLOCK_EGRESS_HOSTS");
   std::string ceiling_file = env_ceiling ? env_ceiling : "";
   std::string hosts_file = env_hosts ? env_hosts : "";
+  const char* env_upstream_ca = std::getenv("AIRLOCK_UPSTREAM_CA");
+  std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
   for (int i = 1; i < argc; ++i) {
@@ -111,6 +122,8 @@ int main(int argc, char** argv) {
       ok = value(&ceiling_file);
     else if (arg == "--egress-hosts")
       ok = value(&hosts_file);
+    else if (arg == "--upstream-ca")
+      ok = value(&upstream_ca);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
     else if (arg == "--no-templates")
@@ -158,6 +171,10 @@ int main(int argc, char** argv) {
     egress.resolver = *std::move(hosts);
   }
   sessions.set_egress(std::move(egress));
+  absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets =
+      airlock::MakeSessionSecrets(upstream_ca);
+  if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
+  sessions.set_secrets(*std::move(secrets));
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;
@@ -165,11 +182,13 @@ int main(int argc, char** argv) {
   airlock::VmsService vms_service(&sessions, &peers);
   airlock::ImagesService images_service(paths, store->get(), &peers);
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
+  airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
   grpc::ServerBuilder builder;
   builder.RegisterService(&sessions_service);
   builder.RegisterService(&vms_service);
   builder.RegisterService(&images_service);
   builder.RegisterService(&network_service);
+  builder.RegisterService(&secrets_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);

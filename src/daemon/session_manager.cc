@@ -53,7 +53,19 @@ VmShape ShapeOf(const SessionLimits& limits) {
 }  // namespace
 
 SessionManager::SessionManager(StateStore* store, HostPaths paths, VmDriver* driver)
-    : store_(store), paths_(std::move(paths)), driver_(driver) {}
+    : store_(store), paths_(std::move(paths)), driver_(driver) {
+  absl::StatusOr<std::unique_ptr<SessionSecrets>> secrets = MakeSessionSecrets("");
+  secrets_ =
+      secrets.ok() ? *std::move(secrets) : std::make_unique<SessionSecrets>(nullptr, nullptr);
+}
+
+void SessionManager::set_secrets(std::unique_ptr<SessionSecrets> secrets) {
+  secrets_ = std::move(secrets);
+}
+
+bool SessionManager::SecretAvailable(const std::string& id, const std::string& name) const {
+  return secrets_->Available(id, name);
+}
 
 SessionManager::~SessionManager() {
   {
@@ -215,6 +227,15 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   net::EgressProxyOptions options;
   options.resolver = egress_.resolver;
   options.bytes_per_second = record.limits.net_bytes_per_second;
+  options.upstream_tls = secrets_->upstream_tls();
+  if (!record.secrets.empty()) {
+    absl::StatusOr<std::shared_ptr<net::SessionCa>> ca =
+        secrets_->Ca(SessionDir(record.id), record.id);
+    if (!ca.ok()) return ca.status();
+    live->ca = *ca;
+    options.ca = *ca;
+    options.secrets = secrets_->ForProxy(record.id, record.secrets);
+  }
   SessionRecord owner = record;
   // Denials and connections go to the session's log, where `airlock logs` shows them.
   options.on_events = [this, owner](std::vector<net::NetEvent> events) {
@@ -377,6 +398,58 @@ void SessionManager::FlushEgressEvents(const Principal& who, const std::string& 
   if (live != nullptr && live->egress != nullptr) live->egress->Flush();
 }
 
+absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
+    const Principal& who, const std::string& id,
+    const std::function<absl::StatusOr<std::vector<SecretGrant>>(const SessionRecord&)>& change,
+    const std::string& action, const std::string& outcome) {
+  // A paused session is resumed: its guest may need the CA installed, its proxy the values.
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = Live(who, id);
+  if (!live.ok()) return live.status();
+  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
+  std::lock_guard<std::mutex> guard(*session_lock);
+  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  absl::StatusOr<std::vector<SecretGrant>> grants = change(*record);
+  if (!grants.ok()) return grants.status();
+  if (!grants->empty() && (*live)->ca == nullptr) {
+    absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = secrets_->Ca(SessionDir(id), id);
+    if (!ca.ok()) return ca.status();
+    if (absl::Status s = SessionSecrets::InstallTrust((*live)->vm->channel(), **ca); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("installing the session's CA in the guest: ", s.message()));
+    }
+    (*live)->ca = *ca;
+  }
+  if (absl::Status s = store_->SetSecrets(who, record->tenant, id, *grants, action, outcome);
+      !s.ok()) {
+    return s;
+  }
+  record->secrets = *std::move(grants);
+  if ((*live)->egress != nullptr) {
+    (*live)->egress->SetSecrets(secrets_->ForProxy(id, record->secrets), (*live)->ca);
+  }
+  return *record;
+}
+
+absl::StatusOr<SessionRecord> SessionManager::SetSecrets(const Principal& who,
+                                                         const std::string& id,
+                                                         const std::vector<SecretRequest>& add) {
+  std::vector<std::string> names;
+  for (const SecretRequest& r : add) names.push_back(r.spec.substr(0, r.spec.find('=')));
+  return ChangeSecrets(
+      who, id, [&](const SessionRecord& record) { return secrets_->Bind(id, add, record.secrets); },
+      "secret.set", absl::StrJoin(names, ", "));
+}
+
+absl::StatusOr<SessionRecord> SessionManager::RemoveSecrets(const Principal& who,
+                                                            const std::string& id,
+                                                            const std::vector<std::string>& names) {
+  return ChangeSecrets(
+      who, id,
+      [&](const SessionRecord& record) { return secrets_->Unbind(id, names, record.secrets); },
+      "secret.rm", absl::StrJoin(names, ", "));
+}
+
 void SessionManager::ExpireEgress(int64_t now) {
   std::vector<std::shared_ptr<LiveSession>> due;
   {
@@ -455,7 +528,8 @@ absl::StatusOr<std::vector<EgressGrant>> SessionManager::ResolveEgress(
 
 absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& requested,
-                                                     const std::vector<EgressGrant>& egress) {
+                                                     const std::vector<EgressGrant>& egress,
+                                                     const std::vector<SecretRequest>& secrets) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
@@ -473,10 +547,27 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   s.limits = *limits;
   s.hostname = "airlock-" + s.id.substr(0, 8);
   s.egress = egress;
-  if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return st;
+  if (!secrets.empty()) {
+    absl::StatusOr<std::vector<SecretGrant>> grants = secrets_->Bind(s.id, secrets, {});
+    if (!grants.ok()) return grants.status();
+    s.secrets = *std::move(grants);
+  }
+  if (absl::Status st = store_->CreateSession(who, s); !st.ok()) {
+    secrets_->Forget(s.id);
+    return st;
+  }
 
   absl::StatusOr<std::shared_ptr<LiveSession>> live = StartVm(s, *info);
+  if (live.ok() && (*live)->ca != nullptr) {
+    // The template's disk knows nothing of this session's CA.
+    absl::Status trusted = SessionSecrets::InstallTrust((*live)->vm->channel(), *(*live)->ca);
+    if (!trusted.ok()) {
+      live = absl::Status(trusted.code(), absl::StrCat("installing the session's CA in the guest: ",
+                                                       trusted.message()));
+    }
+  }
   if (!live.ok()) {
+    secrets_->Forget(s.id);
     store_
         ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
                           std::string(live.status().message()), 0, "session.boot")
@@ -674,6 +765,13 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
                                                          ": ", vm.status().message()));
   }
   counters_.restores++;
+  // op:// sources are read again: a rotated secret takes effect (its placeholder stays).
+  if (absl::Status refreshed = secrets_->Refresh(record.id, record.secrets); !refreshed.ok()) {
+    LogRecord event{.unix_ms = NowUnixMs(),
+                    .stream = LogStream::kEvent,
+                    .data = absl::StrCat("secrets: ", refreshed.message())};
+    store_->AppendLogs(record, {event}).IgnoreError();  // the resume goes on without the value
+  }
   SessionRecord running = record;
   running.state = SessionState::kRunning;
   running.reason.clear();
@@ -777,6 +875,14 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
     records.push_back(s);
     made.push_back(s);
+    if (!s.secrets.empty()) {
+      // The fork's guest trusts its parent's CA and holds its placeholders.
+      secrets_->CopyValues(source.id, s.id);
+      if (absl::Status st = SessionSecrets::CopyCa(SessionDir(source.id), SessionDir(s.id));
+          !st.ok()) {
+        return undo(st);
+      }
+    }
     absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
     if (disk.ok()) {
       if (absl::Status c = CopyDisk(from.get(), disk->get()); !c.ok()) disk = c;
@@ -853,6 +959,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   }
   if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
   RemoveTree(SessionDir(id)).IgnoreError();
+  secrets_->Forget(id);
   SessionState end =
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
   std::string why = end == SessionState::kFailed ? record->reason : reason;
@@ -874,6 +981,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
   }
   live->vm->Kill(absl::UnavailableError(reason));
   RemoveTree(SessionDir(id)).IgnoreError();
+  secrets_->Forget(id);
   store_
       ->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
                         state == SessionState::kFailed ? "session.fail" : "session.expire")
@@ -897,6 +1005,7 @@ void SessionManager::ExpirePaused() {
     std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
     std::lock_guard<std::mutex> guard(*session_lock);
     RemoveTree(SessionDir(r.id)).IgnoreError();
+    secrets_->Forget(r.id);
     store_
         ->SetSessionState(kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
                           absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"),

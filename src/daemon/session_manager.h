@@ -3,7 +3,8 @@
 // happens (a VM that dies marks its session failed with the reason, a TTL that passes destroys
 // it, an idle session pauses itself).
 //
-// Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h) and
+// Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h),
+// sessions/<id>/ca.key and ca.pem (the CA of a session with secrets, 0600), and
 // $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A new session's
 // writable disk is unnamed, so it goes with its VM; a resumed one's is sessions/<id>/disk.ext4
 // (the snapshot's, moved out), deleted with the session.
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
 #include "src/image/oci.h"
@@ -47,6 +50,7 @@ struct LiveSession {
   SessionRecord record;
   std::unique_ptr<Vm> vm;
   std::shared_ptr<net::EgressProxy> egress;  // its DNS and connections
+  std::shared_ptr<net::SessionCa> ca;        // set once the session has secrets
   UniqueFd disk;                             // the VM's writable disk (unnamed)
   OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
   std::atomic<int> users{0};
@@ -69,9 +73,9 @@ class SessionManager {
   // snapshot is paused, one whose VM died with the daemon failed), and starts the watcher.
   [[nodiscard]] absl::Status Recover();
 
-  [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
-                                                     const SessionLimits& limits,
-                                                     const std::vector<EgressGrant>& egress = {});
+  [[nodiscard]] absl::StatusOr<SessionRecord> Create(
+      const Principal& who, const std::string& image, const SessionLimits& limits,
+      const std::vector<EgressGrant>& egress = {}, const std::vector<SecretRequest>& secrets = {});
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
@@ -124,6 +128,20 @@ class SessionManager {
   // Stores the egress decisions a running session's proxy has made so far (nothing if not running).
   void FlushEgressEvents(const Principal& who, const std::string& id);
 
+  // Binds secrets to a running or paused session (replacing those of the same names, whose
+  // placeholders stay), or unbinds them; a running session's proxy applies it at once, and
+  // the guest trusts the session's CA from the first secret on. Audited; never a value.
+  [[nodiscard]] absl::StatusOr<SessionRecord> SetSecrets(const Principal& who,
+                                                         const std::string& id,
+                                                         const std::vector<SecretRequest>& add);
+  [[nodiscard]] absl::StatusOr<SessionRecord> RemoveSecrets(const Principal& who,
+                                                            const std::string& id,
+                                                            const std::vector<std::string>& names);
+  // Whether airlockd holds the value of a session's secret.
+  bool SecretAvailable(const std::string& id, const std::string& name) const;
+  // How secrets are resolved and servers verified. Call before Recover.
+  void set_secrets(std::unique_ptr<SessionSecrets> secrets);
+
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
   std::string SessionDir(const std::string& id) const;
@@ -171,6 +189,12 @@ class SessionManager {
   mutable std::mutex egress_mu_;  // guards egress_.ceiling
   EgressSettings egress_;
   std::vector<net::IpAddress> host_addresses_;
+  std::unique_ptr<SessionSecrets> secrets_;
+  // Binds or unbinds secrets of one session (SetSecrets, RemoveSecrets).
+  absl::StatusOr<SessionRecord> ChangeSecrets(
+      const Principal& who, const std::string& id,
+      const std::function<absl::StatusOr<std::vector<SecretGrant>>(const SessionRecord&)>& change,
+      const std::string& action, const std::string& outcome);
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LiveSession>> live_;
   std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;

@@ -96,6 +96,10 @@ CREATE TABLE net_events(
   bytes_in INTEGER NOT NULL);
 CREATE INDEX net_events_by_session ON net_events(session_id, seq);
 )sql",
+    // Version 4: secrets. A session's bindings, one per line: SPEC \t PLACEHOLDER (no values).
+    R"sql(
+ALTER TABLE sessions ADD COLUMN secrets TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
@@ -117,6 +121,26 @@ std::vector<EgressGrant> DecodeEgress(const std::string& text) {
     g.source = f[1];
     g.deny = f[3] == "deny";
     out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string EncodeSecrets(const std::vector<SecretGrant>& grants) {
+  std::string out;
+  for (const SecretGrant& g : grants) {
+    absl::StrAppend(&out, secrets::FormatSecretSpec(g.spec), "\t", g.placeholder, "\n");
+  }
+  return out;
+}
+
+std::vector<SecretGrant> DecodeSecrets(const std::string& text) {
+  std::vector<SecretGrant> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    if (f.size() != 2) continue;
+    absl::StatusOr<secrets::SecretSpec> spec = secrets::ParseSecretSpec(f[0]);
+    if (!spec.ok()) continue;  // written by an airlockd that read specs differently
+    out.push_back({*std::move(spec), f[1]});
   }
   return out;
 }
@@ -198,7 +222,7 @@ class Transaction {
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
     "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds, egress, "
-    "egress_version, net_bytes_per_second";
+    "egress_version, net_bytes_per_second, secrets";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -221,6 +245,7 @@ SessionRecord ReadSession(Stmt& q) {
   s.egress = DecodeEgress(q.Text(16));
   s.egress_version = q.Int(17);
   s.limits.net_bytes_per_second = static_cast<uint64_t>(q.Int(18));
+  s.secrets = DecodeSecrets(q.Text(19));
   return s;
 }
 
@@ -334,7 +359,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
   Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
   q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
@@ -345,6 +370,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   q.Bind(16, static_cast<int64_t>(s.limits.idle_timeout_seconds));
   q.Bind(17, EncodeEgress(s.egress)).Bind(18, s.egress_version);
   q.Bind(19, static_cast<int64_t>(s.limits.net_bytes_per_second));
+  q.Bind(20, EncodeSecrets(s.secrets));
   q.Step();
   if (!q.ok()) return q.status();
   if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, "ok"); !st.ok()) {
@@ -545,6 +571,33 @@ absl::Status StateStore::SetEgress(const Principal& who, const std::string& tena
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
   if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
   return tx.Commit();
+}
+
+absl::Status StateStore::SetSecrets(const Principal& who, const std::string& tenant,
+                                    const std::string& id, const std::vector<SecretGrant>& secrets,
+                                    const std::string& action, const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt q(db_, "UPDATE sessions SET secrets = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, EncodeSecrets(secrets)).Bind(2, id).Bind(3, tenant).Step();
+  if (!q.ok()) return q.status();
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> StateStore::LastSecretUses(const std::string& tenant,
+                                                                          const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT rule, MAX(unix_ms) FROM net_events WHERE session_id = ? AND tenant = ? AND "
+         "kind = 'secret' AND allowed = 1 GROUP BY rule");
+  q.Bind(1, id).Bind(2, tenant);
+  std::map<std::string, int64_t> out;
+  while (q.Step()) out[q.Text(0)] = q.Int(1);
+  if (!q.ok()) return q.status();
+  return out;
 }
 
 absl::Status StateStore::AppendNetEvents(const SessionRecord& s,

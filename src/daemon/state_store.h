@@ -10,6 +10,7 @@
 #define AIRLOCK_DAEMON_STATE_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/net/net_event.h"
+#include "src/secrets/secret_spec.h"
 
 struct sqlite3;
 
@@ -62,6 +64,12 @@ struct EgressGrant {
   bool deny = false;  // a deny wins over the session's allows
 };
 
+// A secret bound to a session: what it is and what the guest holds. Never its value.
+struct SecretGrant {
+  secrets::SecretSpec spec;
+  std::string placeholder;
+};
+
 struct SessionRecord {
   std::string id;
   std::string tenant;
@@ -76,6 +84,7 @@ struct SessionRecord {
   int64_t pid = 0;
   std::vector<EgressGrant> egress;
   int64_t egress_version = 1;  // grows with every change of `egress`
+  std::vector<SecretGrant> secrets;
 };
 
 enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };
@@ -147,6 +156,14 @@ class StateStore {
   // The egress proxy's decisions; at most kMaxNetEventsPerSession are kept, oldest dropped.
   [[nodiscard]] absl::Status AppendNetEvents(const SessionRecord& s,
                                              const std::vector<net::NetEvent>& events);
+  // Replaces a session's secret bindings (never values), with an audit record.
+  [[nodiscard]] absl::Status SetSecrets(const Principal& who, const std::string& tenant,
+                                        const std::string& id,
+                                        const std::vector<SecretGrant>& secrets,
+                                        const std::string& action, const std::string& outcome);
+  // When each secret of a session was last sent (from its network log), by name.
+  [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> LastSecretUses(
+      const std::string& tenant, const std::string& id);
   [[nodiscard]] absl::StatusOr<std::vector<net::NetEvent>> ReadNetEvents(const std::string& tenant,
                                                                          const std::string& id,
                                                                          int64_t after_seq,

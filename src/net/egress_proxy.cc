@@ -18,12 +18,14 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/net/http_intercept.h"
 #include "src/net/http_request_head.h"
 #include "src/net/tls_client_hello.h"
 
@@ -160,6 +162,11 @@ std::string DescribeNetEvent(const NetEvent& e) {
     if (e.allowed) return absl::StrCat("egress: dns ", e.name, " allowed by ", e.rule);
     return absl::StrCat("egress: dns ", e.name, " denied: ", e.reason);
   }
+  if (e.kind == "secret") {
+    if (e.allowed)
+      return absl::StrCat("egress: secret ", e.rule, " sent to ", where, " (", e.reason, ")");
+    return absl::StrCat("egress: secret ", e.rule, " at ", where, ": ", e.reason);
+  }
   if (!e.allowed) return absl::StrCat("egress: connect ", where, " denied: ", e.reason);
   std::string line = absl::StrCat(
       "egress: connect ", where, e.name.empty() ? "" : absl::StrCat(" (", e.address, ")"),
@@ -211,6 +218,19 @@ class EgressProxy::Impl {
     bool window_closed = false;
     uint64_t bytes_out = 0;
     uint64_t bytes_in = 0;
+    std::string end_reason;  // why a connection that ended cleanly ended early
+    // Set when the connection is intercepted (TLS terminated here; see HttpIntercept).
+    struct Intercept {
+      std::unique_ptr<TlsEnd> guest;     // we are the server the guest asked for
+      std::unique_ptr<TlsEnd> upstream;  // we are the real server's client
+      std::unique_ptr<HttpIntercept> http;
+      std::string to_guest;    // ciphertext waiting for the guest's window
+      bool finishing = false;  // the guest's side ends once to_guest is sent
+      std::set<std::string> reported;
+    };
+    std::unique_ptr<Intercept> intercept;
+    std::string scan_tail;  // of a plaintext connection, for placeholders split across reads
+    std::set<std::string> warned;
   };
   struct CacheEntry {
     absl::StatusOr<std::vector<IpAddress>> result;
@@ -219,7 +239,10 @@ class EgressProxy::Impl {
 
   Impl(std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
        EgressProxyOptions options)
-      : channel_(std::move(channel)), options_(std::move(options)), policy_(std::move(policy)) {}
+      : channel_(std::move(channel)), options_(std::move(options)), policy_(std::move(policy)) {
+    secrets_ = std::move(options_.secrets);
+    ca_ = options_.ca;
+  }
 
   absl::Status Start() {
     std::call_once(libevent_threads, [] { evthread_use_pthreads(); });
@@ -296,7 +319,7 @@ class EgressProxy::Impl {
     e.unix_ms = NowMs();
     {
       std::lock_guard<std::mutex> lock(counters_mu_);
-      if (!e.allowed) ++counters_.denied;
+      if (!e.allowed && e.kind != "secret") ++counters_.denied;
       if (e.kind == "connect" && e.allowed) {
         ++counters_.connections;
         counters_.bytes_out += e.bytes_out;
@@ -439,7 +462,7 @@ class EgressProxy::Impl {
     c.id = id;
     c.name = absl::AsciiStrToLower(name);
     c.port = static_cast<uint16_t>(port);
-    c.need_check = !c.name.empty() && (port == 443 || port == 80);
+    c.need_check = !c.name.empty() && (port == options_.tls_port || port == 80);
     if (conns_.size() >= options_.max_connections) {
       Refuse(id,
              {.kind = "connect",
@@ -582,6 +605,7 @@ class EgressProxy::Impl {
   }
 
   void PumpToGuest(Conn& c) {
+    if (c.intercept != nullptr) return InterceptPump(c);
     std::shared_ptr<GuestChannel> channel = channel_.lock();
     if (channel == nullptr || c.bev == nullptr) return;
     evbuffer* input = bufferevent_get_input(c.bev);
@@ -608,11 +632,13 @@ class EgressProxy::Impl {
 
   void Window(uint32_t id) {
     auto it = conns_.find(id);
-    if (it == conns_.end() || it->second->bev == nullptr) return;
+    if (it == conns_.end() || (it->second->bev == nullptr && it->second->intercept == nullptr)) {
+      return;
+    }
     Conn& c = *it->second;
     if (c.window_closed) {
       c.window_closed = false;
-      if (!c.upstream_ended) bufferevent_enable(c.bev, EV_READ);
+      if (!c.upstream_ended && c.bev != nullptr) bufferevent_enable(c.bev, EV_READ);
     }
     PumpToGuest(c);
   }
@@ -623,6 +649,8 @@ class EgressProxy::Impl {
     Conn& c = *it->second;
     c.ungranted += data.size();
     c.bytes_out += data.size();
+    if (c.intercept != nullptr) return FromGuestTls(c, data);
+    if (c.port != options_.tls_port) ScanPlaintext(c, data);
     if (c.relaying) {
       bufferevent_write(c.bev, data.data(), data.size());
       return;
@@ -636,6 +664,11 @@ class EgressProxy::Impl {
     if (it == conns_.end()) return;
     Conn& c = *it->second;
     c.guest_ended = true;
+    if (c.intercept != nullptr && c.bev != nullptr && c.relaying && !c.upstream_shut) {
+      std::string wire;
+      c.intercept->upstream->Close(&wire);
+      bufferevent_write(c.bev, wire.data(), wire.size());
+    }
     if (!c.checked && c.need_check) {
       Check(c);
       if (!c.checked && conns_.count(id) != 0) {
@@ -643,6 +676,7 @@ class EgressProxy::Impl {
       }
     }
     if (conns_.count(id) != 0 && c.relaying) Drained(c);
+    if (conns_.count(id) != 0 && c.intercept != nullptr) InterceptPump(c);
   }
 
   // SNI on 443, Host on 80: the guest must talk to the name it was allowed.
@@ -658,7 +692,7 @@ class EgressProxy::Impl {
                                    c.pending.size());
     std::string error;
     std::string host;
-    if (c.port == 443) {
+    if (c.port == options_.tls_port) {
       ClientHelloInfo hello;
       PeekResult r = PeekClientHello(bytes, &hello, &error);
       if (r == PeekResult::kNeedMore) return;
@@ -690,22 +724,274 @@ class EgressProxy::Impl {
     if (host != c.name) {
       return Close(c, EACCES,
                    absl::StrCat("the connection was allowed for ", c.name, " but ",
-                                c.port == 443 ? "its TLS SNI" : "its HTTP Host", " names ", host),
+                                c.port == options_.tls_port ? "its TLS SNI" : "its HTTP Host",
+                                " names ", host),
                    true);
     }
     c.checked = true;
+    if (c.port == options_.tls_port) {
+      std::vector<InterceptedSecret> secrets = SecretsFor(c.name);
+      if (!secrets.empty()) {
+        if (absl::Status s = StartIntercept(c, std::move(secrets)); !s.ok()) {
+          return Close(c, ECONNRESET, std::string(s.message()), true);
+        }
+      }
+    }
     if (c.resolved && c.bev == nullptr) Dial(c, c.target);
   }
 
   void StartRelay(Conn& c) {
     if (c.relaying || !c.connected || !c.checked) return;
     c.relaying = true;
+    if (c.intercept != nullptr) {
+      std::string hello;
+      if (absl::Status s = c.intercept->upstream->Start(&hello); !s.ok()) {
+        return UpstreamFailed(c, std::string(s.message()));
+      }
+      bufferevent_write(c.bev, hello.data(), hello.size());
+      return;
+    }
     if (!c.pending.empty()) {
       bufferevent_write(c.bev, c.pending.data(), c.pending.size());
       c.pending.clear();
     } else {
       Drained(c);
     }
+  }
+
+  // --- interception ---
+
+  // The session's secrets as one connection to `host` sees them: those bound to it with their
+  // values, the others without (their placeholders are only reported). Empty: not intercepted.
+  std::vector<InterceptedSecret> SecretsFor(const std::string& host) {
+    std::lock_guard<std::mutex> lock(secrets_mu_);
+    if (ca_ == nullptr || options_.upstream_tls == nullptr) return {};
+    std::vector<InterceptedSecret> out;
+    bool bound = false;
+    for (const ProxySecret& s : secrets_) {
+      bool here = std::find(s.hosts.begin(), s.hosts.end(), host) != s.hosts.end();
+      bound |= here;
+      out.push_back({s.name, s.placeholder, here ? s.value : "", s.body});
+    }
+    if (!bound) return {};
+    return out;
+  }
+
+  absl::Status StartIntercept(Conn& c, std::vector<InterceptedSecret> secrets) {
+    std::shared_ptr<SessionCa> ca;
+    {
+      std::lock_guard<std::mutex> lock(secrets_mu_);
+      ca = ca_;
+      for (const ProxySecret& s : secrets_) {
+        if (!s.value.empty() ||
+            std::find(s.hosts.begin(), s.hosts.end(), c.name) == s.hosts.end() ||
+            !missing_reported_.insert(s.name).second) {
+          continue;
+        }
+        Record({.kind = "secret",
+                .name = c.name,
+                .port = c.port,
+                .rule = s.name,
+                .reason = "airlockd holds no value for it (it restarted since the value was "
+                          "given, or its source failed); its placeholder goes out unchanged "
+                          "until `airlock secret set` gives it again"});
+      }
+    }
+    absl::StatusOr<SSL_CTX*> server = ca->ServerContext(c.name);
+    if (!server.ok()) return server.status();
+    auto x = std::make_unique<Conn::Intercept>();
+    absl::StatusOr<std::unique_ptr<TlsEnd>> guest = TlsEnd::Server(*server);
+    if (!guest.ok()) return guest.status();
+    absl::StatusOr<std::unique_ptr<TlsEnd>> upstream =
+        TlsEnd::Client(options_.upstream_tls.get(), c.name);
+    if (!upstream.ok()) return upstream.status();
+    x->guest = *std::move(guest);
+    x->upstream = *std::move(upstream);
+    x->http = std::make_unique<HttpIntercept>(c.name, c.port, std::move(secrets));
+    c.intercept = std::move(x);
+    std::string hello;
+    hello.swap(c.pending);  // the ClientHello the check read: ours to answer now
+    FromGuestTls(c, hello);
+    return absl::OkStatus();
+  }
+
+  // Ciphertext from the guest of an intercepted connection.
+  void FromGuestTls(Conn& c, const std::string& data) {
+    Conn::Intercept& x = *c.intercept;
+    std::string plain;
+    bool closed = false;
+    // Even when finishing: the guest's handshake may still have to complete for it to read
+    // the answer that is waiting for it.
+    absl::Status s = x.guest->Receive(data, &plain, &x.to_guest, &closed);
+    if (!s.ok()) {
+      return Close(c, ECONNRESET,
+                   absl::StrCat("TLS with the guest for ", c.name, " failed: ", s.message(),
+                                " (a program must trust the session's CA, which airlock "
+                                "installs in the guest's trust store)"),
+                   true);
+    }
+    if (!plain.empty() && !x.finishing) {
+      std::string up, answer;
+      absl::Status h = x.http->FromGuest(plain, &up, &answer);
+      ToGuest(c, answer);
+      if (!up.empty()) {
+        std::string wire;
+        if (absl::Status u = x.upstream->Send(up, &wire); !u.ok()) {
+          return UpstreamFailed(c, std::string(u.message()));
+        }
+        if (c.bev != nullptr) bufferevent_write(c.bev, wire.data(), wire.size());
+      }
+      if (!h.ok()) {
+        AbandonUpstream(c);
+        Finish(c, absl::StrCat("refused a request: ", h.message()));
+      }
+    }
+    InterceptPump(c);
+    if (conns_.count(c.id) != 0 && c.relaying &&
+        (c.bev == nullptr || evbuffer_get_length(bufferevent_get_output(c.bev)) == 0)) {
+      Drained(c);  // nothing waits upstream: grant the guest its window back now
+    }
+  }
+
+  void ToGuest(Conn& c, const std::string& plain) {
+    if (plain.empty()) return;
+    if (absl::Status s = c.intercept->guest->Send(plain, &c.intercept->to_guest); !s.ok()) {
+      Finish(c, std::string(s.message()));
+    }
+  }
+
+  // The guest's side ends after what is queued for it (with a TLS close_notify).
+  void Finish(Conn& c, const std::string& why) {
+    Conn::Intercept& x = *c.intercept;
+    if (x.finishing) return;
+    x.finishing = true;
+    if (c.end_reason.empty()) c.end_reason = why;
+    x.guest->Close(&x.to_guest);
+  }
+
+  // Stops talking to the server: nothing more is read from or written to it.
+  void AbandonUpstream(Conn& c) {
+    c.upstream_ended = true;
+    c.upstream_shut = true;
+    if (c.bev == nullptr) return;
+    bufferevent_disable(c.bev, EV_READ | EV_WRITE);
+    evbuffer_drain(bufferevent_get_input(c.bev), evbuffer_get_length(bufferevent_get_input(c.bev)));
+    evbuffer_drain(bufferevent_get_output(c.bev),
+                   evbuffer_get_length(bufferevent_get_output(c.bev)));
+    shutdown(bufferevent_getfd(c.bev), SHUT_RDWR);
+  }
+
+  // The server's TLS failed (its certificate did not verify, most often): the guest gets a 502
+  // that says why.
+  void UpstreamFailed(Conn& c, const std::string& why) {
+    std::string reason = absl::StrCat(c.name, ": ", why);
+    std::string answer;
+    c.intercept->http->FailUpstream(why, &answer);
+    ToGuest(c, answer);
+    AbandonUpstream(c);
+    Finish(c, reason);
+    InterceptPump(c);
+  }
+
+  void InterceptPump(Conn& c) {
+    Conn::Intercept& x = *c.intercept;
+    std::shared_ptr<GuestChannel> channel = channel_.lock();
+    if (channel == nullptr) return;
+    if (c.bev != nullptr && !x.finishing && c.relaying) {
+      evbuffer* input = bufferevent_get_input(c.bev);
+      char buf[16384];
+      while (!x.finishing && evbuffer_get_length(input) > 0 &&
+             x.to_guest.size() < kConnectionWindow) {
+        ev_ssize_t n = evbuffer_remove(input, buf, sizeof(buf));
+        if (n <= 0) break;
+        c.bytes_in += static_cast<uint64_t>(n);
+        std::string plain, wire;
+        bool closed = false;
+        absl::Status s = x.upstream->Receive(absl::string_view(buf, static_cast<size_t>(n)), &plain,
+                                             &wire, &closed);
+        if (!wire.empty()) bufferevent_write(c.bev, wire.data(), wire.size());
+        if (!s.ok()) return UpstreamFailed(c, std::string(s.message()));
+        if (!plain.empty()) {
+          std::string answer;
+          absl::Status h = x.http->FromUpstream(plain, &answer);
+          ToGuest(c, answer);
+          if (!h.ok()) {
+            AbandonUpstream(c);
+            Finish(c, std::string(h.message()));
+          }
+        }
+        if (closed) c.upstream_ended = true;
+      }
+      if (c.upstream_ended && !x.finishing && evbuffer_get_length(input) == 0) {
+        std::string answer;
+        absl::Status h = x.http->UpstreamEnded(&answer);
+        ToGuest(c, answer);
+        Finish(c, h.ok() ? "" : std::string(h.message()));
+      }
+    }
+    ReportIntercept(c);
+    while (!x.to_guest.empty()) {
+      size_t n = std::min<size_t>(x.to_guest.size(), kMaxPayload);
+      absl::StatusOr<size_t> sent =
+          channel->SendGuestData(c.id, std::string_view(x.to_guest.data(), n));
+      if (!sent.ok()) return;
+      x.to_guest.erase(0, *sent);
+      if (*sent < n) {
+        c.window_closed = true;
+        if (c.bev != nullptr) bufferevent_disable(c.bev, EV_READ);
+        return;
+      }
+    }
+    // The guest's side ends once what waits for it went out, which needs its handshake done
+    // (or the guest gone).
+    if (x.finishing && !c.ended_to_guest && (x.guest->handshake_done() || c.guest_ended)) {
+      c.ended_to_guest = true;
+      channel->EndGuestData(c.id).IgnoreError();
+    }
+    MaybeDone(c);
+  }
+
+  void ReportIntercept(Conn& c) {
+    for (const InterceptEvent& e : c.intercept->http->TakeEvents()) {
+      std::string key = absl::StrCat(e.secret, e.used ? "+" : "-", e.where);
+      if (!c.intercept->reported.insert(key).second) continue;
+      Record({.kind = "secret",
+              .name = c.name,
+              .address = c.address,
+              .port = c.port,
+              .allowed = e.used,
+              .rule = e.secret,
+              .reason = e.where});
+    }
+  }
+
+  // A placeholder in the clear (plain HTTP, or any protocol but TLS) is never swapped: say so.
+  void ScanPlaintext(Conn& c, const std::string& data) {
+    std::lock_guard<std::mutex> lock(secrets_mu_);
+    if (secrets_.empty()) return;
+    std::string window = c.scan_tail + data;
+    size_t longest = 0;
+    for (const ProxySecret& s : secrets_) {
+      longest = std::max(longest, s.placeholder.size());
+      if (window.find(s.placeholder) == std::string::npos || !c.warned.insert(s.name).second) {
+        continue;
+      }
+      Record({.kind = "secret",
+              .name = c.name,
+              .address = c.address,
+              .port = c.port,
+              .rule = s.name,
+              .reason = "its placeholder went out unchanged on a connection that is not TLS "
+                        "(secrets are swapped in only over HTTPS on 443)"});
+    }
+    size_t keep = std::min(window.size(), longest);
+    c.scan_tail = window.substr(window.size() - keep);
+  }
+
+  void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) {
+    std::lock_guard<std::mutex> lock(secrets_mu_);
+    secrets_ = std::move(secrets);
+    ca_ = std::move(ca);
   }
 
   // The event of a connection as it ends: allowed (by its rule) or not, and why it ended.
@@ -723,7 +1009,7 @@ class EgressProxy::Impl {
 
   void MaybeDone(Conn& c) {
     if (!(c.guest_ended && c.upstream_shut && c.upstream_ended && c.ended_to_guest)) return;
-    Record(Ended(c, true, ""));
+    Record(Ended(c, true, c.end_reason));
     uint32_t id = c.id;
     FreeConn(c);
     conns_.erase(id);
@@ -797,6 +1083,9 @@ class EgressProxy::Impl {
   EgressProxyOptions options_;
   std::mutex policy_mu_;
   std::shared_ptr<const EgressPolicy> policy_;
+  std::mutex secrets_mu_;
+  std::vector<ProxySecret> secrets_;  // guarded by secrets_mu_
+  std::shared_ptr<SessionCa> ca_;     // guarded by secrets_mu_
   std::mutex counters_mu_;
   Counters counters_;
   std::mutex stop_mu_;
@@ -815,6 +1104,7 @@ class EgressProxy::Impl {
   int in_flight_ = 0;
   std::vector<NetEvent> events_;
   std::map<std::string, int64_t> dns_seen_;
+  std::set<std::string> missing_reported_;  // secrets said to have no value
 };
 
 EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -839,6 +1129,10 @@ absl::StatusOr<std::shared_ptr<EgressProxy>> EgressProxy::Start(
 }
 
 void EgressProxy::Stop() { impl_->Stop(); }
+
+void EgressProxy::SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) {
+  impl_->SetSecrets(std::move(secrets), std::move(ca));
+}
 
 void EgressProxy::SetPolicy(std::shared_ptr<const EgressPolicy> policy) {
   impl_->Post([impl = impl_.get(), policy] { impl->ApplyPolicy(policy); });

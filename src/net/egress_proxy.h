@@ -9,6 +9,12 @@
 // the allowed name before a byte goes out. Then it relays both ways within the channel's
 // flow-control windows. Every decision becomes a NetEvent.
 //
+// A connection on 443 to a host that one of the session's secrets is bound to is intercepted:
+// the proxy completes the guest's TLS handshake itself with a certificate the session's CA
+// minted for the name (src/net/tls_intercept.h), opens its own TLS connection to the server
+// (verified against the host's trust store), and passes the plaintext through HttpIntercept,
+// which swaps placeholders for values on the way out and masks values on the way back.
+//
 // One libevent loop on a thread of its own serves the session; the channel's reader thread
 // only queues work for it. Thread-safe.
 #ifndef AIRLOCK_NET_EGRESS_PROXY_H_
@@ -23,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "src/net/egress_policy.h"
 #include "src/net/net_event.h"
+#include "src/net/tls_intercept.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock::net {
@@ -54,6 +61,15 @@ class StaticResolver : public Resolver {
   std::shared_ptr<Resolver> fallback_;
 };
 
+// A secret as the proxy uses it: bound to `hosts` (lower case), swapped in for `placeholder`.
+struct ProxySecret {
+  std::string name;
+  std::string placeholder;
+  std::string value;  // empty: the value is not available (the request goes out unchanged)
+  std::vector<std::string> hosts;
+  bool body = false;  // may enter request bodies
+};
+
 struct EgressProxyOptions {
   std::shared_ptr<Resolver> resolver;
   // Called on the proxy's thread with events in batches (at most every 250 ms).
@@ -63,6 +79,14 @@ struct EgressProxyOptions {
   uint64_t bytes_per_second = 0;
   // A destination that does not accept the connection within this is reported ETIMEDOUT.
   int connect_timeout_ms = 10000;
+  // Interception: the session's CA and the context real servers are verified with. Without
+  // both, no connection is intercepted and secrets are never swapped in.
+  std::shared_ptr<SessionCa> ca;
+  std::shared_ptr<SSL_CTX> upstream_tls;
+  std::vector<ProxySecret> secrets;
+  // The port that carries only TLS (SNI checked, intercepted where secrets are bound). Tests
+  // move it off the privileged 443.
+  uint16_t tls_port = 443;
 };
 
 class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_this<EgressProxy> {
@@ -77,6 +101,9 @@ class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_th
 
   // A new policy: connections it no longer allows are reset, the guest re-asks about names.
   void SetPolicy(std::shared_ptr<const EgressPolicy> policy);
+  // New secrets (or values), and the CA that intercepts for them, for connections opened from
+  // now on.
+  void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca);
   // Bytes carried and connections and denials so far.
   struct Counters {
     uint64_t bytes_out = 0;

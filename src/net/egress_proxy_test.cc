@@ -4,32 +4,42 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "src/net/tls_intercept.h"
 #include "src/testing/fake_guest.h"
 
 namespace airlock::net {
 namespace {
 
+// A listening socket on 127.0.0.1 and a port of the kernel's choosing.
+int ListenOnLoopback(uint16_t* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  EXPECT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
 // Echoes what it reads on each connection until EOF, then closes. Counts connections.
 class EchoServer {
  public:
   EchoServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    socklen_t len = sizeof(sa);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-    port_ = ntohs(sa.sin_port);
+    fd_ = ListenOnLoopback(&port_);
     thread_ = std::thread([this] {
       while (!stop_) {
         pollfd p = {fd_, POLLIN, 0};
@@ -77,7 +87,7 @@ std::shared_ptr<const EgressCeiling> TestCeiling() {
 
 class EgressProxyTest : public ::testing::Test {
  protected:
-  void Start(std::vector<std::string> rules) {
+  void Start(std::vector<std::string> rules, EgressProxyOptions options = {}) {
     g_.Handshake();
     std::vector<EgressRule> parsed;
     for (const std::string& r : rules) parsed.push_back(*ParseEgressRule(r));
@@ -85,7 +95,6 @@ class EgressProxyTest : public ::testing::Test {
         std::make_shared<const EgressPolicy>(parsed, TestCeiling(), std::vector<IpAddress>{});
     auto resolver = StaticResolver::Parse("127.0.0.1 web.test\n10.9.9.9 rebind.test\n", nullptr);
     ASSERT_TRUE(resolver.ok());
-    EgressProxyOptions options;
     options.resolver = *std::move(resolver);
     options.on_events = [this](std::vector<NetEvent> events) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -285,6 +294,214 @@ TEST_F(EgressProxyTest, RefusesConnectionsBeyondItsCap) {
   } while (f.stream != 4);
   EXPECT_EQ(f.type, FrameType::kReset);
   EXPECT_NE(f.payload.find("too many connections"), std::string::npos) << f.payload;
+}
+
+// An HTTPS server on loopback (a certificate from its own CA, as a public one would be): answers
+// each request with the Authorization header it received, echoed in its body and a header.
+class EchoHttpsServer {
+ public:
+  EchoHttpsServer() {
+    ca_ = *SessionCa::Create("public");
+    char name[] = "/tmp/airlock-public-ca-XXXXXX";
+    int fd = mkstemp(name);
+    close(fd);
+    ca_file_ = name;
+    std::ofstream(ca_file_) << ca_->CertificatePem();
+    ctx_ = *ca_->ServerContext("web.test");
+    fd_ = ListenOnLoopback(&port_);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~EchoHttpsServer() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+    unlink(ca_file_.c_str());
+  }
+  uint16_t port() const { return port_; }
+  const std::string& ca_file() const { return ca_file_; }
+  std::string received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      timeval tv = {2, 0};
+      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      SSL* ssl = SSL_new(ctx_);
+      SSL_set_fd(ssl, c);
+      if (SSL_accept(ssl) == 1) {
+        std::string in;
+        char buf[4096];
+        for (;;) {
+          size_t end = in.find("\r\n\r\n");
+          if (end != std::string::npos) {
+            std::string head = in.substr(0, end);
+            in.erase(0, end + 4);
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              received_ += head + "\n";
+            }
+            std::string auth;
+            size_t at = head.find("Authorization: ");
+            if (at != std::string::npos)
+              auth = head.substr(at + 15, head.find("\r\n", at) - at - 15);
+            std::string body = "you sent: " + auth;
+            std::string response =
+                absl::StrCat("HTTP/1.1 200 OK\r\nX-Echo: ", auth,
+                             "\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+            SSL_write(ssl, response.data(), static_cast<int>(response.size()));
+            continue;
+          }
+          int n = SSL_read(ssl, buf, sizeof(buf));
+          if (n <= 0) break;
+          in.append(buf, static_cast<size_t>(n));
+        }
+        SSL_shutdown(ssl);
+      }
+      SSL_free(ssl);
+      close(c);
+    }
+  }
+
+  std::shared_ptr<SessionCa> ca_;
+  std::string ca_file_;
+  SSL_CTX* ctx_;
+  int fd_;
+  uint16_t port_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::string received_;
+};
+
+constexpr char kPlaceholder[] = "AIRLOCK_PLACEHOLDER_KEY_0123456789abcdef";
+constexpr char kValue[] = "real-secret-value-0123456789";
+
+class InterceptTest : public EgressProxyTest {
+ protected:
+  void StartIntercepting(const std::string& upstream_ca_file) {
+    session_ca_ = *SessionCa::Create("s-test");
+    EgressProxyOptions options;
+    options.ca = session_ca_;
+    absl::StatusOr<SslCtxPtr> upstream = UpstreamContext(upstream_ca_file);
+    ASSERT_TRUE(upstream.ok()) << upstream.status();
+    options.upstream_tls = std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free);
+    options.tls_port = server_.port();
+    options.secrets = {{"KEY", kPlaceholder, kValue, {"web.test"}, false}};
+    Start({"web.test:" + std::to_string(server_.port())}, std::move(options));
+    // The guest trusts the session's CA, as airlock sets it up in a VM.
+    char name[] = "/tmp/airlock-session-ca-XXXXXX";
+    int fd = mkstemp(name);
+    close(fd);
+    trust_file_ = name;
+    std::ofstream(trust_file_) << session_ca_->CertificatePem();
+    guest_ctx_ = *UpstreamContext(trust_file_);
+  }
+  void TearDown() override {
+    EgressProxyTest::TearDown();
+    if (!trust_file_.empty()) unlink(trust_file_.c_str());
+  }
+
+  // Opens stream `id` as a TLS client of web.test, sends `request`, and returns the plaintext
+  // that came back until the proxy ended the stream (or reset it: then "RESET: why").
+  std::string Exchange(uint32_t id, const std::string& request) {
+    auto tls = *TlsEnd::Client(guest_ctx_.get(), "web.test");
+    Connect(id, "web.test", server_.port());
+    std::string wire;
+    EXPECT_TRUE(tls->Send(request, &wire).ok());
+    EXPECT_TRUE(tls->Start(&wire).ok());
+    g_.Send(FrameType::kData, id, wire);
+    // A proxy that stops answering fails the test instead of hanging it.
+    timeval limit = {20, 0};
+    setsockopt(g_.guest_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    std::string plain;
+    for (;;) {
+      Frame f = g_.ReceiveRequest();
+      if (f.type == FrameType{}) return plain + "NO ANSWER";
+      if (f.stream != id) continue;
+      if (f.type == FrameType::kReset) return plain + "RESET: " + f.payload;
+      if (f.type == FrameType::kDataEnd) return plain;
+      if (f.type != FrameType::kData) continue;
+      std::string back;
+      bool closed = false;
+      absl::Status s = tls->Receive(f.payload, &plain, &back, &closed);
+      EXPECT_TRUE(s.ok()) << s;
+      if (!back.empty()) g_.Send(FrameType::kData, id, back);
+      // One request, one response: end our side once it has arrived whole.
+      if (plain.find("you sent") != std::string::npos || plain.find("HTTP/1.1 502") == 0) {
+        std::string bye;
+        tls->Close(&bye);
+        g_.Send(FrameType::kData, id, bye);
+        g_.Send(FrameType::kDataEnd, id, "");
+      }
+    }
+  }
+
+  EchoHttpsServer server_;
+  std::shared_ptr<SessionCa> session_ca_;
+  std::string trust_file_;
+  SslCtxPtr guest_ctx_;
+};
+
+TEST_F(InterceptTest, TheServerGetsTheValueAndTheGuestOnlyEverSeesThePlaceholder) {
+  StartIntercepting(server_.ca_file());
+  std::string got = Exchange(2, absl::StrCat("GET /v1 HTTP/1.1\r\nHost: web.test\r\n"
+                                             "Authorization: Bearer ",
+                                             kPlaceholder, "\r\n\r\n"));
+  EXPECT_NE(server_.received().find(absl::StrCat("Authorization: Bearer ", kValue)),
+            std::string::npos)
+      << server_.received();
+  EXPECT_EQ(got.find(kValue), std::string::npos) << got;
+  EXPECT_NE(got.find(absl::StrCat("you sent: Bearer ", kPlaceholder)), std::string::npos) << got;
+  EXPECT_NE(got.find(absl::StrCat("X-Echo: Bearer ", kPlaceholder)), std::string::npos) << got;
+  proxy_->Flush();
+  std::lock_guard<std::mutex> lock(mu_);
+  bool used = false;
+  for (const NetEvent& e : events_) {
+    if (e.kind == "secret" && e.allowed && e.rule == "KEY") used = true;
+    EXPECT_EQ(DescribeNetEvent(e).find(kValue), std::string::npos);
+  }
+  EXPECT_TRUE(used);
+}
+
+TEST_F(InterceptTest, AServerWhoseCertificateDoesNotVerifyIsA502ThatSaysWhy) {
+  StartIntercepting("");  // the system's trust store: it does not know the server's CA
+  std::string got = Exchange(2, absl::StrCat("GET / HTTP/1.1\r\nHost: web.test\r\n"
+                                             "Authorization: Bearer ",
+                                             kPlaceholder, "\r\n\r\n"));
+  EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 502") << got;
+  EXPECT_NE(got.find("did not verify"), std::string::npos) << got;
+  EXPECT_EQ(server_.received(), "");
+}
+
+TEST_F(InterceptTest, AHostWithNoSecretBoundStaysAnOpaqueTunnel) {
+  EchoServer echo;
+  session_ca_ = *SessionCa::Create("s-test");
+  EgressProxyOptions options;
+  options.ca = session_ca_;
+  options.upstream_tls = std::shared_ptr<SSL_CTX>(UpstreamContext("")->release(), SSL_CTX_free);
+  options.secrets = {{"KEY", kPlaceholder, kValue, {"api.other.test"}, false}};
+  Start({"web.test:" + std::to_string(echo.port())}, std::move(options));
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, std::string("plain ") + kPlaceholder);
+  std::string back;
+  while (back.size() < 6 + sizeof(kPlaceholder) - 1) {
+    Frame f = g_.ReceiveRequest();
+    ASSERT_EQ(f.type, FrameType::kData);
+    back += f.payload;
+  }
+  EXPECT_EQ(back, std::string("plain ") + kPlaceholder);  // untouched
+  proxy_->Flush();
+  std::lock_guard<std::mutex> lock(mu_);
+  bool warned = false;
+  for (const NetEvent& e : events_) warned |= e.kind == "secret" && !e.allowed;
+  EXPECT_TRUE(warned);
 }
 
 }  // namespace

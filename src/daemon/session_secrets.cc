@@ -1,0 +1,288 @@
+#include "src/daemon/session_secrets.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "src/common/file_util.h"
+
+namespace airlock {
+namespace {
+
+constexpr char kCaKeyFile[] = "ca.key";
+constexpr char kCaCertFile[] = "ca.pem";
+constexpr char kSystemBundle[] = "/etc/ssl/certs/ca-certificates.crt";
+constexpr size_t kMaxGuestBundle = 3 << 20;  // a guest's file the host reads: capped
+
+}  // namespace
+
+SessionSecrets::SessionSecrets(std::unique_ptr<secrets::SecretSource> op,
+                               std::shared_ptr<SSL_CTX> upstream_tls)
+    : op_(std::move(op)), upstream_tls_(std::move(upstream_tls)) {}
+
+SessionSecrets::~SessionSecrets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, values] : values_) {
+    for (auto& [name, value] : values) secrets::Wipe(value);
+  }
+}
+
+void SessionSecrets::Hold(const std::string& id, const std::string& name, std::string value) {
+  // Kept out of swap (best effort: the pages stay locked; they are few).
+  if (!value.empty()) mlock(value.data(), value.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string& slot = values_[id][name];
+  secrets::Wipe(slot);
+  slot = std::move(value);
+}
+
+absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Bind(
+    const std::string& id, const std::vector<SecretRequest>& requests,
+    const std::vector<SecretGrant>& current) {
+  std::vector<SecretGrant> grants = current;
+  std::vector<std::pair<std::string, std::string>> staged;  // name, value
+  auto wipe_staged = [&] {
+    for (auto& [name, value] : staged) secrets::Wipe(value);
+  };
+  std::set<std::string> seen;
+  for (const SecretRequest& r : requests) {
+    absl::StatusOr<secrets::SecretSpec> spec = secrets::ParseSecretSpec(r.spec);
+    if (!spec.ok()) {
+      wipe_staged();
+      return spec.status();
+    }
+    if (!seen.insert(spec->name).second) {
+      wipe_staged();
+      return absl::InvalidArgumentError(
+          absl::StrCat("secret ", spec->name, " is given twice; give each name once"));
+    }
+    std::string value;
+    if (spec->kind() == secrets::SourceKind::kOnePassword) {
+      if (!r.value.empty()) {
+        wipe_staged();
+        return absl::InvalidArgumentError(absl::StrCat(
+            "secret ", spec->name, ": op:// references are resolved by airlockd; send no value"));
+      }
+      if (op_ == nullptr) {
+        wipe_staged();
+        return absl::FailedPreconditionError(
+            absl::StrCat("secret ", spec->name, ": this airlockd resolves no op:// references"));
+      }
+      absl::StatusOr<std::string> resolved = op_->Resolve(*spec);
+      if (!resolved.ok()) {
+        wipe_staged();
+        return resolved.status();
+      }
+      value = *std::move(resolved);
+    } else {
+      if (r.value.empty()) {
+        wipe_staged();
+        return absl::InvalidArgumentError(
+            absl::StrCat("secret ", spec->name, ": ", spec->source,
+                         " is read by the client, which sent no value; use `airlock --secret`"));
+      }
+      value = r.value;
+      if (absl::Status s = secrets::CheckSecretValue(*spec, value); !s.ok()) {
+        secrets::Wipe(value);
+        wipe_staged();
+        return s;
+      }
+    }
+    auto it = std::find_if(grants.begin(), grants.end(),
+                           [&](const SecretGrant& g) { return g.spec.name == spec->name; });
+    if (it != grants.end()) {
+      it->spec = *spec;  // the placeholder stays: the guest may have it stored somewhere
+    } else {
+      grants.push_back({*spec, secrets::MakePlaceholder(value.size())});
+    }
+    staged.emplace_back(spec->name, std::move(value));
+  }
+  if (grants.size() > secrets::kMaxSecretsPerSession) {
+    wipe_staged();
+    return absl::InvalidArgumentError(
+        absl::StrCat("a session holds at most ", secrets::kMaxSecretsPerSession, " secrets"));
+  }
+  for (auto& [name, value] : staged) Hold(id, name, std::move(value));
+  return grants;
+}
+
+absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Unbind(
+    const std::string& id, const std::vector<std::string>& names,
+    const std::vector<SecretGrant>& current) {
+  std::vector<SecretGrant> grants = current;
+  for (const std::string& name : names) {
+    auto it = std::find_if(grants.begin(), grants.end(),
+                           [&](const SecretGrant& g) { return g.spec.name == name; });
+    if (it == grants.end()) {
+      return absl::NotFoundError(absl::StrCat("session ", id, " has no secret ", name,
+                                              "; `airlock secret ls ", id, "` lists them"));
+    }
+    grants.erase(it);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto values = values_.find(id);
+  if (values != values_.end()) {
+    for (const std::string& name : names) {
+      auto v = values->second.find(name);
+      if (v == values->second.end()) continue;
+      secrets::Wipe(v->second);
+      values->second.erase(v);
+    }
+  }
+  return grants;
+}
+
+absl::Status SessionSecrets::Refresh(const std::string& id,
+                                     const std::vector<SecretGrant>& grants) {
+  absl::Status first;
+  for (const SecretGrant& g : grants) {
+    if (g.spec.kind() != secrets::SourceKind::kOnePassword || op_ == nullptr) continue;
+    absl::StatusOr<std::string> value = op_->Resolve(g.spec);
+    if (!value.ok()) {
+      if (first.ok()) first = value.status();
+      continue;
+    }
+    Hold(id, g.spec.name, *std::move(value));
+  }
+  return first;
+}
+
+void SessionSecrets::CopyValues(const std::string& from, const std::string& to) {
+  std::map<std::string, std::string> copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = values_.find(from);
+    if (it == values_.end()) return;
+    copy = it->second;
+  }
+  for (auto& [name, value] : copy) Hold(to, name, std::move(value));
+}
+
+void SessionSecrets::Forget(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(id);
+  if (it == values_.end()) return;
+  for (auto& [name, value] : it->second) secrets::Wipe(value);
+  values_.erase(it);
+}
+
+bool SessionSecrets::Available(const std::string& id, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.find(id);
+  return it != values_.end() && it->second.count(name) != 0;
+}
+
+std::vector<net::ProxySecret> SessionSecrets::ForProxy(
+    const std::string& id, const std::vector<SecretGrant>& grants) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto values = values_.find(id);
+  std::vector<net::ProxySecret> out;
+  for (const SecretGrant& g : grants) {
+    net::ProxySecret p;
+    p.name = g.spec.name;
+    p.placeholder = g.placeholder;
+    p.hosts = g.spec.hosts;
+    p.body = g.spec.body;
+    if (values != values_.end()) {
+      auto v = values->second.find(g.spec.name);
+      if (v != values->second.end()) p.value = v->second;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<net::SessionCa>> SessionSecrets::Ca(const std::string& dir,
+                                                                   const std::string& id) {
+  std::string key_path = absl::StrCat(dir, "/", kCaKeyFile);
+  std::string cert_path = absl::StrCat(dir, "/", kCaCertFile);
+  absl::StatusOr<std::string> key = ReadFileToString(key_path, 64 * 1024);
+  absl::StatusOr<std::string> cert = ReadFileToString(cert_path, 64 * 1024);
+  if (key.ok() && cert.ok()) {
+    absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = net::SessionCa::Load(*key, *cert);
+    secrets::Wipe(*key);
+    return ca;
+  }
+  absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = net::SessionCa::Create(id);
+  if (!ca.ok()) return ca.status();
+  if (absl::Status s = MakeDirectories(dir, 0700); !s.ok()) return s;
+  std::string pem = (*ca)->KeyPem();
+  absl::Status written = WriteFileAtomically(key_path, pem, 0600);
+  secrets::Wipe(pem);
+  if (!written.ok()) return written;
+  if (absl::Status s = WriteFileAtomically(cert_path, (*ca)->CertificatePem(), 0600); !s.ok()) {
+    return s;
+  }
+  return ca;
+}
+
+absl::Status SessionSecrets::CopyCa(const std::string& from_dir, const std::string& to_dir) {
+  for (const char* name : {kCaKeyFile, kCaCertFile}) {
+    absl::StatusOr<std::string> content =
+        ReadFileToString(absl::StrCat(from_dir, "/", name), 64 * 1024);
+    if (absl::IsNotFound(content.status())) return absl::OkStatus();  // it has none
+    if (!content.ok()) return content.status();
+    if (absl::Status s = MakeDirectories(to_dir, 0700); !s.ok()) return s;
+    absl::Status s = WriteFileAtomically(absl::StrCat(to_dir, "/", name), *content, 0600);
+    secrets::Wipe(*content);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>& grants) {
+  std::vector<std::string> env;
+  if (grants.empty()) return env;
+  for (const char* var :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}) {
+    env.push_back(absl::StrCat(var, "=", kGuestCaBundle));
+  }
+  env.push_back(absl::StrCat("NODE_EXTRA_CA_CERTS=", kGuestCaFile));
+  for (const SecretGrant& g : grants) env.push_back(absl::StrCat(g.spec.name, "=", g.placeholder));
+  return env;
+}
+
+absl::Status SessionSecrets::InstallTrust(GuestChannel& channel, const net::SessionCa& ca) {
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const std::string& pem = ca.CertificatePem();
+  absl::StatusOr<std::string> system = channel.ReadFile(kSystemBundle, kMaxGuestBundle, deadline);
+  bool has_system = system.ok();
+  std::string bundle = has_system ? *system : "";
+  if (bundle.find(pem) == std::string::npos) {
+    if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
+    bundle += pem;
+  }
+  if (absl::Status s = channel.WriteFile(kGuestCaFile, 0644, pem, deadline); !s.ok()) return s;
+  if (absl::Status s = channel.WriteFile(kGuestCaBundle, 0644, bundle, deadline); !s.ok()) {
+    return s;
+  }
+  // Programs that read the system's bundle and no variable (Debian's curl, Python's ssl) trust
+  // the CA too; an image without one gets none.
+  if (has_system) return channel.WriteFile(kSystemBundle, 0644, bundle, deadline);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
+    const std::string& upstream_ca_file) {
+  absl::StatusOr<net::SslCtxPtr> upstream = net::UpstreamContext(upstream_ca_file);
+  if (!upstream.ok()) return upstream.status();
+  const char* path = getenv("PATH");
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view var(*e);
+    if (absl::StartsWith(var, "OP_") || absl::StartsWith(var, "HOME=") ||
+        absl::StartsWith(var, "XDG_CONFIG_HOME=")) {
+      env.emplace_back(var);
+    }
+  }
+  return std::make_unique<SessionSecrets>(
+      std::make_unique<secrets::OnePasswordSource>(
+          path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", std::move(env)),
+      std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free));
+}
+
+}  // namespace airlock

@@ -1,0 +1,94 @@
+// The secret side of sessions: values, held in airlockd's memory only (locked against swap,
+// wiped when dropped); each session's certificate authority, kept beside the session (0600)
+// so that a paused session resumes with the CA its guest trusts; and what a session's egress
+// proxy and commands get from them. Thread-safe.
+#ifndef AIRLOCK_DAEMON_SESSION_SECRETS_H_
+#define AIRLOCK_DAEMON_SESSION_SECRETS_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/daemon/state_store.h"
+#include "src/net/egress_proxy.h"
+#include "src/net/tls_intercept.h"
+#include "src/secrets/secret_source.h"
+#include "src/vm/guest_channel.h"
+
+namespace airlock {
+
+// A secret as a client asks for it.
+struct SecretRequest {
+  std::string spec;   // NAME=SOURCE@HOST[,HOST...][?body]
+  std::string value;  // env: and file: sources: the value the client read; op://: empty
+};
+
+// Where the guest finds the session's CA; commands get these in their environment.
+inline constexpr char kGuestCaFile[] = "/etc/airlock/ca.pem";
+inline constexpr char kGuestCaBundle[] = "/etc/airlock/ca-bundle.pem";
+
+class SessionSecrets {
+ public:
+  // op: resolves op:// references (nullptr: they are refused). upstream_tls: how real servers
+  // are verified.
+  SessionSecrets(std::unique_ptr<secrets::SecretSource> op, std::shared_ptr<SSL_CTX> upstream_tls);
+  ~SessionSecrets();
+
+  // The grants of session `id` after binding `requests` to it (whose grants are `current`):
+  // each spec parsed, its value taken from the request (env:, file:) or resolved (op://) and
+  // checked; a name already bound keeps its placeholder. Nothing changes if one fails. The
+  // values are held for `id` once this returns.
+  [[nodiscard]] absl::StatusOr<std::vector<SecretGrant>> Bind(
+      const std::string& id, const std::vector<SecretRequest>& requests,
+      const std::vector<SecretGrant>& current);
+  // The grants without `names` (NOT_FOUND naming one that is not bound); their values go.
+  [[nodiscard]] absl::StatusOr<std::vector<SecretGrant>> Unbind(
+      const std::string& id, const std::vector<std::string>& names,
+      const std::vector<SecretGrant>& current);
+  // At resume: resolves op:// sources again (a rotated secret keeps its placeholder). A source
+  // that fails leaves the secret without a value, and says so.
+  [[nodiscard]] absl::Status Refresh(const std::string& id, const std::vector<SecretGrant>& grants);
+  void CopyValues(const std::string& from, const std::string& to);
+  void Forget(const std::string& id);
+  bool Available(const std::string& id, const std::string& name) const;
+
+  // What the egress proxy swaps in: every grant, with its value where one is held.
+  std::vector<net::ProxySecret> ForProxy(const std::string& id,
+                                         const std::vector<SecretGrant>& grants) const;
+  std::shared_ptr<SSL_CTX> upstream_tls() const { return upstream_tls_; }
+
+  // The session's CA, read from dir (ca.key, ca.pem), or made and written there the first time.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<net::SessionCa>> Ca(const std::string& dir,
+                                                                   const std::string& id);
+  // A fork's guest trusts its parent's CA: the fork gets the same.
+  [[nodiscard]] static absl::Status CopyCa(const std::string& from_dir, const std::string& to_dir);
+
+  // What each command of a session with these grants gets in its environment: NAME=placeholder
+  // for each, and the variables that point TLS clients at the bundle that holds the CA.
+  static std::vector<std::string> GuestEnv(const std::vector<SecretGrant>& grants);
+  // Makes the guest trust the CA: kGuestCaFile, and the system bundle with the CA appended at
+  // kGuestCaBundle and in place of /etc/ssl/certs/ca-certificates.crt.
+  [[nodiscard]] static absl::Status InstallTrust(GuestChannel& channel, const net::SessionCa& ca);
+
+ private:
+  void Hold(const std::string& id, const std::string& name, std::string value);
+
+  std::unique_ptr<secrets::SecretSource> op_;
+  std::shared_ptr<SSL_CTX> upstream_tls_;
+  mutable std::mutex mu_;
+  // Session id -> name -> value. Guarded by mu_.
+  std::map<std::string, std::map<std::string, std::string>> values_;
+};
+
+// As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, and servers
+// verified against the host's trust store plus the PEM certificates in upstream_ca_file (may be
+// empty; an operator's private CA, or a test's).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
+    const std::string& upstream_ca_file);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_SESSION_SECRETS_H_

@@ -1,0 +1,46 @@
+#include "src/secrets/secret_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace airlock::secrets {
+namespace {
+
+TEST(SecretSpecTest, ReadsEachSourceAndItsHosts) {
+  absl::StatusOr<SecretSpec> s =
+      ParseSecretSpec("OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "OPENAI_API_KEY");
+  EXPECT_EQ(s->kind(), SourceKind::kEnv);
+  EXPECT_EQ(s->reference(), "OPENAI_API_KEY");
+  EXPECT_EQ(s->hosts, std::vector<std::string>{"api.openai.com"});
+  EXPECT_FALSE(s->body);
+
+  s = ParseSecretSpec("GH_TOKEN=op://Engineering/github/token@API.github.com,uploads.github.com");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind(), SourceKind::kOnePassword);
+  EXPECT_EQ(s->reference(), "op://Engineering/github/token");
+  EXPECT_EQ(s->hosts, (std::vector<std::string>{"api.github.com", "uploads.github.com"}));
+  EXPECT_EQ(FormatSecretSpec(*s),
+            "GH_TOKEN=op://Engineering/github/token@api.github.com,uploads.github.com");
+
+  s = ParseSecretSpec("K=file:/run/keys/k@a.test?body");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind(), SourceKind::kFile);
+  EXPECT_EQ(s->reference(), "/run/keys/k");
+  EXPECT_TRUE(s->body);
+  EXPECT_EQ(*ParseSecretSpec(FormatSecretSpec(*s)), *s);
+}
+
+TEST(SecretSpecTest, RefusesWhatCannotBeBoundAndShowsTheForm) {
+  for (const char* bad :
+       {"", "NOEQUALS", "1X=env:A@h.test", "A-B=env:A@h.test", "K=env:A", "K=env:@h.test",
+        "K=env:A@", "K=env:A@bad host", "K=env:A@*.h.test", "K=vault:x@h.test",
+        "K=op://vault@h.test", "K=op://v//f@h.test", "K=file:@h.test", "K=env:A@h.test:443"}) {
+    absl::StatusOr<SecretSpec> s = ParseSecretSpec(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("NAME=SOURCE@HOST"), std::string::npos) << s.status();
+  }
+}
+
+}  // namespace
+}  // namespace airlock::secrets
