@@ -26,7 +26,8 @@
 
 namespace airlock {
 
-// A small HTTP(S) server on 127.0.0.1: answers GET PATH with serve(PATH) (404 when nullopt),
+// A small HTTP(S) server on 127.0.0.1: answers GET PATH with serve(PATH) (404 when nullopt; a
+// body that starts with "HTTP/1." is sent as the whole response),
 // one connection at a time, each closed after its response. With a certificate it speaks TLS.
 class LoopbackHttpServer {
  public:
@@ -141,10 +142,11 @@ class LoopbackHttpServer {
       const char* type =
           body && body->rfind("<!DOCTYPE html>", 0) == 0 ? "text/html" : "application/octet-stream";
       std::string reply =
-          body ? absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: ", type,
-                              "\r\nContent-Length: ", body->size(), "\r\nConnection: close\r\n\r\n",
-                              *body)
-               : "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+          body && body->rfind("HTTP/1.", 0) == 0 ? *body  // a whole response of the handler's
+          : body ? absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: ", type,
+                                "\r\nContent-Length: ", body->size(),
+                                "\r\nConnection: close\r\n\r\n", *body)
+                 : "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
       write_all(reply);
       if (ssl != nullptr) {
         SSL_shutdown(ssl);

@@ -43,20 +43,24 @@ std::string FreshValue(const std::string& prefix) {
 class EchoApi {
  public:
   EchoApi()
-      : server_(
-            LoopbackHttpServer::RequestHandler(
-                [this](const std::string&, const std::string& head) -> std::optional<std::string> {
-                  std::string auth;
-                  size_t at = head.find("\r\nAuthorization: ");
-                  if (at != std::string::npos) {
-                    at += 17;
-                    auth = head.substr(at, head.find("\r\n", at) - at);
-                  }
-                  std::lock_guard<std::mutex> lock(mu_);
-                  seen_.push_back(auth);
-                  return "auth=" + auth + "\n";
-                }),
-            443, Issued(), "api") {}
+      : server_(LoopbackHttpServer::RequestHandler(
+                    [this](const std::string& path,
+                           const std::string& head) -> std::optional<std::string> {
+                      if (path == "/redirect") {
+                        return "HTTP/1.0 302 Found\r\nLocation: http://web.test/redirected\r\n"
+                               "Content-Length: 0\r\nConnection: close\r\n\r\n";
+                      }
+                      std::string auth;
+                      size_t at = head.find("\r\nAuthorization: ");
+                      if (at != std::string::npos) {
+                        at += 17;
+                        auth = head.substr(at, head.find("\r\n", at) - at);
+                      }
+                      std::lock_guard<std::mutex> lock(mu_);
+                      seen_.push_back(auth);
+                      return "auth=" + auth + "\n";
+                    }),
+                443, Issued(), "api") {}
   std::vector<std::string> seen() {
     std::lock_guard<std::mutex> lock(mu_);
     return seen_;
@@ -230,6 +234,21 @@ TEST(SecretsTest, APlaceholderGoesNowhereElseAsTheValue) {
     ASSERT_EQ(plain_seen.size(), 1u);
     EXPECT_EQ(plain_seen[0].find(value), std::string::npos);
   }
+  // The right host, but over plain HTTP; and a redirect from the bound host to another one
+  // (curl told to keep the header): the placeholder both times.
+  Exec(id, "curl -sS -H \"Authorization: Bearer $API_KEY\" http://api.test/");
+  Exec(id,
+       "curl -sS -L --location-trusted -H \"Authorization: Bearer $API_KEY\" "
+       "https://api.test/redirect");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(plain_seen.size(), 3u);
+    for (const std::string& head : plain_seen) {
+      EXPECT_EQ(head.find(value), std::string::npos) << head;
+      EXPECT_NE(head.find("AIRLOCK_PLACEHOLDER_"), std::string::npos) << head;
+    }
+    EXPECT_NE(plain_seen[2].find("GET /redirected"), std::string::npos) << plain_seen[2];
+  }
   std::string log = WaitFor({"network", "log", id}, "not TLS");
   EXPECT_NE(log.find("API_KEY"), std::string::npos) << log;
 
@@ -264,6 +283,34 @@ TEST(SecretsTest, APlaceholderGoesNowhereElseAsTheValue) {
   EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
   EXPECT_EQ(api.seen().back(), value);  // a one-shot run gets the value to its server too
   EXPECT_EQ(r.out.find(value), std::string::npos);
+  RunAirlock({"rm", id});
+}
+
+TEST(SecretsTest, SecretsAreBoundAndUnboundOnARunningSession) {
+  EchoApi api;
+  std::string value = FreshValue("sk-late-");
+  setenv("AIRLOCK_TEST_API_KEY", value.c_str(), 1);
+  std::string id = CreateSession({"--allow", "api.test"});
+  Result r = RunAirlock({"secret", "ls", id});
+  EXPECT_NE(r.out.find("no secrets"), std::string::npos) << r.out;
+  r = RunAirlock({"secret", "set", id, "LATE=env:AIRLOCK_TEST_API_KEY@api.test"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("LATE"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(value), std::string::npos);
+  // The guest trusts the session's CA from now on, and new commands hold the placeholder.
+  std::string placeholder(absl::StripTrailingAsciiWhitespace(Exec(id, "echo $LATE")));
+  Exec(id, "curl -sS -H \"Authorization: $LATE\" https://api.test/late");
+  EXPECT_EQ(api.seen().back(), value);
+  r = RunAirlock({"secret", "rm", id, "LATE"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Exec(id, "echo \"[$LATE]\""), "[]\n");
+  // Unbound: the connection is an opaque tunnel again (the guest does not trust the server's
+  // CA, hence -k) and the old placeholder goes out as it is.
+  Exec(id, "curl -sSk -H 'Authorization: " + placeholder + "' https://api.test/after");
+  EXPECT_EQ(api.seen().back(), placeholder);
+  r = RunAirlock({"secret", "rm", id, "LATE"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has no secret LATE"), std::string::npos) << r.err;
   RunAirlock({"rm", id});
 }
 

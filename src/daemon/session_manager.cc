@@ -246,6 +246,16 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
     }
     std::vector<LogRecord> logs;
     for (const net::NetEvent& e : events) {
+      // A secret sent is audited (the daemon acted on the session's behalf): which, and where.
+      if (e.kind == "secret" && e.allowed) {
+        absl::Status audited =
+            store_->Audit(kDaemonPrincipal, owner.tenant, "secret.use", owner.id,
+                          absl::StrCat(e.rule, " to ", e.name, ":", e.port, " (", e.reason, ")"));
+        if (!audited.ok()) {
+          std::fprintf(stderr, "airlockd: session %s: secret use not audited: %s\n",
+                       owner.id.c_str(), std::string(audited.message()).c_str());
+        }
+      }
       if (e.allowed && e.reason.empty()) continue;  // `network log` has those
       LogRecord log;
       log.unix_ms = e.unix_ms;
