@@ -735,6 +735,11 @@ class EgressProxy::Impl {
         if (absl::Status s = StartIntercept(c, std::move(secrets)); !s.ok()) {
           return Close(c, ECONNRESET, std::string(s.message()), true);
         }
+        uint32_t id = c.id;
+        std::string hello;
+        hello.swap(c.pending);  // the ClientHello the check read: ours to answer now
+        FromGuestTls(c, hello);
+        if (conns_.count(id) == 0) return;  // the guest's handshake failed: closed
       }
     }
     if (c.resolved && c.bev == nullptr) Dial(c, c.target);
@@ -809,14 +814,12 @@ class EgressProxy::Impl {
     x->upstream = *std::move(upstream);
     x->http = std::make_unique<HttpIntercept>(c.name, c.port, std::move(secrets));
     c.intercept = std::move(x);
-    std::string hello;
-    hello.swap(c.pending);  // the ClientHello the check read: ours to answer now
-    FromGuestTls(c, hello);
     return absl::OkStatus();
   }
 
   // Ciphertext from the guest of an intercepted connection.
   void FromGuestTls(Conn& c, const std::string& data) {
+    const uint32_t id = c.id;  // c may be gone after a pump
     Conn::Intercept& x = *c.intercept;
     std::string plain;
     bool closed = false;
@@ -847,7 +850,7 @@ class EgressProxy::Impl {
       }
     }
     InterceptPump(c);
-    if (conns_.count(c.id) != 0 && c.relaying &&
+    if (conns_.count(id) != 0 && c.relaying &&
         (c.bev == nullptr || evbuffer_get_length(bufferevent_get_output(c.bev)) == 0)) {
       Drained(c);  // nothing waits upstream: grant the guest its window back now
     }
@@ -897,50 +900,57 @@ class EgressProxy::Impl {
     Conn::Intercept& x = *c.intercept;
     std::shared_ptr<GuestChannel> channel = channel_.lock();
     if (channel == nullptr) return;
-    if (c.bev != nullptr && !x.finishing && c.relaying) {
-      evbuffer* input = bufferevent_get_input(c.bev);
-      char buf[16384];
-      while (!x.finishing && evbuffer_get_length(input) > 0 &&
-             x.to_guest.size() < kConnectionWindow) {
-        ev_ssize_t n = evbuffer_remove(input, buf, sizeof(buf));
-        if (n <= 0) break;
-        c.bytes_in += static_cast<uint64_t>(n);
-        std::string plain, wire;
-        bool closed = false;
-        absl::Status s = x.upstream->Receive(absl::string_view(buf, static_cast<size_t>(n)), &plain,
-                                             &wire, &closed);
-        if (!wire.empty()) bufferevent_write(c.bev, wire.data(), wire.size());
-        if (!s.ok()) return UpstreamFailed(c, std::string(s.message()));
-        if (!plain.empty()) {
-          std::string answer;
-          absl::Status h = x.http->FromUpstream(plain, &answer);
-          ToGuest(c, answer);
-          if (!h.ok()) {
-            AbandonUpstream(c);
-            Finish(c, std::string(h.message()));
+    // Upstream bytes through TLS and the HTTP layer, then to the guest within its window; again
+    // while bytes wait upstream and the window took everything.
+    for (;;) {
+      if (c.bev != nullptr && !x.finishing && c.relaying) {
+        evbuffer* input = bufferevent_get_input(c.bev);
+        char buf[16384];
+        while (!x.finishing && evbuffer_get_length(input) > 0 &&
+               x.to_guest.size() < kConnectionWindow) {
+          ev_ssize_t n = evbuffer_remove(input, buf, sizeof(buf));
+          if (n <= 0) break;
+          c.bytes_in += static_cast<uint64_t>(n);
+          std::string plain, wire;
+          bool closed = false;
+          absl::Status s = x.upstream->Receive(absl::string_view(buf, static_cast<size_t>(n)),
+                                               &plain, &wire, &closed);
+          if (!wire.empty()) bufferevent_write(c.bev, wire.data(), wire.size());
+          if (!s.ok()) return UpstreamFailed(c, std::string(s.message()));
+          if (!plain.empty()) {
+            std::string answer;
+            absl::Status h = x.http->FromUpstream(plain, &answer);
+            ToGuest(c, answer);
+            if (!h.ok()) {
+              AbandonUpstream(c);
+              Finish(c, std::string(h.message()));
+            }
           }
+          if (closed) c.upstream_ended = true;
         }
-        if (closed) c.upstream_ended = true;
+        if (c.upstream_ended && !x.finishing && evbuffer_get_length(input) == 0) {
+          std::string answer;
+          absl::Status h = x.http->UpstreamEnded(&answer);
+          ToGuest(c, answer);
+          Finish(c, h.ok() ? "" : std::string(h.message()));
+        }
       }
-      if (c.upstream_ended && !x.finishing && evbuffer_get_length(input) == 0) {
-        std::string answer;
-        absl::Status h = x.http->UpstreamEnded(&answer);
-        ToGuest(c, answer);
-        Finish(c, h.ok() ? "" : std::string(h.message()));
+      ReportIntercept(c);
+      while (!x.to_guest.empty()) {
+        size_t n = std::min<size_t>(x.to_guest.size(), kMaxPayload);
+        absl::StatusOr<size_t> sent =
+            channel->SendGuestData(c.id, std::string_view(x.to_guest.data(), n));
+        if (!sent.ok()) return;
+        x.to_guest.erase(0, *sent);
+        if (*sent < n) {
+          c.window_closed = true;
+          if (c.bev != nullptr) bufferevent_disable(c.bev, EV_READ);
+          return;
+        }
       }
-    }
-    ReportIntercept(c);
-    while (!x.to_guest.empty()) {
-      size_t n = std::min<size_t>(x.to_guest.size(), kMaxPayload);
-      absl::StatusOr<size_t> sent =
-          channel->SendGuestData(c.id, std::string_view(x.to_guest.data(), n));
-      if (!sent.ok()) return;
-      x.to_guest.erase(0, *sent);
-      if (*sent < n) {
-        c.window_closed = true;
-        if (c.bev != nullptr) bufferevent_disable(c.bev, EV_READ);
-        return;
-      }
+      bool more = c.bev != nullptr && !x.finishing && c.relaying &&
+                  evbuffer_get_length(bufferevent_get_input(c.bev)) > 0;
+      if (!more) break;
     }
     // The guest's side ends once what waits for it went out, which needs its handshake done
     // (or the guest gone).

@@ -480,6 +480,23 @@ TEST_F(InterceptTest, AServerWhoseCertificateDoesNotVerifyIsA502ThatSaysWhy) {
   EXPECT_EQ(server_.received(), "");
 }
 
+TEST_F(InterceptTest, AGuestWhoseTlsBreaksAfterItsHelloIsReset) {
+  StartIntercepting(server_.ca_file());
+  auto tls = *TlsEnd::Client(guest_ctx_.get(), "web.test");
+  std::string wire;
+  ASSERT_TRUE(tls->Start(&wire).ok());
+  Connect(2, "web.test", server_.port());
+  // The hello passes the SNI check; what follows it is no TLS record at all.
+  g_.Send(FrameType::kData, 2, wire + "\x17\x03\x03\xff\xffnot a record");
+  Frame f;
+  do {
+    f = g_.ReceiveRequest();
+  } while (f.type == FrameType::kData);
+  EXPECT_EQ(f.type, FrameType::kReset);
+  EXPECT_NE(f.payload.find("TLS with the guest"), std::string::npos) << f.payload;
+  EXPECT_EQ(server_.received(), "");
+}
+
 TEST_F(InterceptTest, AHostWithNoSecretBoundStaysAnOpaqueTunnel) {
   EchoServer echo;
   session_ca_ = *SessionCa::Create("s-test");

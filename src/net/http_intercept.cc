@@ -380,7 +380,7 @@ absl::Status HttpIntercept::GuestHead(absl::string_view text, std::string* upstr
   }
   // The mask needs the response's bytes as the server meant them.
   absl::StrAppend(&out, "Accept-Encoding: identity", kCrlf);
-  pending_.push_back({parts[0] == "HEAD", false});
+  pending_.push_back({parts[0] == "HEAD"});
   warn_tail_.clear();
   if (codings == 1) {
     request_ = {Body::kChunkSize, 0};

@@ -149,7 +149,6 @@ class HttpIntercept {
   // Server side.
   struct Pending {
     bool head_method = false;  // HEAD: the response has no body
-    bool http10 = false;
   };
   std::deque<Pending> pending_;
   std::string upstream_in_;
