@@ -27,7 +27,11 @@ fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join
 // A web server on the host's loopback that sessions reach as web.test once allowed.
 fs.writeFileSync(path.join(home, 'egress-ceiling'), 'allow *:*\nallow 127.0.0.1/32:*\n');
 fs.writeFileSync(path.join(home, 'egress-hosts'), '127.0.0.1 web.test\n');
-const web = http.createServer((req, res) => res.end('hello from web.test'));
+const seenAuth = [];
+const web = http.createServer((req, res) => {
+  if (req.headers.authorization) seenAuth.push(req.headers.authorization);
+  res.end('hello from web.test');
+});
 await new Promise((r) => web.listen(0, '127.0.0.1', r));
 const webPort = web.address().port;
 
@@ -39,7 +43,8 @@ const transport = new StdioClientTransport({
   env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
          AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
          AIRLOCK_EGRESS_CEILING: path.join(home, 'egress-ceiling'),
-         AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts') },
+         AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts'),
+         MCP_TEST_SECRET: 'mcp-secret-value-do-not-leak' },
   stderr: 'pipe',
 });
 transport.stderr?.on('data', (chunk) => stderrLines.push(chunk.toString()));
@@ -126,6 +131,25 @@ test('network: denied until allowed, and the log says how to ask', async () => {
   const bad = await call('network_allow', { session_id: session.id, allow: ['*foo'] });
   assert.equal(bad.isError, true);
   await ok('session_remove', { session_id: session.id });
+});
+
+test('secrets go by reference: the code and the model see only a placeholder', async () => {
+  const code = [
+    'import os, urllib.request',
+    "print(os.environ['API_KEY'])",
+    `r = urllib.request.Request('http://web.test:${webPort}/', headers={'Authorization': os.environ['API_KEY']})`,
+    'urllib.request.urlopen(r, timeout=20).read()',
+  ].join('\n');
+  const r = await ok('run_code', { code, allow: [`web.test:${webPort}`],
+                                   secrets: [`API_KEY=env:MCP_TEST_SECRET@web.test`] });
+  assert.equal(r.exit_code, 0, r.stderr);
+  assert.match(r.stdout, /^AIRLOCK_PLACEHOLDER_\w+\n$/);
+  // Plain HTTP: the value is never swapped in there, and nothing returned holds it.
+  assert.equal(seenAuth.at(-1), r.stdout.trim());
+  assert.ok(!JSON.stringify(r).includes('mcp-secret-value-do-not-leak'));
+  const bad = await call('run_code', { code: 'print(1)', secrets: ['API_KEY=env:MCP_TEST_UNSET@web.test'] });
+  assert.equal(bad.isError, true);
+  assert.match(bad.content[0].text, /MCP_TEST_UNSET is not set/);
 });
 
 test('hostile output never corrupts the protocol and is reported truncated', async () => {
