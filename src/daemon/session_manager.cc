@@ -114,9 +114,23 @@ std::string SessionManager::LiveDiskPath(const std::string& id) const {
 
 std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::shared_ptr<std::mutex>& m = session_locks_[id];
-  if (!m) m = std::make_shared<std::mutex>();
+  std::weak_ptr<std::mutex>& slot = session_locks_[id];
+  std::shared_ptr<std::mutex> m = slot.lock();
+  if (!m) {
+    m = std::make_shared<std::mutex>();
+    slot = m;
+  }
+  // Only locks someone holds are kept (a mutex nobody holds is as good as a new one), so an id
+  // that names no session costs memory only while its call runs.
+  if (session_locks_.size() > 2 * live_.size() + 64) {
+    std::erase_if(session_locks_, [](const auto& entry) { return entry.second.expired(); });
+  }
   return m;
+}
+
+size_t SessionManager::session_lock_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_locks_.size();
 }
 
 absl::Status SessionManager::Recover() {

@@ -139,6 +139,8 @@ class SessionManager {
                                                             const std::vector<std::string>& names);
   // Whether airlockd holds the value of a session's secret.
   bool SecretAvailable(const std::string& id, const std::string& name) const;
+  // Per-session locks kept right now (they go when nobody holds them).
+  size_t session_lock_count();
   // How secrets are resolved and servers verified. Call before Recover.
   void set_secrets(std::unique_ptr<SessionSecrets> secrets);
 
@@ -197,7 +199,7 @@ class SessionManager {
       const std::string& action, const std::string& outcome);
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LiveSession>> live_;
-  std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;
+  std::map<std::string, std::weak_ptr<std::mutex>> session_locks_;
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool stopping_ = false;

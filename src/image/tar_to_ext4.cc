@@ -201,6 +201,11 @@ absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer, bool whit
       status = writer->ClearDirectory(dir);
     } else if (whiteouts && absl::StartsWith(base, kWhiteoutPrefix)) {
       std::string victim = base.substr(strlen(kWhiteoutPrefix));
+      if (victim.empty() || victim == "." || victim == "..") {
+        // ".wh.", ".wh..", ".wh...": the directory itself or its parent, never a file in it.
+        return absl::InvalidArgumentError(
+            absl::StrCat(tar_path, ": the whiteout ", *path, " names no file"));
+      }
       status = writer->Remove(dir.empty() ? victim : absl::StrCat(dir, "/", victim));
       known_dirs.clear();  // a removed directory may have been known
     } else if (path->empty()) {

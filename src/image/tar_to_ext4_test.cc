@@ -169,5 +169,22 @@ TEST(TarToExt4Test, LayersHonourWhiteouts) {
   EXPECT_EQ(opq.find("old"), std::string::npos);
 }
 
+TEST(TarToExt4Test, AWhiteoutOfTheDirectoryItselfOrItsParentIsRefused) {
+  for (const char* name : {"etc/.wh.", "etc/.wh..", "etc/.wh...", ".wh..."}) {
+    TempDir dir;
+    std::string lower = dir.File("lower.tar"), upper = dir.File("upper.tar");
+    WriteTar(lower, {{.name = "etc/keep", .data = "k"}, {.name = "top", .data = "t"}});
+    WriteTar(upper, {{.name = name, .data = ""}});
+    absl::StatusOr<TarStats> a = ScanTar(lower), b = ScanTar(upper);
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto writer = Ext4Writer::Create(dir.File("layers.ext4"), ImageSizeFor({*a, *b}));
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(ApplyTar(lower, writer->get(), true).ok());
+    absl::Status s = ApplyTar(upper, writer->get(), true);
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_NE(s.message().find("names no file"), std::string::npos) << name << ": " << s;
+  }
+}
+
 }  // namespace
 }  // namespace airlock

@@ -208,6 +208,13 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
         return violation("malformed exit");
       }
       event.exit_kind = static_cast<ExitKind>(kind);
+      // Exit statuses are 0-255, signals 1-64, errnos below 4096: anything else is a guest
+      // making numbers up (and 128 + code would overflow).
+      bool in_range = event.exit_kind == ExitKind::kExited ? event.code >= 0 && event.code <= 255
+                      : event.exit_kind == ExitKind::kSignaled
+                          ? event.code >= 1 && event.code <= 64
+                          : event.code >= 0 && event.code < 4096;
+      if (!in_range) return violation("exit status out of range");
       s.events.push_back(std::move(event));
       s.done = true;
       break;

@@ -82,6 +82,21 @@ TEST(GuestChannelTest, GarbageFailsTheChannelAndKillsTheVm) {
   EXPECT_EQ(g.failures_, 1);
 }
 
+TEST(GuestChannelTest, AnExitStatusNoProcessCanHaveFailsTheChannel) {
+  for (auto [kind, code] : std::vector<std::pair<uint32_t, int32_t>>{
+           {0, 256}, {0, -1}, {1, 0}, {1, 65}, {1, INT32_MAX}, {2, -5}, {3, 1 << 20}}) {
+    FakeGuest g;
+    g.Handshake();
+    auto stream = g.channel_->StartExec({.argv = {"true"}});
+    ASSERT_TRUE(stream.ok());
+    Frame start = g.Receive();
+    g.Send(FrameType::kExit, start.stream, PayloadWriter().U32(kind).I32(code).Str("").bytes());
+    absl::Status s = g.WaitFailed();
+    EXPECT_NE(s.message().find("exit status out of range"), absl::string_view::npos)
+        << kind << " " << code << ": " << s;
+  }
+}
+
 TEST(GuestChannelTest, OversizedFrameIsRefusedBeforeAllocation) {
   FakeGuest g;
   std::string header = EncodeFrame(FrameType::kStdout, 1, "");
