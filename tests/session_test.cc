@@ -136,12 +136,15 @@ TEST(SessionTest, UsersCannotSeeEachOthersSessionsAndEveryActionIsAudited) {
   EXPECT_NE(r.exit_code, 0);
   r = RunAirlock({"ls", "-q"}, "", alice);
   EXPECT_NE(r.out.find(a), std::string::npos);
+  r = RunAirlock({"file", "read", a, "/etc/hostname"}, "", alice);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   r = RunAirlock({"rm", a}, "", alice);
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
   std::vector<std::string> audit = AuditRows();
   EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.create " + a));
   EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.exec " + a));
+  EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 file.read " + a));
   EXPECT_TRUE(Contains(audit, "uid:61001/gid:61001 session.remove " + a));
   for (const std::string& row : audit) {
     EXPECT_EQ(row.rfind("uid:61002", 0), std::string::npos) << "bob changed something: " << row;

@@ -355,6 +355,12 @@ grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
   if (!live.ok()) return ToGrpc(live.status());
   absl::StatusOr<std::string> content =
       (*live)->vm->channel().ReadFile(request->path(), max, absl::Now() + kFileTimeout);
+  store_
+      ->Audit(*who, who->Tenant(), "file.read", request->session_id(),
+              absl::StrCat(request->path().substr(0, 512), ": ",
+                           content.ok() ? absl::StrCat(content->size(), " bytes")
+                                        : std::string(content.status().message())))
+      .IgnoreError();  // the read happened either way; an audit store that fails says so on writes
   if (!content.ok()) return ToGrpc(content.status());
   response->set_content(*std::move(content));
   return grpc::Status::OK;

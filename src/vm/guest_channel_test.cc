@@ -46,6 +46,30 @@ TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   EXPECT_TRUE(g.channel_->status().ok());
 }
 
+TEST(GuestChannelTest, TinyOutputFramesAreJoinedWhileTheyWait) {
+  FakeGuest g;
+  g.Handshake();
+  auto stream = g.channel_->StartExec({.argv = {"yes"}});
+  ASSERT_TRUE(stream.ok());
+  Frame start = g.Receive();
+  std::string frames;
+  for (int i = 0; i < 4000; ++i) frames += EncodeFrame(FrameType::kStdout, start.stream, "y");
+  frames +=
+      EncodeFrame(FrameType::kExit, start.stream, PayloadWriter().U32(0).I32(0).Str("").bytes());
+  g.Write(frames);
+  std::string out;
+  int events = 0;
+  for (;;) {
+    auto e = (*stream)->Next(absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(e.ok()) << e.status();
+    if (e->type == ExecEvent::Type::kExit) break;
+    out += e->data;
+    ++events;
+  }
+  EXPECT_EQ(out, std::string(4000, 'y'));
+  EXPECT_LE(events, 10) << "each 1-byte frame stayed an event of its own";
+}
+
 TEST(GuestChannelTest, StdinWaitsForTheGuestsWindow) {
   FakeGuest g;
   g.Handshake();
