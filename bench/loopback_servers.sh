@@ -5,23 +5,15 @@
 # Everything is removed on exit. Needs python3, curl and openssl on the host.
 command -v python3 >/dev/null && command -v curl >/dev/null && command -v openssl >/dev/null ||
   { echo "$0: needs python3, curl and openssl on the host (apt-get install python3 curl openssl)" >&2; exit 1; }
-airlock=$PWD/build/airlock
-home=$(mktemp -d /tmp/airlock-bench-XXXXXX)
-chmod 755 "$home"
-ln -s /var/lib/airlock/images "$home/images"
-mkdir "$home/kernel" && ln -s "$(readlink -f /var/lib/airlock/kernel/vmlinux)" "$home/kernel/vmlinux"
+. bench/private_home.sh
 printf 'allow *:*\nallow 127.0.0.1/32:*\n' > "$home/ceiling"
 printf '127.0.0.1 bench.test\n' > "$home/hosts"
-export AIRLOCK_HOME=$home AIRLOCK_SOCKET=$home/airlockd.sock
 export AIRLOCK_EGRESS_CEILING=$home/ceiling AIRLOCK_EGRESS_HOSTS=$home/hosts
 export AIRLOCK_UPSTREAM_CA=$home/ca.pem
 servers=()
-cleanup() {
+cleanup_extra() {
   for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$home/airlockd.pid" ] && kill "$(cat "$home/airlockd.pid")" 2>/dev/null || true
-  sleep 1; rm -rf "$home"
 }
-trap cleanup EXIT
 
 mb=${mb:-64}
 mkdir "$home/www"

@@ -7,17 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-20}
-airlock=$PWD/build/airlock
-home=$(mktemp -d /tmp/airlock-bench-XXXXXX)
-chmod 755 "$home"
-ln -s /var/lib/airlock/images "$home/images"
-mkdir "$home/kernel" && ln -s "$(readlink -f /var/lib/airlock/kernel/vmlinux)" "$home/kernel/vmlinux"
-export AIRLOCK_HOME=$home AIRLOCK_SOCKET=$home/airlockd.sock
-cleanup() {
-  [ -f "$home/airlockd.pid" ] && kill "$(cat "$home/airlockd.pid")" 2>/dev/null || true
-  sleep 1; rm -rf "$home"
-}
-trap cleanup EXIT
+. bench/private_home.sh
 
 . bench/timing.sh
 

@@ -24,6 +24,9 @@ int McpCommand(const std::vector<std::string>& args);
 int FileCommand(const std::vector<std::string>& args);
 int NetworkCommand(const std::vector<std::string>& args);
 int SecretCommand(const std::vector<std::string>& args);
+int DiffCommand(const std::vector<std::string>& args);
+int PromoteCommand(const std::vector<std::string>& args);
+int SyncCommand(const std::vector<std::string>& args);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

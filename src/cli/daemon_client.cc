@@ -94,6 +94,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.images = v1::Images::NewStub(channel);
   client.network = v1::Network::NewStub(channel);
   client.secrets = v1::Secrets::NewStub(channel);
+  client.workspaces = v1::Workspaces::NewStub(channel);
   return client;
 }
 

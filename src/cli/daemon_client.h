@@ -22,6 +22,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Images::Stub> images;
   std::unique_ptr<v1::Network::Stub> network;
   std::unique_ptr<v1::Secrets::Stub> secrets;
+  std::unique_ptr<v1::Workspaces::Stub> workspaces;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();

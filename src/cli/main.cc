@@ -14,10 +14,11 @@ constexpr char kUsage[] =
     "goes only to the destinations a session is allowed (--allow).\n"
     "\n"
     "commands:\n"
-    "  run [IMAGE] [--allow RULE] -- CMD ARGS...   run a command in a fresh microVM\n"
-    "                               (airlock run --help)\n"
+    "  run [IMAGE] [--allow RULE] [--workspace DIR] -- CMD ARGS...   run a command in a fresh\n"
+    "                               microVM (airlock run --help)\n"
     "  session create [IMAGE] [--cpus N] [--memory 512m] [--pids N] [--disk 2g] [--ttl 1h]\n"
     "                 [--idle-timeout 5m] [--allow RULE] [--allow-preset NAME]\n"
+    "                 [--workspace DIR]  (DIR appears read-only under a writable /workspace)\n"
     "                               start a durable session; prints its id\n"
     "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
     "  ls [--json|-q]               your sessions: state, limits, last use\n"
@@ -29,6 +30,10 @@ constexpr char kUsage[] =
     "  resume ID...                 bring paused sessions back (exec does it too)\n"
     "  fork ID [-n N]               N independent copies of a session; prints their ids\n"
     "  file write ID PATH < DATA    write a file into a session (file read ID PATH > DATA)\n"
+    "  diff [--stat] ID             what the session changed in /workspace\n"
+    "  promote ID [--branch NAME] [--include-uncommitted] [--dry-run]\n"
+    "                               the session's commits -> branch airlock/ID/NAME\n"
+    "  sync ID [--dry-run]          host changes since the session's base -> the session\n"
     "  network ls|allow|deny|rm|log ID ...   a session's egress rules and connections\n"
     "                               (airlock network --help)\n"
     "  secret ls|set|rm ID ...      secrets the guest holds placeholders of\n"
@@ -72,6 +77,9 @@ int main(int argc, char** argv) {
   if (command == "resume") return airlock::ResumeCommand(args);
   if (command == "fork") return airlock::ForkCommand(args);
   if (command == "file") return airlock::FileCommand(args);
+  if (command == "diff") return airlock::DiffCommand(args);
+  if (command == "promote") return airlock::PromoteCommand(args);
+  if (command == "sync") return airlock::SyncCommand(args);
   if (command == "mcp") return airlock::McpCommand(args);
   std::fprintf(stderr, "airlock: unknown command \"%s\"\n%s", command.c_str(), kUsage);
   return 2;

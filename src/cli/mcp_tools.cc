@@ -10,7 +10,9 @@
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
 #include "src/cli/session_json.h"
+#include "src/cli/workspace_client.h"
 #include "src/mcp/json_rpc.h"
+#include "src/workspace/workspace_capture.h"
 
 namespace airlock {
 namespace {
@@ -89,6 +91,14 @@ class Args {
       return fallback;
     }
     return v.get<double>();
+  }
+  bool Bool(const char* key, bool fallback) {
+    if (!Has(key)) return fallback;
+    if (!args_[key].is_boolean()) {
+      Fail(absl::StrCat("\"", key, "\" must be true or false"));
+      return fallback;
+    }
+    return args_[key].get<bool>();
   }
   std::vector<std::string> StrList(const char* key) {
     std::vector<std::string> out;
@@ -445,7 +455,12 @@ std::vector<Tool> AirlockTools() {
                       {"idle_timeout_seconds",
                        Prop("integer", "pause it after this long unused (default 300, 0: never)")},
                       {"allow", AllowProp()},
-                      {"secrets", SecretsProp()}}),
+                      {"secrets", SecretsProp()},
+                      {"workspace",
+                       Prop("string",
+                            "a project directory on this host (absolute path) to copy into the "
+                            "session at /workspace, with its .git; the host's copy is never "
+                            "changed. See workspace_diff and workspace_promote")}}),
               SessionSchema()};
   create.run = [schema = create.input_schema](ToolCall& call) {
     Args args(call.arguments(), schema);
@@ -462,6 +477,16 @@ std::vector<Tool> AirlockTools() {
     }
     for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
     AddSecrets(args, request.mutable_secrets());
+    std::string workspace = args.Str("workspace");
+    if (!workspace.empty() && args.error().empty()) {
+      absl::StatusOr<DaemonClient*> client = Client();
+      if (!client.ok()) return ToolError(std::string(client.status().message()));
+      call.Progress(0, "capturing the workspace");
+      absl::StatusOr<std::string> token =
+          UploadWorkspace(**client, workspace, kDefaultWorkspaceMaxBytes);
+      if (!token.ok()) return ToolError(std::string(token.status().message()));
+      request.set_workspace(*token);
+    }
     call.Progress(0, "starting the session's VM");
     return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Create, request,
                  SessionResult);
@@ -808,6 +833,91 @@ std::vector<Tool> AirlockTools() {
         false};
   };
   tools.push_back(metrics);
+
+  Tool diff{"workspace_diff", "What a session changed in its workspace",
+            "Shows the changes a session made under /workspace against the project it was "
+            "created with (session_create's workspace), as a unified diff (or a per-file "
+            "summary with stat); binary and large files are summarized, .git left out.",
+            Object({{"session_id", Prop("string", "the session's id")},
+                    {"stat", Prop("boolean", "one line per file instead of the diff")}},
+                   {"session_id"}),
+            Object({{"files", {{"type", "array"}, {"items", Prop("string", "")}}},
+                    {"diff", Prop("string", "")}},
+                   {"files", "diff"})};
+  diff.read_only = diff.idempotent = true;
+  diff.run = [schema = diff.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    std::string id = args.Str("session_id", true);
+    bool stat = args.Bool("stat", false);
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    absl::StatusOr<std::vector<v1::WorkspaceChange>> changes = FetchWorkspaceChanges(**client, id);
+    if (!changes.ok()) return ToolError(std::string(changes.status().message()));
+    json files = json::array();
+    for (const v1::WorkspaceChange& c : *changes) files.push_back(SanitizeForTerminal(c.path()));
+    std::string text = Tail(RenderWorkspaceDiff(*changes, stat, true), 256 * 1024);
+    if (changes->empty()) text = "no changes in /workspace";
+    return ToolResult{{{"files", files}, {"diff", text}}, text, false};
+  };
+  tools.push_back(diff);
+
+  Tool promote{
+      "workspace_promote", "Bring a session's commits back to its project",
+      "Shows (dry_run, the default) or does the promotion of the commits a session made in "
+      "/workspace: they become the branch airlock/<session>/<name> in the project on this host, "
+      "verified by git, without touching its working tree, index or current branch. Commit in "
+      "the session first (git commit), or pass include_uncommitted.",
+      Object({{"session_id", Prop("string", "the session's id")},
+              {"dry_run", Prop("boolean", "only show what would come back (default true)")},
+              {"branch", Prop("string",
+                              "NAME of airlock/<session>/NAME (default: the session's "
+                              "branch)")},
+              {"include_uncommitted",
+               Prop("boolean",
+                    "commit the session's uncommitted work on top, in the promotion "
+                    "only")}},
+             {"session_id"}),
+      Object({{"report", Prop("string", "")}}, {"report"})};
+  promote.run = [schema = promote.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    std::string id = args.Str("session_id", true);
+    PromoteOptions options;
+    options.dry_run = args.Bool("dry_run", true);
+    options.branch = args.Str("branch");
+    options.include_uncommitted = args.Bool("include_uncommitted", false);
+    options.sanitize = true;
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    absl::StatusOr<std::string> report = PromoteWorkspace(**client, id, options);
+    if (!report.ok()) return ToolError(SanitizeForTerminal(std::string(report.status().message())));
+    std::string text = Tail(*report, 256 * 1024);
+    return ToolResult{{{"report", text}}, text, false};
+  };
+  tools.push_back(promote);
+
+  Tool sync{"workspace_sync", "Bring host changes into a session's workspace",
+            "Copies what changed in the project on this host since the session's base into "
+            "/workspace, for paths the session has not changed itself; lists the others as "
+            "conflicts and leaves them as the session has them.",
+            Object({{"session_id", Prop("string", "the session's id")},
+                    {"dry_run", Prop("boolean", "only show what would be copied")}},
+                   {"session_id"}),
+            Object({{"report", Prop("string", "")}}, {"report"})};
+  sync.run = [schema = sync.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    std::string id = args.Str("session_id", true);
+    bool dry_run = args.Bool("dry_run", false);
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    absl::StatusOr<std::string> report =
+        SyncWorkspace(**client, id, dry_run, kDefaultWorkspaceMaxBytes);
+    if (!report.ok()) return ToolError(std::string(report.status().message()));
+    return ToolResult{{{"report", *report}}, *report, false};
+  };
+  tools.push_back(sync);
 
   Tool write{
       "file_write", "Write a file into a session",

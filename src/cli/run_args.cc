@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/cli/cli_flags.h"
 #include "src/net/egress_rule.h"
 #include "src/secrets/secret_spec.h"
 
@@ -98,6 +99,15 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       if (!error.ok()) return error;
       if (absl::Status s = secrets::ParseSecretSpec(value).status(); !s.ok()) return s;
       out.secrets.push_back(value);
+    } else if (TakeValue(args, &i, "--workspace", "", &value, &error)) {
+      if (!error.ok()) return error;
+      if (value.empty()) return absl::InvalidArgumentError("--workspace needs a directory");
+      out.workspace = value;
+    } else if (TakeValue(args, &i, "--workspace-max", "", &value, &error)) {
+      if (!error.ok()) return error;
+      absl::StatusOr<uint64_t> size = ParseSize(value);
+      if (!size.ok()) return size.status();
+      out.workspace_max = *size;
     } else if (arg.size() > 1 && arg[0] == '-') {
       return absl::InvalidArgumentError(absl::StrCat("unknown option ", arg));
     } else {

@@ -23,6 +23,8 @@ struct RunArgs {
   std::vector<std::string> allow;          // egress rules, checked by airlockd
   std::vector<std::string> allow_presets;  // egress presets
   std::vector<std::string> secrets;        // NAME=SOURCE@HOST..., checked here
+  std::string workspace;                   // a project directory to capture; empty: none
+  uint64_t workspace_max = 2ull << 30;     // cap on its file content
 };
 
 inline constexpr char kRunUsage[] =
@@ -45,7 +47,11 @@ inline constexpr char kRunUsage[] =
     "      --secret NAME=SOURCE@HOST[,HOST...][?body]\n"
     "                         the command sees NAME=<placeholder>; HTTPS requests to HOST\n"
     "                         carry the value instead (SOURCE: env:VAR, file:PATH,\n"
-    "                         op://VAULT/ITEM/FIELD; see airlock secret --help)\n";
+    "                         op://VAULT/ITEM/FIELD; see airlock secret --help)\n"
+    "      --workspace DIR    capture the project DIR into the VM at /workspace (writable\n"
+    "                         there, DIR itself never touched; the default working\n"
+    "                         directory); .airlockignore in DIR leaves paths out\n"
+    "      --workspace-max SIZE  refuse a project with more file content (default 2g)\n";
 
 [[nodiscard]] absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 

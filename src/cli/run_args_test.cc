@@ -29,6 +29,16 @@ TEST(RunArgsTest, DefaultImageAndCommandWithoutSeparator) {
   EXPECT_EQ(r->command, (std::vector<std::string>{"python3", "-c", "x"}));
 }
 
+TEST(RunArgsTest, AWorkspaceAndItsCap) {
+  absl::StatusOr<RunArgs> r =
+      ParseRunArgs({"--workspace", ".", "--workspace-max", "100m", "--", "make", "test"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->workspace, ".");
+  EXPECT_EQ(r->workspace_max, 100ull << 20);
+  EXPECT_FALSE(ParseRunArgs({"--workspace", "", "--", "x"}).ok());
+  EXPECT_FALSE(ParseRunArgs({"--workspace-max", "lots", "--", "x"}).ok());
+}
+
 TEST(RunArgsTest, ErrorsSayWhatToDo) {
   EXPECT_NE(ParseRunArgs({}).status().message().find("after --"), absl::string_view::npos);
   EXPECT_FALSE(ParseRunArgs({"--timeout", "-3", "--", "x"}).ok());

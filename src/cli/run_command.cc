@@ -6,6 +6,7 @@
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
 #include "src/cli/run_args.h"
+#include "src/cli/workspace_client.h"
 
 namespace airlock {
 
@@ -40,7 +41,16 @@ int RunCommand(const std::vector<std::string>& args) {
   start.mutable_limits()->set_memory_bytes(static_cast<uint64_t>(run->memory_mib) << 20);
   for (const std::string& a : run->command) start.add_argv(a);
   for (const std::string& e : run->env) start.add_env(e);
-  start.set_cwd(run->workdir);
+  if (!run->workspace.empty()) {
+    absl::StatusOr<std::string> token =
+        UploadWorkspace(*client, run->workspace, run->workspace_max);
+    if (!token.ok()) {
+      std::fprintf(stderr, "airlock: %s\n", std::string(token.status().message()).c_str());
+      return kExitAirlockError;
+    }
+    start.set_workspace(*token);
+  }
+  start.set_cwd(run->workdir.empty() && !run->workspace.empty() ? "/workspace" : run->workdir);
   start.set_user(run->user);
   start.set_stdin(true);
   start.set_timeout_seconds(run->timeout_seconds);

@@ -18,7 +18,9 @@
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
 #include "src/cli/session_json.h"
+#include "src/cli/workspace_client.h"
 #include "src/net/egress_rule.h"
+#include "src/workspace/workspace_capture.h"
 
 namespace airlock {
 namespace {
@@ -34,6 +36,7 @@ constexpr char kCreateUsage[] =
     "                              [--ttl DURATION] [--idle-timeout DURATION]\n"
     "                              [--allow RULE]... [--allow-preset NAME]... [--net-rate SIZE]\n"
     "                              [--secret NAME=SOURCE@HOST[,HOST...][?body]]...\n"
+    "                              [--workspace DIR [--workspace-max SIZE]]\n"
     "Starts a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
     "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n"
     "  --idle-timeout D  pause the session after D without a command or stream (default 5m;\n"
@@ -48,10 +51,17 @@ constexpr char kCreateUsage[] =
     "  --secret SPEC     commands see NAME=<placeholder>; HTTPS requests to HOST carry the\n"
     "                    value instead, e.g. OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com\n"
     "                    (SOURCE: env:VAR, file:PATH, op://VAULT/ITEM/FIELD; see airlock\n"
-    "                    secret --help)\n";
+    "                    secret --help)\n"
+    "  --workspace DIR   capture the project DIR (with its .git) into the session: commands\n"
+    "                    see it at /workspace, writable, while DIR itself is never touched;\n"
+    "                    bring work back with airlock diff / promote. A .airlockignore in DIR\n"
+    "                    (patterns as in .gitignore) leaves paths out.\n"
+    "  --workspace-max SIZE  refuse a project with more file content than this (default 2g)\n";
 
 int SessionCreate(const std::vector<std::string>& args) {
   v1::CreateSessionRequest request;
+  std::string workspace;
+  uint64_t workspace_max = kDefaultWorkspaceMaxBytes;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     bool has_value = i + 1 < args.size();
@@ -94,6 +104,12 @@ int SessionCreate(const std::vector<std::string>& args) {
       if (absl::Status s = AddSecretBinding(args[++i], request.mutable_secrets()); !s.ok()) {
         return Usage(kCreateUsage, std::string(s.message()));
       }
+    } else if (a == "--workspace" && has_value) {
+      workspace = args[++i];
+    } else if (a == "--workspace-max" && has_value) {
+      absl::StatusOr<uint64_t> size = ParseSize(args[++i]);
+      if (!size.ok()) return Usage(kCreateUsage, std::string(size.status().message()));
+      workspace_max = *size;
     } else if (a == "--help" || a == "-h") {
       std::fputs(kCreateUsage, stdout);
       return 0;
@@ -106,6 +122,14 @@ int SessionCreate(const std::vector<std::string>& args) {
   if (!PullIfMissing(request.image(), "session create")) return 1;
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
+  if (!workspace.empty()) {
+    absl::StatusOr<std::string> token = UploadWorkspace(*client, workspace, workspace_max);
+    if (!token.ok()) {
+      std::fprintf(stderr, "airlock: %s\n", std::string(token.status().message()).c_str());
+      return 1;
+    }
+    request.set_workspace(*token);
+  }
   grpc::ClientContext context;
   v1::Session session;
   grpc::Status status = client->sessions->Create(&context, request, &session);

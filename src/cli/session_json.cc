@@ -20,21 +20,28 @@ const char* StateName(v1::SessionState state) {
 }
 
 nlohmann::json SessionToJson(const v1::Session& s) {
-  return {{"id", s.id()},
-          {"image", s.image()},
-          {"state", StateName(s.state())},
-          {"reason", s.reason()},
-          {"hostname", s.hostname()},
-          {"created_unix_ms", s.created_unix_ms()},
-          {"last_used_unix_ms", s.last_used_unix_ms()},
-          {"limits",
-           {{"vcpus", s.limits().vcpus()},
-            {"memory_bytes", s.limits().memory_bytes()},
-            {"pids", s.limits().pids()},
-            {"disk_bytes", s.limits().disk_bytes()},
-            {"ttl_seconds", s.limits().ttl_seconds()},
-            {"idle_timeout_seconds", s.limits().idle_timeout_seconds()},
-            {"net_bytes_per_second", s.limits().net_bytes_per_second()}}}};
+  nlohmann::json out = {{"id", s.id()},
+                        {"image", s.image()},
+                        {"state", StateName(s.state())},
+                        {"reason", s.reason()},
+                        {"hostname", s.hostname()},
+                        {"created_unix_ms", s.created_unix_ms()},
+                        {"last_used_unix_ms", s.last_used_unix_ms()},
+                        {"limits",
+                         {{"vcpus", s.limits().vcpus()},
+                          {"memory_bytes", s.limits().memory_bytes()},
+                          {"pids", s.limits().pids()},
+                          {"disk_bytes", s.limits().disk_bytes()},
+                          {"ttl_seconds", s.limits().ttl_seconds()},
+                          {"idle_timeout_seconds", s.limits().idle_timeout_seconds()},
+                          {"net_bytes_per_second", s.limits().net_bytes_per_second()}}}};
+  if (s.has_workspace()) {
+    out["workspace"] = {
+        {"path", s.workspace().path()},     {"head", s.workspace().head()},
+        {"branch", s.workspace().branch()}, {"tree_digest", s.workspace().tree_digest()},
+        {"files", s.workspace().files()},   {"bytes", s.workspace().bytes()}};
+  }
+  return out;
 }
 
 }  // namespace airlock

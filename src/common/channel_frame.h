@@ -24,7 +24,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 4;
+inline constexpr uint8_t kProtocolVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -39,14 +39,16 @@ enum class FrameType : uint8_t {
   // Guest -> host on stream 0 when the agent starts serving: u32 protocol, string agent version.
   kHello = 1,
   // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy, u32 limit on
-  // the processes of commands (0: none), string hostname (empty: keep). The guest sets its
-  // clock, mixes the entropy into its RNG and reseeds it, applies the limit to the cgroup its
-  // commands run in, sets the hostname, and answers kReady. The host sends it after boot and
-  // after every restore of a snapshot (or a fork), before any command runs.
+  // the processes of commands (0: none), string hostname (empty: keep), u32 flags (kSync*).
+  // The guest sets its clock, mixes the entropy into its RNG and reseeds it, applies the limit
+  // to the cgroup its commands run in, sets the hostname, mounts the workspace if asked and it
+  // is not mounted yet, and answers kReady. The host sends it after boot and after every
+  // restore of a snapshot (or a fork), before any command runs.
   kSync = 2,
   // Guest -> host on stream 0: the guest is ready to run commands (after kSync): u32 the
   // highest stream id it has seen (0: none), u32 the highest stream id it opened itself (0:
-  // none). A host restored from a snapshot opens streams above the first, and takes late
+  // none), string what the guest could not set up that kSync asked for (empty: nothing; the
+  // workspace). A host restored from a snapshot opens streams above the first, and takes late
   // frames of streams at or below either for ones it closed.
   kReady = 3,
   // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags, string
@@ -136,6 +138,11 @@ enum class ExitKind : uint32_t {
   kSpawnFailed = 2,  // code is the errno of the failed exec/chdir; message says which
   kFailed = 3,       // a file or metrics operation failed: code is an errno
 };
+
+// Flags of kSync.
+// The session has a workspace: its disk (serial airlock-ws) goes read-only under an overlay at
+// /workspace whose upper layer is on the session disk (src/guest/guest_workspace.h).
+inline constexpr uint32_t kSyncMountWorkspace = 1;
 
 // Flags of kExecStart.
 inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null

@@ -46,6 +46,15 @@ void FillSession(const SessionRecord& r, v1::Session* out) {
   l->set_ttl_seconds(r.limits.ttl_seconds);
   l->set_idle_timeout_seconds(r.limits.idle_timeout_seconds);
   l->set_net_bytes_per_second(r.limits.net_bytes_per_second);
+  if (r.workspace.present()) {
+    v1::WorkspaceBase* w = out->mutable_workspace();
+    w->set_path(r.workspace.path);
+    w->set_head(r.workspace.head);
+    w->set_branch(r.workspace.branch);
+    w->set_tree_digest(r.workspace.tree_digest);
+    w->set_files(r.workspace.files);
+    w->set_bytes(r.workspace.bytes);
+  }
 }
 
 // Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
@@ -209,6 +218,11 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
         "secrets given with a command apply only without a session; bind them to a session with "
         "`airlock secret set`");
   }
+  if (!start.session_id().empty() && !start.workspace().empty()) {
+    return absl::InvalidArgumentError(
+        "a workspace given with a command applies only without a session; a session gets its "
+        "workspace when it is created (`airlock session create --workspace DIR`)");
+  }
   return absl::OkStatus();
 }
 
@@ -224,6 +238,14 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::StatusOr<std::unique_ptr<PendingWorkspace>> SessionsService::TakeWorkspace(
+    const Principal& who, const std::string& token) {
+  if (token.empty()) return std::unique_ptr<PendingWorkspace>();
+  absl::StatusOr<PendingWorkspace> taken = uploads_->Take(who.Tenant(), token);
+  if (!taken.ok()) return taken.status();
+  return std::make_unique<PendingWorkspace>(*std::move(taken));
+}
+
 grpc::Status SessionsService::Create(grpc::ServerContext* context,
                                      const v1::CreateSessionRequest* request,
                                      v1::Session* response) {
@@ -233,8 +255,12 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
       {request->allow().begin(), request->allow().end()},
       {request->allow_preset().begin(), request->allow_preset().end()}, "create");
   if (!egress.ok()) return ToGrpc(egress.status());
-  absl::StatusOr<SessionRecord> session = sessions_->Create(
-      *who, request->image(), FromProto(request->limits()), *egress, FromProto(request->secrets()));
+  absl::StatusOr<std::unique_ptr<PendingWorkspace>> workspace =
+      TakeWorkspace(*who, request->workspace());
+  if (!workspace.ok()) return ToGrpc(workspace.status());
+  absl::StatusOr<SessionRecord> session =
+      sessions_->Create(*who, request->image(), FromProto(request->limits()), *egress,
+                        FromProto(request->secrets()), workspace->get());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -399,8 +425,11 @@ grpc::Status SessionsService::Exec(
         sessions_->ResolveEgress({start.allow().begin(), start.allow().end()},
                                  {start.allow_preset().begin(), start.allow_preset().end()}, "run");
     if (!egress.ok()) return ToGrpc(egress.status());
-    absl::StatusOr<SessionRecord> created =
-        sessions_->Create(*who, start.image(), limits, *egress, FromProto(start.secrets()));
+    absl::StatusOr<std::unique_ptr<PendingWorkspace>> workspace =
+        TakeWorkspace(*who, start.workspace());
+    if (!workspace.ok()) return ToGrpc(workspace.status());
+    absl::StatusOr<SessionRecord> created = sessions_->Create(
+        *who, start.image(), limits, *egress, FromProto(start.secrets()), workspace->get());
     if (!created.ok()) return ToGrpc(created.status());
     session_id = one_shot.id = created->id;
   }

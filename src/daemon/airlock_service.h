@@ -9,13 +9,15 @@
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
+#include "src/daemon/workspace_uploads.h"
 
 namespace airlock {
 
 class SessionsService final : public v1::Sessions::Service {
  public:
-  SessionsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers)
-      : sessions_(sessions), store_(store), peers_(peers) {}
+  SessionsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers,
+                  WorkspaceUploads* uploads)
+      : sessions_(sessions), store_(store), peers_(peers), uploads_(uploads) {}
 
   grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
                       v1::Session* response) override;
@@ -43,9 +45,47 @@ class SessionsService final : public v1::Sessions::Service {
                         v1::ReadFileResponse* response) override;
 
  private:
+  // The session's workspace named by a request's upload token (nullptr when it names none).
+  absl::StatusOr<std::unique_ptr<PendingWorkspace>> TakeWorkspace(const Principal& who,
+                                                                  const std::string& token);
   SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
+  WorkspaceUploads* uploads_;
+};
+
+// Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin
+// over session_workspace.h.
+class WorkspacesService final : public v1::Workspaces::Service {
+ public:
+  WorkspacesService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers,
+                    WorkspaceUploads* uploads, std::string scratch)
+      : sessions_(sessions),
+        store_(store),
+        peers_(peers),
+        uploads_(uploads),
+        scratch_(std::move(scratch)) {}
+  grpc::Status Upload(grpc::ServerContext* context,
+                      grpc::ServerReader<v1::WorkspaceUploadChunk>* reader,
+                      v1::WorkspaceUploadReply* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetWorkspaceRequest* request,
+                   v1::WorkspaceInfo* response) override;
+  grpc::Status Diff(grpc::ServerContext* context, const v1::WorkspaceDiffRequest* request,
+                    grpc::ServerWriter<v1::WorkspaceChange>* writer) override;
+  grpc::Status Bundle(grpc::ServerContext* context, const v1::WorkspaceBundleRequest* request,
+                      grpc::ServerWriter<v1::WorkspaceBundleChunk>* writer) override;
+  grpc::Status Sync(grpc::ServerContext* context,
+                    grpc::ServerReader<v1::WorkspaceSyncChunk>* reader,
+                    v1::WorkspaceSyncReply* response) override;
+
+ private:
+  // The session's record and its base manifest (NOT_FOUND / FAILED_PRECONDITION without one).
+  absl::StatusOr<v1::WorkspaceInfo> LoadBase(const SessionRecord& record);
+  SessionManager* sessions_;
+  StateStore* store_;
+  const PeerRegistry* peers_;
+  WorkspaceUploads* uploads_;
+  std::string scratch_;
 };
 
 class VmsService final : public v1::Vms::Service {

@@ -178,7 +178,10 @@ int main(int argc, char** argv) {
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;
-  airlock::SessionsService sessions_service(&sessions, store->get(), &peers);
+  airlock::WorkspaceUploads uploads;
+  airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads);
+  airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
+                                                paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
   airlock::ImagesService images_service(paths, store->get(), &peers);
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&images_service);
   builder.RegisterService(&network_service);
   builder.RegisterService(&secrets_service);
+  builder.RegisterService(&workspaces_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);

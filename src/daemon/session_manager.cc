@@ -33,8 +33,9 @@ std::string RandomHex(size_t bytes) {
   return out;
 }
 
-LaunchOptions OptionsFor(const SessionRecord& s) {
+LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir) {
   LaunchOptions options;
+  if (s.workspace.present()) options.workspace_path = session_dir + "/" + kWorkspaceImageFile;
   options.memory_mib = static_cast<uint32_t>(s.limits.memory_bytes >> 20);
   options.vcpus = s.limits.vcpus;
   options.disk_bytes = s.limits.disk_bytes;
@@ -190,7 +191,7 @@ absl::Status SessionManager::Recover() {
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionRecord& s,
                                                                      const ImageInfo& image) {
-  LaunchOptions options = OptionsFor(s);
+  LaunchOptions options = OptionsFor(s, SessionDir(s.id));
   absl::StatusOr<LaunchedVm> vm = absl::UnknownError("not started");
   absl::StatusOr<Templates::Template> tpl =
       use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
@@ -553,7 +554,8 @@ absl::StatusOr<std::vector<EgressGrant>> SessionManager::ResolveEgress(
 absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& requested,
                                                      const std::vector<EgressGrant>& egress,
-                                                     const std::vector<SecretRequest>& secrets) {
+                                                     const std::vector<SecretRequest>& secrets,
+                                                     PendingWorkspace* workspace) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
@@ -576,12 +578,16 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
     if (!grants.ok()) return grants.status();
     s.secrets = *std::move(grants);
   }
+  if (workspace != nullptr) s.workspace = workspace->base;
   if (absl::Status st = store_->CreateSession(who, s); !st.ok()) {
     secrets_->Forget(s.id);
     return st;
   }
 
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = StartVm(s, *info);
+  absl::Status installed =
+      workspace != nullptr ? InstallWorkspace(s.id, *workspace) : absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<LiveSession>> live =
+      installed.ok() ? StartVm(s, *info) : absl::StatusOr<std::shared_ptr<LiveSession>>(installed);
   if (live.ok() && (*live)->ca != nullptr) {
     // The template's disk knows nothing of this session's CA.
     absl::Status trusted = SessionSecrets::InstallTrust((*live)->vm->channel(), *(*live)->ca);
@@ -606,6 +612,36 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   std::lock_guard<std::mutex> lock(mu_);
   live_[s.id] = *std::move(live);
   return s;
+}
+
+absl::Status SessionManager::InstallWorkspace(const std::string& id, PendingWorkspace& workspace) {
+  std::string dir = SessionDir(id);
+  if (absl::Status s = MakeDirectories(dir, 0700); !s.ok()) return s;
+  std::string image = SessionFile(id, kWorkspaceImageFile);
+  std::string from = absl::StrCat("/proc/self/fd/", workspace.image.get());
+  if (linkat(AT_FDCWD, from.c_str(), AT_FDCWD, image.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    return ErrnoStatus("keep the workspace image as", image);
+  }
+  return WriteFileAtomically(SessionFile(id, kWorkspaceManifestFile), workspace.manifest, 0600);
+}
+
+absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const SessionRecord& record,
+                                              const WorkspaceRecord& base,
+                                              const std::string& manifest,
+                                              const std::string& outcome) {
+  if (absl::Status s =
+          WriteFileAtomically(SessionFile(record.id, kWorkspaceManifestFile), manifest, 0600);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          store_->SetWorkspace(who, record.tenant, record.id, base, "workspace.sync", outcome);
+      !s.ok()) {
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = live_.find(record.id); it != live_.end()) it->second->record.workspace = base;
+  return absl::OkStatus();
 }
 
 std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
@@ -774,7 +810,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   UniqueFd disk(open(live_path.c_str(), O_RDWR | O_CLOEXEC));
   if (!disk.valid()) return ErrnoStatus("open", live_path);
   absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(*driver_, paths_, *image, dir, *manifest, std::move(disk), OptionsFor(record));
+      RestoreVm(*driver_, paths_, *image, dir, *manifest, std::move(disk),
+                OptionsFor(record, SessionDir(record.id)));
   if (!vm.ok()) {
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
     // disk no longer matches and verification will refuse it).
@@ -899,6 +936,14 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
     records.push_back(s);
     made.push_back(s);
+    if (s.workspace.present()) {
+      // The base is read-only: every fork shares the parent's image (and copies its manifest).
+      if (absl::Status st = MakeDirectories(SessionDir(s.id), 0700); !st.ok()) return undo(st);
+      for (const char* name : {kWorkspaceImageFile, kWorkspaceManifestFile}) {
+        std::string from = SessionFile(source.id, name), to = SessionFile(s.id, name);
+        if (link(from.c_str(), to.c_str()) != 0) return undo(ErrnoStatus("link", to));
+      }
+    }
     if (!s.secrets.empty()) {
       // The fork's guest trusts its parent's CA and holds its placeholders.
       secrets_->CopyValues(source.id, s.id);
@@ -924,7 +969,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
           return;
         }
         vms[i] = RestoreVm(*driver_, paths_, *image, dir, *manifest, *std::move(disks[i]),
-                           OptionsFor(records[i]));
+                           OptionsFor(records[i], SessionDir(records[i].id)));
       });
     }
     for (std::thread& t : threads) t.join();

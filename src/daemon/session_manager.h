@@ -32,6 +32,7 @@
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
+#include "src/daemon/workspace_uploads.h"
 #include "src/image/oci.h"
 #include "src/net/egress_policy.h"
 #include "src/net/egress_proxy.h"
@@ -39,6 +40,11 @@
 #include "src/vm/vm_launcher.h"
 
 namespace airlock {
+
+// Files of a session with a workspace, in its directory: the captured project (read-only in the
+// guest) and its base manifest (a serialized v1::WorkspaceInfo).
+inline constexpr char kWorkspaceImageFile[] = "workspace.ext4";
+inline constexpr char kWorkspaceManifestFile[] = "workspace.manifest";
 
 // A session whose VM runs. Callers of Live() hold a shared_ptr for one operation: while any is
 // held the session counts as in use (it will not pause for idleness), and removal never frees a
@@ -73,9 +79,13 @@ class SessionManager {
   // snapshot is paused, one whose VM died with the daemon failed), and starts the watcher.
   [[nodiscard]] absl::Status Recover();
 
-  [[nodiscard]] absl::StatusOr<SessionRecord> Create(
-      const Principal& who, const std::string& image, const SessionLimits& limits,
-      const std::vector<EgressGrant>& egress = {}, const std::vector<SecretRequest>& secrets = {});
+  // With a workspace (an upload taken from WorkspaceUploads), the session sees it at /workspace;
+  // its image and manifest go into the session's directory.
+  [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
+                                                     const SessionLimits& limits,
+                                                     const std::vector<EgressGrant>& egress = {},
+                                                     const std::vector<SecretRequest>& secrets = {},
+                                                     PendingWorkspace* workspace = nullptr);
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
@@ -139,6 +149,16 @@ class SessionManager {
                                                             const std::vector<std::string>& names);
   // Whether airlockd holds the value of a session's secret.
   bool SecretAvailable(const std::string& id, const std::string& name) const;
+  // A file of the session's own directory ($AIRLOCK_HOME/sessions/<id>/<name>).
+  std::string SessionFile(const std::string& id, const std::string& name) const {
+    return SessionDir(id) + "/" + name;
+  }
+  // The session's base advanced (a sync): the new manifest replaces the old, and the record
+  // changes with its audit entry in one transaction.
+  [[nodiscard]] absl::Status AdvanceWorkspace(const Principal& who, const SessionRecord& record,
+                                              const WorkspaceRecord& base,
+                                              const std::string& manifest,
+                                              const std::string& outcome);
   // Per-session locks kept right now (they go when nobody holds them).
   size_t session_lock_count();
   // How secrets are resolved and servers verified. Call before Recover.
@@ -147,6 +167,8 @@ class SessionManager {
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
   std::string SessionDir(const std::string& id) const;
+  // Puts an uploaded workspace into a new session's directory.
+  absl::Status InstallWorkspace(const std::string& id, PendingWorkspace& workspace);
   // The writable disk of a session that was resumed (a new session's disk has no name).
   std::string LiveDiskPath(const std::string& id) const;
   // Starts a VM for a new session record: restored from the image's template, booted if that

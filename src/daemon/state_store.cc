@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,6 +101,11 @@ CREATE INDEX net_events_by_session ON net_events(session_id, seq);
     R"sql(
 ALTER TABLE sessions ADD COLUMN secrets TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 5: workspaces. Where the project came from, C-escaped fields joined by tabs
+    // (path, head, branch, tree digest, files, bytes, synced); empty: none.
+    R"sql(
+ALTER TABLE sessions ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
@@ -143,6 +149,26 @@ std::vector<SecretGrant> DecodeSecrets(const std::string& text) {
     out.push_back({*std::move(spec), f[1]});
   }
   return out;
+}
+
+std::string EncodeWorkspace(const WorkspaceRecord& w) {
+  if (!w.present()) return "";
+  return absl::StrCat(absl::CEscape(w.path), "\t", absl::CEscape(w.head), "\t",
+                      absl::CEscape(w.branch), "\t", absl::CEscape(w.tree_digest), "\t", w.files,
+                      "\t", w.bytes, "\t", w.synced_ms);
+}
+
+WorkspaceRecord DecodeWorkspace(const std::string& text) {
+  WorkspaceRecord w;
+  std::vector<std::string> f = absl::StrSplit(text, '\t');
+  if (f.size() != 7) return w;
+  if (!absl::CUnescape(f[0], &w.path) || !absl::CUnescape(f[1], &w.head) ||
+      !absl::CUnescape(f[2], &w.branch) || !absl::CUnescape(f[3], &w.tree_digest) ||
+      !absl::SimpleAtoi(f[4], &w.files) || !absl::SimpleAtoi(f[5], &w.bytes) ||
+      !absl::SimpleAtoi(f[6], &w.synced_ms)) {
+    return WorkspaceRecord();
+  }
+  return w;
 }
 
 // A prepared statement, finalized on destruction.
@@ -222,7 +248,7 @@ class Transaction {
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
     "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds, egress, "
-    "egress_version, net_bytes_per_second, secrets";
+    "egress_version, net_bytes_per_second, secrets, workspace";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -246,6 +272,7 @@ SessionRecord ReadSession(Stmt& q) {
   s.egress_version = q.Int(17);
   s.limits.net_bytes_per_second = static_cast<uint64_t>(q.Int(18));
   s.secrets = DecodeSecrets(q.Text(19));
+  s.workspace = DecodeWorkspace(q.Text(20));
   return s;
 }
 
@@ -359,7 +386,7 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
   Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
   q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
@@ -370,10 +397,16 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   q.Bind(16, static_cast<int64_t>(s.limits.idle_timeout_seconds));
   q.Bind(17, EncodeEgress(s.egress)).Bind(18, s.egress_version);
   q.Bind(19, static_cast<int64_t>(s.limits.net_bytes_per_second));
-  q.Bind(20, EncodeSecrets(s.secrets));
+  q.Bind(20, EncodeSecrets(s.secrets)).Bind(21, EncodeWorkspace(s.workspace));
   q.Step();
   if (!q.ok()) return q.status();
-  if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, "ok"); !st.ok()) {
+  std::string outcome = "ok";
+  if (s.workspace.present()) {
+    absl::StrAppend(&outcome, "; workspace ", s.workspace.path,
+                    s.workspace.head.empty() ? "" : " at " + s.workspace.head, " (",
+                    s.workspace.files, " files, ", s.workspace.tree_digest, ")");
+  }
+  if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, outcome); !st.ok()) {
     return st;
   }
   return tx.Commit();
@@ -567,6 +600,20 @@ absl::Status StateStore::SetEgress(const Principal& who, const std::string& tena
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt q(db_, "UPDATE sessions SET egress = ?, egress_version = ? WHERE id = ? AND tenant = ?");
   q.Bind(1, EncodeEgress(egress)).Bind(2, version).Bind(3, id).Bind(4, tenant).Step();
+  if (!q.ok()) return q.status();
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::Status StateStore::SetWorkspace(const Principal& who, const std::string& tenant,
+                                      const std::string& id, const WorkspaceRecord& workspace,
+                                      const std::string& action, const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt q(db_, "UPDATE sessions SET workspace = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, EncodeWorkspace(workspace)).Bind(2, id).Bind(3, tenant).Step();
   if (!q.ok()) return q.status();
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
   if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;

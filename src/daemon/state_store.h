@@ -70,6 +70,18 @@ struct SecretGrant {
   std::string placeholder;
 };
 
+// Where a session's workspace came from (its files are in the session's directory).
+struct WorkspaceRecord {
+  std::string path;         // the project directory on the client's host
+  std::string head;         // its HEAD commit (git projects)
+  std::string branch;       // its branch then
+  std::string tree_digest;  // of its base manifest; empty: the session has no workspace
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  int64_t synced_ms = 0;  // the base last advanced by a sync
+  bool present() const { return !tree_digest.empty(); }
+};
+
 struct SessionRecord {
   std::string id;
   std::string tenant;
@@ -85,6 +97,7 @@ struct SessionRecord {
   std::vector<EgressGrant> egress;
   int64_t egress_version = 1;  // grows with every change of `egress`
   std::vector<SecretGrant> secrets;
+  WorkspaceRecord workspace;
 };
 
 enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };
@@ -108,7 +121,7 @@ struct AuditRecord {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,
@@ -161,6 +174,10 @@ class StateStore {
                                         const std::string& id,
                                         const std::vector<SecretGrant>& secrets,
                                         const std::string& action, const std::string& outcome);
+  // Replaces a session's workspace record (its base advanced), with an audit record.
+  [[nodiscard]] absl::Status SetWorkspace(const Principal& who, const std::string& tenant,
+                                          const std::string& id, const WorkspaceRecord& workspace,
+                                          const std::string& action, const std::string& outcome);
   // When each secret of a session was last sent (from its network log), by name.
   [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> LastSecretUses(
       const std::string& tenant, const std::string& id);

@@ -7,9 +7,11 @@
 
 #include <string>
 
+#include "src/common/workspace_change.h"
 #include "src/guest/agent_net.h"
 #include "src/guest/agent_server.h"
 #include "src/guest/guest_boot.h"
+#include "src/guest/guest_workspace.h"
 
 namespace {
 
@@ -24,8 +26,13 @@ namespace {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (getpid() != 1) {
+    // The host runs the agent's own binary as a command for what it needs done inside the
+    // session with the session's view of its files.
+    if (argc == 2 && std::string(argv[1]) == airlock::kWorkspaceDiffCommand) {
+      return airlock::guest::WorkspaceDiffMain();
+    }
     airlock::guest::ConsoleLog("must run as PID 1 inside an Airlock guest");
     return 2;
   }

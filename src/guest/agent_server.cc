@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "src/guest/guest_boot.h"
+#include "src/guest/guest_workspace.h"
 #include "src/guest/user_lookup.h"
 
 namespace airlock::guest {
@@ -455,10 +456,10 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       int64_t sec;
       uint32_t nsec;
       std::string entropy;
-      uint32_t pids_max = 0;
+      uint32_t pids_max = 0, flags = 0;
       std::string hostname;
       if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids_max) &&
-            r.Str(&hostname) && r.AtEnd()) ||
+            r.Str(&hostname) && r.U32(&flags) && r.AtEnd()) ||
           nsec >= 1000000000 || entropy.size() > kMaxEntropy || hostname.size() > 64) {
         *error = "malformed sync";
         return false;
@@ -483,9 +484,14 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       }
       std::string limit_error = ApplyCommandLimits(pids_max);
       if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
+      std::string problem;
+      if (flags & kSyncMountWorkspace) {
+        problem = MountWorkspace(SessionDiskRoot());
+        if (!problem.empty()) ConsoleLog("workspace: " + problem);
+      }
       paused_ = false;
       Send(FrameType::kReady, 0,
-           PayloadWriter().U32(max_stream_seen_).U32(net_.highest_stream()).bytes());
+           PayloadWriter().U32(max_stream_seen_).U32(net_.highest_stream()).Str(problem).bytes());
       return true;
     }
     case FrameType::kPause:

@@ -39,7 +39,12 @@ bool MountFs(const char* source, const char* target, const char* type, unsigned 
   return true;
 }
 
-// Finds /dev/vdX whose virtio serial is `serial`.
+int session_disk_root = -1;
+
+}  // namespace
+
+int SessionDiskRoot() { return session_disk_root; }
+
 std::string FindDiskBySerial(const std::string& serial) {
   DIR* dir = opendir("/sys/block");
   if (dir == nullptr) return "";
@@ -55,6 +60,8 @@ std::string FindDiskBySerial(const std::string& serial) {
   closedir(dir);
   return found;
 }
+
+namespace {
 
 std::string KernelArg(const std::string& cmdline, const std::string& key) {
   std::istringstream in(cmdline);
@@ -100,6 +107,7 @@ std::string BootRoot() {
       !MountFs(session.c_str(), "/session", "ext4", MS_NOATIME, nullptr, &error)) {
     return error;
   }
+  session_disk_root = open("/session", O_PATH | O_DIRECTORY | O_CLOEXEC);
   mkdir("/session/upper", 0755);
   mkdir("/session/work", 0700);
   if (!MountFs("overlay", "/root", "overlay", 0,

@@ -20,6 +20,13 @@ inline constexpr char kChannelPortName[] = "airlock.0";
 // Returns an empty string on success, otherwise what failed (errno text included).
 std::string BootRoot();
 
+// A descriptor of the session disk's own root (outside the overlay; the workspace keeps its
+// upper layer there), open from BootRoot on; -1 before.
+int SessionDiskRoot();
+
+// Finds /dev/vdX whose virtio serial is `serial`; "" if there is none.
+std::string FindDiskBySerial(const std::string& serial);
+
 // Writes a line to the console (stdout of PID 1).
 void ConsoleLog(const std::string& line);
 

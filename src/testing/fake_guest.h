@@ -66,7 +66,7 @@ class FakeGuest {
     Send(FrameType::kHello, 0, PayloadWriter().U32(kProtocolVersion).Str("fake").bytes());
     Frame sync = Receive();
     EXPECT_EQ(sync.type, FrameType::kSync);
-    Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).bytes());
+    Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).Str("").bytes());
     host.join();
   }
   // Waits until the channel has failed.

@@ -155,10 +155,13 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
       case FrameType::kReady: {
         PayloadReader r(frame.payload);
         uint32_t highest, highest_guest;
-        if (!r.U32(&highest) || !r.U32(&highest_guest) || !r.AtEnd() || highest >= (1u << 31) ||
-            highest_guest >= (1u << 31) || highest_guest % 2 != 0) {
+        std::string problem;
+        if (!r.U32(&highest) || !r.U32(&highest_guest) || !r.Str(&problem) || !r.AtEnd() ||
+            highest >= (1u << 31) || highest_guest >= (1u << 31) || highest_guest % 2 != 0 ||
+            problem.size() > 1024) {
           return violation("malformed ready");
         }
+        ready_problem_ = std::move(problem);
         next_stream_ = std::max(next_stream_, (highest | 1) + 2);
         highest_guest_stream_ = std::max(highest_guest_stream_, highest_guest);
         ready_ = true;
@@ -501,7 +504,7 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
   }
   PayloadWriter w;
   w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy).U32(sync.pids_max);
-  w.Str(sync.hostname);
+  w.Str(sync.hostname).U32(sync.mount_workspace ? kSyncMountWorkspace : 0);
   if (absl::Status s = Send(FrameType::kSync, 0, w.bytes()); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   while (!ready_ && failure_.ok()) {
@@ -509,8 +512,13 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
       return absl::DeadlineExceededError("the guest agent did not become ready in time");
     }
   }
-  if (failure_.ok()) quiescing_ = paused_ = false;
-  return failure_;
+  if (!failure_.ok()) return failure_;
+  quiescing_ = paused_ = false;
+  if (!ready_problem_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the guest could not set up its workspace: ", ready_problem_));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GuestChannel::Quiesce(absl::Time deadline) {

@@ -52,6 +52,8 @@ struct GuestSync {
   // The guest was restored from a snapshot: it already said hello to a host long ago, so do
   // not wait for one.
   bool restored = false;
+  // Mount the workspace disk at /workspace unless it is mounted already.
+  bool mount_workspace = false;
 };
 
 class GuestChannel;
@@ -193,8 +195,9 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   bool stopping_ = false;
   bool hello_ = false;
   bool ready_ = false;
-  bool quiescing_ = false;  // between Quiesce and the next Handshake: no new streams
-  bool paused_ = false;     // the agent answered kPause
+  std::string ready_problem_;  // what the guest could not set up (kReady)
+  bool quiescing_ = false;     // between Quiesce and the next Handshake: no new streams
+  bool paused_ = false;        // the agent answered kPause
   uint32_t next_stream_ = 1;
   std::map<uint32_t, Stream> streams_;
   std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_;

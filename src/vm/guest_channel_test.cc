@@ -232,6 +232,31 @@ TEST(GuestChannelTest, QuiesceRefusesWhileACommandRunsThenStopsBothDirections) {
   EXPECT_TRUE(g.channel_->status().ok());
 }
 
+TEST(GuestChannelTest, AWorkspaceTheGuestCouldNotMountFailsTheHandshakeWithItsReason) {
+  FakeGuest g;
+  absl::Status result;
+  std::thread host([&] {
+    GuestSync sync{.restored = true, .mount_workspace = true};
+    result = g.channel_->Handshake(absl::Now() + absl::Seconds(5), sync);
+  });
+  Frame sync = g.Receive();
+  ASSERT_EQ(sync.type, FrameType::kSync);
+  PayloadReader r(sync.payload);
+  int64_t sec;
+  uint32_t nsec, pids, flags;
+  std::string entropy, hostname;
+  ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
+              r.U32(&flags) && r.AtEnd());
+  EXPECT_EQ(flags, kSyncMountWorkspace);
+  g.Send(FrameType::kReady, 0,
+         PayloadWriter().U32(0).U32(0).Str("mount /workspace: No such device").bytes());
+  host.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(result.message().find("workspace: mount /workspace: No such device"),
+            absl::string_view::npos)
+      << result;
+}
+
 TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheGuests) {
   FakeGuest g;
   std::thread host([&] {
@@ -242,14 +267,15 @@ TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheG
   ASSERT_EQ(sync.type, FrameType::kSync);
   PayloadReader r(sync.payload);
   int64_t sec;
-  uint32_t nsec, pids;
+  uint32_t nsec, pids, flags;
   std::string entropy, hostname;
   ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
-              r.AtEnd());
+              r.U32(&flags) && r.AtEnd());
+  EXPECT_EQ(flags, 0u);
   EXPECT_EQ(pids, 64u);
   EXPECT_EQ(hostname, "airlock-fork");
   EXPECT_EQ(entropy.size(), 64u);
-  g.Send(FrameType::kReady, 0, PayloadWriter().U32(41).U32(0).bytes());
+  g.Send(FrameType::kReady, 0, PayloadWriter().U32(41).U32(0).Str("").bytes());
   host.join();
   auto stream = g.channel_->StartExec({.argv = {"true"}});
   ASSERT_TRUE(stream.ok());

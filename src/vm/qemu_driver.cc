@@ -34,7 +34,8 @@ constexpr int kQmpFd = 4;
 constexpr int kConsoleFd = 5;
 constexpr int kDiskFd = 6;
 constexpr int kDiskReadOnlyFd = 7;  // QEMU also opens fdset members read-only
-constexpr int kSources = 5;
+constexpr int kWorkspaceFd = 8;
+constexpr int kSources = 6;
 // How much console and VMM output is kept for error messages.
 constexpr size_t kLogCap = 64 * 1024;
 // The unprivileged identity QEMU runs as when we are root.
@@ -387,6 +388,12 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off",
       "-device",
       "virtio-blk-device,drive=session,serial=airlock-rw",
+      "-add-fd",
+      absl::StrCat("fd=", kWorkspaceFd, ",set=2"),
+      "-drive",
+      "id=workspace,file=/dev/fdset/2,format=raw,if=none,readonly=on,file.locking=off",
+      "-device",
+      "virtio-blk-device,drive=workspace,serial=airlock-ws",
       "-device",
       "virtio-serial-device,max_ports=2",
       "-chardev",
@@ -445,8 +452,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   UniqueFd disk_read_only(
       open(absl::StrCat("/proc/self/fd/", config.session_disk_fd).c_str(), O_RDONLY | O_CLOEXEC));
   if (!disk_read_only.valid()) return ErrnoStatus("reopen the session disk");
-  const int sources[kSources] = {channel_vm.get(), qmp_vm.get(), console_vm.get(),
-                                 config.session_disk_fd, disk_read_only.get()};
+  if (config.workspace_disk_fd < 0) {
+    return absl::InvalidArgumentError("a VM needs a workspace disk (an empty one will do)");
+  }
+  const int sources[kSources] = {channel_vm.get(),     qmp_vm.get(),
+                                 console_vm.get(),     config.session_disk_fd,
+                                 disk_read_only.get(), config.workspace_disk_fd};
   std::unique_ptr<HostCgroup> cgroup;
   std::vector<int> cgroup_procs;
   if (!config.host_cgroup.empty() && root) {
@@ -486,7 +497,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   vm->set_cgroup(std::move(cgroup));
   vm->set_sync({.pids_max = config.guest_pids_max,
                 .hostname = config.hostname,
-                .restored = config.incoming_state_fd >= 0});
+                .restored = config.incoming_state_fd >= 0,
+                .mount_workspace = config.mount_workspace});
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());

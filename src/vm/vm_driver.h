@@ -22,6 +22,11 @@ struct VmConfig {
   std::string initramfs_path;
   std::string image_path;    // read-only root filesystem image (ext4)
   int session_disk_fd = -1;  // writable disk; not owned, the driver keeps its own reference
+  // The workspace disk (read-only; an empty one when the session has none, so that every VM
+  // has the same devices and a template restores for both); not owned.
+  int workspace_disk_fd = -1;
+  // Ask the guest to mount the workspace disk at /workspace (see GuestSync).
+  bool mount_workspace = false;
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
   std::string hostname;

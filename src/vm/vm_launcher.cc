@@ -58,8 +58,36 @@ absl::StatusOr<VmConfig> BaseConfig(const HostPaths& paths, const ImageInfo& ima
   return config;
 }
 
-absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, VmConfig config, UniqueFd disk,
-                                        absl::Duration timeout) {
+// The session's workspace disk, read-only, or an empty one of the same size.
+absl::StatusOr<UniqueFd> OpenWorkspaceDisk(const HostPaths& paths, const LaunchOptions& options) {
+  if (!options.workspace_path.empty()) {
+    UniqueFd fd(open(options.workspace_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoStatus("open the workspace disk", options.workspace_path);
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", options.workspace_path);
+    if (static_cast<uint64_t>(st.st_size) != kWorkspaceDiskBytes) {
+      return absl::DataLossError(
+          absl::StrCat("the workspace disk ", options.workspace_path, " has the wrong size"));
+    }
+    return fd;
+  }
+  absl::StatusOr<UniqueFd> empty = UnnamedFile(paths.scratch);
+  if (!empty.ok()) return empty.status();
+  if (ftruncate(empty->get(), kWorkspaceDiskBytes) != 0) return ErrnoStatus("size an empty disk");
+  // QEMU opens a read-only drive only from a descriptor opened read-only.
+  UniqueFd read_only(
+      open(absl::StrCat("/proc/self/fd/", empty->get()).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only.valid()) return ErrnoStatus("reopen an empty disk");
+  return read_only;
+}
+
+absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, const HostPaths& paths, VmConfig config,
+                                        UniqueFd disk, const LaunchOptions& options) {
+  absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
+  if (!workspace.ok()) return workspace.status();
+  config.workspace_disk_fd = workspace->get();
+  config.mount_workspace = !options.workspace_path.empty();
+  absl::Duration timeout = options.boot_timeout;
   config.session_disk_fd = disk.get();
   absl::StatusOr<std::unique_ptr<Vm>> vm = driver.Start(config);
   if (!vm.ok()) return vm.status();
@@ -75,7 +103,7 @@ absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
   if (!config.ok()) return config.status();
   absl::StatusOr<UniqueFd> disk = CreateSessionDisk(paths.scratch, options.disk_bytes);
   if (!disk.ok()) return disk.status();
-  return StartAndWait(driver, *std::move(config), *std::move(disk), options.boot_timeout);
+  return StartAndWait(driver, paths, *std::move(config), *std::move(disk), options);
 }
 
 absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
@@ -103,7 +131,7 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
   UniqueFd state(open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!state.valid()) return ErrnoStatus("open", state_path);
   config->incoming_state_fd = state.get();
-  return StartAndWait(driver, *std::move(config), std::move(disk), options.boot_timeout);
+  return StartAndWait(driver, paths, *std::move(config), std::move(disk), options);
 }
 
 }  // namespace airlock

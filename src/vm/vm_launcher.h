@@ -17,6 +17,11 @@
 
 namespace airlock {
 
+// The size every VM's workspace disk has (sparse): a session's captured project is an ext4 of
+// at most this size, and a VM without one gets an empty disk of it, so that the guest of a
+// template sees the same device a session's workspace is attached to later.
+inline constexpr uint64_t kWorkspaceDiskBytes = 64ull << 30;
+
 struct LaunchOptions {
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
@@ -24,6 +29,9 @@ struct LaunchOptions {
   std::string hostname;
   uint32_t pids = 0;        // processes of commands inside the guest; 0: no limit
   std::string host_cgroup;  // confine the VM process in a host cgroup of this name; empty: none
+  // The session's workspace (an ext4 of kWorkspaceDiskBytes), mounted at /workspace in the
+  // guest; empty: none (the VM gets an empty disk in its place).
+  std::string workspace_path;
   absl::Duration boot_timeout = absl::Seconds(60);
 };
 

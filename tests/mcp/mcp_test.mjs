@@ -6,6 +6,7 @@
 // its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -78,13 +79,13 @@ async function ok(name, args) {
   return result.structuredContent;
 }
 
-test('sixteen tools, each with schemas and explicit annotations', async () => {
+test('nineteen tools, each with schemas and explicit annotations', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ['file_read', 'file_write', 'network_allow', 'network_log', 'run_code',
     'session_create', 'session_exec', 'session_fork', 'session_get', 'session_list',
     'session_logs', 'session_metrics', 'session_pause', 'session_remove', 'session_resume',
-    'vm_list']);
+    'vm_list', 'workspace_diff', 'workspace_promote', 'workspace_sync']);
   for (const t of tools) {
     assert.ok(t.description.length > 20, t.name);
     assert.equal(t.inputSchema.type, 'object', t.name);
@@ -232,6 +233,36 @@ test('a session: files, commands, pause, resume, fork, logs, metrics, removal', 
   assert.equal((await ok('session_get', { session_id: id })).state, 'stopped');
 });
 
+test('a workspace: the project in, a diff, a promotion only when asked', async () => {
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcp-ws-'));
+  const git = (...args) => execFileSync('git', ['-C', project, '-c', 'user.name=T',
+                                                '-c', 'user.email=t@example.com', ...args],
+                                        { encoding: 'utf8' }).trim();
+  git('init', '-q', '-b', 'main');
+  fs.writeFileSync(path.join(project, 'app.py'), 'print(1)\n');
+  git('add', '-A');
+  git('commit', '-qm', 'base');
+  const s = await ok('session_create', { workspace: project, idle_timeout_seconds: 0 });
+  const id = s.id;
+  await ok('session_exec', { session_id: id, cwd: '/workspace', language: 'sh',
+    code: 'echo "print(2)" > app.py && git -c user.name=A -c user.email=a@x commit -qam fix' });
+  const d = await ok('workspace_diff', { session_id: id });
+  assert.deepEqual(d.files, ['app.py']);
+  assert.match(d.diff, /-print\(1\)\n\+print\(2\)/);
+  const dry = await ok('workspace_promote', { session_id: id });
+  assert.match(dry.report, /Would create branch airlock\/\w+\/main/);
+  assert.equal(git('branch', '--list', 'airlock/*'), '');
+  const done = await ok('workspace_promote', { session_id: id, dry_run: false });
+  assert.match(done.report, /Promoted 1 commit/);
+  assert.equal(git('log', '--format=%s', '-1', `airlock/${id}/main`), 'fix');
+  assert.equal(git('status', '--porcelain'), '');
+  fs.writeFileSync(path.join(project, 'NEW'), 'host\n');
+  const synced = await ok('workspace_sync', { session_id: id });
+  assert.match(synced.report, /Copied into the session:\n  NEW/);
+  await ok('session_remove', { session_id: id });
+  fs.rmSync(project, { recursive: true, force: true });
+});
+
 test('long calls report progress and can be cancelled', async () => {
   const progress = [];
   const r = await call('run_code',
@@ -257,5 +288,5 @@ test('long calls report progress and can be cancelled', async () => {
 });
 
 test('stderr carries diagnostics, stdout only protocol', () => {
-  assert.ok(stderrLines.join('').includes('airlock mcp: serving 16 tools'));
+  assert.ok(stderrLines.join('').includes('airlock mcp: serving 19 tools'));
 });
