@@ -255,10 +255,21 @@ absl::StatusOr<v1::WorkspaceBundleInfo> PrepareBundle(GuestChannel& channel,
 
   // The work not committed yet, as a tree, through an index of its own so that the session's
   // index and branch stay as they are.
+  // It starts as a copy of the session's index, whose file stats spare `add -A` hashing every
+  // file again (a fresh index from HEAD has none); without one, from HEAD.
   std::vector<std::string> index_env = {absl::StrCat("GIT_INDEX_FILE=", kPromoteIndex)};
   std::string tip = *head;
-  for (const std::vector<std::string>& step :
-       {std::vector<std::string>{"read-tree", "HEAD"}, std::vector<std::string>{"add", "-A"}}) {
+  absl::StatusOr<std::string> index =
+      git.Output({"rev-parse", "--git-path", "index"}, "finding the session's index");
+  if (!index.ok()) return index.status();
+  std::string index_path =
+      absl::StartsWith(*index, "/") ? *index : absl::StrCat(kGuestWorkspaceDir, "/", *index);
+  absl::StatusOr<GuestRun> copied = RunInGuest(channel, {"cp", "--", index_path, kPromoteIndex},
+                                               GuestEnv(), 1 << 16, kGitTimeout);
+  if (!copied.ok()) return copied.status();
+  std::vector<std::vector<std::string>> steps = {{"add", "-A"}};
+  if (copied->exit_code != 0) steps.insert(steps.begin(), {"read-tree", "HEAD"});
+  for (const std::vector<std::string>& step : steps) {
     absl::StatusOr<std::string> done = git.Output(step, "collecting uncommitted work", index_env);
     if (!done.ok()) return done.status();
   }
