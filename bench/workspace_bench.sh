@@ -25,7 +25,8 @@ for d in range(200):
 PY
 git -C "$project" init -q -b main
 git -C "$project" add -A
-git -C "$project" -c user.name=b -c user.email=b@b commit -qm base
+git -C "$project" -c user.name=b -c user.email=b@b -c gc.auto=0 commit -qm base
+git -C "$project" gc -q   # packed, as a real project's history is (and no gc runs behind the timings)
 size=$(du -sm --exclude=.git "$project" | cut -f1)
 files=$(find "$project" -path "$project/.git" -prune -o -type f -print | wc -l)
 
