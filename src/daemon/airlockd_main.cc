@@ -46,7 +46,10 @@ constexpr char kUsage[] =
     "                   (or $AIRLOCK_EGRESS_HOSTS)\n"
     "  --upstream-ca FILE  PEM certificates trusted, besides the host's store, when airlockd\n"
     "                   connects to a host a session's secret is bound to (a private CA)\n"
-    "                   (or $AIRLOCK_UPSTREAM_CA)\n";
+    "                   (or $AIRLOCK_UPSTREAM_CA)\n"
+    "Pulls airlockd makes for users other than root never use the host's registry logins, and\n"
+    "reach registries on loopback, private or link-local addresses only with\n"
+    "AIRLOCK_REGISTRY_ALLOW_INTERNAL=1.\n";
 
 int g_signal_pipe[2];
 
@@ -157,6 +160,9 @@ int main(int argc, char** argv) {
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
   sessions.set_use_templates(templates);
+  const char* registry_internal = std::getenv("AIRLOCK_REGISTRY_ALLOW_INTERNAL");
+  sessions.set_registry_internal(registry_internal != nullptr &&
+                                 std::string(registry_internal) == "1");
   airlock::EgressSettings egress;
   egress.resolver = std::make_shared<airlock::net::SystemResolver>();
   absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> ceiling =

@@ -561,7 +561,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   std::string name = image.empty() ? kDefaultImage : image;
   ImageStore images(paths_.images);
   // An image not in the store yet is pulled from its registry on first use.
-  absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name);
+  absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name, nullptr, RegistryAccessFor(who));
   if (!info.ok()) return info.status();
   SessionRecord s;
   s.id = RandomHex(6);
@@ -642,6 +642,12 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = live_.find(record.id); it != live_.end()) it->second->record.workspace = base;
   return absl::OkStatus();
+}
+
+RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
+  // Root over the Unix socket is the operator; anyone else gets what the operator allowed.
+  bool op = who.certificate.empty() && who.uid == 0;
+  return {.use_credentials = op, .internal_addresses = op || registry_internal_};
 }
 
 std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,

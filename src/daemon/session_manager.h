@@ -159,6 +159,9 @@ class SessionManager {
                                               const WorkspaceRecord& base,
                                               const std::string& manifest,
                                               const std::string& outcome);
+  // Whether pulls for other users may reach registries on internal addresses (they never use
+  // the host's registry logins). Call before Recover.
+  void set_registry_internal(bool allowed) { registry_internal_ = allowed; }
   // Per-session locks kept right now (they go when nobody holds them).
   size_t session_lock_count();
   // How secrets are resolved and servers verified. Call before Recover.
@@ -167,6 +170,8 @@ class SessionManager {
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
   std::string SessionDir(const std::string& id) const;
+  // What a pull the caller triggers may use (registry_client.h).
+  RegistryAccess RegistryAccessFor(const Principal& who) const;
   // Puts an uploaded workspace into a new session's directory.
   absl::Status InstallWorkspace(const std::string& id, PendingWorkspace& workspace);
   // The writable disk of a session that was resumed (a new session's disk has no name).
@@ -203,6 +208,7 @@ class SessionManager {
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
   bool use_templates_ = true;
+  bool registry_internal_ = false;
   absl::StatusOr<SessionRecord> ChangeEgressOf(const Principal& who, const std::string& tenant,
                                                const std::string& id,
                                                const std::vector<EgressGrant>& add,

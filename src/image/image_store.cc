@@ -156,13 +156,14 @@ absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
 }
 
 absl::StatusOr<ImageInfo> ImageStore::ResolveOrPull(const std::string& name,
-                                                    const RegistryClient::Progress& progress) {
+                                                    const RegistryClient::Progress& progress,
+                                                    RegistryAccess access) {
   absl::StatusOr<ImageInfo> info = Resolve(name);
   if (info.status().code() != absl::StatusCode::kNotFound || name == kDefaultImage ||
       !ParseImageReference(name).ok()) {
     return info;
   }
-  absl::StatusOr<ImageInfo> pulled = Pull(name, progress);
+  absl::StatusOr<ImageInfo> pulled = Pull(name, progress, access);
   if (pulled.ok()) return pulled;
   return absl::Status(pulled.status().code(),
                       absl::StrCat("image ", name,
@@ -277,7 +278,8 @@ struct ScratchDir {
 }  // namespace
 
 absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
-                                           const RegistryClient::Progress& progress) {
+                                           const RegistryClient::Progress& progress,
+                                           RegistryAccess access) {
   if (absl::Status s = ValidateName(reference); !s.ok()) return s;
   absl::StatusOr<ImageReference> ref = ParseImageReference(reference);
   if (!ref.ok()) return ref.status();
@@ -286,7 +288,7 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
   // same image starts over, and no half image is ever tagged).
   ScratchDir scratch(absl::StrCat(root_, "/blobs/pull", TmpSuffix()));
   const std::string& work = scratch.path;
-  RegistryClient client(progress);
+  RegistryClient client(progress, access);
   absl::StatusOr<PulledImage> image = client.Pull(*ref, work, [&](const std::string& digest) {
     struct stat st;
     return stat(absl::StrCat(root_, "/blobs/", digest.substr(7), "/image.json").c_str(), &st) == 0;

@@ -60,12 +60,14 @@ class ImageStore {
   // Pulls an image from its registry (registry_client.h) and tags it with the reference as
   // written. An image already in the store is not downloaded again.
   [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,
-                                               const RegistryClient::Progress& progress = nullptr);
+                                               const RegistryClient::Progress& progress = nullptr,
+                                               RegistryAccess access = {});
   [[nodiscard]] absl::StatusOr<ImageInfo> Resolve(const std::string& name) const;
   // Resolve, and an image not in the store yet that names a registry is pulled first (not the
   // default image: setup.sh builds that one).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveOrPull(
-      const std::string& name, const RegistryClient::Progress& progress = nullptr);
+      const std::string& name, const RegistryClient::Progress& progress = nullptr,
+      RegistryAccess access = {});
   // The blob with this digest ("sha256:<hex>"), wherever its tag points now (a session keeps
   // the image it was made from).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,

@@ -1,11 +1,14 @@
 #include "src/image/registry_client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -58,11 +61,13 @@ std::string Base64(const std::string& in) {
   return out;
 }
 
-// "user:password" for a registry, from the environment or the credentials file; empty if none.
+// "user:password" for a registry, from the environment (for the registry it names) or the
+// credentials file; empty if none.
 std::string Credentials(const std::string& registry) {
   const char* user = getenv("AIRLOCK_REGISTRY_USER");
   const char* password = getenv("AIRLOCK_REGISTRY_PASSWORD");
-  if (user && password) return absl::StrCat(user, ":", password);
+  const char* host = getenv("AIRLOCK_REGISTRY_HOST");
+  if (user && password && host && registry == host) return absl::StrCat(user, ":", password);
   const char* file = getenv("AIRLOCK_REGISTRY_AUTH_FILE");
   const char* home = getenv("HOME");
   std::string path =
@@ -101,6 +106,8 @@ std::map<std::string, std::string> ChallengeParams(const std::string& challenge)
 }
 
 struct Transfer {
+  bool internal_addresses = true;
+  std::string refused_address;  // an internal address the connection was about to reach
   std::string* body = nullptr;
   size_t body_cap = 0;
   int fd = -1;
@@ -214,6 +221,44 @@ absl::StatusOr<ImageReference> ParseImageReference(const std::string& text) {
   return ref;
 }
 
+namespace {
+
+// Before each request (the first and every redirect's), with the address curl connected to.
+int CheckAddress(void* data, char* primary_ip, char*, int, int) {
+  auto* t = static_cast<Transfer*>(data);
+  if (t->internal_addresses || !IsInternalRegistryAddress(primary_ip)) {
+    return CURL_PREREQFUNC_OK;
+  }
+  t->refused_address = primary_ip;
+  return CURL_PREREQFUNC_ABORT;
+}
+
+}  // namespace
+
+bool IsInternalRegistryAddress(const std::string& address) {
+  unsigned char v6[16];
+  in_addr v4;
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) {
+    uint32_t a = ntohl(v4.s_addr);
+    auto in = [a](uint32_t base, int bits) { return (a >> (32 - bits)) == (base >> (32 - bits)); };
+    return in(0x00000000, 8) || in(0x0a000000, 8) || in(0x64400000, 10) || in(0x7f000000, 8) ||
+           in(0xa9fe0000, 16) || in(0xac100000, 12) || in(0xc0a80000, 16) || in(0xc0000000, 24) ||
+           in(0xe0000000, 3);
+  }
+  if (inet_pton(AF_INET6, address.c_str(), v6) != 1) return true;  // not an address: refuse
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(v6, kMapped, 12) == 0) {
+    char text[INET_ADDRSTRLEN];
+    return inet_ntop(AF_INET, v6 + 12, text, sizeof text) == nullptr ||
+           IsInternalRegistryAddress(text);
+  }
+  bool zero_prefix = std::all_of(v6, v6 + 15, [](unsigned char b) { return b == 0; });
+  return (zero_prefix && (v6[15] == 0 || v6[15] == 1)) ||  // :: and ::1
+         (v6[0] & 0xfe) == 0xfc ||                         // fc00::/7 unique local
+         (v6[0] == 0xfe && (v6[1] & 0xc0) == 0x80) ||      // fe80::/10 link-local
+         v6[0] == 0xff;                                    // multicast
+}
+
 absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     const ImageReference& ref, const std::string& method, const std::string& url,
     const std::vector<std::string>& headers, const std::string& body, const std::string& out_file,
@@ -225,6 +270,7 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     if (!curl) return absl::InternalError("curl_easy_init failed");
     Response response;
     Transfer t;
+    t.internal_addresses = access_.internal_addresses;
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     UniqueFd fd;
     if (!out_file.empty()) {
@@ -265,6 +311,8 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, CheckAddress);
+    curl_easy_setopt(c, CURLOPT_PREREQDATA, &t);
     if (method == "HEAD") {
       curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     } else if (method != "GET") {
@@ -281,6 +329,12 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     if (retry && !out_file.empty()) {
       done_ -= std::min(done_, t.bytes);  // the next attempt starts the file over
       if (progress_) progress_(done_, total_);
+    }
+    if (!t.refused_address.empty()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "refused to reach ", ref.registry, " at ", t.refused_address,
+          ": airlockd does not pull from loopback, private or link-local addresses for other "
+          "users unless the operator allows it (AIRLOCK_REGISTRY_ALLOW_INTERNAL=1 for airlockd)"));
     }
     if (rc != CURLE_OK) {
       last = absl::UnavailableError(
@@ -311,8 +365,14 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
 
 absl::Status RegistryClient::Authenticate(const ImageReference& ref, const std::string& challenge,
                                           const std::string& scope) {
-  std::string credentials = Credentials(ref.registry);
+  std::string credentials = access_.use_credentials ? Credentials(ref.registry) : "";
   if (absl::StartsWithIgnoreCase(challenge, "basic")) {
+    if (credentials.empty() && !access_.use_credentials) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          ref.registry,
+          " needs a login, and airlockd does not use the host's registry logins for other users' "
+          "pulls; ask the operator to pull it (airlock image pull as root)"));
+    }
     if (credentials.empty()) {
       return absl::PermissionDeniedError(
           absl::StrCat(ref.registry,

@@ -1,7 +1,8 @@
 // A client for OCI distribution (v2) registries, over libcurl: Docker Hub, GHCR, a local
 // `docker-registry`, ... Anonymous bearer tokens as Docker Hub hands them out, basic auth from
 // $AIRLOCK_REGISTRY_AUTH_FILE (or ~/.config/airlock/auth.json: {"HOST": "USER:PASSWORD"}) or
-// $AIRLOCK_REGISTRY_USER/$AIRLOCK_REGISTRY_PASSWORD, retries with backoff on 5xx and
+// $AIRLOCK_REGISTRY_USER/$AIRLOCK_REGISTRY_PASSWORD for the registry $AIRLOCK_REGISTRY_HOST
+// names (a login goes only to the registry it is for), retries with backoff on 5xx and
 // timeouts. Everything a registry sends is untrusted: manifests are bounded and parsed by
 // oci.h, and every blob is checked against its digest and size before it is used.
 #ifndef AIRLOCK_IMAGE_REGISTRY_CLIENT_H_
@@ -38,11 +39,27 @@ struct PulledImage {
   std::vector<std::string> layers;  // files in the download directory, bottom first
 };
 
+// What a pull may use. The operator's own pulls (the CLI as root, root's requests to airlockd)
+// may use the host's registry logins and reach registries on internal addresses; a pull airlockd
+// makes for another tenant may do neither unless the operator allows it, so that a tenant can
+// neither collect the host's passwords by naming a registry of its own nor reach what sits on
+// the host's loopback or private networks through airlockd.
+struct RegistryAccess {
+  bool use_credentials = true;
+  // Loopback, private, link-local, shared and unspecified addresses, for the registry, its token
+  // realm and every redirect.
+  bool internal_addresses = true;
+};
+
+// Whether an address (text, IPv4 or IPv6) is one a tenant's pull must not reach.
+bool IsInternalRegistryAddress(const std::string& address);
+
 class RegistryClient {
  public:
   // progress(done_bytes, total_bytes) while blobs download.
   using Progress = std::function<void(uint64_t, uint64_t)>;
-  explicit RegistryClient(Progress progress = nullptr) : progress_(std::move(progress)) {}
+  explicit RegistryClient(Progress progress = nullptr, RegistryAccess access = {})
+      : progress_(std::move(progress)), access_(access) {}
 
   // Resolves the reference to the linux/amd64 manifest and downloads its config and layers into
   // dir (verified against their digests), unless already_have(manifest digest) says there is
@@ -76,6 +93,7 @@ class RegistryClient {
                                         const std::string& dir);
 
   Progress progress_;
+  RegistryAccess access_;
   std::string bearer_;  // the token for this registry, once we have one
   uint64_t done_ = 0, total_ = 0;
 };

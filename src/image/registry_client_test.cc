@@ -239,14 +239,28 @@ TEST(RegistryAuthTest, AnonymousTokensBasicLoginsAndTokensForLoginsWork) {
             std::string::npos)
       << info.status();
   {
+    // The environment's login goes only to the registry it names.
     ScopedEnv user("AIRLOCK_REGISTRY_USER", "robot");
     ScopedEnv password("AIRLOCK_REGISTRY_PASSWORD", "s3cret");
+    {
+      ScopedEnv host("AIRLOCK_REGISTRY_HOST", "registry.example.com");
+      info = pull();
+      EXPECT_NE(info.status().message().find("needs a login"), std::string::npos) << info.status();
+    }
+    ScopedEnv host("AIRLOCK_REGISTRY_HOST", registry.Host().c_str());
     info = pull();
     EXPECT_TRUE(info.ok()) << info.status();
+    // A pull for another user through airlockd never uses the host's logins.
+    info = ImageStore(dir.File("store-tenant")).Pull(ref, nullptr, {.use_credentials = false});
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
+    EXPECT_NE(info.status().message().find("does not use the host's registry logins"),
+              std::string::npos)
+        << info.status();
   }
   {
     ScopedEnv user("AIRLOCK_REGISTRY_USER", "robot");
     ScopedEnv password("AIRLOCK_REGISTRY_PASSWORD", "wrong");
+    ScopedEnv host("AIRLOCK_REGISTRY_HOST", registry.Host().c_str());
     info = pull();
     EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
   }
@@ -263,6 +277,32 @@ TEST(RegistryAuthTest, AnonymousTokensBasicLoginsAndTokensForLoginsWork) {
   ScopedEnv file("AIRLOCK_REGISTRY_AUTH_FILE", auth_file.c_str());
   info = pull();
   EXPECT_TRUE(info.ok()) << info.status();
+}
+
+TEST(RegistryAccessTest, PullsForOtherUsersDoNotReachInternalAddresses) {
+  TempDir dir;
+  FakeRegistry registry;  // on 127.0.0.1
+  registry.AddImage("team/app", "1", {Layer(dir, "a", 100)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+  absl::StatusOr<ImageInfo> info =
+      ImageStore(dir.File("store")).Pull(ref, nullptr, {.internal_addresses = false});
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kPermissionDenied) << info.status();
+  EXPECT_NE(info.status().message().find("refused to reach " + registry.Host() + " at 127.0.0.1"),
+            std::string::npos)
+      << info.status();
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+  // The operator's own pulls reach it.
+  EXPECT_TRUE(ImageStore(dir.File("store")).Pull(ref).ok());
+
+  for (const char* internal :
+       {"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
+        "0.0.0.0", "::1", "::", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "not an address"}) {
+    EXPECT_TRUE(IsInternalRegistryAddress(internal)) << internal;
+  }
+  for (const char* external :
+       {"1.1.1.1", "172.32.0.1", "192.169.0.1", "2001:4860:4860::8888", "::ffff:8.8.8.8"}) {
+    EXPECT_FALSE(IsInternalRegistryAddress(external)) << external;
+  }
 }
 
 TEST(RegistryFaultTest, ConcurrentPullsOfOneImageBothSucceedWithOneCopy) {
