@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -184,32 +185,59 @@ absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
   return LoadBlob(key, name);
 }
 
+namespace {
+
+// The store is root's; the airlock group (who may use airlockd) may read it, nobody else.
+void ShareWithAirlockGroup(const std::string& path) {
+  static const gid_t gid = [] {
+    group* g = getgrnam("airlock");
+    return g != nullptr ? g->gr_gid : static_cast<gid_t>(-1);
+  }();
+  // Only root can give a file to a group it is not in; a store of someone else's is theirs.
+  if (gid != static_cast<gid_t>(-1) && geteuid() == 0) {
+    (void)!chown(path.c_str(), static_cast<uid_t>(-1), gid);
+  }
+}
+
+}  // namespace
+
+absl::Status ImageStore::MakeStoreDirectories() {
+  for (const std::string& dir : {root_, root_ + "/blobs", root_ + "/refs"}) {
+    if (absl::Status s = MakeDirectories(dir, kStoreDirMode); !s.ok()) return s;
+    // A store made before it was closed to others is closed now (what is inside was 0644).
+    if (geteuid() == 0 && chmod(dir.c_str(), kStoreDirMode) != 0) return ErrnoStatus("chmod", dir);
+    ShareWithAirlockGroup(dir);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ImageStore::EnsureBlob(const std::string& key,
                                     const std::function<absl::Status(const std::string&)>& convert,
                                     nlohmann::json meta,
                                     const std::map<std::string, std::string>& files) {
-  for (const char* sub : {"/blobs", "/refs"}) {
-    if (absl::Status s = MakeDirectories(root_ + sub, 0755); !s.ok()) return s;
-  }
+  if (absl::Status s = MakeStoreDirectories(); !s.ok()) return s;
   std::string blob = absl::StrCat(root_, "/blobs/", key);
   struct stat st;
   if (stat((blob + "/image.json").c_str(), &st) == 0) return absl::OkStatus();
   std::string tmp = absl::StrCat(blob, TmpSuffix());
   if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
-  if (mkdir(tmp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", tmp);
+  if (mkdir(tmp.c_str(), kStoreDirMode) != 0) return ErrnoStatus("mkdir", tmp);
+  ShareWithAirlockGroup(tmp);
   absl::Status status = convert(tmp + "/rootfs.ext4");
-  // Images hold no secrets, and the VMM reads them as an unprivileged user.
-  if (status.ok() && chmod((tmp + "/rootfs.ext4").c_str(), 0644) != 0) {
+  if (status.ok() && chmod((tmp + "/rootfs.ext4").c_str(), kStoreFileMode) != 0) {
     status = ErrnoStatus("chmod", tmp + "/rootfs.ext4");
   }
+  if (status.ok()) ShareWithAirlockGroup(tmp + "/rootfs.ext4");
   if (status.ok()) {
     meta["created"] = static_cast<int64_t>(time(nullptr));
     meta["converter"] = kConverterVersion;
-    status = WriteFileAtomically(tmp + "/image.json", meta.dump(), 0644);
+    status = WriteFileAtomically(tmp + "/image.json", meta.dump(), kStoreFileMode);
+    ShareWithAirlockGroup(tmp + "/image.json");
   }
   for (const auto& [file, content] : files) {
     if (status.ok() && !content.empty()) {
-      status = WriteFileAtomically(tmp + "/" + file, content, 0644);
+      status = WriteFileAtomically(tmp + "/" + file, content, kStoreFileMode);
+      ShareWithAirlockGroup(tmp + "/" + file);
     }
   }
   if (status.ok()) status = CommitFile(tmp + "/rootfs.ext4", tmp + "/rootfs.ext4");
@@ -224,7 +252,10 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
 
 absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::string& name) {
   nlohmann::json ref = {{"digest", key}};
-  if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), 0644); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), kStoreFileMode); !s.ok()) {
+    return s;
+  }
+  ShareWithAirlockGroup(RefPath(name));
   return LoadBlob(key, name);
 }
 
@@ -283,7 +314,7 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
   if (absl::Status s = ValidateName(reference); !s.ok()) return s;
   absl::StatusOr<ImageReference> ref = ParseImageReference(reference);
   if (!ref.ok()) return ref.status();
-  if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
+  if (absl::Status s = MakeStoreDirectories(); !s.ok()) return s;
   // Downloads land here, verified; gone afterwards (also after a crash: the next pull of the
   // same image starts over, and no half image is ever tagged).
   ScratchDir scratch(absl::StrCat(root_, "/blobs/pull", TmpSuffix()));
@@ -377,7 +408,7 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   if (!name.empty()) {
     if (absl::Status s = ValidateName(name); !s.ok()) return s;
   }
-  if (absl::Status s = MakeDirectories(root_ + "/blobs", 0755); !s.ok()) return s;
+  if (absl::Status s = MakeStoreDirectories(); !s.ok()) return s;
   // The archive's members land here as opaque blobs while it is read; gone afterwards.
   ScratchDir scratch(absl::StrCat(root_, "/blobs/import", TmpSuffix()));
   const std::string& work = scratch.path;

@@ -10,6 +10,8 @@
 #ifndef AIRLOCK_IMAGE_IMAGE_STORE_H_
 #define AIRLOCK_IMAGE_IMAGE_STORE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,6 +39,11 @@ struct ImageInfo {
 class ImageStore {
  public:
   explicit ImageStore(std::string root) : root_(std::move(root)) {}
+
+  // Modes of what the store holds: root's, readable by the airlock group (QEMU gets images as
+  // descriptors, never by path).
+  static constexpr mode_t kStoreDirMode = 0750;
+  static constexpr mode_t kStoreFileMode = 0640;
 
   // Converts a root filesystem tar (as mmdebstrap writes) and tags it `name`, with `env`
   // (KEY=VALUE) as the image's environment. Importing the same bytes and env again only moves
@@ -106,6 +113,8 @@ class ImageStore {
   absl::StatusOr<ImageInfo> Tag(const std::string& key, const std::string& name);
   static nlohmann::json RunConfigJson(const OciRunConfig& run);
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
+  // root_, blobs/ and refs/, closed to others.
+  absl::Status MakeStoreDirectories();
   std::string root_;
 };
 

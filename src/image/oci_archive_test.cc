@@ -1,6 +1,7 @@
 #include "src/image/oci_archive.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,6 +126,20 @@ TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
   EXPECT_EQ(Digest(*ReadFileToString(blob + "/manifest.json", 1 << 20)), info->digest);
   EXPECT_EQ(*ReadFileToString(blob + "/config.json", 1 << 20), Config().dump());
   EXPECT_NE(Debugfs(info->rootfs_path, "stat /etc/gone").find("not found"), std::string::npos);
+  // Nobody but root (and the airlock group) reads the store: QEMU gets images as descriptors.
+  for (const std::string& path : {dir.File("store"), dir.File("store/blobs"), blob}) {
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 07777, ImageStore::kStoreDirMode) << path;
+  }
+  for (const std::string& path : {info->rootfs_path, blob + "/image.json", blob + "/config.json"}) {
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 07777, ImageStore::kStoreFileMode) << path;
+    if (group* g = getgrnam("airlock"); g != nullptr && geteuid() == 0) {
+      EXPECT_EQ(st.st_gid, g->gr_gid) << path;
+    }
+  }
   // The same image again: the same digest, and the tag resolves to it.
   absl::StatusOr<ImageInfo> again = store.ImportArchive(archive, "other:2");
   ASSERT_TRUE(again.ok()) << again.status();

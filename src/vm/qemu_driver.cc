@@ -35,7 +35,8 @@ constexpr int kConsoleFd = 5;
 constexpr int kDiskFd = 6;
 constexpr int kDiskReadOnlyFd = 7;  // QEMU also opens fdset members read-only
 constexpr int kWorkspaceFd = 8;
-constexpr int kSources = 6;
+constexpr int kImageFd = 9;  // the image store is not readable by QEMU's uid: it gets a descriptor
+constexpr int kSources = 7;
 // How much console and VMM output is kept for error messages.
 constexpr size_t kLogCap = 64 * 1024;
 // The unprivileged identity QEMU runs as when we are root.
@@ -374,8 +375,10 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "chardev=qmp,mode=control",
       "-device",
       "virtio-rng-device",
+      "-add-fd",
+      absl::StrCat("fd=", kImageFd, ",set=3"),
       "-drive",
-      absl::StrCat("id=image,file=", config.image_path, ",format=raw,if=none,readonly=on"),
+      "id=image,file=/dev/fdset/3,format=raw,if=none,readonly=on,file.locking=off",
       "-device",
       "virtio-blk-device,drive=image,serial=airlock-image",
       "-add-fd",
@@ -455,9 +458,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (config.workspace_disk_fd < 0) {
     return absl::InvalidArgumentError("a VM needs a workspace disk (an empty one will do)");
   }
+  UniqueFd image(open(config.image_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!image.valid()) return ErrnoStatus("open the image", config.image_path);
   const int sources[kSources] = {channel_vm.get(),     qmp_vm.get(),
                                  console_vm.get(),     config.session_disk_fd,
-                                 disk_read_only.get(), config.workspace_disk_fd};
+                                 disk_read_only.get(), config.workspace_disk_fd,
+                                 image.get()};
   std::unique_ptr<HostCgroup> cgroup;
   std::vector<int> cgroup_procs;
   if (!config.host_cgroup.empty() && root) {
