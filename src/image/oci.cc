@@ -1,5 +1,7 @@
 #include "src/image/oci.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -130,6 +132,13 @@ absl::StatusOr<OciImageConfig> ParseOciImageConfig(const std::string& text) {
     }
     c.run.working_dir = Text(*config, "WorkingDir");
     c.run.user = Text(*config, "User");
+  }
+  if (const json* rootfs = Member(*j, "rootfs"); rootfs && !rootfs->is_null()) {
+    if (!rootfs->is_object() || !Strings(*rootfs, "diff_ids", &c.diff_ids) ||
+        c.diff_ids.size() > kMaxOciLayers ||
+        !std::all_of(c.diff_ids.begin(), c.diff_ids.end(), IsSha256Digest)) {
+      return Bad("image config", "rootfs.diff_ids must be a list of sha256 digests");
+    }
   }
   for (const std::string& e : c.run.env) {
     if (e.find('=') == std::string::npos || e[0] == '=') {

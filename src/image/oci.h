@@ -44,6 +44,8 @@ struct OciImageConfig {
   std::string os;
   std::string architecture;
   OciRunConfig run;
+  // rootfs.diff_ids: the sha256 of each layer's uncompressed tar, bottom first (may be empty).
+  std::vector<std::string> diff_ids;
 };
 
 // One image of `docker save`'s manifest.json.

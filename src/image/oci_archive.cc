@@ -190,6 +190,41 @@ absl::StatusOr<ArchiveImage> FromOciLayout(const Members& m) {
   return image;
 }
 
+// "sha256:..." of a layer file's content after decompression (any filter libarchive knows).
+absl::StatusOr<std::string> UncompressedSha256(const std::string& path) {
+  ArchivePtr a(archive_read_new());
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_raw(a.get());
+  archive_entry* entry = nullptr;
+  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK ||
+      archive_read_next_header(a.get(), &entry) != ARCHIVE_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a layer of the archive cannot be read: ", archive_error_string(a.get())));
+  }
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  std::string buf(1 << 16, '\0');
+  uint64_t total = 0;
+  for (;;) {
+    la_ssize_t n = archive_read_data(a.get(), buf.data(), buf.size());
+    if (n < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a layer of the archive is damaged: ", archive_error_string(a.get())));
+    }
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+    if (total > kMaxImageBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a layer of the archive holds more than ", kMaxImageBytes >> 30, " GiB"));
+    }
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  return "sha256:" + HexString(md, len);
+}
+
 absl::StatusOr<ArchiveImage> FromDockerSave(const Members& m) {
   absl::StatusOr<std::string> text = ReadMember(m, "manifest.json");
   if (!text.ok()) return text.status();
@@ -205,15 +240,36 @@ absl::StatusOr<ArchiveImage> FromDockerSave(const Members& m) {
   ArchiveImage image;
   image.config = *config;
   image.config_json = *config_text;
+  // The config names each layer by the digest of its tar (rootfs.diff_ids): the layers must be
+  // those, or the image would not be the one its config (and its digest) describe.
+  if (config->diff_ids.size() != saved.layers.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the image's config lists ", config->diff_ids.size(),
+                     " layers (rootfs.diff_ids) and its manifest.json ", saved.layers.size(),
+                     "; the archive is damaged or was altered"));
+  }
   std::string identity = m.digests.at(m.Resolve(*config_name));
-  for (const std::string& layer : saved.layers) {
+  for (size_t i = 0; i < saved.layers.size(); ++i) {
+    const std::string& layer = saved.layers[i];
     absl::StatusOr<std::string> name = CleanTarPath(layer);
     if (!name.ok()) return name.status();
     std::string resolved = m.Resolve(*name);
     if (resolved.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("the archive has no layer ", layer));
     }
-    image.layers.push_back(m.files.at(resolved));
+    const std::string& file = m.files.at(resolved);
+    std::string diff_id = m.digests.at(resolved);
+    if (diff_id != config->diff_ids[i]) {  // a compressed layer: its content is what counts
+      absl::StatusOr<std::string> uncompressed = UncompressedSha256(file);
+      if (!uncompressed.ok()) return uncompressed.status();
+      diff_id = *uncompressed;
+    }
+    if (diff_id != config->diff_ids[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", layer, " is ", diff_id, ", not ", config->diff_ids[i],
+                       " as the image's config says; the archive is damaged or was altered"));
+    }
+    image.layers.push_back(file);
     absl::StrAppend(&identity, "\n", m.digests.at(resolved));
   }
   image.digest = "sha256:" + Sha256String(identity);

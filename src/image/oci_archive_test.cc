@@ -147,23 +147,48 @@ TEST(OciArchiveTest, ImportsALayoutWithWhiteoutsAndItsConfig) {
   EXPECT_EQ(store.Resolve("team/app:1")->run.cmd, info->run.cmd);
 }
 
-TEST(OciArchiveTest, ImportsADockerSaveArchive) {
+TEST(OciArchiveTest, ImportsADockerSaveArchiveWhoseLayersAreWhatItsConfigSays) {
   TempDir dir;
   ArchiveBuilder b(dir);
-  std::string layer = b.Layer({{.name = "app/run.sh", .data = "echo ok\n", .mode = 0755}});
-  std::string config = Config().dump();
-  json manifest = json::array(
-      {{{"Config", "cfg.json"}, {"RepoTags", {"saved:latest"}}, {"Layers", {"l1/layer.tar"}}}});
-  std::string archive = dir.File("saved.tar");
-  WriteTar(archive, {{.name = "manifest.json", .data = manifest.dump()},
-                     {.name = "cfg.json", .data = config},
-                     {.name = "l1/layer.tar", .data = layer},
-                     {.name = "l2/layer.tar", .type = S_IFLNK, .data = "../l1/layer.tar"}});
+  std::vector<TarEntry> entries = {{.name = "app/run.sh", .data = "echo ok\n", .mode = 0755}};
+  std::string layer = b.Layer(entries);    // plain
+  std::string gzipped = b.Layer(entries);  // the same content, compressed
+  ASSERT_NE(layer, gzipped);
+  auto save = [&](const std::string& name, const std::string& layer_bytes,
+                  const std::vector<std::string>& diff_ids) {
+    json config = Config();
+    config["rootfs"]["diff_ids"] = diff_ids;
+    json manifest = json::array(
+        {{{"Config", "cfg.json"}, {"RepoTags", {"saved:latest"}}, {"Layers", {"l1/layer.tar"}}}});
+    std::string archive = dir.File(name);
+    WriteTar(archive, {{.name = "manifest.json", .data = manifest.dump()},
+                       {.name = "cfg.json", .data = config.dump()},
+                       {.name = "l1/layer.tar", .data = layer_bytes},
+                       {.name = "l2/layer.tar", .type = S_IFLNK, .data = "../l1/layer.tar"}});
+    return archive;
+  };
   ImageStore store(dir.File("store"));
-  absl::StatusOr<ImageInfo> info = store.ImportArchive(archive, "");
+  absl::StatusOr<ImageInfo> info =
+      store.ImportArchive(save("saved.tar", layer, {Digest(layer)}), "");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "saved:latest");
   EXPECT_EQ(Debugfs(info->rootfs_path, "cat /app/run.sh"), "echo ok\n");
+  // A compressed layer is checked by its content.
+  info = store.ImportArchive(save("gzipped.tar", gzipped, {Digest(layer)}), "gz:1");
+  EXPECT_TRUE(info.ok()) << info.status();
+  // Layers that are not the config's, or not as many: refused, nothing stored.
+  for (const auto& [name, diff_ids] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"other.tar", {Digest("other")}},
+           {"fewer.tar", {}},
+           {"more.tar", {Digest(layer), Digest(layer)}}}) {
+    absl::StatusOr<ImageInfo> bad =
+        store.ImportArchive(save(name, layer, diff_ids), "bad:" + name.substr(0, 4));
+    ASSERT_FALSE(bad.ok()) << name;
+    EXPECT_NE(bad.status().message().find("damaged or was altered"), std::string::npos)
+        << bad.status();
+    EXPECT_EQ(store.Resolve("bad:" + name.substr(0, 4)).status().code(),
+              absl::StatusCode::kNotFound);
+  }
 }
 
 TEST(OciArchiveTest, PruneFreesWhatNoTagOrSessionUses) {
