@@ -498,6 +498,8 @@ grpc::Status SessionsService::Exec(
   });
   auto finish = [&](const grpc::Status& status) {
     finished = true;
+    // A guest that never grants window must not hold the reader (and this call) forever.
+    exec->Abandon();
     {
       // A well-behaved client half-closes after the exit; do not wait forever for one that won't.
       std::unique_lock<std::mutex> lock(mu);

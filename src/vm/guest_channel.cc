@@ -29,6 +29,8 @@ absl::Status ExecStream::WriteStdin(std::string_view data) {
   return channel_->SendInput(id_, data, absl::InfiniteFuture());
 }
 
+void ExecStream::Abandon() { channel_->AbandonStream(id_); }
+
 absl::Status ExecStream::CloseStdin() { return channel_->Send(FrameType::kInputEnd, id_, ""); }
 
 absl::Status ExecStream::Signal(int signal) {
@@ -582,6 +584,14 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
   return event;
 }
 
+void GuestChannel::AbandonStream(uint32_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = streams_.find(id); it != streams_.end()) it->second.abandoned = true;
+  }
+  cv_.notify_all();
+}
+
 absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::Time deadline) {
   while (!data.empty()) {
     size_t chunk;
@@ -593,6 +603,7 @@ absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::T
         if (it == streams_.end() || it->second.done) {
           return absl::FailedPreconditionError("the command has ended");
         }
+        if (it->second.abandoned) return absl::CancelledError("the command was given up on");
         if (it->second.window.sendable() > 0) {
           chunk = std::min<uint64_t>({data.size(), it->second.window.sendable(), kMaxPayload});
           it->second.window.Sent(chunk);

@@ -88,6 +88,9 @@ class ExecStream {
   [[nodiscard]] absl::Status WriteStdin(std::string_view data);
   [[nodiscard]] absl::Status CloseStdin();
   [[nodiscard]] absl::Status Signal(int signal);
+  // The host gives up on the command (a timeout, a client that went away): a WriteStdin waiting
+  // for a window the guest never grants returns at once, and later ones fail.
+  void Abandon();
 
  private:
   friend class GuestChannel;
@@ -154,10 +157,12 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
 
  private:
   friend class ExecStream;
+  void AbandonStream(uint32_t id);
   struct Stream {
     std::deque<ExecEvent> events;
-    StreamWindow window;  // input the guest will accept, output it sent
-    bool done = false;    // kExit (or kMetrics) arrived
+    StreamWindow window;     // input the guest will accept, output it sent
+    bool done = false;       // kExit (or kMetrics) arrived
+    bool abandoned = false;  // the host stopped waiting on it (ExecStream::Abandon)
     std::string metrics;
   };
 

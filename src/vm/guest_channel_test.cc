@@ -100,6 +100,24 @@ TEST(GuestChannelTest, StdinWaitsForTheGuestsWindow) {
   EXPECT_TRUE(done);
 }
 
+TEST(GuestChannelTest, AGuestThatNeverGrantsInputWindowCannotHoldTheHostOnceItGivesUp) {
+  FakeGuest g;
+  g.Handshake();
+  auto stream = g.channel_->StartExec({.argv = {"cat"}, .stdin = true});
+  ASSERT_TRUE(stream.ok());
+  g.Receive();  // the exec
+  std::string input(kInitialWindow + 100000, 'i');
+  absl::Status written;
+  std::thread writer([&] { written = (*stream)->WriteStdin(input); });
+  size_t received = 0;
+  while (received < kInitialWindow) received += g.Receive().payload.size();
+  usleep(100000);  // the writer now waits for a grant that will never come
+  (*stream)->Abandon();
+  writer.join();
+  EXPECT_EQ(written.code(), absl::StatusCode::kCancelled) << written;
+  EXPECT_EQ((*stream)->WriteStdin("more").code(), absl::StatusCode::kCancelled);
+}
+
 TEST(GuestChannelTest, GarbageFailsTheChannelAndKillsTheVm) {
   FakeGuest g;
   g.Write(std::string(64, '\xff'));
