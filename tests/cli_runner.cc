@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +141,25 @@ pid_t DaemonPid() {
   pid_t pid = 0;
   in >> pid;
   return pid;
+}
+
+// Rows of the daemon's audit log as "principal action target".
+std::vector<std::string> AuditRows() {
+  std::vector<std::string> rows;
+  sqlite3* db = nullptr;
+  std::string path = DefaultHostPaths().home + "/state.db";
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return rows;
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db, "SELECT principal, action, target FROM audit ORDER BY seq", -1, &q,
+                     nullptr);
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    rows.push_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))) + " " +
+                   reinterpret_cast<const char*>(sqlite3_column_text(q, 1)) + " " +
+                   reinterpret_cast<const char*>(sqlite3_column_text(q, 2)));
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return rows;
 }
 
 }  // namespace airlock

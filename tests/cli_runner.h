@@ -59,6 +59,9 @@ int CountScratchFiles();
 Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "",
                   RunAs as = {});
 
+// Rows of the test daemon's audit log as "principal action target", oldest first.
+std::vector<std::string> AuditRows();
+
 }  // namespace airlock
 
 #endif  // AIRLOCK_TESTS_CLI_RUNNER_H_

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
@@ -145,6 +147,9 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     r = RunAirlock({"session", "create", ref}, "", alice);
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("AIRLOCK_REGISTRY_ALLOW_INTERNAL"), std::string::npos) << r.err;
+    std::vector<std::string> audit = AuditRows();
+    EXPECT_NE(std::find(audit.begin(), audit.end(), "uid:61001/gid:61001 image.pull " + ref),
+              audit.end());
     // Root's CLI pulls it itself (with a progress bar on a terminal), then runs it.
     r = RunAirlock({"run", ref});
     EXPECT_EQ(r.exit_code, 0) << r.err;

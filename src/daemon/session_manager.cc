@@ -560,8 +560,20 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
   ImageStore images(paths_.images);
-  // An image not in the store yet is pulled from its registry on first use.
+  // An image not in the store yet is pulled from its registry on first use (and audited: what
+  // the daemon fetched, for whom, from where).
+  bool had = images.Resolve(name).status().code() != absl::StatusCode::kNotFound;
   absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name, nullptr, RegistryAccessFor(who));
+  if (!had && name != kDefaultImage) {
+    absl::Status audited =
+        store_->Audit(who, who.Tenant(), "image.pull", name,
+                      info.ok() ? absl::StrCat("ok; ", info->digest)
+                                : absl::StrCat("failed: ", info.status().message()));
+    if (!audited.ok()) {
+      std::fprintf(stderr, "airlockd: image pull of %s not audited: %s\n", name.c_str(),
+                   std::string(audited.message()).c_str());
+    }
+  }
   if (!info.ok()) return info.status();
   SessionRecord s;
   s.id = RandomHex(6);

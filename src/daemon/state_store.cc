@@ -461,6 +461,25 @@ absl::StatusOr<SessionRecord> StateStore::GetSession(const std::string& tenant,
   q.Bind(1, id).Bind(2, tenant);
   if (q.Step()) return ReadSession(q);
   if (!q.ok()) return q.status();
+  // Another tenant's session is not found for the caller, and audited for its owner: at most once
+  // a minute per caller and session, so that asking again and again cannot fill the log.
+  Stmt owner(db_, "SELECT tenant FROM sessions WHERE id = ?");
+  owner.Bind(1, id);
+  if (owner.Step()) {
+    int64_t now = NowUnixMs();
+    std::string key = absl::StrCat(tenant, "\n", id);
+    auto last = denials_.find(key);
+    if (last == denials_.end() || now - last->second >= 60000) {
+      if (denials_.size() >= 10000) denials_.clear();
+      denials_[key] = now;
+      Stmt audit(db_,
+                 "INSERT INTO audit(unix_ms, principal, tenant, action, target, outcome) "
+                 "VALUES(?,?,?,?,?,?)");
+      audit.Bind(1, now).Bind(2, tenant).Bind(3, owner.Text(0)).Bind(4, "session.lookup");
+      audit.Bind(5, id).Bind(6, "denied: the session is another tenant's").Step();
+      if (!audit.ok()) return audit.status();
+    }
+  }
   return absl::NotFoundError(absl::StrCat("no session ", id, "; `airlock ls` lists your sessions"));
 }
 

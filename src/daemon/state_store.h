@@ -202,6 +202,8 @@ class StateStore {
 
   std::mutex mu_;
   sqlite3* db_;
+  // When each (caller tenant, session) lookup of another tenant's session was last audited.
+  std::map<std::string, int64_t> denials_;
   uint64_t log_cap_bytes_;
 };
 

@@ -46,6 +46,18 @@ TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   EXPECT_EQ((*audit)[0].action, "session.create");
   EXPECT_EQ((*audit)[0].principal, "uid:1001/gid:1001");
   EXPECT_EQ((*audit)[1].outcome, "running");
+  // Alice asked for bob's session: not found for her, and on bob's record, once for many asks.
+  for (int i = 0; i < 5; ++i) (*store)->GetSession(alice.Tenant(), "s-b").IgnoreError();
+  auto bobs = (*store)->AuditLog(bob.Tenant());
+  ASSERT_TRUE(bobs.ok());
+  ASSERT_EQ(bobs->size(), 2u);
+  EXPECT_EQ((*bobs)[1].action, "session.lookup");
+  EXPECT_EQ((*bobs)[1].principal, "uid:1001");
+  EXPECT_EQ((*bobs)[1].target, "s-b");
+  EXPECT_NE((*bobs)[1].outcome.find("denied"), std::string::npos);
+  // A session nobody has is just not found.
+  EXPECT_TRUE(absl::IsNotFound((*store)->GetSession(alice.Tenant(), "s-none").status()));
+  EXPECT_EQ((*store)->AuditLog(alice.Tenant())->size(), 2u);
 }
 
 TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
