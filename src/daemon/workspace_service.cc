@@ -1,6 +1,5 @@
 // The Workspaces service: uploads of captured projects, and what a session did to its workspace.
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
 #include "src/common/workspace_change.h"
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/session_workspace.h"
+#include "src/image/image_store.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
 #include "src/workspace/workspace_capture.h"
@@ -26,13 +25,6 @@ namespace {
 
 // Content one sync may carry.
 constexpr uint64_t kMaxSyncBytes = 1ull << 30;
-
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return HexString(md, len);
-}
 
 // The manifest of a workspace, as the daemon keeps it (entries and synced paths).
 constexpr size_t kMaxWorkspaceManifestBytes = 512ull << 20;
@@ -280,7 +272,7 @@ grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
   auto finish_pending = [&]() -> absl::Status {
     if (pending == nullptr) return absl::OkStatus();
     if (pending->content.size() != pending->entry.size() ||
-        Sha256Hex(pending->content) != pending->entry.sha256()) {
+        Sha256String(pending->content) != pending->entry.sha256()) {
       return absl::InvalidArgumentError(absl::StrCat("the content sent for ", pending->entry.path(),
                                                      " does not match its size and digest"));
     }
