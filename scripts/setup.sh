@@ -38,6 +38,7 @@ kernel=$(scripts/build-kernel.sh)
 [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
 ninja -C build >&2
 ln -sfn "$PWD/build/airlock" /usr/local/bin/airlock
+ln -sfn "$PWD/build/airlockd" /usr/local/bin/airlockd  # packaging/airlockd.service runs this
 
 home=${AIRLOCK_HOME:-/var/lib/airlock}
 mkdir -p "$home/kernel"

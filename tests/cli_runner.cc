@@ -110,7 +110,14 @@ std::vector<pid_t> QemuPids() {
   while (dirent* e = readdir(proc)) {
     std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
     std::string name;
-    if (comm >> name && name.rfind("qemu-system", 0) == 0) pids.push_back(atoi(e->d_name));
+    if (!(comm >> name) || name.rfind("qemu-system", 0) != 0) continue;
+    // An ended VM whose parent (init, once airlockd is gone) has not reaped it yet is no VM.
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && line.compare(close, 3, ") Z") == 0) continue;
+    pids.push_back(atoi(e->d_name));
   }
   closedir(proc);
   return pids;

@@ -160,6 +160,15 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
     }
     return outcome.exit->code();
   }
+  if (outcome.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // airlockd went away mid-command; its VMs outlive it, and the next one finds them again.
+    std::fprintf(stderr,
+                 "airlock: %s while the command ran; the command's output and input were cut "
+                 "(the session and its processes carry on once airlockd is back: see "
+                 "`airlock logs %s`)\n",
+                 Describe(outcome.status).c_str(), start.session_id().c_str());
+    return kExitAirlockError;
+  }
   std::fprintf(stderr, "airlock: %s\n", Describe(outcome.status).c_str());
   return kExitAirlockError;
 }

@@ -39,6 +39,35 @@ std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payloa
   return out;
 }
 
+std::string EncodeHello(std::string_view agent_version) {
+  PayloadWriter w;
+  w.U32(kProtocolVersion).Str(agent_version);
+  return std::string(kHelloMagic, sizeof(kHelloMagic)) + w.bytes();
+}
+
+bool DecodeHello(std::string_view payload, uint32_t* version, std::string* agent_version) {
+  if (payload.substr(0, sizeof(kHelloMagic)) !=
+      std::string_view(kHelloMagic, sizeof(kHelloMagic))) {
+    return false;
+  }
+  PayloadReader r(payload.substr(sizeof(kHelloMagic)));
+  return r.U32(version) && r.Str(agent_version) && r.AtEnd();
+}
+
+size_t FindHelloFrame(std::string_view bytes) {
+  std::string_view magic(kHelloMagic, sizeof(kHelloMagic));
+  for (size_t at = bytes.find(magic, kFrameHeaderSize); at != std::string_view::npos;
+       at = bytes.find(magic, at + 1)) {
+    const auto* h = reinterpret_cast<const uint8_t*>(bytes.data() + at - kFrameHeaderSize);
+    // Any version byte: a hello of another protocol is refused by name, not skipped.
+    if (h[1] == static_cast<uint8_t>(FrameType::kHello) && GetLe(h + 2, 2) == 0 &&
+        GetLe(h + 4, 4) == 0) {
+      return at - kFrameHeaderSize;
+    }
+  }
+  return std::string_view::npos;
+}
+
 FrameParser::Result FrameParser::Fail(std::string message) {
   error_ = std::move(message);
   return Result::kError;

@@ -24,7 +24,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 5;
+inline constexpr uint8_t kProtocolVersion = 6;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -34,9 +34,16 @@ inline constexpr uint32_t kInitialWindow = 256 * 1024;
 inline constexpr uint32_t kConnectionWindow = 1024 * 1024;
 // Caps on the lists inside payloads; a payload is already capped at kMaxPayload bytes.
 inline constexpr uint32_t kMaxListItems = 4096;
+// The first bytes of every kHello payload, so that a host joining a stream midway finds it.
+inline constexpr char kHelloMagic[16] = {'\x8a', 'A', 'I', 'R', 'L', 'O',  'C',  'K',
+                                         'h',    'e', 'l', 'l', 'o', '\r', '\n', '\x1a'};
 
 enum class FrameType : uint8_t {
-  // Guest -> host on stream 0 when the agent starts serving: u32 protocol, string agent version.
+  // Guest -> host on stream 0 when the agent starts serving (at boot, and again whenever the
+  // host end of the port was gone and is back): the 16 bytes kHelloMagic, u32 protocol, string
+  // agent version. A host that connects to a running VM (airlockd restarted) sends nothing and
+  // skips every byte before the magic until this frame comes: the agent has dropped whatever
+  // was half-sent or half-received on the old connection before sending it.
   kHello = 1,
   // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy, u32 limit on
   // the processes of commands (0: none), string hostname (empty: keep), u32 flags (kSync*).
@@ -201,6 +208,15 @@ std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payloa
 // sender can read data straight into the space after it.
 void EncodeFrameHeader(FrameType type, uint32_t stream, uint32_t length,
                        char (&out)[kFrameHeaderSize]);
+
+// The kHello payload, and its parser (false: not a hello of any protocol this code knows how to
+// read; *version may still be another protocol's, which the caller refuses by name).
+std::string EncodeHello(std::string_view agent_version);
+bool DecodeHello(std::string_view payload, uint32_t* version, std::string* agent_version);
+// Where the first kHello frame starts in bytes (from a stream joined midway): the offset of its
+// header, or std::string_view::npos. A frame cut off by the end of bytes is found as soon as its
+// header and magic are in.
+size_t FindHelloFrame(std::string_view bytes);
 
 // Incremental parser of a byte stream into frames. Not thread-safe.
 class FrameParser {

@@ -62,6 +62,25 @@ TEST(ChannelFrameTest, RejectsBadVersionTypeAndReservedBits) {
   }
 }
 
+TEST(ChannelFrameTest, AHelloIsFoundInTheMiddleOfAStream) {
+  std::string hello = EncodeFrame(FrameType::kHello, 0, EncodeHello("v1"));
+  std::string before = EncodeFrame(FrameType::kStdout, 3, "abc").substr(2);
+  EXPECT_EQ(FindHelloFrame(before + hello + "trailing"), before.size());
+  EXPECT_EQ(FindHelloFrame(hello.substr(0, kFrameHeaderSize + sizeof(kHelloMagic))), 0u);
+  EXPECT_EQ(FindHelloFrame(before), std::string_view::npos);
+  // The magic alone (in some stdout) is not a hello: the header before it must be one.
+  std::string in_output =
+      EncodeFrame(FrameType::kStdout, 3, std::string(kHelloMagic, sizeof(kHelloMagic)));
+  EXPECT_EQ(FindHelloFrame(in_output), std::string_view::npos);
+  uint32_t version;
+  std::string agent;
+  ASSERT_TRUE(DecodeHello(EncodeHello("v1"), &version, &agent));
+  EXPECT_EQ(version, kProtocolVersion);
+  EXPECT_EQ(agent, "v1");
+  EXPECT_FALSE(
+      DecodeHello(PayloadWriter().U32(kProtocolVersion).Str("v1").bytes(), &version, &agent));
+}
+
 TEST(ChannelFrameTest, PayloadReaderEnforcesBounds) {
   std::string payload = PayloadWriter().StrList({"a", "bc"}).U64(42).bytes();
   PayloadReader r(payload);

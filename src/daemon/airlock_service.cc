@@ -428,8 +428,9 @@ grpc::Status SessionsService::Exec(
     absl::StatusOr<std::unique_ptr<PendingWorkspace>> workspace =
         TakeWorkspace(*who, start.workspace());
     if (!workspace.ok()) return ToGrpc(workspace.status());
-    absl::StatusOr<SessionRecord> created = sessions_->Create(
-        *who, start.image(), limits, *egress, FromProto(start.secrets()), workspace->get());
+    absl::StatusOr<SessionRecord> created =
+        sessions_->Create(*who, start.image(), limits, *egress, FromProto(start.secrets()),
+                          workspace->get(), /*one_shot=*/true);
     if (!created.ok()) return ToGrpc(created.status());
     session_id = one_shot.id = created->id;
   }

@@ -255,11 +255,14 @@ int main(int argc, char** argv) {
   (*listener)->Stop();
   unlink(pid_file.c_str());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  // VMs end with this process: pause what can be paused so that it comes back on next use.
-  auto [paused, lost] = sessions.PauseAll();
-  if (paused + lost > 0) {
-    std::fprintf(stderr, "airlockd: paused %d running session(s); %d could not be paused\n", paused,
-                 lost);
+  // Pause what can be paused, so that it survives a reboot of the host too and comes back on
+  // next use; what cannot be paused runs on, and the next airlockd finds it again.
+  auto [paused, busy] = sessions.PauseAll();
+  sessions.DetachAll();
+  if (paused + busy > 0) {
+    std::fprintf(stderr,
+                 "airlockd: paused %d running session(s); %d could not be paused and run on\n",
+                 paused, busy);
   }
   return 0;
 }

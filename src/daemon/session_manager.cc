@@ -42,6 +42,7 @@ LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir)
   options.pids = s.limits.pids;
   options.host_cgroup = s.id;
   options.hostname = s.hostname;
+  options.runtime_dir = session_dir + "/" + kVmRuntimeDir;
   return options;
 }
 
@@ -139,27 +140,70 @@ absl::Status SessionManager::Recover() {
   if (!key.ok()) return key.status();
   key_ = *key;
   templates_ = std::make_unique<Templates>(paths_, driver_, key_, &counters_);
-  // VMs die with the daemon that started them (they are its children). A session that was
-  // running lost its VM, unless a whole snapshot of it made it to disk (the daemon stopped
-  // while pausing it): then it is paused. A paused session whose snapshot is gone (the daemon
-  // stopped while resuming it) cannot come back.
+  // VMs outlive the daemon: a running session whose VM still runs carries on (found again by
+  // its runtime directory), and so does one the last daemon was resuming when it stopped. A
+  // whole snapshot wins over a VM (the daemon stopped while pausing it: it is paused). Any
+  // other session the last daemon was changing cannot come back, and its VM is ended.
   absl::StatusOr<std::vector<SessionRecord>> orphans = store_->SessionsInState(
       {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
   if (!orphans.ok()) return orphans.status();
+  // Their VMs are looked for all at once: a guest that does not answer costs seconds.
+  std::map<std::string, absl::StatusOr<LaunchedVm>> found;
+  {
+    std::vector<std::thread> threads;
+    for (const SessionRecord& s : *orphans) {
+      std::string vm_dir = SessionFile(s.id, kVmRuntimeDir);
+      if (s.state == SessionState::kCreating || access(vm_dir.c_str(), F_OK) != 0) continue;
+      auto [slot, inserted] = found.emplace(s.id, absl::UnknownError("not looked for"));
+      threads.emplace_back([this, vm_dir, out = &slot->second] {
+        *out = driver_->Reattach(vm_dir, absl::Now() + absl::Seconds(12));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  std::set<std::string> running_on;
   for (const SessionRecord& s : *orphans) {
     std::string snapshot = SessionDir(s.id) + "/snapshot";
+    std::string vm_dir = SessionFile(s.id, kVmRuntimeDir);
+    if (access(SessionFile(s.id, kOneShotMarker).c_str(), F_OK) == 0) {
+      // Its one call ended with the last daemon: remove it as that call would have.
+      driver_->Destroy(vm_dir);
+      RemoveTree(SessionDir(s.id)).IgnoreError();
+      absl::Status st =
+          store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kStopped,
+                                  "airlockd stopped while its command ran", 0, "session.recover");
+      if (st.ok()) st = store_->DeleteSession(kDaemonPrincipal, s.tenant, s.id);
+      if (!st.ok()) return st;
+      continue;
+    }
     bool whole = s.state != SessionState::kCreating && OpenSnapshot(snapshot, key_).ok();
+    absl::Status vm_lost = absl::NotFoundError("it had no VM");
+    if (auto vm = found.find(s.id); !whole && vm != found.end()) {
+      vm_lost = vm->second.ok() ? Reattach(s, *std::move(vm->second)) : vm->second.status();
+      if (vm_lost.ok()) {
+        running_on.insert(s.id);
+        continue;
+      }
+      std::fprintf(stderr, "airlockd: session %s: its VM is lost: %s\n", s.id.c_str(),
+                   std::string(vm_lost.message()).c_str());
+    }
+    driver_->Destroy(vm_dir);
     if (s.state == SessionState::kPaused && whole) continue;
+    std::string lost = absl::IsNotFound(vm_lost) ? "the VM and its state were lost"
+                                                 : absl::StrCat("the VM could not be found again (",
+                                                                vm_lost.message(), ")");
     absl::Status st =
         whole ? store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
                                         "airlockd stopped just after pausing it", 0,
                                         "session.recover")
               : store_->SetSessionState(
                     kDaemonPrincipal, s.tenant, s.id, SessionState::kFailed,
-                    s.state == SessionState::kPaused
-                        ? "airlockd stopped while resuming it; its snapshot was used up"
-                        : "airlockd stopped while the VM was running; the VM and its state were "
-                          "lost",
+                    s.state == SessionState::kCreating
+                        ? "airlockd stopped while creating it"
+                        : absl::StrCat(s.state == SessionState::kPaused
+                                           ? "airlockd stopped while resuming it; "
+                                           : "airlockd stopped while the VM was running; ",
+                                       lost),
                     0, "session.recover");
     if (!st.ok()) return st;
     if (!whole) RemoveTree(SessionDir(s.id)).IgnoreError();
@@ -169,6 +213,7 @@ absl::Status SessionManager::Recover() {
   RemoveTree(paths_.home + "/forks").IgnoreError();
   if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
     std::vector<std::string> leftovers;
+    std::vector<std::string> stray_vms;
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] == '.') continue;
       std::string dir = SessionDir(e->d_name);
@@ -178,15 +223,64 @@ absl::Status SessionManager::Recover() {
           if (absl::EndsWith(name, ".tmp") || absl::EndsWith(name, ".old")) {
             leftovers.push_back(dir + "/" + name);
           }
+          if (name == kVmRuntimeDir && !running_on.contains(e->d_name)) {
+            stray_vms.push_back(dir + "/" + name);
+          }
         }
         closedir(sd);
       }
     }
     closedir(d);
     for (const std::string& path : leftovers) RemoveTree(path).IgnoreError();
+    // VMs of sessions that were stopped, failed or never recorded as started.
+    for (const std::string& path : stray_vms) driver_->Destroy(path);
   }
   watcher_ = std::thread([this] { WatchLoop(); });
   return absl::OkStatus();
+}
+
+absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
+  absl::StatusOr<ImageInfo> image =
+      ImageStore(paths_.images).ResolveDigest(s.image, s.image_digest);
+  if (!image.ok()) return image.status();
+  // Values of env: and file: secrets are read again (airlockd held them only in memory).
+  absl::Status refreshed = secrets_->Refresh(s.id, s.secrets);
+  SessionRecord running = s;
+  running.state = SessionState::kRunning;
+  running.reason.clear();
+  running.pid = vm.vm->pid();
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = MakeLive(running, std::move(vm), *image);
+  if (!live.ok()) return live.status();
+  if (absl::Status st =
+          store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kRunning, "",
+                                  running.pid, "session.reattach");
+      !st.ok()) {
+    return st;
+  }
+  std::vector<LogRecord> events = {
+      {.unix_ms = NowUnixMs(),
+       .stream = LogStream::kEvent,
+       .data = "airlockd restarted and found the VM running; commands that were running then "
+               "carry on, but their output and input streams were cut"}};
+  if (!refreshed.ok()) {
+    events.push_back({.unix_ms = NowUnixMs(),
+                      .stream = LogStream::kEvent,
+                      .data = absl::StrCat("secrets: ", refreshed.message())});
+  }
+  store_->AppendLogs(running, events).IgnoreError();
+  if (s.state == SessionState::kPaused) {
+    // The last daemon stopped after restoring it, before it was recorded as running: the
+    // snapshot is used up (its disk is the VM's now).
+    RemoveTree(SessionDir(s.id) + "/snapshot").IgnoreError();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  live_[s.id] = *std::move(live);
+  return absl::OkStatus();
+}
+
+void SessionManager::DetachAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, live] : live_) live->vm->Detach();
 }
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionRecord& s,
@@ -555,7 +649,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
                                                      const SessionLimits& requested,
                                                      const std::vector<EgressGrant>& egress,
                                                      const std::vector<SecretRequest>& secrets,
-                                                     PendingWorkspace* workspace) {
+                                                     PendingWorkspace* workspace, bool one_shot) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   std::string name = image.empty() ? kDefaultImage : image;
@@ -598,6 +692,11 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
 
   absl::Status installed =
       workspace != nullptr ? InstallWorkspace(s.id, *workspace) : absl::OkStatus();
+  if (one_shot && installed.ok()) {
+    installed = MakeDirectories(SessionDir(s.id), 0700);
+    if (installed.ok())
+      installed = WriteFileAtomically(SessionFile(s.id, kOneShotMarker), "", 0600);
+  }
   absl::StatusOr<std::shared_ptr<LiveSession>> live =
       installed.ok() ? StartVm(s, *info) : absl::StatusOr<std::shared_ptr<LiveSession>>(installed);
   if (live.ok() && (*live)->ca != nullptr) {

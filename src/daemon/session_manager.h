@@ -3,7 +3,9 @@
 // happens (a VM that dies marks its session failed with the reason, a TTL that passes destroys
 // it, an idle session pauses itself).
 //
-// Files: $AIRLOCK_HOME/sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h),
+// Files: $AIRLOCK_HOME/sessions/<id>/vm (a running session's VM: its sockets and record, so
+// that it outlives airlockd; see QemuDriver), sessions/<id>/one-shot (an `airlock run`
+// session), sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h),
 // sessions/<id>/ca.key and ca.pem (the CA of a session with secrets, 0600), and
 // $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A new session's
 // writable disk is unnamed, so it goes with its VM; a resumed one's is sessions/<id>/disk.ext4
@@ -21,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -45,6 +48,10 @@ namespace airlock {
 // guest) and its base manifest (a serialized v1::WorkspaceInfo).
 inline constexpr char kWorkspaceImageFile[] = "workspace.ext4";
 inline constexpr char kWorkspaceManifestFile[] = "workspace.manifest";
+// The runtime directory of a session's VM (its sockets and record; see VmConfig::runtime_dir).
+inline constexpr char kVmRuntimeDir[] = "vm";
+// Present in the directory of a session made for one call (SessionManager::Create's one_shot).
+inline constexpr char kOneShotMarker[] = "one-shot";
 
 // A session whose VM runs. Callers of Live() hold a shared_ptr for one operation: while any is
 // held the session counts as in use (it will not pause for idleness), and removal never frees a
@@ -75,17 +82,21 @@ class SessionManager {
   SessionManager(StateStore* store, HostPaths paths, VmDriver* driver);
   ~SessionManager();
 
-  // Loads the host key, settles sessions the last daemon left behind (a session with a whole
-  // snapshot is paused, one whose VM died with the daemon failed), and starts the watcher.
+  // Loads the host key, settles sessions the last daemon left behind (a running session whose
+  // VM still runs carries on, one with a whole snapshot is paused, one whose VM is gone failed),
+  // ends VMs nobody will use, and starts the watcher.
   [[nodiscard]] absl::Status Recover();
 
   // With a workspace (an upload taken from WorkspaceUploads), the session sees it at /workspace;
-  // its image and manifest go into the session's directory.
+  // its image and manifest go into the session's directory. one_shot: the session lives as
+  // long as one call of its caller (`airlock run`), who removes it; if airlockd stops first,
+  // the next one removes it (the caller is gone).
   [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& limits,
                                                      const std::vector<EgressGrant>& egress = {},
                                                      const std::vector<SecretRequest>& secrets = {},
-                                                     PendingWorkspace* workspace = nullptr);
+                                                     PendingWorkspace* workspace = nullptr,
+                                                     bool one_shot = false);
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
@@ -102,8 +113,11 @@ class SessionManager {
   [[nodiscard]] absl::Status Remove(const Principal& who, const std::string& id,
                                     const std::string& reason = "removed");
   // At shutdown: pauses every running session that is not in use, so that it survives the
-  // daemon (its VM would die with it). Returns how many were paused and how many could not be.
+  // daemon and a reboot of the host. Returns how many were paused and how many could not be.
   std::pair<int, int> PauseAll();
+  // At shutdown, after PauseAll: the VMs still running run on without airlockd (the next one
+  // finds them again; see Recover).
+  void DetachAll();
   // Running sessions of the caller's tenant.
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
 
@@ -169,6 +183,8 @@ class SessionManager {
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
+  // Makes a session live again with the VM found after a restart of airlockd (Recover).
+  absl::Status Reattach(const SessionRecord& s, LaunchedVm vm);
   std::string SessionDir(const std::string& id) const;
   // What a pull the caller triggers may use (registry_client.h).
   RegistryAccess RegistryAccessFor(const Principal& who) const;

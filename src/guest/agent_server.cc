@@ -625,10 +625,28 @@ void AgentServer::PumpFileRead(uint32_t id, Stream& s) {
   }
 }
 
+void AgentServer::WaitForHost() {
+  for (;;) {
+    pollfd p = {channel_fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) < 0 && errno != EINTR) return;
+    if (p.revents & (POLLHUP | POLLERR)) {
+      usleep(20000);
+      continue;
+    }
+    // Connected. Anything readable now came before this host's hello (it sends nothing until
+    // it has one): the tail of the old connection.
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(channel_fd_, buf, sizeof(buf))) > 0) {
+    }
+    if (n == 0) continue;  // gone again
+    return;
+  }
+}
+
 std::string AgentServer::Serve() {
-  PayloadWriter hello;
-  hello.U32(kProtocolVersion).Str(kAgentVersion);
-  Send(FrameType::kHello, 0, hello.bytes());
+  WaitForHost();
+  Send(FrameType::kHello, 0, EncodeHello(kAgentVersion));
   net_.Start();
   std::vector<uint8_t> inbuf(kMaxPayload);
   std::vector<pollfd> fds;
@@ -668,6 +686,11 @@ std::string AgentServer::Serve() {
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       return std::string("poll: ") + strerror(errno);
     }
+    if (fds[0].revents & (POLLHUP | POLLERR)) {
+      // The host end is gone (airlockd stopped or restarted). Whatever was half-sent either way
+      // is lost: start over, and say hello to the next host as at boot.
+      return "the host went away";
+    }
     if (fds[0].revents & POLLIN) {
       ssize_t n = read(channel_fd_, inbuf.data(), inbuf.size());
       if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -691,9 +714,6 @@ std::string AgentServer::Serve() {
           return "protocol error: " + error;
         }
       }
-    } else if (fds[0].revents & (POLLHUP | POLLERR)) {
-      // The host end is not connected (between a snapshot and its restore): wait for it.
-      usleep(20000);
     }
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo info;

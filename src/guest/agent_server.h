@@ -33,6 +33,9 @@ class AgentServer {
   struct Stream;
 
   void Send(FrameType type, uint32_t stream, std::string_view payload);
+  // Waits until the host end of the port is connected, and drops what is left of an old
+  // connection's input.
+  void WaitForHost();
   bool HandleFrame(const Frame& frame, std::string* error);
   void StartExec(uint32_t id, const std::string& payload);
   void StartFileWrite(uint32_t id, const std::string& payload);

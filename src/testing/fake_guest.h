@@ -19,14 +19,18 @@ namespace airlock {
 
 class FakeGuest {
  public:
-  FakeGuest() {
+  // join_midway: the host end joins a guest that was serving another host (GuestChannel::Start).
+  explicit FakeGuest(bool join_midway = false) {
     int fds[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     guest_.reset(fds[1]);
-    channel_ = GuestChannel::Start(UniqueFd(fds[0]), [this](const absl::Status& s) {
-      ++failures_;
-      last_failure_ = std::string(s.message());
-    });
+    channel_ = GuestChannel::Start(
+        UniqueFd(fds[0]),
+        [this](const absl::Status& s) {
+          ++failures_;
+          last_failure_ = std::string(s.message());
+        },
+        join_midway);
   }
   ~FakeGuest() { channel_->Stop(); }
 
@@ -63,7 +67,7 @@ class FakeGuest {
   void Handshake() {
     std::thread host(
         [this] { EXPECT_TRUE(channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); });
-    Send(FrameType::kHello, 0, PayloadWriter().U32(kProtocolVersion).Str("fake").bytes());
+    Send(FrameType::kHello, 0, EncodeHello("fake"));
     Frame sync = Receive();
     EXPECT_EQ(sync.type, FrameType::kSync);
     Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).Str("").bytes());

@@ -39,12 +39,14 @@ absl::Status ExecStream::Signal(int signal) {
   return channel_->Send(FrameType::kSignal, id_, w.bytes());
 }
 
-GuestChannel::GuestChannel(UniqueFd fd, FailureCallback on_failure)
-    : fd_(std::move(fd)), on_failure_(std::move(on_failure)) {}
+GuestChannel::GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway)
+    : fd_(std::move(fd)), on_failure_(std::move(on_failure)), join_midway_(join_midway) {}
 
-std::shared_ptr<GuestChannel> GuestChannel::Start(UniqueFd fd, FailureCallback on_failure) {
+std::shared_ptr<GuestChannel> GuestChannel::Start(UniqueFd fd, FailureCallback on_failure,
+                                                  bool join_midway) {
   fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
-  std::shared_ptr<GuestChannel> channel(new GuestChannel(std::move(fd), std::move(on_failure)));
+  std::shared_ptr<GuestChannel> channel(
+      new GuestChannel(std::move(fd), std::move(on_failure), join_midway));
   channel->reader_ = std::thread([raw = channel.get()] { raw->ReadLoop(); });
   return channel;
 }
@@ -109,6 +111,21 @@ void GuestChannel::ReadLoop() {
       return;
     }
     std::span<const uint8_t> input(buf.data(), static_cast<size_t>(n));
+    if (join_midway_) {
+      // Skip to the agent's next hello; keep only a tail that could be the start of one.
+      skipped_.append(reinterpret_cast<const char*>(buf.data()), static_cast<size_t>(n));
+      size_t at = FindHelloFrame(skipped_);
+      if (at == std::string::npos) {
+        size_t keep = kFrameHeaderSize + sizeof(kHelloMagic) - 1;
+        if (skipped_.size() > keep) skipped_.erase(0, skipped_.size() - keep);
+        continue;
+      }
+      skipped_.erase(0, at);
+      std::copy(skipped_.begin(), skipped_.end(), buf.begin());
+      input = std::span<const uint8_t>(buf.data(), skipped_.size());
+      skipped_.clear();
+      join_midway_ = false;
+    }
     Frame frame;
     std::function<void()> after;
     for (;;) {
@@ -142,10 +159,9 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
   if (frame.stream == 0) {
     switch (frame.type) {
       case FrameType::kHello: {
-        PayloadReader r(frame.payload);
-        uint32_t version;
+        uint32_t version = 0;
         std::string agent;
-        if (!r.U32(&version) || !r.Str(&agent) || !r.AtEnd()) return violation("malformed hello");
+        if (!DecodeHello(frame.payload, &version, &agent)) return violation("malformed hello");
         if (version != kProtocolVersion) {
           return absl::FailedPreconditionError(
               absl::StrCat("the guest agent speaks protocol ", version, ", this host ",

@@ -105,8 +105,11 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   using FailureCallback = std::function<void(const absl::Status&)>;
 
   // Takes the host end of the port's socket and starts reading. on_failure runs once, on the
-  // reader thread, when the channel fails (including when the guest goes away).
-  static std::shared_ptr<GuestChannel> Start(UniqueFd fd, FailureCallback on_failure);
+  // reader thread, when the channel fails (including when the guest goes away). join_midway:
+  // the socket is a new connection to a guest that was already serving another host (airlockd
+  // restarted): every byte before the agent's next hello is skipped, and Handshake waits for it.
+  static std::shared_ptr<GuestChannel> Start(UniqueFd fd, FailureCallback on_failure,
+                                             bool join_midway = false);
   ~GuestChannel();
   // Stops the reader thread and closes the socket; pending calls fail.
   void Stop();
@@ -175,7 +178,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
     bool host_ended = false;                      // kDataEnd sent
   };
 
-  explicit GuestChannel(UniqueFd fd, FailureCallback on_failure);
+  GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway);
   void ReadLoop();
   // *after runs once the channel's lock is released (calls into the guest stream handler).
   absl::Status HandleFrame(Frame& frame, std::function<void()>* after);
@@ -192,6 +195,8 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   UniqueFd fd_;
   FailureCallback on_failure_;
   std::thread reader_;
+  bool join_midway_;     // reader thread only: still looking for the hello
+  std::string skipped_;  // reader thread only: a tail that may begin the hello
   std::mutex write_mu_;  // serializes whole frames on the socket
 
   mutable std::mutex mu_;

@@ -190,6 +190,37 @@ TEST(GuestChannelTest, FramesForUnopenedStreamsAndWrongDirectionsAreViolations) 
   }
 }
 
+TEST(GuestChannelTest, AHostJoiningMidwaySkipsToTheAgentsNextHello) {
+  FakeGuest g(/*join_midway=*/true);
+  std::thread host(
+      [&] { EXPECT_TRUE(g.channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); });
+  // The tail of a frame the last host never read whole, then output of a stream this host
+  // never opened, then the agent's hello in two pieces.
+  g.Write(std::string(700, 'x'));
+  g.Send(FrameType::kStdout, 7, "old output");
+  std::string hello = EncodeFrame(FrameType::kHello, 0, EncodeHello("agent"));
+  g.Write(hello.substr(0, 15));
+  usleep(20000);
+  g.Write(hello.substr(15));
+  Frame sync = g.Receive();
+  EXPECT_EQ(sync.type, FrameType::kSync);
+  g.Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).Str("").bytes());
+  host.join();
+  EXPECT_TRUE(g.channel_->status().ok()) << g.channel_->status();
+  // From here on it is an ordinary channel.
+  auto stream = g.channel_->StartExec({.argv = {"true"}});
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ(g.Receive().type, FrameType::kExecStart);
+}
+
+TEST(GuestChannelTest, AHostJoiningMidwayWaitsForTheHello) {
+  FakeGuest g(/*join_midway=*/true);
+  g.Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).Str("").bytes());
+  absl::Status s = g.channel_->Handshake(absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_TRUE(g.channel_->status().ok());  // skipped bytes are no violation
+}
+
 TEST(GuestChannelTest, GuestGoingAwayFailsPendingCalls) {
   FakeGuest g;
   g.Handshake();

@@ -80,6 +80,22 @@ absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string
   return cgroup;
 }
 
+std::unique_ptr<HostCgroup> HostCgroup::Adopt(const std::string& name) {
+  std::unique_ptr<HostCgroup> cgroup(new HostCgroup);
+  std::vector<std::string> candidates;
+  if (IsUnified()) {
+    candidates.push_back(absl::StrCat(kRoot, "/", kParent, "/", name));
+  } else {
+    for (const char* controller : {"cpu", "memory", "pids"}) {
+      candidates.push_back(absl::StrCat(kRoot, "/", controller, "/", kParent, "/", name));
+    }
+  }
+  for (std::string& dir : candidates) {
+    if (access(dir.c_str(), F_OK) == 0) cgroup->dirs_.push_back(std::move(dir));
+  }
+  return cgroup;
+}
+
 HostCgroup::~HostCgroup() {
   procs_.clear();
   // The process may take a moment to leave after it was killed and reaped.

@@ -30,7 +30,12 @@ class HostCgroup {
   // no usable cgroup controllers (the caller may then run without, and say so).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostCgroup>> Create(
       const std::string& name, const HostCgroupLimits& limits);
+  // The cgroup of this name that an earlier process created (for a VM it reattaches to);
+  // destroying the object removes it. Nothing is created.
+  static std::unique_ptr<HostCgroup> Adopt(const std::string& name);
   ~HostCgroup();
+  // Leaves the cgroup in place when the object goes (its VM outlives this process).
+  void Keep() { dirs_.clear(); }
 
   // cgroup.procs of every hierarchy, open for writing.
   std::vector<int> procs_fds() const;

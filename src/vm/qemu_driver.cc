@@ -1,5 +1,6 @@
 #include "src/vm/qemu_driver.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -8,7 +9,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,9 +21,13 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/common/errno_status.h"
+#include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
 #include "src/vm/host_cgroup.h"
 #include "src/vm/qmp_client.h"
@@ -41,6 +48,13 @@ constexpr int kSources = 7;
 constexpr size_t kLogCap = 64 * 1024;
 // The unprivileged identity QEMU runs as when we are root.
 constexpr uid_t kNobody = 65534;
+// A VM that outlives airlockd: the files of its runtime directory.
+constexpr char kChannelSocket[] = "channel.sock";
+constexpr char kQmpSocket[] = "qmp.sock";
+constexpr char kConsoleSocket[] = "console.sock";
+constexpr char kVmmLog[] = "vmm.log";
+constexpr char kRecordFile[] = "vm.json";
+constexpr size_t kMaxRecord = 64 * 1024;
 
 // A bounded tail of a byte stream.
 class LogTail {
@@ -80,6 +94,133 @@ int PidfdKill(int pidfd) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0));
 }
 
+// A string member of a JSON object (a QMP answer, a record); empty when it is missing or not a
+// string (never throws).
+std::string JsonText(const nlohmann::json& j, const char* key) {
+  auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// When the process started (clock ticks since boot; /proc/PID/stat field 22): with the pid, it
+// names one process for good, so a recorded VM is never confused with a recycled pid.
+std::optional<uint64_t> ProcessStartTime(pid_t pid) {
+  absl::StatusOr<std::string> stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"), 4096);
+  if (!stat.ok()) return std::nullopt;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::vector<std::string> fields = absl::StrSplit(stat->substr(close + 1), ' ', absl::SkipEmpty());
+  uint64_t start;
+  // Fields after the command start at field 3 (the state).
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) return std::nullopt;
+  return start;
+}
+
+// A path to name in the directory open as dir_fd, short enough for sockaddr_un whatever the
+// directory's own path.
+std::string PathIn(int dir_fd, const char* name) {
+  return absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+}
+
+absl::StatusOr<UniqueFd> ListenAt(int dir_fd, const char* name) {
+  std::string path = PathIn(dir_fd, name);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus("socket");
+  unlinkat(dir_fd, name, 0);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return ErrnoStatus("bind", name);
+  }
+  if (listen(fd.get(), 1) != 0) return ErrnoStatus("listen", name);
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> ConnectAt(int dir_fd, const char* name) {
+  std::string path = PathIn(dir_fd, name);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus("socket");
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return ErrnoStatus("connect to the VM's", name);
+  }
+  return fd;
+}
+
+// What a later airlockd needs to find a VM again (the runtime directory's vm.json).
+struct VmRecord {
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+  std::string accelerator;
+  std::string cgroup;  // the host cgroup's name; empty: none
+  dev_t disk_dev = 0;  // the writable disk, which only the VM may still hold open
+  ino_t disk_ino = 0;
+  GuestSync sync;
+};
+
+std::string EncodeRecord(const VmRecord& r) {
+  nlohmann::json j = {{"pid", r.pid},
+                      {"start_time", r.start_time},
+                      {"accelerator", r.accelerator},
+                      {"cgroup", r.cgroup},
+                      {"disk_dev", static_cast<uint64_t>(r.disk_dev)},
+                      {"disk_ino", static_cast<uint64_t>(r.disk_ino)},
+                      {"pids_max", r.sync.pids_max},
+                      {"hostname", r.sync.hostname},
+                      {"mount_workspace", r.sync.mount_workspace}};
+  return j.dump() + "\n";
+}
+
+absl::StatusOr<VmRecord> ReadRecord(const std::string& runtime_dir) {
+  std::string path = absl::StrCat(runtime_dir, "/", kRecordFile);
+  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxRecord);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError("no VM was recorded (it was being started)");
+    }
+    return text.status();
+  }
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  VmRecord r;
+  auto number = [&](const char* key) -> uint64_t {
+    auto it = j.is_object() ? j.find(key) : j.end();
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
+  r.pid = static_cast<pid_t>(number("pid"));
+  r.start_time = number("start_time");
+  r.accelerator = JsonText(j, "accelerator");
+  r.cgroup = JsonText(j, "cgroup");
+  r.disk_dev = static_cast<dev_t>(number("disk_dev"));
+  r.disk_ino = static_cast<ino_t>(number("disk_ino"));
+  r.sync.pids_max = static_cast<uint32_t>(number("pids_max"));
+  r.sync.hostname = JsonText(j, "hostname");
+  auto mount = j.is_object() ? j.find("mount_workspace") : j.end();
+  r.sync.mount_workspace = mount != j.end() && mount->is_boolean() && mount->get<bool>();
+  if (r.pid <= 1 || r.start_time == 0 || r.accelerator.empty()) {
+    return absl::DataLossError(absl::StrCat(path, " is not a VM record"));
+  }
+  return r;
+}
+
+// A pidfd for the recorded process if it is still the one that was recorded.
+absl::StatusOr<UniqueFd> OpenRecordedProcess(const VmRecord& r) {
+  UniqueFd pidfd(PidfdOpen(r.pid));
+  if (!pidfd.valid()) return absl::NotFoundError("the VM process is gone");
+  // Checked after the pidfd exists: if the start time matches now, the pidfd is that process.
+  if (ProcessStartTime(r.pid) != r.start_time) {
+    return absl::NotFoundError("the VM process is gone (its pid belongs to another process)");
+  }
+  return pidfd;
+}
+
+// Waits until the process of pidfd has ended (not our child: nothing to reap).
+bool WaitGone(int pidfd, int timeout_ms) {
+  pollfd p = {pidfd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1;
+}
+
 // max-bandwidth for migrating to a file: 1 TB/s, i.e. no throttle.
 constexpr int64_t kUnthrottled = int64_t{1} << 40;
 
@@ -90,10 +231,7 @@ absl::Status WaitForMigration(QmpClient& qmp, absl::Time deadline) {
     absl::StatusOr<nlohmann::json> info =
         qmp.Execute("query-migrate", nlohmann::json::object(), deadline);
     if (!info.ok()) return info.status();
-    auto text = [&](const char* key) {
-      auto it = info->is_object() ? info->find(key) : info->end();
-      return it != info->end() && it->is_string() ? it->get<std::string>() : std::string();
-    };
+    auto text = [&](const char* key) { return JsonText(*info, key); };
     std::string status = text("status");
     if (status == "completed") return absl::OkStatus();
     if (status == "failed" || status == "cancelled") {
@@ -111,28 +249,84 @@ absl::Status WaitForMigration(QmpClient& qmp, absl::Time deadline) {
 
 class QemuVm : public Vm {
  public:
-  QemuVm(pid_t pid, UniqueFd pidfd, UniqueFd console, UniqueFd stderr_pipe)
+  // child: this process started it (and reaps it). runtime_dir: where a VM that outlives us
+  // keeps its sockets and record (vmm.log holds what QEMU printed); empty: none.
+  QemuVm(pid_t pid, UniqueFd pidfd, UniqueFd console, UniqueFd stderr_pipe, bool child,
+         std::string runtime_dir)
       : pid_(pid),
         pidfd_(std::move(pidfd)),
         console_(std::move(console)),
-        stderr_(std::move(stderr_pipe)) {
+        stderr_(std::move(stderr_pipe)),
+        child_(child),
+        runtime_dir_(std::move(runtime_dir)) {
     logger_ = std::thread([this] { LogLoop(); });
   }
 
   ~QemuVm() override {
-    PidfdKill(pidfd_.get());
-    if (channel_) channel_->Stop();
-    int status;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    if (detached_) {
+      // The VM runs on: only this process's ends go (the channel without failing anything).
+      if (channel_) channel_->Stop();
+      if (cgroup_) cgroup_->Keep();
+    } else {
+      PidfdKill(pidfd_.get());
+      if (channel_) channel_->Stop();
+      if (child_) {
+        int status;
+        while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        }
+      } else {
+        WaitGone(pidfd_.get(), 5000);
+      }
     }
     stop_logger_ = true;
     logger_.join();
+    if (!detached_ && !runtime_dir_.empty()) {
+      // Unless a new VM of the same session took the directory over already.
+      absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
+      if (!record.ok() || record->pid == pid_) RemoveTree(runtime_dir_).IgnoreError();
+    }
   }
 
-  void Attach(std::unique_ptr<QmpClient> qmp, std::shared_ptr<GuestChannel> channel) {
+  void Detach() override {
+    if (!runtime_dir_.empty()) detached_ = true;
+  }
+
+  void AttachQmp(std::unique_ptr<QmpClient> qmp) {
     vmm_version_ = absl::StrCat("qemu ", qmp->version());
     qmp_ = std::move(qmp);
-    channel_ = std::move(channel);
+  }
+  void AttachChannel(std::shared_ptr<GuestChannel> channel) { channel_ = std::move(channel); }
+
+  // A VM found again: runs the guest if a snapshot left it stopped (a migration still under way
+  // is cancelled first). Fails for one that never finished starting.
+  absl::Status EnsureRunning(absl::Time deadline) {
+    std::lock_guard<std::mutex> lock(qmp_mu_);
+    auto field = [](const absl::StatusOr<nlohmann::json>& r, const char* key) {
+      return r.ok() ? JsonText(*r, key) : std::string();
+    };
+    absl::StatusOr<nlohmann::json> status =
+        qmp_->Execute("query-status", nlohmann::json::object(), deadline);
+    if (!status.ok()) return status.status();
+    std::string state = field(status, "status");
+    if (state == "running") return absl::OkStatus();
+    if (state != "paused" && state != "postmigrate" && state != "finish-migrate") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the VM was left in state \"", state, "\""));
+    }
+    qmp_->Execute("migrate_cancel", nlohmann::json::object(), deadline).IgnoreError();
+    for (;;) {
+      std::string migration =
+          field(qmp_->Execute("query-migrate", nlohmann::json::object(), deadline), "status");
+      if (migration != "active" && migration != "cancelling" && migration != "setup" &&
+          migration != "device" && migration != "pre-switchover") {
+        break;
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError("a snapshot of the VM did not stop in time");
+      }
+      usleep(1000);
+    }
+    return qmp_->Execute("cont", nlohmann::json::object(), deadline).status();
   }
 
   absl::Status WaitReady(absl::Time deadline) override {
@@ -172,6 +366,26 @@ class QemuVm : public Vm {
   // Loads a saved state into a QEMU started with -incoming defer -S, and starts the guest.
   absl::Status Restore(int state_fd, absl::Time deadline) {
     std::lock_guard<std::mutex> lock(qmp_mu_);
+    if (!runtime_dir_.empty()) {
+      // The guest must find its port connected when its state loads, as it was when saved:
+      // otherwise it sees the host go away and starts its side over.
+      for (;;) {
+        absl::StatusOr<nlohmann::json> chardevs =
+            qmp_->Execute("query-chardev", nlohmann::json::object(), deadline);
+        if (!chardevs.ok()) return chardevs.status();
+        bool connected = false;
+        for (const nlohmann::json& c : chardevs->is_array() ? *chardevs : nlohmann::json::array()) {
+          if (JsonText(c, "label") == "channel") {
+            connected = !absl::StartsWith(JsonText(c, "filename"), "disconnected:");
+          }
+        }
+        if (connected) break;
+        if (absl::Now() > deadline) {
+          return absl::DeadlineExceededError("QEMU did not take the channel's connection");
+        }
+        usleep(500);
+      }
+    }
     if (absl::Status s = qmp_->PassFd("state", state_fd, deadline); !s.ok()) return s;
     absl::StatusOr<nlohmann::json> r =
         qmp_->Execute("migrate-incoming", {{"uri", "fd:state"}}, deadline);
@@ -188,6 +402,11 @@ class QemuVm : public Vm {
   void set_cgroup(std::unique_ptr<HostCgroup> cgroup) { cgroup_ = std::move(cgroup); }
 
   std::optional<std::string> ExitReason() override {
+    if (!child_) {
+      if (!WaitGone(pidfd_.get(), 0)) return std::nullopt;
+      return std::string(
+          "the VM process ended (an earlier airlockd started it, so how it ended is not known)");
+    }
     siginfo_t info = {};
     // WNOWAIT: the destructor still reaps it.
     if (waitid(static_cast<idtype_t>(kPidfdIdType), static_cast<id_t>(pidfd_.get()), &info,
@@ -214,6 +433,16 @@ class QemuVm : public Vm {
     usleep(50000);
     std::string out;
     std::string vmm = vmm_log_.LastLines(8);
+    if (!runtime_dir_.empty()) {
+      // QEMU writes to a file that outlives us; its tail is what it said last.
+      LogTail tail;
+      UniqueFd log(open(absl::StrCat(runtime_dir_, "/", kVmmLog).c_str(), O_RDONLY | O_CLOEXEC));
+      off_t size = log.valid() ? lseek(log.get(), 0, SEEK_END) : 0;
+      std::string buf(static_cast<size_t>(std::min<off_t>(size, kLogCap)), '\0');
+      ssize_t n = buf.empty() ? 0 : pread(log.get(), buf.data(), buf.size(), size - buf.size());
+      if (n > 0) tail.Append(buf.data(), static_cast<size_t>(n));
+      vmm = tail.LastLines(8);
+    }
     std::string console = console_log_.LastLines(12);
     if (!vmm.empty()) absl::StrAppend(&out, "\n--- QEMU said ---\n", vmm);
     if (!console.empty()) absl::StrAppend(&out, "\n--- guest console (last lines) ---\n", console);
@@ -228,7 +457,7 @@ class QemuVm : public Vm {
  private:
   void LogLoop() {
     char buf[4096];
-    bool open[2] = {true, true};
+    bool open[2] = {console_.valid(), stderr_.valid()};
     // Until stopped, or until QEMU has closed both (it exited: nothing more will come).
     while (!stop_logger_ && (open[0] || open[1])) {
       pollfd fds[2] = {{open[0] ? console_.get() : -1, POLLIN, 0},
@@ -250,6 +479,9 @@ class QemuVm : public Vm {
   UniqueFd pidfd_;
   UniqueFd console_;
   UniqueFd stderr_;
+  const bool child_;
+  const std::string runtime_dir_;
+  bool detached_ = false;
   LogTail console_log_;
   LogTail vmm_log_;
   std::atomic<bool> stop_logger_{false};
@@ -263,12 +495,29 @@ class QemuVm : public Vm {
   std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
 };
 
+// A guest that breaks the protocol (or whose channel dies) loses its VM at once. The callback
+// holds its own pidfd, so it can never signal a recycled pid.
+GuestChannel::FailureCallback KillerOf(const QemuVm& vm) {
+  auto kill_fd = std::make_shared<UniqueFd>(fcntl(vm.pidfd(), F_DUPFD_CLOEXEC, 0));
+  return [kill_fd](const absl::Status&) { PidfdKill(kill_fd->get()); };
+}
+
 // In the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void ExecQemu(pid_t parent, const char* path, char* const* argv, char* const* envp,
                            const int (&sources)[kSources], int stderr_fd, bool drop_privileges,
-                           gid_t kvm_gid, const std::vector<int>& cgroup_procs) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(126);
+                           gid_t kvm_gid, const std::vector<int>& cgroup_procs,
+                           const int (&go)[2]) {
+  bool outlive = go[0] >= 0;
+  if (outlive) {
+    // A VM that outlives its parent starts only once the parent has recorded it (a byte on
+    // go); if the parent dies first, nothing knows of it, so it must not run.
+    close(go[1]);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(126);
+  } else {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+  }
   // Into the host cgroup before anything is allocated ("0" is this process).
   for (int fd : cgroup_procs) {
     if (write(fd, "0", 1) != 1) _exit(124);
@@ -294,9 +543,11 @@ class QemuVm : public Vm {
     if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) {
       _exit(125);
     }
-    // Changing credentials cleared the parent-death signal: set it again.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
+    if (!outlive) {
+      // Changing credentials cleared the parent-death signal: set it again.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(126);
+    }
   }
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   execve(path, argv, envp);
@@ -345,6 +596,9 @@ pid_t RunOnSpawnerThread(const std::function<pid_t()>& spawn) {
 
 std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
   bool kvm = config.accelerator == "kvm";
+  // A VM that outlives us gets listening sockets: each connection (ours, or a later airlockd's)
+  // is accepted in turn.
+  std::string listen = config.runtime_dir.empty() ? "" : ",server=on,wait=off";
   std::string cmdline =
       absl::StrCat("console=ttyS0 quiet panic=-1 reboot=t airlock.hostname=", config.hostname);
   std::vector<std::string> argv = {
@@ -366,11 +620,11 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-sandbox",
       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
       "-chardev",
-      absl::StrCat("socket,id=console,fd=", kConsoleFd),
+      absl::StrCat("socket,id=console,fd=", kConsoleFd, listen),
       "-serial",
       "chardev:console",
       "-chardev",
-      absl::StrCat("socket,id=qmp,fd=", kQmpFd),
+      absl::StrCat("socket,id=qmp,fd=", kQmpFd, listen),
       "-mon",
       "chardev=qmp,mode=control",
       "-device",
@@ -400,7 +654,7 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-device",
       "virtio-serial-device,max_ports=2",
       "-chardev",
-      absl::StrCat("socket,id=channel,fd=", kChannelFd),
+      absl::StrCat("socket,id=channel,fd=", kChannelFd, listen),
       "-device",
       "virtserialport,chardev=channel,name=airlock.0",
   };
@@ -428,18 +682,41 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
         qemu_path_,
         " is missing; install it with scripts/setup.sh (Debian package qemu-system-x86)"));
   }
-  int channel[2], qmp[2], console[2], err[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0)
-    return ErrnoStatus("socketpair");
-  UniqueFd channel_host(channel[0]), channel_vm(channel[1]);
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
-    return ErrnoStatus("socketpair");
-  UniqueFd qmp_host(qmp[0]), qmp_vm(qmp[1]);
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, console) != 0)
-    return ErrnoStatus("socketpair");
-  UniqueFd console_host(console[0]), console_vm(console[1]);
-  if (pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  UniqueFd err_host(err[0]), err_vm(err[1]);
+  bool outlive = !config.runtime_dir.empty();
+  // QEMU's ends of the channel, QMP and console (listening sockets in the runtime directory
+  // for a VM that outlives us: a later airlockd connects again; socketpairs otherwise), and
+  // where its stderr goes (a file beside them, or a pipe).
+  UniqueFd channel_host, channel_vm, qmp_host, qmp_vm, console_host, console_vm, err_host, err_vm;
+  UniqueFd run_dir;
+  if (outlive) {
+    RemoveTree(config.runtime_dir).IgnoreError();  // a VM that was here is gone
+    if (absl::Status s = MakeDirectories(config.runtime_dir, 0700); !s.ok()) return s;
+    run_dir.reset(open(config.runtime_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!run_dir.valid()) return ErrnoStatus("open", config.runtime_dir);
+    for (auto [name, fd] : {std::pair{kChannelSocket, &channel_vm}, std::pair{kQmpSocket, &qmp_vm},
+                            std::pair{kConsoleSocket, &console_vm}}) {
+      absl::StatusOr<UniqueFd> listening = ListenAt(run_dir.get(), name);
+      if (!listening.ok()) return listening.status();
+      *fd = *std::move(listening);
+    }
+    err_vm.reset(
+        openat(run_dir.get(), kVmmLog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
+    if (!err_vm.valid()) return ErrnoStatus("create", kVmmLog);
+  } else {
+    for (auto [host, vm] : {std::pair{&channel_host, &channel_vm}, std::pair{&qmp_host, &qmp_vm},
+                            std::pair{&console_host, &console_vm}}) {
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        return ErrnoStatus("socketpair");
+      }
+      host->reset(pair[0]);
+      vm->reset(pair[1]);
+    }
+    int err[2];
+    if (pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+    err_host.reset(err[0]);
+    err_vm.reset(err[1]);
+  }
 
   std::vector<std::string> args = BuildArgv(config);
   std::vector<char*> argv;
@@ -477,43 +754,77 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     cgroup = *std::move(created);
     cgroup_procs = cgroup->procs_fds();
   }
+  int go[2] = {-1, -1};
+  if (outlive && pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+  UniqueFd go_read(go[0]), go_write(go[1]);
   pid_t parent = getpid();
   pid_t pid = RunOnSpawnerThread([&] {
     pid_t child = fork();
     if (child == 0) {
       ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid,
-               cgroup_procs);
+               cgroup_procs, go);
     }
     return child;
   });
   if (pid < 0) return ErrnoStatus("fork");
+  go_read.reset();
+  UniqueFd pidfd(PidfdOpen(pid));
+  GuestSync sync = {.pids_max = config.guest_pids_max,
+                    .hostname = config.hostname,
+                    .restored = config.incoming_state_fd >= 0,
+                    .mount_workspace = config.mount_workspace};
+  absl::Status started = pidfd.valid() ? absl::OkStatus() : ErrnoStatus("pidfd_open");
+  if (outlive && started.ok()) {
+    // Recorded before it may run, so that a later airlockd finds it (or ends it).
+    VmRecord record{.pid = pid,
+                    .start_time = ProcessStartTime(pid).value_or(0),
+                    .accelerator = config.accelerator,
+                    .cgroup = config.host_cgroup,
+                    .sync = sync};
+    struct stat disk;
+    if (fstat(config.session_disk_fd, &disk) == 0) {
+      record.disk_dev = disk.st_dev;
+      record.disk_ino = disk.st_ino;
+    }
+    started = record.start_time == 0
+                  ? absl::InternalError("the VM process vanished before it started")
+                  : WriteFileAtomically(absl::StrCat(config.runtime_dir, "/", kRecordFile),
+                                        EncodeRecord(record), 0600);
+    if (started.ok() && write(go_write.get(), "g", 1) != 1) {
+      started = ErrnoStatus("start the VM process");
+    }
+    go_write.reset();
+    for (auto [name, fd] :
+         {std::pair{kQmpSocket, &qmp_host}, std::pair{kChannelSocket, &channel_host},
+          std::pair{kConsoleSocket, &console_host}}) {
+      absl::StatusOr<UniqueFd> connected = started.ok() ? ConnectAt(run_dir.get(), name) : started;
+      if (!connected.ok()) {
+        started = connected.status();
+        break;
+      }
+      *fd = *std::move(connected);
+    }
+  }
+  if (!started.ok()) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    if (outlive) RemoveTree(config.runtime_dir).IgnoreError();
+    return started;
+  }
+  auto vm = std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host),
+                                     std::move(err_host), /*child=*/true, config.runtime_dir);
+  vm->set_accelerator(config.accelerator);
+  vm->set_cgroup(std::move(cgroup));
+  vm->set_sync(sync);
   channel_vm.reset();
   qmp_vm.reset();
   console_vm.reset();
   err_vm.reset();
-  UniqueFd pidfd(PidfdOpen(pid));
-  if (!pidfd.valid()) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return ErrnoStatus("pidfd_open");
-  }
-  auto vm =
-      std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host), std::move(err_host));
-  vm->set_accelerator(config.accelerator);
-  vm->set_cgroup(std::move(cgroup));
-  vm->set_sync({.pids_max = config.guest_pids_max,
-                .hostname = config.hostname,
-                .restored = config.incoming_state_fd >= 0,
-                .mount_workspace = config.mount_workspace});
   absl::StatusOr<std::unique_ptr<QmpClient>> client =
       QmpClient::Connect(std::move(qmp_host), absl::Now() + absl::Seconds(30));
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());
-  // A guest that breaks the protocol (or whose channel dies) loses its VM at once. The
-  // callback holds its own pidfd, so it can never signal a recycled pid.
-  auto kill_fd = std::make_shared<UniqueFd>(fcntl(vm->pidfd(), F_DUPFD_CLOEXEC, 0));
-  std::shared_ptr<GuestChannel> guest_channel = GuestChannel::Start(
-      std::move(channel_host), [kill_fd](const absl::Status&) { PidfdKill(kill_fd->get()); });
-  vm->Attach(*std::move(client), std::move(guest_channel));
+  vm->AttachQmp(*std::move(client));
+  vm->AttachChannel(GuestChannel::Start(std::move(channel_host), KillerOf(*vm)));
   if (config.incoming_state_fd >= 0) {
     if (absl::Status s = vm->Restore(config.incoming_state_fd, absl::Now() + absl::Seconds(60));
         !s.ok()) {
@@ -521,6 +832,76 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     }
   }
   return vm;
+}
+
+absl::StatusOr<LaunchedVm> QemuDriver::Reattach(const std::string& runtime_dir,
+                                                absl::Time deadline) {
+  absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir);
+  if (!record.ok()) return record.status();
+  absl::StatusOr<UniqueFd> pidfd = OpenRecordedProcess(*record);
+  if (!pidfd.ok()) return pidfd.status();
+  UniqueFd run_dir(open(runtime_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!run_dir.valid()) return ErrnoStatus("open", runtime_dir);
+  absl::StatusOr<UniqueFd> qmp = ConnectAt(run_dir.get(), kQmpSocket);
+  if (!qmp.ok()) return qmp.status();
+  absl::StatusOr<UniqueFd> console = ConnectAt(run_dir.get(), kConsoleSocket);
+  auto vm = std::make_unique<QemuVm>(record->pid, *std::move(pidfd),
+                                     console.ok() ? *std::move(console) : UniqueFd(), UniqueFd(),
+                                     /*child=*/false, runtime_dir);
+  vm->set_accelerator(record->accelerator);
+  if (!record->cgroup.empty()) vm->set_cgroup(HostCgroup::Adopt(record->cgroup));
+  vm->set_sync(record->sync);
+  absl::StatusOr<std::unique_ptr<QmpClient>> client = QmpClient::Connect(*std::move(qmp), deadline);
+  if (!client.ok()) return client.status();
+  vm->AttachQmp(*std::move(client));
+  if (absl::Status s = vm->EnsureRunning(deadline); !s.ok()) return s;
+  // The writable disk: the descriptor QEMU holds (a new session's disk has no name).
+  UniqueFd disk;
+  std::string fd_dir = absl::StrCat("/proc/", record->pid, "/fd");
+  if (DIR* d = opendir(fd_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string path = absl::StrCat(fd_dir, "/", e->d_name);
+      struct stat st;
+      if (e->d_name[0] == '.' || stat(path.c_str(), &st) != 0 || st.st_dev != record->disk_dev ||
+          st.st_ino != record->disk_ino) {
+        continue;
+      }
+      disk.reset(open(path.c_str(), O_RDWR | O_CLOEXEC));
+      if (disk.valid()) break;
+    }
+    closedir(d);
+  }
+  if (!disk.valid()) return absl::NotFoundError("the VM no longer holds its writable disk");
+  // The agent starts over when the host end comes back, and says hello. If it did not notice
+  // the old connection go (it came back too soon), drop the new one for a moment so it does.
+  absl::Status handshake;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt > 0) usleep(300000);
+    absl::StatusOr<UniqueFd> channel = ConnectAt(run_dir.get(), kChannelSocket);
+    if (!channel.ok()) return channel.status();
+    std::shared_ptr<GuestChannel> guest =
+        GuestChannel::Start(*std::move(channel), KillerOf(*vm), /*join_midway=*/true);
+    handshake = guest->Handshake(std::min(deadline, absl::Now() + absl::Seconds(3)), record->sync);
+    if (handshake.ok()) {
+      vm->AttachChannel(std::move(guest));
+      return LaunchedVm{std::move(vm), std::move(disk)};
+    }
+    guest->Stop();
+    if (!absl::IsDeadlineExceeded(handshake) || absl::Now() > deadline) break;
+  }
+  return vm->Explain("the guest agent did not answer again", handshake);
+}
+
+void QemuDriver::Destroy(const std::string& runtime_dir) {
+  absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir);
+  if (record.ok()) {
+    if (absl::StatusOr<UniqueFd> pidfd = OpenRecordedProcess(*record); pidfd.ok()) {
+      PidfdKill(pidfd->get());
+      WaitGone(pidfd->get(), 5000);
+    }
+    if (!record->cgroup.empty()) HostCgroup::Adopt(record->cgroup).reset();
+  }
+  RemoveTree(runtime_dir).IgnoreError();
 }
 
 }  // namespace airlock

@@ -1,10 +1,13 @@
-// VmDriver for QEMU's microvm machine (DESIGN.md decisions 1, 4, 7, 9).
+// VmDriver for QEMU's microvm machine (DESIGN.md decisions 1, 4, 7, 8, 9).
 //
 // QEMU is started from an argv array (never a shell) with -nodefaults, no NIC, the seccomp
-// sandbox, and only the descriptors it needs: the channel, QMP and console sockets are
-// socketpairs and the writable disk an inherited descriptor, so nothing of a VM exists on the
-// host filesystem and nothing is left behind when it ends. As root, QEMU also runs in new
-// mount/IPC/UTS/network namespaces as an unprivileged user. QEMU dies with its parent.
+// sandbox, and only the descriptors it needs; as root, also in new mount/IPC/UTS/network
+// namespaces as an unprivileged user. The writable disk, the workspace disk and the image are
+// inherited descriptors. A VM with a runtime directory (every session's) outlives airlockd:
+// the channel, QMP and console are listening sockets there, QEMU's stderr goes to vmm.log and
+// vm.json records the process (pid and start time), so Reattach finds it again and Destroy ends
+// it; the directory goes with the VM. Without one (template builds, tests) they are
+// socketpairs and QEMU dies with its parent.
 #ifndef AIRLOCK_VM_QEMU_DRIVER_H_
 #define AIRLOCK_VM_QEMU_DRIVER_H_
 
@@ -19,8 +22,11 @@ class QemuDriver : public VmDriver {
  public:
   explicit QemuDriver(std::string qemu_path) : qemu_path_(std::move(qemu_path)) {}
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Vm>> Start(const VmConfig& config) override;
+  [[nodiscard]] absl::StatusOr<LaunchedVm> Reattach(const std::string& runtime_dir,
+                                                    absl::Time deadline) override;
+  void Destroy(const std::string& runtime_dir) override;
 
-  // The argv for a config, with the channel, QMP, console and disk on descriptors 3 to 7.
+  // The argv for a config, with the channel, QMP, console and disks on descriptors 3 to 9.
   std::vector<std::string> BuildArgv(const VmConfig& config) const;
 
  private:

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/unique_fd.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock {
@@ -35,6 +36,9 @@ struct VmConfig {
   // guest plus the VMM's overhead). Empty: none.
   std::string host_cgroup;
   std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
+  // Where a VM that outlives the process that started it keeps its sockets and its record
+  // (VmDriver::Reattach finds it there again). Empty: the VM dies with that process.
+  std::string runtime_dir;
   // Restore the device and RAM state saved in this file (Vm::SaveState) instead of booting;
   // not owned. The rest of the config must describe the same machine (memory, vCPUs, image).
   int incoming_state_fd = -1;
@@ -66,12 +70,28 @@ class Vm {
   virtual std::string accelerator() const = 0;
   // The VMM and its version ("qemu 7.2.22"), recorded in snapshots.
   virtual std::string vmm_version() const = 0;
+  // Lets a VM started with a runtime_dir run on without this object (airlockd exits and a later
+  // one reattaches): destroying it then releases only this process's hold on the VM.
+  virtual void Detach() = 0;
+};
+
+struct LaunchedVm {
+  std::unique_ptr<Vm> vm;
+  UniqueFd disk;  // the VM's writable disk
 };
 
 class VmDriver {
  public:
   virtual ~VmDriver() = default;
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Vm>> Start(const VmConfig& config) = 0;
+  // Finds a VM that an earlier process started with this runtime_dir and that still runs: its
+  // monitor, console, writable disk and channel again. A stopped guest (a snapshot was being
+  // taken) runs again. The guest agent starts its side of the channel over, so streams that
+  // were open on the old connection are gone on both sides. NOT_FOUND when the VM is gone.
+  [[nodiscard]] virtual absl::StatusOr<LaunchedVm> Reattach(const std::string& runtime_dir,
+                                                            absl::Time deadline) = 0;
+  // Ends the VM recorded in runtime_dir if it still runs, and removes the directory.
+  virtual void Destroy(const std::string& runtime_dir) = 0;
 };
 
 }  // namespace airlock

@@ -54,6 +54,7 @@ absl::StatusOr<VmConfig> BaseConfig(const HostPaths& paths, const ImageInfo& ima
   config.hostname = options.hostname;
   config.guest_pids_max = options.pids;
   config.host_cgroup = options.host_cgroup;
+  config.runtime_dir = options.runtime_dir;
   config.accelerator = ChooseAccelerator().name;
   return config;
 }

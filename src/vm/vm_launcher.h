@@ -32,12 +32,10 @@ struct LaunchOptions {
   // The session's workspace (an ext4 of kWorkspaceDiskBytes), mounted at /workspace in the
   // guest; empty: none (the VM gets an empty disk in its place).
   std::string workspace_path;
+  // Where the VM keeps its sockets and record so that it outlives airlockd (see
+  // VmConfig::runtime_dir); empty: it dies with this process.
+  std::string runtime_dir;
   absl::Duration boot_timeout = absl::Seconds(60);
-};
-
-struct LaunchedVm {
-  std::unique_ptr<Vm> vm;
-  UniqueFd disk;  // the VM's writable disk; unnamed, so it vanishes with its last descriptor
 };
 
 // Boots a fresh VM with a new, empty writable disk.
