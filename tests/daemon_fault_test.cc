@@ -152,7 +152,7 @@ TEST(DaemonFaultTest, KillAtRandomMomentsLeavesEverySessionConsistent) {
       if (!before.contains(id) && (state == "running" || state == "paused")) ids.push_back(id);
     }
     std::string op = ops[rng() % ops.size()];
-    if (ids.empty() || ids.size() < 2 && op == "rm") op = "create";
+    if (ids.empty() || (ids.size() < 2 && op == "rm")) op = "create";
     std::string target = ids.empty() ? "" : ids[rng() % ids.size()];
     std::vector<std::string> args;
     if (op == "create") args = {"session", "create"};

@@ -238,7 +238,9 @@ TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
     pause.Finish();
     for (int i = 0; i < 100 && kill(victim, 0) == 0; ++i) usleep(50000);
     // (A VM outlives a killed airlockd.)
-    if (!kill_daemon) EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+    if (!kill_daemon) {
+      EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+    }
     std::string line = SessionLine(id);  // a new daemon, if it was killed
     if (line.find("paused") != std::string::npos) {
       EXPECT_EQ(QemuLeftAfterWaiting(), 0);
