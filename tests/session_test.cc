@@ -136,6 +136,50 @@ TEST(SessionTest, UsersCannotSeeEachOthersSessionsAndEveryActionIsAudited) {
   }
 }
 
+// uid 61003 has sessions=2 running=1 forks=1 pull=1k (tests/vm_test_env.cc).
+TEST(SessionTest, QuotasRefuseWhatATenantMayNotHoldAndNameTheQuota) {
+  RunAs carol{61003, 61003};
+  RunAirlock({"ls"});  // root starts the daemon; carol cannot
+  Result r = RunAirlock({"session", "create"}, "", carol);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string first = std::string(absl::StripTrailingAsciiWhitespace(r.out));
+  // A second running VM is over the running quota; the message says which and how much.
+  r = RunAirlock({"session", "create"}, "", carol);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("over the running quota of 1: 1 in use, this needs 1 more"),
+            std::string::npos)
+      << r.err;
+  r = RunAirlock({"fork", first, "-n", "2"}, "", carol);
+  EXPECT_NE(r.err.find("over the forks quota of 1 per call"), std::string::npos) << r.err;
+  // Paused, the first holds no VM: a second session fits, and then the first cannot resume.
+  ASSERT_EQ(RunAirlock({"pause", first}, "", carol).exit_code, 0);
+  r = RunAirlock({"session", "create"}, "", carol);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string second = std::string(absl::StripTrailingAsciiWhitespace(r.out));
+  r = RunAirlock({"exec", first, "--", "true"}, "", carol);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot run now: over the running quota of 1"), std::string::npos) << r.err;
+  // Two sessions exist: a fork of the paused one would be a third.
+  r = RunAirlock({"fork", first}, "", carol);
+  EXPECT_NE(r.err.find("over the sessions quota of 2"), std::string::npos) << r.err;
+  r = RunAirlock({"quota"}, "", carol);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tenant uid:61003"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("running    1           1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sessions   2           2"), std::string::npos) << r.out;
+  r = RunAirlock({"quota", "--json"}, "", carol);
+  EXPECT_NE(r.out.find("\"name\": \"pull\""), std::string::npos) << r.out;
+  // Others are not touched by carol's quota.
+  r = RunAirlock({"quota"});
+  EXPECT_NE(r.out.find("running    "), std::string::npos);
+  EXPECT_EQ(r.out.find("uid:61003"), std::string::npos);
+  for (const std::string& id : {first, second}) RunAirlock({"rm", id}, "", carol);
+  // Each refusal is on the tenant's audit record, naming what was asked.
+  std::vector<std::string> audit = AuditRows();
+  EXPECT_TRUE(Contains(audit, "uid:61003/gid:61003 quota.refuse session.create"));
+  EXPECT_TRUE(Contains(audit, "uid:61003/gid:61003 quota.refuse session.resume " + first));
+}
+
 TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {
   std::string id = Create();
   Result ps = RunAirlock({"ps", "--json"});

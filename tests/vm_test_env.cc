@@ -93,6 +93,11 @@ class PrivateDaemon : public ::testing::Environment {
                                     0644)
                     .ok());
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
+    // One tenant with small quotas (QuotaTest); everyone else has the defaults.
+    ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",
+                                    "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n", 0644)
+                    .ok());
+    setenv("AIRLOCK_QUOTA_FILE", (home_ + "/quotas").c_str(), 1);
     setenv("AIRLOCK_EGRESS_HOSTS", (home_ + "/egress-hosts").c_str(), 1);
     // Servers that secrets are sent to have certificates from a CA of the test's own, which
     // the daemon trusts as an operator's private CA (tests issue from AIRLOCK_TEST_UPSTREAM).

@@ -14,6 +14,7 @@ int SessionCommand(const std::vector<std::string>& args);
 int ExecCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int PsCommand(const std::vector<std::string>& args);
+int QuotaCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
 int MetricsCommand(const std::vector<std::string>& args);
 int RemoveCommand(const std::vector<std::string>& args);

@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
     "  ls [--json|-q]               your sessions: state, limits, last use\n"
     "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
+    "  quota [--json]               what your sessions may hold at once, and what they use\n"
     "  logs [-f] [-n N] [--since D] ID   output of a session's commands, with timestamps\n"
     "  metrics [--watch] [ID...]    guest CPU, memory, processes and disk\n"
     "  rm ID...                     destroy sessions (their logs stay)\n"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   if (command == "exec") return airlock::ExecCommand(args);
   if (command == "ls") return airlock::ListCommand(args);
   if (command == "ps") return airlock::PsCommand(args);
+  if (command == "quota") return airlock::QuotaCommand(args);
   if (command == "logs") return airlock::LogsCommand(args);
   if (command == "network") return airlock::NetworkCommand(args);
   if (command == "secret") return airlock::SecretCommand(args);

@@ -267,6 +267,46 @@ int Ps(const std::vector<std::string>& args) {
   return 0;
 }
 
+int Quota(const std::vector<std::string>& args) {
+  bool json = args.size() == 1 && args[0] == "--json";
+  if (!args.empty() && !json) {
+    return Usage(
+        "usage: airlock quota [--json]\n"
+        "Shows what your sessions may hold at once on this host and what they use now. A\n"
+        "create, resume or fork over a quota fails and names it; the operator sets them\n"
+        "(airlockd --quota-file).\n",
+        "unexpected argument");
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::QuotaReport report;
+  grpc::Status status = client->sessions->Quota(&context, {}, &report);
+  if (!status.ok()) return DaemonError(status);
+  if (json) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const v1::QuotaItem& q : report.items()) {
+      nlohmann::json item = {{"name", q.name()}, {"limit", q.limit()}, {"what", q.what()}};
+      if (!q.per_request()) item["used"] = q.used();
+      items.push_back(item);
+    }
+    std::printf("%s\n",
+                nlohmann::json({{"tenant", report.tenant()}, {"quotas", items}}).dump(2).c_str());
+    return 0;
+  }
+  auto show = [](const v1::QuotaItem& q, uint64_t n) {
+    return q.bytes() ? FormatBytes(n) : std::to_string(n);
+  };
+  std::printf("tenant %s\n%-9s  %-10s  %-10s  %s\n", report.tenant().c_str(), "QUOTA", "USED",
+              "LIMIT", "WHAT");
+  for (const v1::QuotaItem& q : report.items()) {
+    std::printf("%-9s  %-10s  %-10s  %s\n", q.name().c_str(),
+                q.per_request() ? "-" : show(q, q.used()).c_str(), show(q, q.limit()).c_str(),
+                q.what().c_str());
+  }
+  return 0;
+}
+
 constexpr char kLogsUsage[] =
     "usage: airlock logs [-f] [-n N] [--since DURATION] ID\n"
     "Prints the output of every command of session ID with timestamps (also after it stopped).\n"
@@ -570,6 +610,7 @@ int SessionCommand(const std::vector<std::string>& args) {
 int ExecCommand(const std::vector<std::string>& args) { return Exec(args); }
 int ListCommand(const std::vector<std::string>& args) { return List(args); }
 int PsCommand(const std::vector<std::string>& args) { return Ps(args); }
+int QuotaCommand(const std::vector<std::string>& args) { return Quota(args); }
 int LogsCommand(const std::vector<std::string>& args) { return Logs(args); }
 int MetricsCommand(const std::vector<std::string>& args) { return Metrics(args); }
 int RemoveCommand(const std::vector<std::string>& args) { return Remove(args); }

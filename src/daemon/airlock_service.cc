@@ -328,6 +328,25 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status SessionsService::Quota(grpc::ServerContext* context,
+                                    const v1::GetQuotaRequest* /*request*/,
+                                    v1::QuotaReport* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  auto [quota, used] = sessions_->QuotaOf(*who);
+  response->set_tenant(who->Tenant());
+  for (const QuotaLine& line : DescribeQuota(quota, used)) {
+    v1::QuotaItem* item = response->add_items();
+    item->set_name(line.name);
+    item->set_limit(line.limit);
+    item->set_used(line.used);
+    item->set_bytes(line.bytes);
+    item->set_what(line.what);
+    item->set_per_request(line.per_request);
+  }
+  return grpc::Status::OK;
+}
+
 namespace {
 
 constexpr uint64_t kMaxFileBytes = 3 << 20;

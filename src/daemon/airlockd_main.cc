@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
+    "                [--quota-file FILE]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -47,6 +48,12 @@ constexpr char kUsage[] =
     "  --upstream-ca FILE  PEM certificates trusted, besides the host's store, when airlockd\n"
     "                   connects to a host a session's secret is bound to (a private CA)\n"
     "                   (or $AIRLOCK_UPSTREAM_CA)\n"
+    "  --quota-file FILE  what each tenant's sessions may hold at once: lines of\n"
+    "                   `default KEY=VALUE...` and `tenant NAME KEY=VALUE...` with keys\n"
+    "                   sessions, running, vcpus, memory, disk, logs, forks, pull (sizes like\n"
+    "                   8g). Defaults: sessions=64 running=16 vcpus=32 memory=32g disk=512g\n"
+    "                   logs=1g forks=16 pull=8g. `airlock quota` shows a tenant its own\n"
+    "                   (or $AIRLOCK_QUOTA_FILE)\n"
     "Pulls airlockd makes for users other than root never use the host's registry logins, and\n"
     "reach registries on loopback, private or link-local addresses only with\n"
     "AIRLOCK_REGISTRY_ALLOW_INTERNAL=1.\n";
@@ -98,6 +105,8 @@ int main(int argc, char** argv) {
   std::string hosts_file = env_hosts ? env_hosts : "";
   const char* env_upstream_ca = std::getenv("AIRLOCK_UPSTREAM_CA");
   std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
+  const char* env_quota = std::getenv("AIRLOCK_QUOTA_FILE");
+  std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
   for (int i = 1; i < argc; ++i) {
@@ -127,6 +136,8 @@ int main(int argc, char** argv) {
       ok = value(&hosts_file);
     else if (arg == "--upstream-ca")
       ok = value(&upstream_ca);
+    else if (arg == "--quota-file")
+      ok = value(&quota_file);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
     else if (arg == "--no-templates")
@@ -181,6 +192,13 @@ int main(int argc, char** argv) {
       airlock::MakeSessionSecrets(upstream_ca);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
   sessions.set_secrets(*std::move(secrets));
+  if (!quota_file.empty()) {
+    absl::StatusOr<airlock::Quotas> quotas = airlock::Quotas::Load(quota_file);
+    if (!quotas.ok()) return Fail(std::string(quotas.status().message()));
+    sessions.set_quotas(*std::move(quotas));
+  } else {
+    sessions.set_quotas(airlock::Quotas());
+  }
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;

@@ -46,6 +46,15 @@ LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir)
   return options;
 }
 
+// What one new session counts against its tenant's quotas.
+QuotaAmounts NewSession(const SessionLimits& limits) {
+  return {.sessions = 1,
+          .running = 1,
+          .vcpus = limits.vcpus,
+          .memory_bytes = limits.memory_bytes,
+          .disk_bytes = limits.disk_bytes};
+}
+
 VmShape ShapeOf(const SessionLimits& limits) {
   return {.memory_mib = static_cast<uint32_t>(limits.memory_bytes >> 20),
           .vcpus = limits.vcpus,
@@ -292,12 +301,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
                      : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
   if (tpl.ok()) {
     absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
-    std::string disk_path = absl::StrCat(tpl->dir, "/", kSnapshotDiskFile);
-    UniqueFd from(open(disk_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!disk.ok()) return disk.status();
-    if (!from.valid()) return ErrnoStatus("open", disk_path);
-    if (absl::Status c = CopyDisk(from.get(), disk->get()); !c.ok()) return c;
-    vm = RestoreVm(*driver_, paths_, image, tpl->dir, tpl->manifest, *std::move(disk), options);
+    if (absl::Status c = CopyDisk(tpl->files.disk.get(), disk->get()); !c.ok()) return c;
+    vm = RestoreVm(*driver_, paths_, image, tpl->files.state.get(), tpl->manifest, *std::move(disk),
+                   options);
     if (vm.ok()) counters_.restores++;
     // A template that does not restore is made again next time; this session boots.
     if (!vm.ok()) templates_->Discard(tpl->dir);
@@ -652,6 +659,10 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
                                                      PendingWorkspace* workspace, bool one_shot) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
+  // Held until the session's record shows it (as creating, which counts as running).
+  absl::StatusOr<QuotaReservations::Hold> admitted =
+      Admit(who, who.Tenant(), NewSession(*limits), "session.create");
+  if (!admitted.ok()) return admitted.status();
   std::string name = image.empty() ? kDefaultImage : image;
   ImageStore images(paths_.images);
   // An image not in the store yet is pulled from its registry on first use (and audited: what
@@ -689,6 +700,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
     secrets_->Forget(s.id);
     return st;
   }
+  admitted->Release();
 
   absl::Status installed =
       workspace != nullptr ? InstallWorkspace(s.id, *workspace) : absl::OkStatus();
@@ -758,7 +770,55 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
 RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
   // Root over the Unix socket is the operator; anyone else gets what the operator allowed.
   bool op = who.certificate.empty() && who.uid == 0;
-  return {.use_credentials = op, .internal_addresses = op || registry_internal_};
+  return {.use_credentials = op,
+          .internal_addresses = op || registry_internal_,
+          .max_bytes = quotas_.For(who.Tenant()).pull_bytes};
+}
+
+QuotaAmounts SessionManager::UsageOf(const std::string& tenant) {
+  QuotaAmounts used;
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListSessions(tenant);
+  for (const SessionRecord& s : sessions.ok() ? *sessions : std::vector<SessionRecord>()) {
+    bool exists = s.state == SessionState::kCreating || s.state == SessionState::kRunning ||
+                  s.state == SessionState::kPaused;
+    if (!exists) continue;
+    used.sessions++;
+    used.disk_bytes += s.limits.disk_bytes;
+    if (s.state == SessionState::kPaused) continue;
+    used.running++;
+    used.vcpus += s.limits.vcpus;
+    used.memory_bytes += s.limits.memory_bytes;
+  }
+  used.log_bytes = store_->LogBytes(tenant).value_or(0);
+  return used;
+}
+
+absl::StatusOr<QuotaReservations::Hold> SessionManager::Admit(const Principal& who,
+                                                              const std::string& tenant,
+                                                              const QuotaAmounts& adding,
+                                                              const std::string& what) {
+  absl::StatusOr<QuotaReservations::Hold> hold = reservations_.Admit(
+      tenant, quotas_.For(tenant), [&] { return UsageOf(tenant); }, adding);
+  if (!hold.ok()) {
+    absl::Status audited =
+        store_->Audit(who, tenant, "quota.refuse", what, std::string(hold.status().message()));
+    if (!audited.ok()) {
+      std::fprintf(stderr, "airlockd: quota refusal not audited: %s\n",
+                   std::string(audited.message()).c_str());
+    }
+  }
+  return hold;
+}
+
+std::pair<Quota, QuotaAmounts> SessionManager::QuotaOf(const Principal& who) {
+  std::string tenant = who.Tenant();
+  return {quotas_.For(tenant), UsageOf(tenant)};
+}
+
+void SessionManager::set_quotas(Quotas quotas) {
+  quotas_ = std::move(quotas);
+  store_->set_tenant_log_cap(
+      [this](const std::string& tenant) { return quotas_.For(tenant).limits.log_bytes; });
 }
 
 std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
@@ -906,7 +966,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
                      "; only a paused session can be resumed"));
   }
   std::string dir = SessionDir(record.id) + "/snapshot";
-  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_);
+  SnapshotFiles files;
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
   if (!manifest.ok()) {
     // Never loaded: the session cannot come back, and says why.
     std::string why(manifest.status().message());
@@ -919,15 +980,26 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
   if (!image.ok()) return image.status();
+  // Held until the record says running.
+  QuotaAmounts adding = NewSession(record.limits);
+  adding.sessions = adding.disk_bytes = 0;  // it exists already
+  absl::StatusOr<QuotaReservations::Hold> admitted =
+      Admit(who, record.tenant, adding, "session.resume " + record.id);
+  if (!admitted.ok()) {
+    return absl::Status(
+        admitted.status().code(),
+        absl::StrCat("session ", record.id, " cannot run now: ", admitted.status().message()));
+  }
   // The VM takes the snapshot's disk over (it becomes the session's live disk), so the
   // snapshot is used up from here on.
   std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
   std::string live_path = LiveDiskPath(record.id);
+  // The disk checked, made writable through its descriptor (never its path again).
+  absl::StatusOr<UniqueFd> disk = ReopenFile(files.disk.get(), /*writable=*/true);
+  if (!disk.ok()) return disk.status();
   if (rename(disk_path.c_str(), live_path.c_str()) != 0) return ErrnoStatus("rename", disk_path);
-  UniqueFd disk(open(live_path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!disk.valid()) return ErrnoStatus("open", live_path);
   absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(*driver_, paths_, *image, dir, *manifest, std::move(disk),
+      RestoreVm(*driver_, paths_, *image, files.state.get(), *manifest, *std::move(disk),
                 OptionsFor(record, SessionDir(record.id)));
   if (!vm.ok()) {
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
@@ -978,6 +1050,15 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (count > kMaxForks) {
     return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxForks, " forks at once"));
   }
+  if (uint64_t most = quotas_.For(who.Tenant()).forks_per_call; count > most) {
+    absl::Status over = absl::ResourceExhaustedError(
+        absl::StrCat("over the forks quota of ", most, " per call: asked for ", count));
+    store_
+        ->Audit(who, who.Tenant(), "quota.refuse", "session.fork " + id,
+                std::string(over.message()))
+        .IgnoreError();  // the refusal stands either way
+    return over;
+  }
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
@@ -1023,14 +1104,29 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
                                                                     const SessionRecord& source,
                                                                     const std::string& dir,
                                                                     uint32_t count) {
-  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_);
+  SnapshotFiles files;
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
   if (!manifest.ok()) return manifest.status();
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(source.image, source.image_digest);
   if (!image.ok()) return image.status();
-  std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
-  UniqueFd from(open(disk_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!from.valid()) return ErrnoStatus("open", disk_path);
+  const UniqueFd& from = files.disk;
+  QuotaAmounts each = NewSession(source.limits), all;
+  for (uint32_t i = 0; i < count; ++i) {
+    all.sessions += each.sessions;
+    all.running += each.running;
+    all.vcpus += each.vcpus;
+    all.memory_bytes += each.memory_bytes;
+    all.disk_bytes += each.disk_bytes;
+  }
+  // Held until every fork's record exists (as creating, which counts as running).
+  absl::StatusOr<QuotaReservations::Hold> admitted =
+      Admit(who, who.Tenant(), all, "session.fork " + source.id);
+  if (!admitted.ok()) {
+    return absl::Status(admitted.status().code(),
+                        absl::StrCat("cannot make ", count, " forks of ", source.id, ": ",
+                                     admitted.status().message()));
+  }
   std::vector<SessionRecord> made;
   auto undo = [&](const absl::Status& why) {
     for (const SessionRecord& s : made) Remove(who, s.id, "its fork failed").IgnoreError();
@@ -1051,6 +1147,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.pid = 0;
     s.created_ms = s.last_used_ms = NowUnixMs();
     if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
+    admitted->Settle(each);
     records.push_back(s);
     made.push_back(s);
     if (s.workspace.present()) {
@@ -1085,8 +1182,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
           vms[i] = disks[i].status();
           return;
         }
-        vms[i] = RestoreVm(*driver_, paths_, *image, dir, *manifest, *std::move(disks[i]),
-                           OptionsFor(records[i], SessionDir(records[i].id)));
+        vms[i] = RestoreVm(*driver_, paths_, *image, files.state.get(), *manifest,
+                           *std::move(disks[i]), OptionsFor(records[i], SessionDir(records[i].id)));
       });
     }
     for (std::thread& t : threads) t.join();

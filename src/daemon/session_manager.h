@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/quotas.h"
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
@@ -176,6 +177,11 @@ class SessionManager {
   // Whether pulls for other users may reach registries on internal addresses (they never use
   // the host's registry logins). Call before Recover.
   void set_registry_internal(bool allowed) { registry_internal_ = allowed; }
+  // The tenants' quotas (quotas.h): checked before a create, resume or fork, and the pull and
+  // log caps. Call before Recover.
+  void set_quotas(Quotas quotas);
+  // The caller's tenant's quotas and what it uses now (`airlock quota`).
+  std::pair<Quota, QuotaAmounts> QuotaOf(const Principal& who);
   // Per-session locks kept right now (they go when nobody holds them).
   size_t session_lock_count();
   // How secrets are resolved and servers verified. Call before Recover.
@@ -183,6 +189,14 @@ class SessionManager {
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
+  // What the tenant's sessions hold now, as the state store shows it.
+  QuotaAmounts UsageOf(const std::string& tenant);
+  // Checks the quotas with what is held by requests under way; the hold lasts as long as the
+  // returned object (or until it is settled).
+  // A refusal is audited for `who` as quota.refuse of `what` (the action and its target).
+  absl::StatusOr<QuotaReservations::Hold> Admit(const Principal& who, const std::string& tenant,
+                                                const QuotaAmounts& adding,
+                                                const std::string& what);
   // Makes a session live again with the VM found after a restart of airlockd (Recover).
   absl::Status Reattach(const SessionRecord& s, LaunchedVm vm);
   std::string SessionDir(const std::string& id) const;
@@ -219,6 +233,8 @@ class SessionManager {
 
   StateStore* store_;
   HostPaths paths_;
+  Quotas quotas_;
+  QuotaReservations reservations_;
   VmDriver* driver_;
   std::string key_;  // the host key that signs snapshots
   VmCounters counters_;

@@ -106,6 +106,10 @@ ALTER TABLE sessions ADD COLUMN secrets TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE sessions ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 6: a tenant's stored output is capped in all (its logs quota): oldest first.
+    R"sql(
+CREATE INDEX output_by_tenant ON output(tenant, seq);
+)sql",
 };
 
 std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
@@ -580,7 +584,44 @@ absl::Status StateStore::AppendLogs(const SessionRecord& s, const std::vector<Lo
     if (!drop.ok() || !shrink.ok()) return drop.ok() ? shrink.status() : drop.status();
     bytes -= freed;
   }
+  // And the tenant's whole output under its logs quota: the oldest entries of any of its
+  // sessions go first (removed sessions' records keep their output until then).
+  uint64_t tenant_cap = tenant_log_cap_ ? tenant_log_cap_(s.tenant) : UINT64_MAX;
+  Stmt sum(db_, "SELECT COALESCE(SUM(log_bytes), 0) FROM sessions WHERE tenant = ?");
+  sum.Bind(1, s.tenant);
+  int64_t tenant_bytes = sum.Step() ? sum.Int(0) : 0;
+  if (!sum.ok()) return sum.status();
+  while (static_cast<uint64_t>(tenant_bytes) > tenant_cap) {
+    Stmt oldest(db_,
+                "SELECT seq, session_id, length(data) FROM output WHERE tenant = ? ORDER BY seq "
+                "LIMIT 64");
+    oldest.Bind(1, s.tenant);
+    std::vector<std::tuple<int64_t, std::string, int64_t>> victims;
+    int64_t freed = 0;
+    while (oldest.Step() && static_cast<uint64_t>(tenant_bytes - freed) > tenant_cap) {
+      victims.emplace_back(oldest.Int(0), oldest.Text(1), oldest.Int(2));
+      freed += oldest.Int(2);
+    }
+    if (victims.empty()) break;
+    for (const auto& [seq, session, length] : victims) {
+      Stmt drop(db_, "DELETE FROM output WHERE seq = ?");
+      drop.Bind(1, seq).Step();
+      Stmt shrink(db_, "UPDATE sessions SET log_bytes = log_bytes - ? WHERE id = ?");
+      shrink.Bind(1, length).Bind(2, session).Step();
+      if (!drop.ok() || !shrink.ok()) return drop.ok() ? shrink.status() : drop.status();
+    }
+    tenant_bytes -= freed;
+  }
   return tx.Commit();
+}
+
+absl::StatusOr<uint64_t> StateStore::LogBytes(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt sum(db_, "SELECT COALESCE(SUM(log_bytes), 0) FROM sessions WHERE tenant = ?");
+  sum.Bind(1, tenant);
+  int64_t bytes = sum.Step() ? sum.Int(0) : 0;
+  if (!sum.ok()) return sum.status();
+  return static_cast<uint64_t>(bytes);
 }
 
 absl::StatusOr<std::vector<LogRecord>> StateStore::ReadLogs(const std::string& tenant,

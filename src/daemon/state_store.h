@@ -10,6 +10,7 @@
 #define AIRLOCK_DAEMON_STATE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -121,7 +122,7 @@ struct AuditRecord {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,
@@ -153,7 +154,15 @@ class StateStore {
   [[nodiscard]] absl::Status EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,
                                      const std::string& message);
 
-  // Appends output; the oldest entries of the session are dropped beyond the log cap.
+  // Output stored for a tenant's sessions in all, removed ones included.
+  [[nodiscard]] absl::StatusOr<uint64_t> LogBytes(const std::string& tenant);
+  // What a tenant's sessions may store in all (its logs quota); unset: no cap beyond each
+  // session's own. Call before the store is shared.
+  void set_tenant_log_cap(std::function<uint64_t(const std::string&)> cap) {
+    tenant_log_cap_ = std::move(cap);
+  }
+  // Appends output; the oldest entries of the session are dropped beyond the log cap, and the
+  // oldest of the tenant's beyond its cap.
   [[nodiscard]] absl::Status AppendLogs(const SessionRecord& s, const std::vector<LogRecord>& logs);
   // Entries after after_seq (and at or after since_ms); with tail > 0 only the last `tail`.
   [[nodiscard]] absl::StatusOr<std::vector<LogRecord>> ReadLogs(const std::string& tenant,
@@ -194,6 +203,7 @@ class StateStore {
 
  private:
   StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
+  std::function<uint64_t(const std::string&)> tenant_log_cap_;
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   absl::Status AuditLocked(const Principal& who, const std::string& tenant,

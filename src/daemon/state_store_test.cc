@@ -166,3 +166,40 @@ TEST(StateStoreTest, EgressGrantsAndNetworkEventsAreKeptPerTenantAndAudited) {
 
 }  // namespace
 }  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST(StateStoreTest, ATenantsOutputIsCappedInAllOldestFirst) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  (*store)->set_tenant_log_cap([](const std::string& tenant) -> uint64_t {
+    return tenant == "uid:1001" ? 1000 : UINT64_MAX;
+  });
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  SessionRecord a1 = NewSession("a1", alice), a2 = NewSession("a2", alice),
+                b = NewSession("b", bob);
+  for (const SessionRecord* s : {&a1, &a2, &b}) {
+    ASSERT_TRUE((*store)->CreateSession(s == &b ? bob : alice, *s).ok());
+  }
+  auto entry = [](char c) {
+    return std::vector<LogRecord>{{.stream = LogStream::kStdout, .data = std::string(300, c)}};
+  };
+  ASSERT_TRUE((*store)->AppendLogs(a1, entry('x')).ok());
+  ASSERT_TRUE((*store)->AppendLogs(a2, entry('y')).ok());
+  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
+  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
+  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
+  EXPECT_EQ(*(*store)->LogBytes(alice.Tenant()), 600u);
+  // Two more of a2's go over alice's 1000 bytes: a1's (the oldest) goes, across sessions.
+  ASSERT_TRUE((*store)->AppendLogs(a2, entry('z')).ok());
+  ASSERT_TRUE((*store)->AppendLogs(a2, entry('w')).ok());
+  EXPECT_EQ(*(*store)->LogBytes(alice.Tenant()), 900u);
+  EXPECT_TRUE((*store)->ReadLogs(alice.Tenant(), "a1", 0, 0, 0)->empty());
+  EXPECT_EQ((*store)->ReadLogs(alice.Tenant(), "a2", 0, 0, 0)->size(), 3u);
+  EXPECT_EQ(*(*store)->LogBytes(bob.Tenant()), 900u);  // bob has no such cap
+}
+
+}  // namespace
+}  // namespace airlock

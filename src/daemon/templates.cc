@@ -62,13 +62,14 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
   std::string root = paths_.home + "/templates";
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_);
+  SnapshotFiles files;
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
   if (!manifest.ok()) {
     if (absl::Status s = Build(dir, image, shape); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("could not make the ready snapshot of image ",
                                                  image.name, ": ", s.message()));
     }
-    manifest = OpenSnapshot(dir, key_);
+    manifest = OpenSnapshot(dir, key_, &files);
     if (!manifest.ok()) return manifest.status();
     // Templates of this image and shape made with an older kernel, initramfs or QEMU.
     if (DIR* d = opendir(root.c_str())) {
@@ -83,7 +84,7 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
       for (const std::string& path : stale) RemoveTree(path).IgnoreError();
     }
   }
-  return Template{dir, *std::move(manifest)};
+  return Template{dir, *std::move(manifest), std::move(files)};
 }
 
 absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,

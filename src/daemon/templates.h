@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
 
@@ -40,6 +41,7 @@ class Templates {
   struct Template {
     std::string dir;
     SnapshotManifest manifest;
+    SnapshotFiles files;  // as verified: restore from these
   };
   // The verified template for an image and shape, booting and saving it first if needed.
   [[nodiscard]] absl::StatusOr<Template> Get(const ImageInfo& image, const VmShape& shape);

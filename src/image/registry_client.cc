@@ -123,7 +123,8 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t len = size * n;
   t->bytes += len;
-  if (t->limit > 0 && t->bytes > t->limit) {
+  // A blob is never more than its descriptor says (a size of 0 means nothing may come).
+  if (t->fd >= 0 && t->bytes > t->limit) {
     t->overflow = true;
     return 0;
   }
@@ -504,7 +505,14 @@ absl::StatusOr<PulledImage> RegistryClient::Pull(
   absl::StatusOr<OciManifest> manifest = ParseOciManifest(manifest_text);
   if (!manifest.ok()) return manifest.status();
   total_ = manifest->config.size;
-  for (const OciDescriptor& l : manifest->layers) total_ += l.size;
+  for (const OciDescriptor& l : manifest->layers) {
+    total_ = l.size > UINT64_MAX - total_ ? UINT64_MAX : total_ + l.size;
+  }
+  if (total_ > access_.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("the image ", ref.Name(), " is ", total_,
+                                                     " bytes to download, over the pull quota of ",
+                                                     access_.max_bytes, " bytes"));
+  }
   done_ = 0;
   absl::StatusOr<std::string> config_file = FetchBlob(ref, manifest->config, dir);
   if (!config_file.ok()) return config_file.status();

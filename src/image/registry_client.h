@@ -49,6 +49,9 @@ struct RegistryAccess {
   // Loopback, private, link-local, shared and unspecified addresses, for the registry, its token
   // realm and every redirect.
   bool internal_addresses = true;
+  // What one pull may download in all (its blobs' sizes as the manifest declares them; no blob
+  // may exceed its own).
+  uint64_t max_bytes = UINT64_MAX;
 };
 
 // Whether an address (text, IPv4 or IPv6) is one a tenant's pull must not reach.

@@ -184,6 +184,31 @@ TEST(RegistryFaultTest, APullKilledMidwayLeavesNoImageAndTheNextPullCompletes) {
   EXPECT_TRUE(store.Resolve(ref).ok());
 }
 
+TEST(RegistryFaultTest, ABlobIsNeverMoreThanItsDescriptorSaysAndAPullHasACap) {
+  TempDir dir;
+  FakeRegistry registry;
+  std::string layer = Layer(dir, "a", 5000);
+  std::string digest = registry.AddImage("team/app", "v1", {layer}, Config());
+  const std::string path = "/v2/team/app/manifests/";
+  // The same image with a manifest that says its layer is empty: once, a size of 0 meant "no
+  // limit" and the whole layer came down.
+  nlohmann::json manifest = nlohmann::json::parse(registry.Served(path + digest));
+  manifest["layers"][0]["size"] = 0;
+  registry.SetObject(path + "zero", "application/vnd.oci.image.manifest.v1+json", manifest.dump());
+  ImageStore store(dir.File("store"));
+  absl::StatusOr<ImageInfo> zero = store.Pull(registry.Host() + "/team/app:zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_TRUE(store.List()->empty());
+  // A pull quota below the image's size refuses it before anything is downloaded.
+  absl::StatusOr<ImageInfo> capped =
+      store.Pull(registry.Host() + "/team/app:v1", nullptr, {.max_bytes = 4000});
+  EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted) << capped.status();
+  EXPECT_NE(capped.status().message().find("over the pull quota of 4000 bytes"), std::string::npos)
+      << capped.status();
+  EXPECT_TRUE(store.Pull(registry.Host() + "/team/app:v1", nullptr, {.max_bytes = 1 << 20}).ok());
+  EXPECT_TRUE(Leftovers(dir.File("store")).empty());
+}
+
 TEST(RegistryFaultTest, AManifestOrIndexThatDoesNotMatchItsDigestIsRefused) {
   TempDir dir;
   FakeRegistry registry;

@@ -86,7 +86,15 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
   return written;
 }
 
-absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std::string& key) {
+absl::StatusOr<UniqueFd> ReopenFile(int fd, bool writable) {
+  UniqueFd reopened(
+      open(absl::StrCat("/proc/self/fd/", fd).c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC));
+  if (!reopened.valid()) return ErrnoStatus("reopen a snapshot file");
+  return reopened;
+}
+
+absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std::string& key,
+                                              SnapshotFiles* files) {
   std::string path = absl::StrCat(dir, "/", kSnapshotManifestFile);
   absl::StatusOr<std::string> text = ReadFileToString(path, kMaxManifestBytes + 1);
   if (!text.ok()) {
@@ -103,7 +111,14 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
   if (!has_state || !has_disk) {
     return absl::DataLossError("snapshot refused: the manifest does not name a state and a disk");
   }
-  if (absl::Status s = VerifySnapshotFiles(dir, *manifest); !s.ok()) return s;
+  std::map<std::string, UniqueFd> opened;
+  if (absl::Status s = VerifySnapshotFiles(dir, *manifest, files ? &opened : nullptr); !s.ok()) {
+    return s;
+  }
+  if (files != nullptr) {
+    files->state = std::move(opened[kSnapshotStateFile]);
+    files->disk = std::move(opened[kSnapshotDiskFile]);
+  }
   return manifest;
 }
 

@@ -44,9 +44,21 @@ enum class SnapshotDisk {
                                                             const std::string& key,
                                                             SnapshotDisk disk);
 
+// The files of a snapshot as OpenSnapshot checked them (read-only, at offset 0).
+struct SnapshotFiles {
+  UniqueFd state;
+  UniqueFd disk;
+};
+
 // Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
+// With `files`, the state and disk it checked: load those, never the paths again.
 [[nodiscard]] absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir,
-                                                            const std::string& key);
+                                                            const std::string& key,
+                                                            SnapshotFiles* files = nullptr);
+
+// A new open file of its own (a private offset) on the same file as fd, for reading or for
+// writing too; never a path lookup.
+[[nodiscard]] absl::StatusOr<UniqueFd> ReopenFile(int fd, bool writable);
 
 // Makes an independent copy of a disk in new_fd (empty, writable): a reflink where the
 // filesystem can share blocks, else a copy of the data regions only (holes stay holes).

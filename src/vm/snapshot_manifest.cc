@@ -250,29 +250,41 @@ void RememberGood(const std::string& path, const struct stat& st, const std::str
 
 }  // namespace
 
-absl::Status VerifySnapshotFiles(const std::string& dir, const SnapshotManifest& manifest) {
+absl::Status VerifySnapshotFiles(const std::string& dir, const SnapshotManifest& manifest,
+                                 std::map<std::string, UniqueFd>* opened) {
   for (const SnapshotFile& f : manifest.files) {
+    if (!PlainName(f.name)) {
+      return absl::DataLossError(absl::StrCat("snapshot refused: bad file name ", f.name));
+    }
     std::string path = absl::StrCat(dir, "/", f.name);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     struct stat st;
-    if (stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == f.size &&
-        KnownGood(path, st, f.sha256)) {
-      continue;
+    if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot refused: ", f.name, " is missing or not a file"));
     }
-    absl::StatusOr<SnapshotFile> actual = DescribeFile(dir, f.name);
-    if (!actual.ok()) {
-      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " is missing (",
-                                              actual.status().message(), ")"));
-    }
-    if (actual->size != f.size) {
-      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " has ", actual->size,
+    if (static_cast<uint64_t>(st.st_size) != f.size) {
+      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " has ", st.st_size,
                                               " bytes, the manifest says ", f.size,
                                               " (truncated?)"));
     }
-    if (actual->sha256 != f.sha256) {
-      return absl::DataLossError(
-          absl::StrCat("snapshot refused: ", f.name, " does not match its hash (it was changed)"));
+    if (!KnownGood(path, st, f.sha256)) {
+      absl::StatusOr<std::string> digest = SparseSha256(fd.get());
+      if (!digest.ok()) return digest.status();
+      if (*digest != f.sha256) {
+        return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name,
+                                                " does not match its hash (it was changed)"));
+      }
+      // The identity after the read: a change during it gives the file a new ctime.
+      struct stat after;
+      if (fstat(fd.get(), &after) == 0 && SameTime(after.st_ctim, st.st_ctim)) {
+        RememberGood(path, st, f.sha256);
+      }
     }
-    if (stat(path.c_str(), &st) == 0) RememberGood(path, st, f.sha256);
+    if (opened != nullptr) {
+      if (lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoStatus("seek", path);
+      (*opened)[f.name] = std::move(fd);
+    }
   }
   return absl::OkStatus();
 }

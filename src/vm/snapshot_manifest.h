@@ -10,11 +10,13 @@
 #define AIRLOCK_VM_SNAPSHOT_MANIFEST_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/common/unique_fd.h"
 
 namespace airlock {
 
@@ -62,9 +64,12 @@ std::string SignManifest(const SnapshotManifest& manifest, const std::string& ke
 
 // Checks that every file the manifest names is in dir with its size and hash. A file this process
 // verified before and that has not changed since (same inode, size, mtime and ctime) is not read
-// again, so restoring the same template many times hashes it once.
+// again, so restoring the same template many times hashes it once. With `opened`, the
+// descriptors the files were checked through (read-only, at offset 0) are returned by name: use
+// them, never the paths again, so that what is loaded is what was checked.
 [[nodiscard]] absl::Status VerifySnapshotFiles(const std::string& dir,
-                                               const SnapshotManifest& manifest);
+                                               const SnapshotManifest& manifest,
+                                               std::map<std::string, UniqueFd>* opened = nullptr);
 
 }  // namespace airlock
 

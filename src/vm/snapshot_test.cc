@@ -67,6 +67,26 @@ TEST(SnapshotTest, OpenSnapshotRefusesAChangedOrMissingFile) {
       WriteFileAtomically(snap + "/" + kSnapshotManifestFile, SignManifest(m, key), 0600).ok());
   ASSERT_TRUE(OpenSnapshot(snap, key).ok());
 
+  // What was checked is what gets loaded: a file put in place of the state after the check is
+  // not what the descriptors read.
+  SnapshotFiles files;
+  ASSERT_TRUE(OpenSnapshot(snap, key, &files).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(snap + "/" + kSnapshotStateFile + ".swap", std::string(50000, 'X'), 0600)
+          .ok());
+  ASSERT_EQ(rename((snap + "/" + kSnapshotStateFile + ".swap").c_str(),
+                   (snap + "/" + kSnapshotStateFile).c_str()),
+            0);
+  absl::StatusOr<UniqueFd> state = ReopenFile(files.state.get(), false);
+  ASSERT_TRUE(state.ok());
+  char c = 0;
+  ASSERT_EQ(read(state->get(), &c, 1), 1);
+  EXPECT_EQ(c, 's');
+  EXPECT_FALSE(OpenSnapshot(snap, key).ok());  // and the swapped one is refused
+
+  ASSERT_TRUE(
+      WriteFileAtomically(snap + "/" + kSnapshotStateFile, std::string(50000, 's'), 0600).ok());
+  ASSERT_TRUE(OpenSnapshot(snap, key).ok());
   {
     UniqueFd state(open((snap + "/" + kSnapshotStateFile).c_str(), O_WRONLY | O_CLOEXEC));
     ASSERT_EQ(pwrite(state.get(), "S", 1, 1234), 1);

@@ -108,7 +108,7 @@ absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
 }
 
 absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
-                                     const ImageInfo& image, const std::string& snapshot_dir,
+                                     const ImageInfo& image, int state_fd,
                                      const SnapshotManifest& manifest, UniqueFd disk,
                                      const LaunchOptions& options) {
   absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
@@ -128,10 +128,9 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
                                                       manifest.accelerator, ", this host runs ",
                                                       config->accelerator));
   }
-  std::string state_path = absl::StrCat(snapshot_dir, "/", kSnapshotStateFile);
-  UniqueFd state(open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!state.valid()) return ErrnoStatus("open", state_path);
-  config->incoming_state_fd = state.get();
+  absl::StatusOr<UniqueFd> state = ReopenFile(state_fd, /*writable=*/false);
+  if (!state.ok()) return state.status();
+  config->incoming_state_fd = state->get();
   return StartAndWait(driver, paths, *std::move(config), std::move(disk), options);
 }
 

@@ -43,12 +43,12 @@ struct LaunchOptions {
                                                   const ImageInfo& image,
                                                   const LaunchOptions& options);
 
-// Starts a VM from a snapshot that OpenSnapshot verified, with `disk` (its own copy of the
-// snapshot's disk) as the writable disk. The options' memory and vCPUs must be the snapshot's;
-// hostname, process limit and host cgroup are the new VM's own.
+// Starts a VM from a snapshot that OpenSnapshot verified, loading its state from state_fd (the
+// state file it checked; read through an open file of its own, so restores may share it), with
+// `disk` (the VM's own copy of the snapshot's disk) as the writable disk. The options' memory and
+// vCPUs must be the snapshot's; hostname, process limit and host cgroup are the new VM's own.
 [[nodiscard]] absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
-                                                   const ImageInfo& image,
-                                                   const std::string& snapshot_dir,
+                                                   const ImageInfo& image, int state_fd,
                                                    const SnapshotManifest& manifest, UniqueFd disk,
                                                    const LaunchOptions& options);
 

@@ -1,0 +1,251 @@
+#include "src/daemon/quotas.h"
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/common/file_util.h"
+
+namespace airlock {
+namespace {
+
+constexpr size_t kMaxQuotaFile = 1 << 20;
+
+std::string Bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (unit < 4 && n >= 1024 && n % 1024 == 0) {
+    n /= 1024;
+    ++unit;
+  }
+  return absl::StrCat(n, units[unit]);
+}
+
+// One quota as the file and the messages name it.
+struct Field {
+  const char* name;
+  bool bytes;
+  uint64_t QuotaAmounts::*amount;  // nullptr: a per-request field of Quota itself
+  uint64_t Quota::*other;
+  const char* what;
+};
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = {
+      {"sessions", false, &QuotaAmounts::sessions, nullptr, "sessions (creating, running, paused)"},
+      {"running", false, &QuotaAmounts::running, nullptr, "sessions with a VM"},
+      {"vcpus", false, &QuotaAmounts::vcpus, nullptr, "vCPUs of running sessions"},
+      {"memory", true, &QuotaAmounts::memory_bytes, nullptr, "memory of running sessions"},
+      {"disk", true, &QuotaAmounts::disk_bytes, nullptr, "writable disk sizes of all sessions"},
+      {"logs", true, &QuotaAmounts::log_bytes, nullptr,
+       "stored command output (the oldest goes beyond it)"},
+      {"forks", false, nullptr, &Quota::forks_per_call, "forks one request makes"},
+      {"pull", true, nullptr, &Quota::pull_bytes, "download size of one image pull"},
+  };
+  return fields;
+}
+
+uint64_t& Slot(Quota& q, const Field& f) {
+  return f.amount != nullptr ? q.limits.*(f.amount) : q.*(f.other);
+}
+
+std::string Show(const Field& f, uint64_t n) { return f.bytes ? Bytes(n) : absl::StrCat(n); }
+
+}  // namespace
+
+bool ParseByteSize(absl::string_view text, uint64_t* bytes) {
+  if (text.empty()) return false;
+  uint64_t scale = 1;
+  switch (absl::ascii_tolower(text.back())) {
+    case 'k':
+      scale = 1ull << 10;
+      break;
+    case 'm':
+      scale = 1ull << 20;
+      break;
+    case 'g':
+      scale = 1ull << 30;
+      break;
+    case 't':
+      scale = 1ull << 40;
+      break;
+    default:
+      break;
+  }
+  if (scale != 1) text.remove_suffix(1);
+  uint64_t n;
+  if (!absl::SimpleAtoi(text, &n) || n > UINT64_MAX / scale) return false;
+  *bytes = n * scale;
+  return true;
+}
+
+std::vector<QuotaLine> DescribeQuota(const Quota& quota, const QuotaAmounts& used) {
+  std::vector<QuotaLine> lines;
+  Quota copy = quota;
+  for (const Field& f : Fields()) {
+    lines.push_back({.name = f.name,
+                     .limit = Slot(copy, f),
+                     .used = f.amount != nullptr ? used.*(f.amount) : 0,
+                     .bytes = f.bytes,
+                     .per_request = f.amount == nullptr,
+                     .what = f.what});
+  }
+  return lines;
+}
+
+absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
+  Quotas quotas;
+  std::vector<std::pair<std::string, std::vector<std::string>>> tenant_rules;
+  int number = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++number;
+    absl::string_view line = absl::StripAsciiWhitespace(raw.substr(0, raw.find('#')));
+    if (line.empty()) continue;
+    std::vector<std::string> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    auto bad = [&](const std::string& what) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "quota file line ", number, ": ", what,
+          "; write `default KEY=VALUE...` or `tenant NAME KEY=VALUE...` with keys sessions, "
+          "running, vcpus, memory, disk, logs, forks, pull (sizes like 8g)"));
+    };
+    size_t first_setting = 1;
+    if (words[0] == "tenant") {
+      if (words.size() < 2 || words[1].find('=') != std::string::npos) {
+        return bad("a tenant rule names the tenant (like uid:1000 or cert:NAME)");
+      }
+      first_setting = 2;
+    } else if (words[0] != "default") {
+      return bad(absl::StrCat("unknown rule \"", words[0], "\""));
+    }
+    // Settings are checked now; a tenant's are applied over the defaults once all are read.
+    Quota scratch;
+    for (size_t i = first_setting; i < words.size(); ++i) {
+      std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
+      const Field* field = nullptr;
+      for (const Field& f : Fields()) {
+        if (kv.size() == 2 && kv[0] == f.name) field = &f;
+      }
+      if (field == nullptr) return bad(absl::StrCat("unknown setting \"", words[i], "\""));
+      uint64_t value;
+      bool ok = field->bytes ? ParseByteSize(kv[1], &value) : absl::SimpleAtoi(kv[1], &value);
+      if (!ok)
+        return bad(absl::StrCat("\"", kv[1], "\" is not a ", field->bytes ? "size" : "number"));
+      Slot(words[0] == "default" ? quotas.defaults_ : scratch, *field) = value;
+    }
+    if (words[0] == "tenant") {
+      tenant_rules.push_back({words[1], std::vector<std::string>(words.begin() + 2, words.end())});
+    }
+  }
+  for (const auto& [tenant, settings] : tenant_rules) {
+    Quota& q = quotas.tenants_.try_emplace(tenant, quotas.defaults_).first->second;
+    for (const std::string& setting : settings) {
+      std::vector<std::string> kv = absl::StrSplit(setting, absl::MaxSplits('=', 1));
+      for (const Field& f : Fields()) {
+        if (kv[0] != f.name) continue;
+        uint64_t value = 0;
+        if (f.bytes ? ParseByteSize(kv[1], &value) : absl::SimpleAtoi(kv[1], &value)) {
+          Slot(q, f) = value;
+        }
+      }
+    }
+  }
+  return quotas;
+}
+
+absl::StatusOr<Quotas> Quotas::Load(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path, kMaxQuotaFile);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Quotas> quotas = Parse(*text);
+  if (!quotas.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", quotas.status().message()));
+  }
+  return quotas;
+}
+
+const Quota& Quotas::For(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  return it != tenants_.end() ? it->second : defaults_;
+}
+
+absl::Status Quotas::Check(const Quota& quota, const QuotaAmounts& in_use,
+                           const QuotaAmounts& adding) {
+  for (const Field& f : Fields()) {
+    if (f.amount == nullptr) continue;
+    uint64_t limit = quota.limits.*(f.amount), used = in_use.*(f.amount), more = adding.*(f.amount);
+    if (more == 0 || used + more <= limit) continue;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("over the ", f.name, " quota of ", Show(f, limit), ": ", Show(f, used),
+                     " in use, this needs ", Show(f, more),
+                     " more (remove or pause sessions, or ask the operator for a larger quota)"));
+  }
+  return absl::OkStatus();
+}
+
+QuotaReservations::Hold& QuotaReservations::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    Release();
+    owner_ = other.owner_;
+    tenant_ = std::move(other.tenant_);
+    held_ = other.held_;
+    other.owner_ = nullptr;
+  }
+  return *this;
+}
+
+void QuotaReservations::Hold::Settle(const QuotaAmounts& visible) {
+  if (owner_ == nullptr) return;
+  QuotaAmounts give;
+  for (const Field& f : Fields()) {
+    if (f.amount == nullptr) continue;
+    give.*(f.amount) = std::min(held_.*(f.amount), visible.*(f.amount));
+    held_.*(f.amount) -= give.*(f.amount);
+  }
+  owner_->Give(tenant_, give);
+}
+
+void QuotaReservations::Hold::Release() {
+  if (owner_ == nullptr) return;
+  owner_->Give(tenant_, held_);
+  held_ = {};
+  owner_ = nullptr;
+}
+
+absl::StatusOr<QuotaReservations::Hold> QuotaReservations::Admit(
+    const std::string& tenant, const Quota& quota, const std::function<QuotaAmounts()>& usage,
+    const QuotaAmounts& adding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QuotaAmounts in_use = usage();
+  QuotaAmounts& held = held_[tenant];
+  for (const Field& f : Fields()) {
+    if (f.amount != nullptr) in_use.*(f.amount) += held.*(f.amount);
+  }
+  if (absl::Status s = Quotas::Check(quota, in_use, adding); !s.ok()) return s;
+  for (const Field& f : Fields()) {
+    if (f.amount != nullptr) held.*(f.amount) += adding.*(f.amount);
+  }
+  Hold hold;
+  hold.owner_ = this;
+  hold.tenant_ = tenant;
+  hold.held_ = adding;
+  return hold;
+}
+
+QuotaAmounts QuotaReservations::Held(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(tenant);
+  return it != held_.end() ? it->second : QuotaAmounts{};
+}
+
+void QuotaReservations::Give(const std::string& tenant, const QuotaAmounts& amounts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QuotaAmounts& held = held_[tenant];
+  for (const Field& f : Fields()) {
+    if (f.amount == nullptr) continue;
+    held.*(f.amount) -= std::min(held.*(f.amount), amounts.*(f.amount));
+  }
+}
+
+}  // namespace airlock
