@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/common/byte_size.h"  // FormatBytes
 
 namespace airlock {
 
@@ -13,8 +14,6 @@ namespace airlock {
 [[nodiscard]] absl::StatusOr<uint64_t> ParseSize(const std::string& text);
 // "90s", "30m", "1h", "2d"; a plain number is seconds.
 [[nodiscard]] absl::StatusOr<uint64_t> ParseDurationSeconds(const std::string& text);
-// "1.5 GiB"
-std::string FormatBytes(uint64_t bytes);
 // "3m ago"
 std::string FormatAgo(int64_t unix_ms, int64_t now_ms);
 

@@ -6,22 +6,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 
 namespace airlock {
 namespace {
 
 constexpr size_t kMaxQuotaFile = 1 << 20;
-
-std::string Bytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (unit < 4 && n >= 1024 && n % 1024 == 0) {
-    n /= 1024;
-    ++unit;
-  }
-  return absl::StrCat(n, units[unit]);
-}
 
 // One quota as the file and the messages name it.
 struct Field {
@@ -51,35 +42,9 @@ uint64_t& Slot(Quota& q, const Field& f) {
   return f.amount != nullptr ? q.limits.*(f.amount) : q.*(f.other);
 }
 
-std::string Show(const Field& f, uint64_t n) { return f.bytes ? Bytes(n) : absl::StrCat(n); }
+std::string Show(const Field& f, uint64_t n) { return f.bytes ? FormatBytes(n) : absl::StrCat(n); }
 
 }  // namespace
-
-bool ParseByteSize(absl::string_view text, uint64_t* bytes) {
-  if (text.empty()) return false;
-  uint64_t scale = 1;
-  switch (absl::ascii_tolower(text.back())) {
-    case 'k':
-      scale = 1ull << 10;
-      break;
-    case 'm':
-      scale = 1ull << 20;
-      break;
-    case 'g':
-      scale = 1ull << 30;
-      break;
-    case 't':
-      scale = 1ull << 40;
-      break;
-    default:
-      break;
-  }
-  if (scale != 1) text.remove_suffix(1);
-  uint64_t n;
-  if (!absl::SimpleAtoi(text, &n) || n > UINT64_MAX / scale) return false;
-  *bytes = n * scale;
-  return true;
-}
 
 std::vector<QuotaLine> DescribeQuota(const Quota& quota, const QuotaAmounts& used) {
   std::vector<QuotaLine> lines;
@@ -97,7 +62,8 @@ std::vector<QuotaLine> DescribeQuota(const Quota& quota, const QuotaAmounts& use
 
 absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
   Quotas quotas;
-  std::vector<std::pair<std::string, std::vector<std::string>>> tenant_rules;
+  // A tenant's settings apply over the defaults, wherever in the file those are written.
+  std::vector<std::pair<std::string, std::vector<std::pair<const Field*, uint64_t>>>> tenants;
   int number = 0;
   for (absl::string_view raw : absl::StrSplit(text, '\n')) {
     ++number;
@@ -111,18 +77,15 @@ absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
           "; write `default KEY=VALUE...` or `tenant NAME KEY=VALUE...` with keys sessions, "
           "running, vcpus, memory, disk, logs, forks, pull (sizes like 8g)"));
     };
-    size_t first_setting = 1;
-    if (words[0] == "tenant") {
-      if (words.size() < 2 || words[1].find('=') != std::string::npos) {
-        return bad("a tenant rule names the tenant (like uid:1000 or cert:NAME)");
-      }
-      first_setting = 2;
-    } else if (words[0] != "default") {
+    bool tenant = words[0] == "tenant";
+    if (tenant && (words.size() < 2 || words[1].find('=') != std::string::npos)) {
+      return bad("a tenant rule names the tenant (like uid:1000 or cert:NAME)");
+    }
+    if (!tenant && words[0] != "default") {
       return bad(absl::StrCat("unknown rule \"", words[0], "\""));
     }
-    // Settings are checked now; a tenant's are applied over the defaults once all are read.
-    Quota scratch;
-    for (size_t i = first_setting; i < words.size(); ++i) {
+    std::vector<std::pair<const Field*, uint64_t>> settings;
+    for (size_t i = tenant ? 2 : 1; i < words.size(); ++i) {
       std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
       const Field* field = nullptr;
       for (const Field& f : Fields()) {
@@ -130,27 +93,20 @@ absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
       }
       if (field == nullptr) return bad(absl::StrCat("unknown setting \"", words[i], "\""));
       uint64_t value;
-      bool ok = field->bytes ? ParseByteSize(kv[1], &value) : absl::SimpleAtoi(kv[1], &value);
-      if (!ok)
+      if (!(field->bytes ? ParseByteSize(kv[1], 1, &value) : absl::SimpleAtoi(kv[1], &value))) {
         return bad(absl::StrCat("\"", kv[1], "\" is not a ", field->bytes ? "size" : "number"));
-      Slot(words[0] == "default" ? quotas.defaults_ : scratch, *field) = value;
+      }
+      settings.push_back({field, value});
     }
-    if (words[0] == "tenant") {
-      tenant_rules.push_back({words[1], std::vector<std::string>(words.begin() + 2, words.end())});
+    if (tenant) {
+      tenants.push_back({words[1], std::move(settings)});
+    } else {
+      for (const auto& [field, value] : settings) Slot(quotas.defaults_, *field) = value;
     }
   }
-  for (const auto& [tenant, settings] : tenant_rules) {
+  for (const auto& [tenant, settings] : tenants) {
     Quota& q = quotas.tenants_.try_emplace(tenant, quotas.defaults_).first->second;
-    for (const std::string& setting : settings) {
-      std::vector<std::string> kv = absl::StrSplit(setting, absl::MaxSplits('=', 1));
-      for (const Field& f : Fields()) {
-        if (kv[0] != f.name) continue;
-        uint64_t value = 0;
-        if (f.bytes ? ParseByteSize(kv[1], &value) : absl::SimpleAtoi(kv[1], &value)) {
-          Slot(q, f) = value;
-        }
-      }
-    }
+    for (const auto& [field, value] : settings) Slot(q, *field) = value;
   }
   return quotas;
 }

@@ -108,9 +108,6 @@ struct QuotaLine {
 };
 std::vector<QuotaLine> DescribeQuota(const Quota& quota, const QuotaAmounts& used);
 
-// Parses a size as the CLI and quota file write it: 512, 64k, 512m, 8g, 1t (powers of 1024).
-bool ParseByteSize(absl::string_view text, uint64_t* bytes);
-
 }  // namespace airlock
 
 #endif  // AIRLOCK_DAEMON_QUOTAS_H_

@@ -115,17 +115,18 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
   return start;
 }
 
-// A path to name in the directory open as dir_fd, short enough for sockaddr_un whatever the
-// directory's own path.
-std::string PathIn(int dir_fd, const char* name) {
-  return absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+// The address of name in the directory open as dir_fd, through /proc/self/fd: short enough for
+// sockaddr_un whatever the directory's own path.
+sockaddr_un AddressIn(int dir_fd, const char* name) {
+  std::string path = absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(addr.sun_path) - 1));
+  return addr;
 }
 
 absl::StatusOr<UniqueFd> ListenAt(int dir_fd, const char* name) {
-  std::string path = PathIn(dir_fd, name);
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  sockaddr_un addr = AddressIn(dir_fd, name);
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus("socket");
   unlinkat(dir_fd, name, 0);
@@ -137,10 +138,7 @@ absl::StatusOr<UniqueFd> ListenAt(int dir_fd, const char* name) {
 }
 
 absl::StatusOr<UniqueFd> ConnectAt(int dir_fd, const char* name) {
-  std::string path = PathIn(dir_fd, name);
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  sockaddr_un addr = AddressIn(dir_fd, name);
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus("socket");
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
