@@ -1,4 +1,6 @@
 // Durable sessions through airlockd, as a user drives them from the CLI.
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -11,6 +13,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 #include "src/common/host_paths.h"
 #include "tests/cli_runner.h"
 
@@ -178,6 +181,67 @@ TEST(SessionTest, QuotasRefuseWhatATenantMayNotHoldAndNameTheQuota) {
   std::vector<std::string> audit = AuditRows();
   EXPECT_TRUE(Contains(audit, "uid:61003/gid:61003 quota.refuse session.create"));
   EXPECT_TRUE(Contains(audit, "uid:61003/gid:61003 quota.refuse session.resume " + first));
+}
+
+// The QEMU of a session, from `airlock ps --json`.
+pid_t QemuOf(const std::string& id) {
+  nlohmann::json vms = nlohmann::json::parse(RunAirlock({"ps", "--json"}).out, nullptr, false);
+  for (const nlohmann::json& vm : vms.is_array() ? vms : nlohmann::json::array()) {
+    if (vm.value("session_id", "") == id) return vm.value("pid", 0);
+  }
+  return 0;
+}
+
+// A line of /proc/PID/status ("Uid:\t700123\t...") without its name.
+std::string StatusLine(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + ":", 0) == 0) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(name.size() + 1)));
+    }
+  }
+  return "";
+}
+
+TEST(SessionTest, EachVmIsJailedUnderAUidOfItsOwn) {
+  std::string a = Create(), b = Create();
+  pid_t qa = QemuOf(a), qb = QemuOf(b);
+  ASSERT_GT(qa, 0);
+  ASSERT_GT(qb, 0);
+  uid_t ua = static_cast<uid_t>(std::stoul(StatusLine(qa, "Uid")));
+  uid_t ub = static_cast<uid_t>(std::stoul(StatusLine(qb, "Uid")));
+  EXPECT_NE(ua, ub);
+  EXPECT_NE(ua, 0u);
+  EXPECT_NE(ua, 65534u);
+  EXPECT_EQ(StatusLine(qa, "CapEff"), "0000000000000000");
+  EXPECT_EQ(StatusLine(qa, "NoNewPrivs"), "1");
+  // PID 1 of a namespace of its own.
+  std::vector<std::string> nspid = absl::StrSplit(StatusLine(qa, "NSpid"), '\t');
+  ASSERT_EQ(nspid.size(), 2u) << StatusLine(qa, "NSpid");
+  EXPECT_EQ(nspid[1], "1");
+  // Its root holds /usr, three devices and its own /proc; nothing else of the host.
+  std::string root = "/proc/" + std::to_string(qa) + "/root";
+  EXPECT_EQ(access((root + "/usr/bin").c_str(), F_OK), 0);
+  for (const char* host_only : {"/etc", "/var", "/root", "/tmp", "/home", "/dev/sda"}) {
+    EXPECT_NE(access((root + host_only).c_str(), F_OK), 0) << host_only;
+  }
+  // With a's uid, b's QEMU can be neither signalled nor read.
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(ua, ua, ua) != 0 || setresuid(ua, ua, ua) != 0) {
+      _exit(2);
+    }
+    bool signal_refused = kill(qb, 0) != 0 && errno == EPERM;
+    std::string environ = "/proc/" + std::to_string(qb) + "/environ";
+    bool read_refused = open(environ.c_str(), O_RDONLY) < 0;
+    _exit(signal_refused && read_refused ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // And the sessions work as ever.
+  EXPECT_EQ(RunAirlock({"exec", a, "--", "true"}).exit_code, 0);
+  for (const std::string& id : {a, b}) RunAirlock({"rm", id});
 }
 
 TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {

@@ -3,11 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +22,8 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -43,11 +48,15 @@ constexpr int kDiskFd = 6;
 constexpr int kDiskReadOnlyFd = 7;  // QEMU also opens fdset members read-only
 constexpr int kWorkspaceFd = 8;
 constexpr int kImageFd = 9;  // the image store is not readable by QEMU's uid: it gets a descriptor
-constexpr int kSources = 7;
+constexpr int kKernelFd = 10;  // the kernel and initramfs too (the jail has no path to them)
+constexpr int kInitrdFd = 11;
+constexpr int kExecFd = 12;  // QEMU's binary, executed by descriptor; closed by the exec
+constexpr int kSources = 10;
+// uids (and gids) of jailed VMs: each running VM has one of its own.
+constexpr uid_t kJailUidBase = 700000;
+constexpr uid_t kJailUids = 65536;
 // How much console and VMM output is kept for error messages.
 constexpr size_t kLogCap = 64 * 1024;
-// The unprivileged identity QEMU runs as when we are root.
-constexpr uid_t kNobody = 65534;
 // A VM that outlives airlockd: the files of its runtime directory.
 constexpr char kChannelSocket[] = "channel.sock";
 constexpr char kQmpSocket[] = "qmp.sock";
@@ -147,12 +156,63 @@ absl::StatusOr<UniqueFd> ConnectAt(int dir_fd, const char* name) {
   return fd;
 }
 
+// A uid (and gid) of the jail range held by one VM, given back when the object goes. Each
+// process starts its search at a random place in the range, so that two airlockd on one host
+// (tests) rarely pick the same one.
+class JailUid {
+ public:
+  static std::optional<JailUid> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    static uid_t next = [] {
+      uint32_t r = 0;
+      if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = static_cast<uint32_t>(getpid());
+      return static_cast<uid_t>(r % kJailUids);
+    }();
+    for (uid_t i = 0; i < kJailUids; ++i) {
+      uid_t uid = kJailUidBase + (next + i) % kJailUids;
+      if (Used().insert(uid).second) {
+        next = (next + i + 1) % kJailUids;
+        return JailUid(uid);
+      }
+    }
+    return std::nullopt;
+  }
+  // The uid of a VM found again (its record names it).
+  static std::optional<JailUid> Adopt(uid_t uid) {
+    if (uid < kJailUidBase || uid >= kJailUidBase + kJailUids) return std::nullopt;
+    std::lock_guard<std::mutex> lock(mu_);
+    Used().insert(uid);
+    return JailUid(uid);
+  }
+  JailUid(JailUid&& other) noexcept : uid_(std::exchange(other.uid_, 0)) {}
+  JailUid& operator=(JailUid&& other) noexcept {
+    std::swap(uid_, other.uid_);
+    return *this;
+  }
+  ~JailUid() {
+    if (uid_ == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    Used().erase(uid_);
+  }
+  uid_t uid() const { return uid_; }
+
+ private:
+  explicit JailUid(uid_t uid) : uid_(uid) {}
+  static std::set<uid_t>& Used() {
+    static auto* used = new std::set<uid_t>;
+    return *used;
+  }
+  static inline std::mutex mu_;
+  uid_t uid_;
+};
+
 // What a later airlockd needs to find a VM again (the runtime directory's vm.json).
 struct VmRecord {
   pid_t pid = 0;
   uint64_t start_time = 0;
   std::string accelerator;
   std::string cgroup;  // the host cgroup's name; empty: none
+  uid_t uid = 0;       // its jail's uid; 0: not jailed
   dev_t disk_dev = 0;  // the writable disk, which only the VM may still hold open
   ino_t disk_ino = 0;
   GuestSync sync;
@@ -163,6 +223,7 @@ std::string EncodeRecord(const VmRecord& r) {
                       {"start_time", r.start_time},
                       {"accelerator", r.accelerator},
                       {"cgroup", r.cgroup},
+                      {"uid", r.uid},
                       {"disk_dev", static_cast<uint64_t>(r.disk_dev)},
                       {"disk_ino", static_cast<uint64_t>(r.disk_ino)},
                       {"pids_max", r.sync.pids_max},
@@ -190,6 +251,7 @@ absl::StatusOr<VmRecord> ReadRecord(const std::string& runtime_dir) {
   r.start_time = number("start_time");
   r.accelerator = JsonText(j, "accelerator");
   r.cgroup = JsonText(j, "cgroup");
+  r.uid = static_cast<uid_t>(number("uid"));
   r.disk_dev = static_cast<dev_t>(number("disk_dev"));
   r.disk_ino = static_cast<ino_t>(number("disk_ino"));
   r.sync.pids_max = static_cast<uint32_t>(number("pids_max"));
@@ -398,6 +460,8 @@ class QemuVm : public Vm {
   void set_accelerator(std::string accelerator) { accelerator_ = std::move(accelerator); }
   void set_sync(GuestSync sync) { sync_ = std::move(sync); }
   void set_cgroup(std::unique_ptr<HostCgroup> cgroup) { cgroup_ = std::move(cgroup); }
+  // Given back once the process is gone (after ~QemuVm reaped it).
+  void set_jail_uid(std::optional<JailUid> uid) { jail_uid_ = std::move(uid); }
 
   std::optional<std::string> ExitReason() override {
     if (!child_) {
@@ -491,6 +555,7 @@ class QemuVm : public Vm {
   std::string vmm_version_;
   GuestSync sync_;
   std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
+  std::optional<JailUid> jail_uid_;
 };
 
 // A guest that breaks the protocol (or whose channel dies) loses its VM at once. The callback
@@ -500,30 +565,110 @@ GuestChannel::FailureCallback KillerOf(const QemuVm& vm) {
   return [kill_fd](const absl::Status&) { PidfdKill(kill_fd->get()); };
 }
 
-// In the forked child: only async-signal-safe calls until execve.
-[[noreturn]] void ExecQemu(pid_t parent, const char* path, char* const* argv, char* const* envp,
-                           const int (&sources)[kSources], int stderr_fd, bool drop_privileges,
-                           gid_t kvm_gid, const std::vector<int>& cgroup_procs,
-                           const int (&go)[2]) {
-  bool outlive = go[0] >= 0;
-  if (outlive) {
-    // A VM that outlives its parent starts only once the parent has recorded it (a byte on
-    // go); if the parent dies first, nothing knows of it, so it must not run.
-    close(go[1]);
-    char c;
-    if (read(go[0], &c, 1) != 1) _exit(126);
-  } else {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
+// Everything the child needs, prepared by the parent: between fork and exec the child makes
+// system calls only (no allocation, no locks).
+struct SpawnPlan {
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  int sources[kSources] = {};  // become descriptors 3, 4, ...
+  int stderr_fd = -1;
+  int go[2] = {-1, -1};
+  bool outlive = false;  // no parent-death signal: the VM outlives the process that starts it
+  std::vector<int> cgroup_procs;
+  // As root: one jail per VM (see Jail below).
+  bool jail = false;
+  uid_t uid = 0;  // the VM's own uid and gid
+  gid_t kvm_gid = 0;
+  bool kvm = false;
+  // The host's top-level links into /usr ("lib" -> "usr/lib"), made again in the jail's root;
+  // top-level directories that are no links are bound read-only instead.
+  std::vector<std::pair<std::string, std::string>> root_links;
+  std::vector<std::string> root_dirs;
+};
+
+// In the child, as root: a root of its own for QEMU that holds only what it needs to run (the
+// host's /usr read-only, /dev/null, /dev/urandom, /dev/kvm for KVM, and a /proc of its own PID
+// namespace); everything else it gets is a descriptor. Returns false on any failure.
+bool Jail(const SpawnPlan& plan) {
+  constexpr unsigned long kReadOnlyBind = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  // A tmpfs on /tmp of this mount namespace becomes the new root.
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0 ||
+      chdir("/tmp") != 0 || mkdir("usr", 0755) != 0 || mkdir("dev", 0755) != 0 ||
+      mkdir("proc", 0555) != 0) {
+    return false;
   }
+  if (mount("/usr", "usr", nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+      mount(nullptr, "usr", nullptr, kReadOnlyBind, nullptr) != 0) {
+    return false;
+  }
+  for (const auto& [name, target] : plan.root_links) {
+    if (symlink(target.c_str(), name.c_str()) != 0) return false;
+  }
+  char from[64];
+  for (const std::string& dir : plan.root_dirs) {
+    if (dir.size() + 2 > sizeof(from)) return false;
+    from[0] = '/';
+    memcpy(from + 1, dir.c_str(), dir.size() + 1);
+    if (mkdir(dir.c_str(), 0755) != 0 || mount(from, dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nullptr, dir.c_str(), nullptr, kReadOnlyBind, nullptr) != 0) {
+      return false;
+    }
+  }
+  for (const char* device : {"null", "urandom", "kvm"}) {
+    if (device[0] == 'k' && !plan.kvm) continue;
+    char host[32] = "/dev/", here[32] = "dev/";
+    strcat(host, device);
+    strcat(here, device);
+    int fd = open(here, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    close(fd);
+    if (mount(host, here, nullptr, MS_BIND, nullptr) != 0) return false;
+  }
+  if (syscall(SYS_pivot_root, ".", ".") != 0 || umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
+    return false;
+  }
+  return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 &&
+         mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+               nullptr) == 0;
+}
+
+// In the forked child: only async-signal-safe calls until execve.
+[[noreturn]] void ExecQemu(const SpawnPlan& plan) {
+  close(plan.go[1]);
+  // A VM that dies with its parent gets the signal before anything else; one that outlives it
+  // starts only once the parent has recorded it. Either way it waits for the parent's byte on
+  // go: if the parent dies first, nothing knows of this process, so it must not run.
+  if (!plan.outlive) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char c;
+  if (read(plan.go[0], &c, 1) != 1) _exit(126);
   // Into the host cgroup before anything is allocated ("0" is this process).
-  for (int fd : cgroup_procs) {
+  for (int fd : plan.cgroup_procs) {
     if (write(fd, "0", 1) != 1) _exit(124);
   }
   setsid();
+  if (plan.jail) {
+    // New namespaces cut QEMU off from the host's network, mounts, IPC and hostname (its PID
+    // namespace came with the clone), and a uid of its own from every other VM.
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0) _exit(125);
+    if (!Jail(plan)) _exit(123);
+    gid_t groups[1] = {plan.kvm_gid};
+    if (setgroups(plan.kvm && plan.kvm_gid != 0 ? 1 : 0, groups) != 0) _exit(125);
+    if (setresgid(plan.uid, plan.uid, plan.uid) != 0 ||
+        setresuid(plan.uid, plan.uid, plan.uid) != 0) {
+      _exit(125);
+    }
+    if (!plan.outlive) {
+      // Changing credentials cleared the parent-death signal: set it again, then make sure the
+      // parent did not go in between (its end of go is then closed).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      pollfd p = {plan.go[0], 0, 0};
+      if (poll(&p, 1, 0) != 0 && (p.revents & POLLHUP)) _exit(126);
+    }
+  }
   int high[kSources + 1];
-  for (int i = 0; i < kSources; ++i) high[i] = fcntl(sources[i], F_DUPFD, 64);
-  high[kSources] = fcntl(stderr_fd, F_DUPFD, 64);
+  for (int i = 0; i < kSources; ++i) high[i] = fcntl(plan.sources[i], F_DUPFD, 64);
+  high[kSources] = fcntl(plan.stderr_fd, F_DUPFD, 64);
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(high[kSources], 1) < 0 ||
       dup2(high[kSources], 2) < 0) {
@@ -533,22 +678,10 @@ GuestChannel::FailureCallback KillerOf(const QemuVm& vm) {
     if (high[i] < 0 || dup2(high[i], 3 + i) < 0) _exit(126);
   }
   close_range(3 + kSources, ~0U, 0);
-  if (drop_privileges) {
-    // New namespaces cut QEMU off from the host's network, mounts, IPC and hostname.
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0) _exit(125);
-    gid_t groups[1] = {kvm_gid};
-    if (setgroups(kvm_gid != 0 ? 1 : 0, groups) != 0) _exit(125);
-    if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) {
-      _exit(125);
-    }
-    if (!outlive) {
-      // Changing credentials cleared the parent-death signal: set it again.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(126);
-    }
-  }
+  // The binary itself, by descriptor (the jail has no path to it unless it is under /usr).
+  fcntl(kExecFd, F_SETFD, FD_CLOEXEC);
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-  execve(path, argv, envp);
+  syscall(SYS_execveat, kExecFd, "", plan.argv, plan.envp, AT_EMPTY_PATH);
   _exit(127);
 }
 
@@ -659,8 +792,9 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
   if (config.incoming_state_fd < 0) {
     // Boot the kernel with the agent's initramfs. (A restored guest brings its kernel along in
     // its RAM, so loading one would be wasted.)
-    for (const std::string& a : {std::string("-kernel"), config.kernel_path, std::string("-initrd"),
-                                 config.initramfs_path, std::string("-append"), cmdline}) {
+    for (const std::string& a :
+         {std::string("-kernel"), absl::StrCat("/proc/self/fd/", kKernelFd), std::string("-initrd"),
+          absl::StrCat("/proc/self/fd/", kInitrdFd), std::string("-append"), cmdline}) {
       argv.push_back(a);
     }
   } else {
@@ -723,9 +857,13 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   std::string env_path = "PATH=/usr/bin:/bin", env_lang = "LC_ALL=C";
   char* envp[] = {env_path.data(), env_lang.data(), nullptr};
   bool root = geteuid() == 0;
-  gid_t kvm_gid = 0;
-  if (config.accelerator == "kvm") {
-    if (group* g = getgrnam("kvm")) kvm_gid = g->gr_gid;
+  SpawnPlan plan;
+  plan.argv = argv.data();
+  plan.envp = envp;
+  plan.outlive = outlive;
+  plan.kvm = config.accelerator == "kvm";
+  if (plan.kvm) {
+    if (group* g = getgrnam("kvm")) plan.kvm_gid = g->gr_gid;
   }
   UniqueFd disk_read_only(
       open(absl::StrCat("/proc/self/fd/", config.session_disk_fd).c_str(), O_RDONLY | O_CLOEXEC));
@@ -735,12 +873,38 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   }
   UniqueFd image(open(config.image_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!image.valid()) return ErrnoStatus("open the image", config.image_path);
+  UniqueFd kernel(open(config.kernel_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!kernel.valid()) return ErrnoStatus("open the guest kernel", config.kernel_path);
+  UniqueFd initrd(open(config.initramfs_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!initrd.valid()) return ErrnoStatus("open the guest initramfs", config.initramfs_path);
+  UniqueFd binary(open(qemu_path_.c_str(), O_PATH | O_CLOEXEC));
+  if (!binary.valid()) return ErrnoStatus("open", qemu_path_);
   const int sources[kSources] = {channel_vm.get(),     qmp_vm.get(),
                                  console_vm.get(),     config.session_disk_fd,
                                  disk_read_only.get(), config.workspace_disk_fd,
-                                 image.get()};
+                                 image.get(),          kernel.get(),
+                                 initrd.get(),         binary.get()};
+  std::copy(std::begin(sources), std::end(sources), plan.sources);
+  plan.stderr_fd = err_vm.get();
+  std::optional<JailUid> jail_uid;
+  if (root) {
+    jail_uid = JailUid::Take();
+    if (!jail_uid) return absl::ResourceExhaustedError("every VM uid is in use");
+    plan.jail = true;
+    plan.uid = jail_uid->uid();
+    for (const char* top : {"bin", "lib", "lib32", "lib64", "libx32", "sbin"}) {
+      std::string path = absl::StrCat("/", top);
+      char target[256];
+      ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+      struct stat st;
+      if (n > 0) {
+        plan.root_links.push_back({top, std::string(target, static_cast<size_t>(n))});
+      } else if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        plan.root_dirs.push_back(top);
+      }
+    }
+  }
   std::unique_ptr<HostCgroup> cgroup;
-  std::vector<int> cgroup_procs;
   if (!config.host_cgroup.empty() && root) {
     // TCG keeps translated code (tb-size) and QEMU its own structures beside the guest's RAM.
     uint64_t overhead = (config.accelerator == "kvm" ? 128ull : 384ull) << 20;
@@ -750,22 +914,28 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                              .max_tasks = 64 + 4 * config.vcpus});
     if (!created.ok()) return created.status();
     cgroup = *std::move(created);
-    cgroup_procs = cgroup->procs_fds();
+    plan.cgroup_procs = cgroup->procs_fds();
   }
-  int go[2] = {-1, -1};
-  if (outlive && pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  UniqueFd go_read(go[0]), go_write(go[1]);
-  pid_t parent = getpid();
-  pid_t pid = RunOnSpawnerThread([&] {
-    pid_t child = fork();
-    if (child == 0) {
-      ExecQemu(parent, qemu_path_.c_str(), argv.data(), envp, sources, err_vm.get(), root, kvm_gid,
-               cgroup_procs, go);
-    }
+  if (pipe2(plan.go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+  UniqueFd go_read(plan.go[0]), go_write(plan.go[1]);
+  // A jailed VM is PID 1 of a PID namespace of its own.
+  auto spawn = [&] {
+    clone_args args = {};
+    args.flags = plan.jail ? CLONE_NEWPID : 0;
+    args.exit_signal = SIGCHLD;
+    pid_t child = static_cast<pid_t>(syscall(SYS_clone3, &args, sizeof(args)));
+    if (child == 0) ExecQemu(plan);
     return child;
-  });
-  if (pid < 0) return ErrnoStatus("fork");
+  };
+  // (The parent-death signal follows the thread that forked.)
+  pid_t pid = outlive ? spawn() : RunOnSpawnerThread(spawn);
+  if (pid < 0) return ErrnoStatus("start the VM process");
   go_read.reset();
+  if (!outlive && write(go_write.get(), "g", 1) != 1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return ErrnoStatus("start the VM process");
+  }
   UniqueFd pidfd(PidfdOpen(pid));
   GuestSync sync = {.pids_max = config.guest_pids_max,
                     .hostname = config.hostname,
@@ -778,6 +948,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                     .start_time = ProcessStartTime(pid).value_or(0),
                     .accelerator = config.accelerator,
                     .cgroup = config.host_cgroup,
+                    .uid = jail_uid ? jail_uid->uid() : 0,
                     .sync = sync};
     struct stat disk;
     if (fstat(config.session_disk_fd, &disk) == 0) {
@@ -813,6 +984,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                                      std::move(err_host), /*child=*/true, config.runtime_dir);
   vm->set_accelerator(config.accelerator);
   vm->set_cgroup(std::move(cgroup));
+  vm->set_jail_uid(std::move(jail_uid));
   vm->set_sync(sync);
   channel_vm.reset();
   qmp_vm.reset();
@@ -848,6 +1020,7 @@ absl::StatusOr<LaunchedVm> QemuDriver::Reattach(const std::string& runtime_dir,
                                      /*child=*/false, runtime_dir);
   vm->set_accelerator(record->accelerator);
   if (!record->cgroup.empty()) vm->set_cgroup(HostCgroup::Adopt(record->cgroup));
+  if (record->uid != 0) vm->set_jail_uid(JailUid::Adopt(record->uid));
   vm->set_sync(record->sync);
   absl::StatusOr<std::unique_ptr<QmpClient>> client = QmpClient::Connect(*std::move(qmp), deadline);
   if (!client.ok()) return client.status();

@@ -1,13 +1,14 @@
 // VmDriver for QEMU's microvm machine (DESIGN.md decisions 1, 4, 7, 8, 9).
 //
 // QEMU is started from an argv array (never a shell) with -nodefaults, no NIC, the seccomp
-// sandbox, and only the descriptors it needs; as root, also in new mount/IPC/UTS/network
-// namespaces as an unprivileged user. The writable disk, the workspace disk and the image are
-// inherited descriptors. A VM with a runtime directory (every session's) outlives airlockd:
-// the channel, QMP and console are listening sockets there, QEMU's stderr goes to vmm.log and
-// vm.json records the process (pid and start time), so Reattach finds it again and Destroy ends
-// it; the directory goes with the VM. Without one (template builds, tests) they are
-// socketpairs and QEMU dies with its parent.
+// sandbox, and only the descriptors it needs (the disks, the image, the kernel and initramfs,
+// and its own binary, run by descriptor). As root, each VM is jailed: new PID, mount, IPC, UTS
+// and network namespaces, a root holding only /usr (read-only), three devices and its own
+// /proc, and a uid/gid of its own, so one escaped guest cannot signal, trace or read another. A VM
+// with a runtime directory (every session's) outlives airlockd: the channel, QMP and console are
+// listening sockets there, QEMU's stderr goes to vmm.log and vm.json records the process (pid and
+// start time), so Reattach finds it again and Destroy ends it; the directory goes with the VM.
+// Without one (template builds, tests) they are socketpairs and QEMU dies with its parent.
 #ifndef AIRLOCK_VM_QEMU_DRIVER_H_
 #define AIRLOCK_VM_QEMU_DRIVER_H_
 
