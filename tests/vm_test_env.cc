@@ -93,9 +93,11 @@ class PrivateDaemon : public ::testing::Environment {
                                     0644)
                     .ok());
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
-    // One tenant with small quotas (QuotaTest); everyone else has the defaults.
+    // Tenants with small quotas (SessionTest, HostileTenantTest); others have the defaults.
     ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",
-                                    "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n", 0644)
+                                    "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n"
+                                    "tenant uid:61004 running=1 memory=1g forks=2\n",
+                                    0644)
                     .ok());
     setenv("AIRLOCK_QUOTA_FILE", (home_ + "/quotas").c_str(), 1);
     setenv("AIRLOCK_EGRESS_HOSTS", (home_ + "/egress-hosts").c_str(), 1);

@@ -751,8 +751,11 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
 
 grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                                  v1::ListImagesResponse* response) {
-  if (!Caller(context, peers_)) return Unauthenticated();
-  absl::StatusOr<std::vector<ImageInfo>> images = ImageStore(paths_.images).List();
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  // The operator's images and the caller's own pulls; never another tenant's names.
+  absl::StatusOr<std::vector<ImageInfo>> images =
+      ImageStore(paths_.images, who->ImageScope()).List();
   if (!images.ok()) return ToGrpc(images.status());
   for (const ImageInfo& i : *images) {
     v1::Image* image = response->add_images();

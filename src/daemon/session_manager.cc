@@ -664,7 +664,8 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
       Admit(who, who.Tenant(), NewSession(*limits), "session.create");
   if (!admitted.ok()) return admitted.status();
   std::string name = image.empty() ? kDefaultImage : image;
-  ImageStore images(paths_.images);
+  // The caller's names: a tenant's pulls tag images for that tenant alone.
+  ImageStore images(paths_.images, who.ImageScope());
   // An image not in the store yet is pulled from its registry on first use (and audited: what
   // the daemon fetched, for whom, from where).
   bool had = images.Resolve(name).status().code() != absl::StatusCode::kNotFound;
@@ -769,7 +770,7 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
 
 RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
   // Root over the Unix socket is the operator; anyone else gets what the operator allowed.
-  bool op = who.certificate.empty() && who.uid == 0;
+  bool op = who.IsOperator();
   return {.use_credentials = op,
           .internal_addresses = op || registry_internal_,
           .max_bytes = quotas_.For(who.Tenant()).pull_bytes};

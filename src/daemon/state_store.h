@@ -40,6 +40,11 @@ struct Principal {
     return certificate.empty() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid)
                                : "cert:" + certificate;
   }
+  // Root on this host (over the Unix socket): the operator, whose image tags and registry
+  // logins are the host's.
+  bool IsOperator() const { return certificate.empty() && uid == 0; }
+  // The image store's view for this principal (image_store.h): "" is the operator's.
+  std::string ImageScope() const { return IsOperator() ? "" : Tenant(); }
 };
 
 // kPaused: the VM is gone but its snapshot is on disk; the next use resumes it.

@@ -87,9 +87,52 @@ absl::Status ImageStore::ValidateName(const std::string& name) {
                    "\": use lowercase letters, digits and . _ - / : @ (for example team/tool:1)"));
 }
 
+namespace {
+
+std::string EscapeName(const std::string& name) {
+  return absl::StrReplaceAll(name, {{"%", "%25"}, {"/", "%2F"}, {":", "%3A"}});
+}
+
+}  // namespace
+
+std::string ImageStore::TenantRefs() const {
+  return absl::StrCat(root_, "/tenant-refs/", EscapeName(tenant_));
+}
+
 std::string ImageStore::RefPath(const std::string& name) const {
-  return absl::StrCat(root_, "/refs/",
-                      absl::StrReplaceAll(name, {{"%", "%25"}, {"/", "%2F"}, {":", "%3A"}}));
+  return absl::StrCat(tenant_.empty() ? root_ + "/refs" : TenantRefs(), "/", EscapeName(name));
+}
+
+std::vector<std::string> ImageStore::NamesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string file = e->d_name;
+      if (file[0] == '.' || file.find(".tmp.") != std::string::npos) continue;
+      names.push_back(absl::StrReplaceAll(file, {{"%2F", "/"}, {"%3A", ":"}, {"%25", "%"}}));
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::set<std::string> ImageStore::AllTaggedDigests() const {
+  std::set<std::string> digests;
+  std::vector<std::string> dirs = {root_ + "/refs"};
+  if (DIR* d = opendir((root_ + "/tenant-refs").c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') dirs.push_back(absl::StrCat(root_, "/tenant-refs/", e->d_name));
+    }
+    closedir(d);
+  }
+  for (const std::string& dir : dirs) {
+    for (const std::string& name : NamesIn(dir)) {
+      absl::StatusOr<ImageInfo> info = ResolveRef(absl::StrCat(dir, "/", EscapeName(name)), name);
+      if (info.ok()) digests.insert(info->digest);
+    }
+  }
+  return digests;
 }
 
 absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
@@ -139,7 +182,15 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
 
 absl::StatusOr<ImageInfo> ImageStore::Resolve(const std::string& name) const {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  absl::StatusOr<std::string> text = ReadFileToString(RefPath(name), kMaxMetadata);
+  absl::StatusOr<ImageInfo> own = ResolveRef(RefPath(name), name);
+  if (tenant_.empty() || !absl::IsNotFound(own.status())) return own;
+  // A tenant sees the operator's tags under its own.
+  return ImageStore(root_).Resolve(name);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ResolveRef(const std::string& ref_path,
+                                                 const std::string& name) const {
+  absl::StatusOr<std::string> text = ReadFileToString(ref_path, kMaxMetadata);
   if (!text.ok()) {
     return absl::NotFoundError(
         absl::StrCat("image ", name,
@@ -252,6 +303,12 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
 
 absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::string& name) {
   nlohmann::json ref = {{"digest", key}};
+  if (!tenant_.empty()) {
+    for (const std::string& dir : {root_ + "/tenant-refs", TenantRefs()}) {
+      if (absl::Status s = MakeDirectories(dir, kStoreDirMode); !s.ok()) return s;
+      ShareWithAirlockGroup(dir);
+    }
+  }
   if (absl::Status s = WriteFileAtomically(RefPath(name), ref.dump(), kStoreFileMode); !s.ok()) {
     return s;
   }
@@ -433,16 +490,11 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
 
 absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
   std::vector<ImageInfo> out;
-  DIR* dir = opendir((root_ + "/refs").c_str());
-  if (dir == nullptr) return out;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(dir)) {
-    std::string file = e->d_name;
-    if (file[0] == '.' || file.find(".tmp.") != std::string::npos) continue;
-    names.push_back(absl::StrReplaceAll(file, {{"%2F", "/"}, {"%3A", ":"}, {"%25", "%"}}));
+  std::set<std::string> names;
+  for (const std::string& name : NamesIn(root_ + "/refs")) names.insert(name);
+  if (!tenant_.empty()) {
+    for (const std::string& name : NamesIn(TenantRefs())) names.insert(name);
   }
-  closedir(dir);
-  std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     absl::StatusOr<ImageInfo> info = Resolve(name);
     if (info.ok()) out.push_back(*info);
@@ -477,11 +529,7 @@ absl::StatusOr<ImageStore::RemoveResult> ImageStore::Remove(const std::string& n
   if (unlink(RefPath(name).c_str()) != 0) return ErrnoStatus("remove", RefPath(name));
   if (!info.ok()) return RemoveResult{};
   RemoveResult result{.digest = info->digest};
-  absl::StatusOr<std::vector<ImageInfo>> rest = List();
-  if (!rest.ok()) return rest.status();
-  for (const ImageInfo& other : *rest) {
-    if (other.digest == info->digest) return result;
-  }
+  if (AllTaggedDigests().contains(info->digest)) return result;  // another tag, of anyone
   if (std::find(keep.begin(), keep.end(), info->digest) != keep.end()) return result;
   std::string blob = DirName(info->rootfs_path);
   result.freed_bytes = BlobBytes(blob);
@@ -491,10 +539,8 @@ absl::StatusOr<ImageStore::RemoveResult> ImageStore::Remove(const std::string& n
 }
 
 absl::StatusOr<ImageStore::PruneResult> ImageStore::Prune(const std::vector<std::string>& keep) {
-  absl::StatusOr<std::vector<ImageInfo>> tagged = List();
-  if (!tagged.ok()) return tagged.status();
   std::set<std::string> wanted(keep.begin(), keep.end());
-  for (const ImageInfo& i : *tagged) wanted.insert(i.digest);
+  for (const std::string& digest : AllTaggedDigests()) wanted.insert(digest);
   PruneResult result;
   std::string blobs = root_ + "/blobs";
   DIR* dir = opendir(blobs.c_str());

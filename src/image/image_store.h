@@ -4,7 +4,9 @@
 //   blobs/<key>/image.json    what it was built from, and how the image says to run it
 //   blobs/<key>/manifest.json, config.json   the OCI manifest and config, as the source had them
 //                             (the layers themselves are not kept: the ext4 is their cached form)
-//   refs/<escaped name>       {"digest": key}
+//   refs/<escaped name>       {"digest": key}: the operator's tags, which every tenant sees
+//   tenant-refs/<escaped tenant>/<escaped name>   a tenant's own tags (what its pulls name):
+//                             they hide an operator's tag of the same name from that tenant only
 // An image becomes visible only by an atomic rename of a complete blob directory and ref file,
 // so a crash mid-import leaves no half image. Thread-compatible; processes may import at once.
 #ifndef AIRLOCK_IMAGE_IMAGE_STORE_H_
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,7 +41,11 @@ struct ImageInfo {
 
 class ImageStore {
  public:
-  explicit ImageStore(std::string root) : root_(std::move(root)) {}
+  // tenant empty: the operator's view (its tags are everyone's). Otherwise that tenant's view:
+  // its own tags first, then the operator's; what it tags (pulls) is its own, so no tenant can
+  // change what a name means to another. Blobs are shared by digest.
+  explicit ImageStore(std::string root, std::string tenant = "")
+      : root_(std::move(root)), tenant_(std::move(tenant)) {}
 
   // Modes of what the store holds: root's, readable by the airlock group (QEMU gets images as
   // descriptors, never by path).
@@ -79,6 +86,7 @@ class ImageStore {
   // the image it was made from).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
                                                         const std::string& digest) const;
+  // The images this view sees, by name.
   [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
   struct RemoveResult {
     std::string digest;        // what the tag pointed at
@@ -103,7 +111,14 @@ class ImageStore {
   [[nodiscard]] static absl::Status ValidateName(const std::string& name);
 
  private:
+  // Where this view's tag of name is (the tenant's own, or the operator's).
   std::string RefPath(const std::string& name) const;
+  std::string TenantRefs() const;
+  // The tag names in a refs directory.
+  static std::vector<std::string> NamesIn(const std::string& dir);
+  // The digests of every tag of every view.
+  std::set<std::string> AllTaggedDigests() const;
+  absl::StatusOr<ImageInfo> ResolveRef(const std::string& ref_path, const std::string& name) const;
   // Builds blobs/<key> (rootfs.ext4 by `convert`, image.json from meta, and `files`: name ->
   // content, empty ones skipped) unless it exists; a crash or a failure leaves no blob.
   absl::Status EnsureBlob(const std::string& key,
@@ -116,6 +131,7 @@ class ImageStore {
   // root_, blobs/ and refs/, closed to others.
   absl::Status MakeStoreDirectories();
   std::string root_;
+  std::string tenant_;
 };
 
 // Hex sha256 of a string.

@@ -330,6 +330,52 @@ TEST(RegistryAccessTest, PullsForOtherUsersDoNotReachInternalAddresses) {
   }
 }
 
+TEST(RegistryAccessTest, ATenantsPullNamesAnImageForThatTenantAlone) {
+  TempDir dir;
+  FakeRegistry registry;
+  registry.AddImage("team/app", "1", {Layer(dir, "a", 100)}, Config());
+  std::string ref = registry.Host() + "/team/app:1";
+  std::string store = dir.File("store");
+  // The operator's tag of another image under the same name as the tenants will use.
+  absl::StatusOr<ImageInfo> first = ImageStore(store).Pull(ref);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<ImageInfo> resolved = ImageStore(store).Resolve(ref);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  std::string operators = resolved->digest;
+  // The registry's tag moves (a hostile tenant controlling it, say); alice pulls it afresh
+  // in her own view, and only she sees the new image under that name.
+  std::string moved = registry.AddImage("team/app", "1", {Layer(dir, "b", 200)}, Config());
+  ImageStore alice(store, "uid:61001"), bob(store, "uid:61002");
+  absl::StatusOr<ImageInfo> pulled = alice.Pull(ref);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->digest, moved);
+  EXPECT_EQ(alice.Resolve(ref)->digest, moved);
+  EXPECT_EQ(bob.Resolve(ref)->digest, operators);  // bob still sees the operator's
+  EXPECT_EQ(ImageStore(store).Resolve(ref)->digest, operators);
+  // Lists: each sees the operator's names and its own, never another tenant's.
+  ASSERT_TRUE(alice.Pull(registry.Host() + "/team/app:1", nullptr, {}).ok());
+  registry.AddImage("team/other", "2", {Layer(dir, "c", 300)}, Config());
+  ASSERT_TRUE(alice.Pull(registry.Host() + "/team/other:2").ok());
+  auto names = [](const ImageStore& view) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<ImageInfo>> listed = view.List();
+    for (const ImageInfo& i : listed.ok() ? *listed : std::vector<ImageInfo>()) {
+      out.push_back(i.name + " " + i.digest);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(bob), std::vector<std::string>{ref + " " + operators});
+  EXPECT_EQ(names(alice).size(), 2u);
+  EXPECT_EQ(names(ImageStore(store)), std::vector<std::string>{ref + " " + operators});
+  // Bob pulls the name now and shares alice's blob (by digest); removing her tag keeps it.
+  ASSERT_EQ(bob.Pull(ref)->digest, moved);
+  absl::StatusOr<ImageStore::RemoveResult> removed = alice.Remove(ref, {});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_FALSE(removed->freed);
+  EXPECT_EQ(bob.Resolve(ref)->digest, moved);
+  EXPECT_EQ(alice.Resolve(ref)->digest, operators);  // hers is gone: the operator's shows again
+}
+
 TEST(RegistryFaultTest, ConcurrentPullsOfOneImageBothSucceedWithOneCopy) {
   TempDir dir;
   FakeRegistry registry;
