@@ -633,7 +633,8 @@ bool Jail(const SpawnPlan& plan) {
                nullptr) == 0;
 }
 
-// In the forked child: only async-signal-safe calls until execve.
+// In the child of a raw clone3: only system calls until execve (glibc's fork-time resets of its
+// locks and thread list did not happen, so nothing that may lock or touch other threads).
 [[noreturn]] void ExecQemu(const SpawnPlan& plan) {
   close(plan.go[1]);
   // A VM that dies with its parent gets the signal before anything else; one that outlives it
@@ -653,9 +654,11 @@ bool Jail(const SpawnPlan& plan) {
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0) _exit(125);
     if (!Jail(plan)) _exit(123);
     gid_t groups[1] = {plan.kvm_gid};
-    if (setgroups(plan.kvm && plan.kvm_gid != 0 ? 1 : 0, groups) != 0) _exit(125);
-    if (setresgid(plan.uid, plan.uid, plan.uid) != 0 ||
-        setresuid(plan.uid, plan.uid, plan.uid) != 0) {
+    // Raw system calls: glibc's wrappers would try to change every thread it believes this
+    // process has (the parent's, after a raw clone3) and can wait for them forever.
+    if (syscall(SYS_setgroups, plan.kvm && plan.kvm_gid != 0 ? 1 : 0, groups) != 0) _exit(125);
+    if (syscall(SYS_setresgid, plan.uid, plan.uid, plan.uid) != 0 ||
+        syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) {
       _exit(125);
     }
     if (!plan.outlive) {
