@@ -32,6 +32,8 @@ const std::vector<Field>& Fields() {
       {"disk", true, &QuotaAmounts::disk_bytes, nullptr, "writable disk sizes of all sessions"},
       {"logs", true, &QuotaAmounts::log_bytes, nullptr,
        "stored command output (the oldest goes beyond it)"},
+      {"images", true, &QuotaAmounts::image_bytes, nullptr,
+       "images your pulls named (a pull may take only what is left)"},
       {"forks", false, nullptr, &Quota::forks_per_call, "forks one request makes"},
       {"pull", true, nullptr, &Quota::pull_bytes, "download size of one image pull"},
   };
@@ -75,7 +77,7 @@ absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "quota file line ", number, ": ", what,
           "; write `default KEY=VALUE...` or `tenant NAME KEY=VALUE...` with keys sessions, "
-          "running, vcpus, memory, disk, logs, forks, pull (sizes like 8g)"));
+          "running, vcpus, memory, disk, logs, images, forks, pull (sizes like 8g)"));
     };
     bool tenant = words[0] == "tenant";
     if (tenant && (words.size() < 2 || words[1].find('=') != std::string::npos)) {

@@ -3,7 +3,8 @@
 // RESOURCE_EXHAUSTED naming the quota, its value and what is in use (`airlock quota` shows them).
 //
 // The operator's file (`airlockd --quota-file FILE`, one rule per line, `#` comments):
-//   default sessions=64 running=16 vcpus=32 memory=32g disk=512g forks=16 logs=1g pull=8g
+//   default sessions=64 running=16 vcpus=32 memory=32g disk=512g logs=1g images=32g forks=16
+//           pull=8g
 //   tenant uid:1000 running=4 memory=8g
 // `default` changes what every tenant gets; `tenant NAME` what one tenant gets on top of that.
 #ifndef AIRLOCK_DAEMON_QUOTAS_H_
@@ -30,6 +31,7 @@ struct QuotaAmounts {
   uint64_t memory_bytes = 0;  // of the running ones
   uint64_t disk_bytes = 0;    // the writable disks' sizes, of every session that exists
   uint64_t log_bytes = 0;     // command output stored, over all the tenant's sessions
+  uint64_t image_bytes = 0;   // images the tenant's own pulls named (their root filesystems)
 };
 
 struct Quota {
@@ -38,7 +40,8 @@ struct Quota {
                       .vcpus = 32,
                       .memory_bytes = 32ull << 30,
                       .disk_bytes = 512ull << 30,
-                      .log_bytes = 1ull << 30};
+                      .log_bytes = 1ull << 30,
+                      .image_bytes = 32ull << 30};
   uint64_t forks_per_call = 16;      // sessions one fork request makes
   uint64_t pull_bytes = 8ull << 30;  // what one image pull may download
 };

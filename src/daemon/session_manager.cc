@@ -771,9 +771,13 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
 RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
   // Root over the Unix socket is the operator; anyone else gets what the operator allowed.
   bool op = who.IsOperator();
+  // A tenant's pull may take what is left of its images quota, and no more than one pull may.
+  const Quota& quota = quotas_.For(who.Tenant());
+  uint64_t images = ImageStore(paths_.images, who.ImageScope()).OwnBytes();
+  uint64_t left = quota.limits.image_bytes > images ? quota.limits.image_bytes - images : 0;
   return {.use_credentials = op,
           .internal_addresses = op || registry_internal_,
-          .max_bytes = quotas_.For(who.Tenant()).pull_bytes};
+          .max_bytes = op ? quota.pull_bytes : std::min(quota.pull_bytes, left)};
 }
 
 QuotaAmounts SessionManager::UsageOf(const std::string& tenant) {
@@ -791,6 +795,7 @@ QuotaAmounts SessionManager::UsageOf(const std::string& tenant) {
     used.memory_bytes += s.limits.memory_bytes;
   }
   used.log_bytes = store_->LogBytes(tenant).value_or(0);
+  used.image_bytes = ImageStore(paths_.images, tenant).OwnBytes();
   return used;
 }
 

@@ -488,6 +488,17 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   return Tag(image->digest.substr(7), tag);
 }
 
+uint64_t ImageStore::OwnBytes() const {
+  if (tenant_.empty()) return 0;
+  std::set<std::string> counted;
+  uint64_t bytes = 0;
+  for (const std::string& name : NamesIn(TenantRefs())) {
+    absl::StatusOr<ImageInfo> info = ResolveRef(RefPath(name), name);
+    if (info.ok() && counted.insert(info->digest).second) bytes += info->size_bytes;
+  }
+  return bytes;
+}
+
 absl::StatusOr<std::vector<ImageInfo>> ImageStore::List() const {
   std::vector<ImageInfo> out;
   std::set<std::string> names;

@@ -88,6 +88,8 @@ class ImageStore {
                                                         const std::string& digest) const;
   // The images this view sees, by name.
   [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
+  // The size of the images a tenant's view tagged itself, each blob once (0 for the operator's).
+  uint64_t OwnBytes() const;
   struct RemoveResult {
     std::string digest;        // what the tag pointed at
     bool freed = false;        // the blob was removed too

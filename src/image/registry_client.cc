@@ -509,9 +509,10 @@ absl::StatusOr<PulledImage> RegistryClient::Pull(
     total_ = l.size > UINT64_MAX - total_ ? UINT64_MAX : total_ + l.size;
   }
   if (total_ > access_.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("the image ", ref.Name(), " is ", total_,
-                                                     " bytes to download, over the pull quota of ",
-                                                     access_.max_bytes, " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the image ", ref.Name(), " is ", total_,
+                     " bytes to download, more than this pull may take: ", access_.max_bytes,
+                     " bytes (the pull and images quotas)"));
   }
   done_ = 0;
   absl::StatusOr<std::string> config_file = FetchBlob(ref, manifest->config, dir);
