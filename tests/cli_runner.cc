@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "nlohmann/json.hpp"
 #include "src/common/host_paths.h"
 
 namespace airlock {
@@ -141,6 +142,15 @@ Result RunAirlock(const std::vector<std::string>& args, const std::string& input
   Airlock a(args, as);
   if (!input.empty()) a.Write(input);
   return a.Finish();
+}
+
+pid_t QemuPidOf(const std::string& id, RunAs as) {
+  nlohmann::json vms =
+      nlohmann::json::parse(RunAirlock({"ps", "--json"}, "", as).out, nullptr, false);
+  for (const nlohmann::json& vm : vms.is_array() ? vms : nlohmann::json::array()) {
+    if (vm.value("session_id", "") == id) return vm.value("pid", 0);
+  }
+  return 0;
 }
 
 pid_t DaemonPid() {

@@ -51,6 +51,8 @@ class Airlock {
 std::vector<pid_t> QemuPids();
 // Waits (at most 10 s) until no QEMU is left; returns how many remain.
 int QemuLeftAfterWaiting();
+// The QEMU of a session (from `airlock ps --json` as `as`), 0 if it has none.
+pid_t QemuPidOf(const std::string& id, RunAs as = {});
 // The pid of the test's airlockd (from its pid file), 0 if none.
 pid_t DaemonPid();
 // Files in the directory that holds session disks while VMs run.

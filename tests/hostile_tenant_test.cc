@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/strip.h"
-#include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -28,15 +27,6 @@ const RunAs kMallory{61004, 61004};
 bool Audited(const std::string& row) {
   std::vector<std::string> rows = AuditRows();
   return std::find(rows.begin(), rows.end(), row) != rows.end();
-}
-
-pid_t QemuOf(const std::string& id, RunAs as) {
-  nlohmann::json vms =
-      nlohmann::json::parse(RunAirlock({"ps", "--json"}, "", as).out, nullptr, false);
-  for (const nlohmann::json& vm : vms.is_array() ? vms : nlohmann::json::array()) {
-    if (vm.value("session_id", "") == id) return vm.value("pid", 0);
-  }
-  return 0;
 }
 
 TEST(HostileTenantTest, AttacksOnAnotherUsersSessionAreRefusedAndAudited) {
@@ -71,7 +61,7 @@ TEST(HostileTenantTest, AttacksOnAnotherUsersSessionAreRefusedAndAudited) {
   r = RunAirlock({"session", "create"}, "", kMallory);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string own(absl::StripTrailingAsciiWhitespace(r.out));
-  pid_t hers = QemuOf(victim, kAlice), mine = QemuOf(own, kMallory);
+  pid_t hers = QemuPidOf(victim, kAlice), mine = QemuPidOf(own, kMallory);
   ASSERT_GT(hers, 0);
   ASSERT_GT(mine, 0);
   struct stat st_hers, st_mine;

@@ -13,7 +13,6 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "nlohmann/json.hpp"
 #include "src/common/host_paths.h"
 #include "tests/cli_runner.h"
 
@@ -183,15 +182,6 @@ TEST(SessionTest, QuotasRefuseWhatATenantMayNotHoldAndNameTheQuota) {
   EXPECT_TRUE(Contains(audit, "uid:61003/gid:61003 quota.refuse session.resume " + first));
 }
 
-// The QEMU of a session, from `airlock ps --json`.
-pid_t QemuOf(const std::string& id) {
-  nlohmann::json vms = nlohmann::json::parse(RunAirlock({"ps", "--json"}).out, nullptr, false);
-  for (const nlohmann::json& vm : vms.is_array() ? vms : nlohmann::json::array()) {
-    if (vm.value("session_id", "") == id) return vm.value("pid", 0);
-  }
-  return 0;
-}
-
 // A line of /proc/PID/status ("Uid:\t700123\t...") without its name.
 std::string StatusLine(pid_t pid, const std::string& name) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -205,7 +195,7 @@ std::string StatusLine(pid_t pid, const std::string& name) {
 
 TEST(SessionTest, EachVmIsJailedUnderAUidOfItsOwn) {
   std::string a = Create(), b = Create();
-  pid_t qa = QemuOf(a), qb = QemuOf(b);
+  pid_t qa = QemuPidOf(a), qb = QemuPidOf(b);
   ASSERT_GT(qa, 0);
   ASSERT_GT(qb, 0);
   uid_t ua = static_cast<uid_t>(std::stoul(StatusLine(qa, "Uid")));

@@ -48,16 +48,6 @@ std::string SnapshotDir(const std::string& id) {
   return DefaultHostPaths().home + "/sessions/" + id + "/snapshot";
 }
 
-// The VM process of a running session, from `airlock ps`.
-pid_t VmPid(const std::string& id) {
-  for (absl::string_view line : absl::StrSplit(RunAirlock({"ps"}).out, '\n')) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    int pid = 0;
-    if (fields.size() > 1 && fields[0] == id && absl::SimpleAtoi(fields[1], &pid)) return pid;
-  }
-  return 0;
-}
-
 // "since airlockd started: 3 boots, 7 restores, 2 snapshots" -> {3, 7}
 std::pair<uint64_t, uint64_t> BootsAndRestores() {
   std::string out = RunAirlock({"ps"}).out;
@@ -229,7 +219,7 @@ TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
     Exec(id, "echo kept > /root/file");
     pid_t daemon = DaemonPid();
     ASSERT_GT(daemon, 0);
-    pid_t qemu = VmPid(id);
+    pid_t qemu = QemuPidOf(id);
     ASSERT_GT(qemu, 0);
     pid_t victim = kill_daemon ? daemon : qemu;
     Airlock pause({"pause", id});
