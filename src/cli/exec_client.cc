@@ -6,20 +6,33 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
+
+#include "src/cli/terminal.h"
+#include "src/common/channel_frame.h"
 
 namespace airlock {
 namespace {
 
 int g_signal_pipe[2] = {-1, -1};
 std::atomic<int> g_signal{0};
+int g_winch_pipe[2] = {-1, -1};  // non-blocking: a byte for each SIGWINCH
 
 void OnSignal(int sig) {
   g_signal = sig;
   (void)!write(g_signal_pipe[1], "x", 1);
+}
+
+void OnWinch(int) {
+  int saved_errno = errno;
+  (void)!write(g_winch_pipe[1], "x", 1);
+  errno = saved_errno;
 }
 
 void WriteAll(int fd, const std::string& data, bool* broken) {
@@ -54,15 +67,25 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
     return {std::nullopt, grpc::Status(grpc::StatusCode::INTERNAL, "pipe failed")};
   }
   std::thread input([&] {
+    if (!start.stdin() && !start.tty()) return;
+    auto send = [&](const v1::ExecRequest& message) {
+      std::lock_guard<std::mutex> lock(write_mu);
+      return !writes_done && stream->Write(message);
+    };
+    ExecIo::Input feed;
+    feed.write = [&](const std::string& data) {
+      v1::ExecRequest message;
+      message.set_stdin(data);
+      return start.stdin() && send(message);
+    };
+    feed.resize = [&](uint32_t rows, uint32_t cols) {
+      v1::ExecRequest message;
+      message.mutable_resize()->set_rows(rows);
+      message.mutable_resize()->set_cols(cols);
+      return start.tty() && send(message);
+    };
+    io.FeedStdin(feed, stop[0]);
     if (!start.stdin()) return;
-    io.FeedStdin(
-        [&](const std::string& data) {
-          v1::ExecRequest message;
-          message.set_stdin(data);
-          std::lock_guard<std::mutex> lock(write_mu);
-          return !writes_done && stream->Write(message);
-        },
-        stop[0]);
     v1::ExecRequest eof;
     eof.set_stdin_eof(true);
     std::lock_guard<std::mutex> lock(write_mu);
@@ -96,33 +119,70 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
 
 namespace {
 
-// The CLI's side: our stdin in, our stdout and stderr out.
+// The CLI's side: our stdin in, our stdout and stderr out, and (for a command on a terminal)
+// our terminal's size whenever SIGWINCH says it changed.
 class TerminalIo : public ExecIo {
  public:
+  TerminalIo(bool feed_stdin, bool tty) : feed_stdin_(feed_stdin), tty_(tty) {}
   void Stdout(const std::string& data) override { WriteAll(STDOUT_FILENO, data, &out_broken_); }
   void Stderr(const std::string& data) override { WriteAll(STDERR_FILENO, data, &err_broken_); }
-  void FeedStdin(const std::function<bool(const std::string&)>& write, int stop_fd) override {
+  void FeedStdin(const Input& input, int stop_fd) override {
     char buf[65536];
+    bool reading = feed_stdin_;
     for (;;) {
-      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0) {
+      pollfd fds[3] = {{stop_fd, POLLIN, 0},
+                       {tty_ ? g_winch_pipe[0] : -1, POLLIN, 0},
+                       {reading ? STDIN_FILENO : -1, POLLIN, 0}};
+      if (poll(fds, 3, -1) < 0) {
         if (errno == EINTR) continue;
         return;
       }
-      if (fds[1].revents) return;
-      if (fds[0].revents & POLLNVAL) return;
+      if (fds[0].revents) return;
+      if (fds[1].revents & POLLIN) {
+        while (read(g_winch_pipe[0], buf, sizeof(buf)) > 0) {
+        }
+        std::optional<TerminalDims> size = TerminalSizeOf(STDOUT_FILENO);
+        if (!size) size = TerminalSizeOf(STDIN_FILENO);
+        if (size && !input.resize(size->rows, size->cols)) return;
+      }
+      if (!reading || fds[2].revents == 0) continue;
+      if (fds[2].revents & POLLNVAL) return;
       ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) return;
-      if (!write(std::string(buf, static_cast<size_t>(n)))) return;
+      if (n <= 0 || !input.write(std::string(buf, static_cast<size_t>(n)))) {
+        if (!tty_) return;
+        reading = false;  // input ended; the terminal may still change size
+      }
     }
   }
 
  private:
+  bool feed_stdin_, tty_;
   bool out_broken_ = false, err_broken_ = false;
 };
 
 }  // namespace
+
+absl::Status UseTerminal(v1::ExecStart* start) {
+  if (start->stdin() && !isatty(STDIN_FILENO)) {
+    return absl::FailedPreconditionError(
+        "-t needs a terminal on stdin (to pipe input into a command, leave out -t)");
+  }
+  start->set_tty(true);
+  std::optional<TerminalDims> size = TerminalSizeOf(STDOUT_FILENO);
+  if (!size) size = TerminalSizeOf(STDIN_FILENO);
+  if (size) {
+    start->mutable_window()->set_rows(std::min<uint32_t>(size->rows, kMaxTerminalSide));
+    start->mutable_window()->set_cols(std::min<uint32_t>(size->cols, kMaxTerminalSide));
+  }
+  bool has_term = false;
+  for (const std::string& e : start->env()) has_term |= e.rfind("TERM=", 0) == 0;
+  const char* term = std::getenv("TERM");
+  if (!has_term && term != nullptr && *term != '\0' && std::strlen(term) < 64) {
+    start->add_env(std::string("TERM=") + term);
+  }
+  return absl::OkStatus();
+}
 
 int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
   signal(SIGPIPE, SIG_IGN);
@@ -134,6 +194,27 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
   action.sa_handler = OnSignal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
 
+  // A command on a terminal: ours goes raw while it runs (if it takes our input), and follows
+  // our terminal's size.
+  std::unique_ptr<RawTerminal> raw;
+  if (start.tty()) {
+    if (g_winch_pipe[0] < 0 && pipe2(g_winch_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      std::fprintf(stderr, "airlock: pipe failed\n");
+      return kExitAirlockError;
+    }
+    struct sigaction winch = {};
+    winch.sa_handler = OnWinch;
+    winch.sa_flags = SA_RESTART;
+    sigaction(SIGWINCH, &winch, nullptr);
+    if (start.stdin()) {
+      absl::StatusOr<std::unique_ptr<RawTerminal>> entered = RawTerminal::Enter(STDIN_FILENO);
+      if (!entered.ok()) {
+        std::fprintf(stderr, "airlock: %s\n", std::string(entered.status().message()).c_str());
+        return kExitAirlockError;
+      }
+      raw = *std::move(entered);
+    }
+  }
   grpc::ClientContext context;
   int stop[2];
   if (pipe2(stop, O_CLOEXEC) != 0) return kExitAirlockError;
@@ -144,12 +225,13 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
     }
     if (fds[0].revents) context.TryCancel();
   });
-  TerminalIo io;
+  TerminalIo io(start.stdin(), start.tty());
   ExecOutcome outcome = RunExec(client, start, io, context);
   (void)!write(stop[1], "x", 1);
   watcher.join();
   close(stop[0]);
   close(stop[1]);
+  raw.reset();  // the terminal as it was, before anything more is printed
   if (int sig = g_signal.load()) {
     std::fprintf(stderr, "airlock: interrupted by signal %d; the command was killed\n", sig);
     return 128 + sig;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "proto/airlock/v1/airlock.pb.h"
 #include "src/cli/daemon_client.h"
 #include "src/common/exit_codes.h"
@@ -20,11 +21,21 @@ class ExecIo {
   virtual ~ExecIo() = default;
   virtual void Stdout(const std::string& data) = 0;
   virtual void Stderr(const std::string& data) = 0;
-  // Runs on a thread of its own when the ExecStart asks for stdin: passes input to `write`
-  // (which returns false once the command no longer takes any) and returns at its end. Must
-  // also return when stop_fd becomes readable (the command ended).
-  virtual void FeedStdin(const std::function<bool(const std::string&)>& write, int stop_fd) {}
+  // Runs on a thread of its own when the ExecStart asks for stdin or a terminal: passes input
+  // to input.write (which returns false once the command no longer takes any) and a terminal's
+  // new sizes to input.resize, and returns at the input's end. Must also return when stop_fd
+  // becomes readable (the command ended).
+  struct Input {
+    std::function<bool(const std::string&)> write;
+    std::function<bool(uint32_t rows, uint32_t cols)> resize;
+  };
+  virtual void FeedStdin(const Input& input, int stop_fd) {}
 };
+
+// For `exec -t` and `run -t`: the command runs on a terminal in the guest the size of ours,
+// with our TERM (unless start's env sets one). Fails with what to do if start takes stdin and
+// ours is not a terminal.
+[[nodiscard]] absl::Status UseTerminal(v1::ExecStart* start);
 
 struct ExecOutcome {
   std::optional<v1::ExitStatus> exit;  // how the command ended, if it did

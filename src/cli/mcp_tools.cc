@@ -277,9 +277,9 @@ class CapturedIo : public ExecIo {
       : cap_(cap), input_(std::move(input)), call_(call) {}
   void Stdout(const std::string& data) override { Keep(out_, out_bytes_, data); }
   void Stderr(const std::string& data) override { Keep(err_, err_bytes_, data); }
-  void FeedStdin(const std::function<bool(const std::string&)>& write, int) override {
+  void FeedStdin(const Input& input, int) override {
     for (size_t at = 0; at < input_.size(); at += 65536) {
-      if (!write(input_.substr(at, 65536))) return;
+      if (!input.write(input_.substr(at, 65536))) return;
     }
   }
   json Result(const v1::ExitStatus& exit, const std::string& session_id) const {

@@ -108,6 +108,10 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       absl::StatusOr<uint64_t> size = ParseSize(value);
       if (!size.ok()) return size.status();
       out.workspace_max = *size;
+    } else if (arg == "-t" || arg == "--tty" || arg == "-it" || arg == "-ti") {
+      out.tty = true;  // run always passes stdin; -i is accepted for docker's habit
+    } else if (arg == "-i" || arg == "--interactive") {
+      continue;
     } else if (arg.size() > 1 && arg[0] == '-') {
       return absl::InvalidArgumentError(absl::StrCat("unknown option ", arg));
     } else {

@@ -25,6 +25,7 @@ struct RunArgs {
   std::vector<std::string> secrets;        // NAME=SOURCE@HOST..., checked here
   std::string workspace;                   // a project directory to capture; empty: none
   uint64_t workspace_max = 2ull << 30;     // cap on its file content
+  bool tty = false;                        // on a terminal in the guest (-t)
 };
 
 inline constexpr char kRunUsage[] =
@@ -34,6 +35,8 @@ inline constexpr char kRunUsage[] =
     "error, 126 if COMMAND cannot be executed, 127 if it is not found in the guest).\n"
     "  -e, --env KEY=VALUE    set an environment variable (KEY alone copies it from here)\n"
     "  -w, --workdir DIR      working directory in the guest (default /)\n"
+    "  -t, --tty              run COMMAND on a terminal in the guest, the size of this one;\n"
+    "                         this terminal is raw while it runs (airlock run -t -- bash)\n"
     "  -u, --user USER[:GRP]  run as this user of the image (name or id; default: the\n"
     "                         image's User, else root)\n"
     "      --timeout SECONDS  destroy the VM after this wall-clock time (exit 124)\n"

@@ -29,6 +29,18 @@ TEST(RunArgsTest, DefaultImageAndCommandWithoutSeparator) {
   EXPECT_EQ(r->command, (std::vector<std::string>{"python3", "-c", "x"}));
 }
 
+TEST(RunArgsTest, ATerminal) {
+  for (const char* flag : {"-t", "--tty", "-it", "-ti"}) {
+    absl::StatusOr<RunArgs> r = ParseRunArgs({flag, "--", "bash"});
+    ASSERT_TRUE(r.ok()) << flag;
+    EXPECT_TRUE(r->tty) << flag;
+    EXPECT_EQ(r->command, std::vector<std::string>{"bash"});
+  }
+  absl::StatusOr<RunArgs> r = ParseRunArgs({"-i", "--", "cat"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->tty);
+}
+
 TEST(RunArgsTest, AWorkspaceAndItsCap) {
   absl::StatusOr<RunArgs> r =
       ParseRunArgs({"--workspace", ".", "--workspace-max", "100m", "--", "make", "test"});

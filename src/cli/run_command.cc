@@ -21,13 +21,21 @@ int RunCommand(const std::vector<std::string>& args) {
                  kRunUsage);
     return kExitAirlockError;
   }
+  v1::ExecStart start;
+  start.set_stdin(true);
+  for (const std::string& e : run->env) start.add_env(e);
+  if (run->tty) {
+    if (absl::Status s = UseTerminal(&start); !s.ok()) {
+      std::fprintf(stderr, "airlock run: %s\n", std::string(s.message()).c_str());
+      return kExitAirlockError;
+    }
+  }
   if (!PullIfMissing(run->image, "run")) return kExitAirlockError;
   absl::StatusOr<DaemonClient> client = ConnectToDaemon();
   if (!client.ok()) {
     std::fprintf(stderr, "airlock: %s\n", std::string(client.status().message()).c_str());
     return kExitAirlockError;
   }
-  v1::ExecStart start;
   start.set_image(run->image);
   for (const std::string& rule : run->allow) start.add_allow(rule);
   for (const std::string& preset : run->allow_presets) start.add_allow_preset(preset);
@@ -40,7 +48,6 @@ int RunCommand(const std::vector<std::string>& args) {
   start.mutable_limits()->set_vcpus(run->cpus);
   start.mutable_limits()->set_memory_bytes(static_cast<uint64_t>(run->memory_mib) << 20);
   for (const std::string& a : run->command) start.add_argv(a);
-  for (const std::string& e : run->env) start.add_env(e);
   if (!run->workspace.empty()) {
     absl::StatusOr<std::string> token =
         UploadWorkspace(*client, run->workspace, run->workspace_max);
@@ -52,7 +59,6 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   start.set_cwd(run->workdir.empty() && !run->workspace.empty() ? "/workspace" : run->workdir);
   start.set_user(run->user);
-  start.set_stdin(true);
   start.set_timeout_seconds(run->timeout_seconds);
   return StreamExec(*client, start);
 }

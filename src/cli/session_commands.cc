@@ -139,20 +139,29 @@ int SessionCreate(const std::vector<std::string>& args) {
 }
 
 constexpr char kExecUsage[] =
-    "usage: airlock exec [-i] [-e KEY=VALUE] [-w DIR] [-u USER[:GROUP]] [--timeout SECONDS] ID --\n"
-    "       COMMAND [ARG...]\n"
+    "usage: airlock exec [-i] [-t] [-e KEY=VALUE] [-w DIR] [-u USER[:GROUP]] [--timeout SECONDS]\n"
+    "       ID -- COMMAND [ARG...]\n"
     "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
     "  -i  pass stdin to the command (otherwise it reads /dev/null)\n"
+    "  -t  run it on a terminal in the guest, the size of this one (with -i, this terminal is\n"
+    "      raw while it runs: ^C, ^Z and every other key go to the command; stdout and stderr\n"
+    "      come back together). `airlock exec -it ID -- bash` is a shell.\n"
     "  -u  run as this user of the image, by name or id (default: the image's User, else root)\n";
 
 int Exec(const std::vector<std::string>& args) {
   v1::ExecStart start;
+  bool tty = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     bool has_value = i + 1 < args.size();
     if (a == "-i" || a == "--interactive") {
       start.set_stdin(true);
+    } else if (a == "-t" || a == "--tty") {
+      tty = true;
+    } else if (a == "-it" || a == "-ti") {
+      start.set_stdin(true);
+      tty = true;
     } else if ((a == "-e" || a == "--env") && has_value) {
       const std::string& kv = args[++i];
       if (kv.find('=') == std::string::npos || kv[0] == '=') {
@@ -186,6 +195,12 @@ int Exec(const std::vector<std::string>& args) {
   for (; i < args.size(); ++i) start.add_argv(args[i]);
   if (start.session_id().empty()) return Usage(kExecUsage, "which session? give its ID");
   if (start.argv().empty()) return Usage(kExecUsage, "no command given; put it after --");
+  if (tty) {
+    if (absl::Status s = UseTerminal(&start); !s.ok()) {
+      std::fprintf(stderr, "airlock exec: %s\n", std::string(s.message()).c_str());
+      return kExitAirlockError;
+    }
+  }
   std::optional<DaemonClient> client = Connect();
   if (!client) return kExitAirlockError;
   return StreamExec(*client, start);

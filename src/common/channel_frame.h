@@ -24,7 +24,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 6;
+inline constexpr uint8_t kProtocolVersion = 7;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -60,7 +60,8 @@ enum class FrameType : uint8_t {
   kReady = 3,
   // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags, string
   // user (empty: root; else NAME or UID, optionally :GROUP or :GID, looked up in the guest's
-  // /etc/passwd and /etc/group). The guest sets HOME from the user's entry if env has none.
+  // /etc/passwd and /etc/group), u32 rows, u32 cols (the terminal's size with kExecFlagTty,
+  // else 0). The guest sets HOME from the user's entry if env has none.
   kExecStart = 4,
   // Host -> guest: bytes for the stream's input (stdin, or a file's content).
   kInput = 5,
@@ -121,8 +122,11 @@ enum class FrameType : uint8_t {
   // changed (or the guest was restored): the guest installs these address rules and asks
   // again about every name it has answered for, closing what is no longer allowed.
   kNetPolicy = 25,
+  // Host -> guest on an exec stream with kExecFlagTty: u32 rows, u32 cols. The guest sets the
+  // terminal's size (its kernel sends SIGWINCH to the foreground process group).
+  kResize = 26,
 };
-inline constexpr uint8_t kMaxFrameType = 25;
+inline constexpr uint8_t kMaxFrameType = 26;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.
@@ -153,6 +157,11 @@ inline constexpr uint32_t kSyncMountWorkspace = 1;
 
 // Flags of kExecStart.
 inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null
+// The command runs on a pty of its own as its controlling terminal: its stdin, stdout and
+// stderr; what it writes comes back as kStdout, kInput is typed on it, kResize sizes it.
+inline constexpr uint32_t kExecFlagTty = 2;
+// A terminal's size in characters: each of rows and cols within 1..kMaxTerminalSide.
+inline constexpr uint32_t kMaxTerminalSide = 10000;
 
 // Flow control of one stream, both directions, the same for every kind of stream on either
 // side of the channel: a receiver accepts `size` bytes of data frames and grants more (kWindow)

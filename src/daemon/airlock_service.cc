@@ -188,6 +188,11 @@ grpc::Status Unauthenticated() {
                       "airlockd could not identify the caller of this connection");
 }
 
+bool ValidTerminalSize(const v1::TerminalSize& size) {
+  return size.rows() >= 1 && size.cols() >= 1 && size.rows() <= kMaxTerminalSide &&
+         size.cols() <= kMaxTerminalSide;
+}
+
 absl::Status ValidateExecStart(const v1::ExecStart& start) {
   size_t argv_bytes = 0;
   for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
@@ -209,6 +214,14 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
       start.user().find_first_of(std::string("\0\n", 2)) != std::string::npos) {
     return absl::InvalidArgumentError(
         "user must be NAME or UID, optionally :GROUP or :GID (at most 256 bytes, one line)");
+  }
+  if (start.has_window() && !start.tty()) {
+    return absl::InvalidArgumentError(
+        "a window size applies only to a command on a terminal (tty)");
+  }
+  if (start.has_window() && !ValidTerminalSize(start.window())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a terminal has 1 to ", kMaxTerminalSide, " rows and columns"));
   }
   if (!start.session_id().empty() && (!start.image().empty() || start.has_limits())) {
     return absl::InvalidArgumentError("image and limits apply only to a command without a session");
@@ -476,8 +489,11 @@ grpc::Status SessionsService::Exec(
   // The session's secrets as of now (they may have changed since its VM started).
   absl::StatusOr<SessionRecord> current = store_->GetSession(who->Tenant(), session_id);
   if (!current.ok()) return ToGrpc(current.status());
-  request.env = MergeEnv({{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                           "LANG=C.UTF-8", absl::StrCat("HOSTNAME=", (*live)->record.hostname)},
+  std::vector<std::string> base = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+      absl::StrCat("HOSTNAME=", (*live)->record.hostname)};
+  if (start.tty()) base.push_back("TERM=xterm");  // the client says which, normally
+  request.env = MergeEnv({base,
                           image.env,
                           SessionSecrets::GuestEnv(current->secrets),
                           {start.env().begin(), start.env().end()}});
@@ -485,6 +501,11 @@ grpc::Status SessionsService::Exec(
   // The guest resolves the user in its own /etc/passwd, and sets HOME from it unless given.
   request.user = start.user().empty() ? image.user : start.user();
   request.stdin = start.stdin();
+  request.tty = start.tty();
+  if (start.has_window()) {
+    request.rows = start.window().rows();
+    request.cols = start.window().cols();
+  }
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) return ToGrpc(started.status());
   std::shared_ptr<ExecStream> exec(std::move(*started));
@@ -508,6 +529,9 @@ grpc::Status SessionsService::Exec(
       } else if (message.has_signal()) {
         int sig = message.signal();
         if (sig > 0 && sig < NSIG) exec->Signal(sig).IgnoreError();
+      } else if (message.has_resize() && start.tty() && ValidTerminalSize(message.resize())) {
+        // A bad size is dropped: the terminal keeps its size, the command goes on.
+        exec->Resize(message.resize().rows(), message.resize().cols()).IgnoreError();
       }
     }
     if (!finished && context->IsCancelled()) exec->Signal(SIGKILL).IgnoreError();

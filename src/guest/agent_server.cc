@@ -106,11 +106,11 @@ std::string ReadSmallFile(const char* path) {
 }
 
 // Stages of ExecChild's failure reports.
-constexpr int kStageCwd = 1, kStageExec = 2, kStageUser = 3;
+constexpr int kStageCwd = 1, kStageExec = 2, kStageUser = 3, kStageTty = 4;
 
 // Runs in the forked child: never returns. Reports failure as {errno, stage} on report_fd.
 [[noreturn]] void ExecChild(const std::vector<std::string>& argv, std::vector<std::string> env,
-                            const std::string& cwd, const Identity& who, int stdin_fd,
+                            const std::string& cwd, const Identity& who, int tty_fd, int stdin_fd,
                             int stdout_fd, int stderr_fd, int report_fd) {
   sigset_t all;
   sigemptyset(&all);
@@ -118,14 +118,19 @@ constexpr int kStageCwd = 1, kStageExec = 2, kStageUser = 3;
   WriteText(std::string(kCommandCgroup) + "/cgroup.procs", "0");  // best effort: may be absent
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
   setsid();
-  dup2(stdin_fd, 0);
-  dup2(stdout_fd, 1);
-  dup2(stderr_fd, 2);
   auto fail = [&](int stage) {
     int report[2] = {errno, stage};
     (void)!write(report_fd, report, sizeof(report));
     _exit(127);
   };
+  // On a terminal, all three are the pty's other end, which becomes the session's controlling
+  // terminal (job control, ^C, SIGWINCH).
+  if (tty_fd >= 0 && ioctl(tty_fd, TIOCSCTTY, 0) != 0) fail(kStageTty);
+  dup2(tty_fd >= 0 ? tty_fd : stdin_fd, 0);
+  dup2(tty_fd >= 0 ? tty_fd : stdout_fd, 1);
+  dup2(tty_fd >= 0 ? tty_fd : stderr_fd, 2);
+  // The terminal belongs to whoever runs on it (as a login would leave it).
+  if (tty_fd >= 0 && fchown(tty_fd, who.uid, static_cast<gid_t>(-1)) != 0) fail(kStageTty);
   if (setgroups(who.groups.size(), who.groups.data()) != 0 || setgid(who.gid) != 0 ||
       setuid(who.uid) != 0) {
     fail(kStageUser);
@@ -214,7 +219,9 @@ struct AgentServer::Stream {
   bool input_ended = false;
   bool exited = false;
   int wait_status = 0;
-  StreamWindow window;  // output we may send, input we received
+  bool tty = false;         // out_fd[0] is a pty's agent end (and stdin_fd a copy of it)
+  timespec exited_at = {};  // CLOCK_MONOTONIC, when the process was reaped
+  StreamWindow window;      // output we may send, input we received
   int file_error = 0;
   uint64_t oom_kills_at_start = 0;
 };
@@ -270,15 +277,35 @@ void AgentServer::FinishStream(uint32_t id, ExitKind kind, int code, const std::
   streams_.erase(it);
 }
 
+// A new pty: the agent's end (non-blocking later) and the command's, sized rows x cols.
+bool OpenPty(uint32_t rows, uint32_t cols, int* master, int* peer) {
+  *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*master < 0) return false;
+  winsize size = {};
+  size.ws_row = static_cast<unsigned short>(rows);
+  size.ws_col = static_cast<unsigned short>(cols);
+  if (unlockpt(*master) != 0 || ioctl(*master, TIOCSWINSZ, &size) != 0 ||
+      (*peer = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+    int e = errno;
+    CloseFd(master);
+    errno = e;
+    return false;
+  }
+  return true;
+}
+
 void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   PayloadReader r(payload);
   std::vector<std::string> argv, env;
   std::string cwd, user;
-  uint32_t flags = 0;
-  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user);
+  uint32_t flags = 0, rows = 0, cols = 0;
+  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
+      r.U32(&rows) && r.U32(&cols);
   auto stream = std::make_unique<Stream>();
   streams_[id] = std::move(stream);
-  if (!r.AtEnd() || argv.empty()) {
+  bool tty = flags & kExecFlagTty;
+  if (!r.AtEnd() || argv.empty() ||
+      (tty && (rows == 0 || cols == 0 || rows > kMaxTerminalSide || cols > kMaxTerminalSide))) {
     FinishStream(id, ExitKind::kSpawnFailed, EINVAL, "malformed exec request");
     return;
   }
@@ -289,35 +316,41 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
     FinishStream(id, ExitKind::kSpawnFailed, EINVAL, who_error);
     return;
   }
-  int in[2], out[2], err[2], report[2];
-  if (pipe2(in, O_CLOEXEC) != 0) {
-    FinishStream(id, ExitKind::kSpawnFailed, errno, "pipe");
-    return;
-  }
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+  // Without a terminal: a pipe each for stdin, stdout and stderr. On one: the pty's agent end
+  // is the output, and a second descriptor of it takes input.
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+  int master = -1, peer = -1;
+  auto close_all = [&] {
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1], &report[0], &report[1],
+                    &master, &peer}) {
+      CloseFd(fd);
+    }
+  };
+  bool made =
+      tty ? OpenPty(rows, cols, &master, &peer) &&
+                (!(flags & kExecFlagStdin) || (in[1] = fcntl(master, F_DUPFD_CLOEXEC, 0)) >= 0)
+          : pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0;
+  if (!made || pipe2(report, O_CLOEXEC) != 0) {
     int e = errno;
-    close(in[0]);
-    close(in[1]);
-    FinishStream(id, ExitKind::kSpawnFailed, e, "pipe");
+    close_all();
+    FinishStream(id, ExitKind::kSpawnFailed, e, tty ? "open a terminal" : "pipe");
     return;
   }
-  if (!(flags & kExecFlagStdin)) {
-    close(in[0]);
+  if (!tty && !(flags & kExecFlagStdin)) {
+    CloseFd(&in[0]);
     in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
   pid_t pid = fork();
-  if (pid == 0) ExecChild(argv, env, cwd, who, in[0], out[1], err[1], report[1]);
+  if (pid == 0) ExecChild(argv, env, cwd, who, peer, in[0], out[1], err[1], report[1]);
   int fork_errno = errno;
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  close(report[1]);
+  for (int* fd : {&in[0], &out[1], &err[1], &report[1], &peer}) CloseFd(fd);
   Stream& s = *streams_[id];
+  s.tty = tty;
   s.stdin_fd = in[1];
-  s.out_fd[0] = out[0];
+  s.out_fd[0] = tty ? master : out[0];
   s.out_fd[1] = err[0];
   if (pid < 0) {
-    close(report[0]);
+    CloseFd(&report[0]);
     FinishStream(id, ExitKind::kSpawnFailed, fork_errno, "fork");
     return;
   }
@@ -329,19 +362,20 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   do {
     n = read(report[0], failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
-  close(report[0]);
+  CloseFd(&report[0]);
   if (n == sizeof(failure)) {
     waitpid(pid, nullptr, 0);
     std::string what = failure[1] == kStageCwd    ? "working directory " + cwd
                        : failure[1] == kStageUser ? "switch to user " + user
+                       : failure[1] == kStageTty  ? "set up the terminal"
                                                   : argv[0];
     FinishStream(id, ExitKind::kSpawnFailed, failure[0], what + ": " + strerror(failure[0]));
     return;
   }
   if (!(flags & kExecFlagStdin)) CloseFd(&s.stdin_fd);
-  SetNonBlocking(s.out_fd[0]);
-  SetNonBlocking(s.out_fd[1]);
-  if (s.stdin_fd >= 0) SetNonBlocking(s.stdin_fd);
+  for (int fd : {s.out_fd[0], s.out_fd[1], s.stdin_fd}) {
+    if (fd >= 0) SetNonBlocking(fd);
+  }
 }
 
 void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
@@ -529,6 +563,22 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       }
       return true;
     }
+    case FrameType::kResize: {
+      PayloadReader r(frame.payload);
+      uint32_t rows, cols;
+      if (!r.U32(&rows) || !r.U32(&cols) || !r.AtEnd() || rows == 0 || cols == 0 ||
+          rows > kMaxTerminalSide || cols > kMaxTerminalSide) {
+        *error = "malformed resize";
+        return false;
+      }
+      if (it != streams_.end() && it->second->tty && it->second->out_fd[0] >= 0) {
+        winsize size = {};
+        size.ws_row = static_cast<unsigned short>(rows);
+        size.ws_col = static_cast<unsigned short>(cols);
+        ioctl(it->second->out_fd[0], TIOCSWINSZ, &size);  // the kernel signals SIGWINCH
+      }
+      return true;
+    }
     case FrameType::kWindow: {
       PayloadReader r(frame.payload);
       uint32_t more;
@@ -560,9 +610,23 @@ void AgentServer::Reap() {
       if (s->pid == pid) {
         s->exited = true;
         s->wait_status = status;
+        clock_gettime(CLOCK_MONOTONIC, &s->exited_at);
       }
     }
   }
+}
+
+// How long the output of a command on a terminal is waited for after the command ended, when
+// something else still holds the terminal (a background job).
+constexpr int64_t kTtyGraceMs = 100;
+
+bool AgentServer::InTtyGrace(const Stream& s) {
+  if (!s.tty || !s.exited) return false;
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t ms =
+      (now.tv_sec - s.exited_at.tv_sec) * 1000 + (now.tv_nsec - s.exited_at.tv_nsec) / 1000000;
+  return ms < kTtyGraceMs;
 }
 
 void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
@@ -583,9 +647,11 @@ void AgentServer::PumpOutput(uint32_t id, Stream& s, int which, bool exited) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    // EOF, an error, or (once the process is gone) nothing more buffered: this pipe is done.
-    // Output of background processes still holding the pipe after the exit is not waited for.
-    if (n == 0 || errno != EAGAIN || exited) CloseFd(&s.out_fd[which]);
+    // EOF, an error (a pty whose other end all its holders closed: EIO), or (once the process
+    // is gone) nothing more buffered: this pipe is done. Output of background processes still
+    // holding the pipe after the exit is not waited for. A pty passes what the process wrote
+    // on to its agent end a moment later (the kernel's flip buffer), so it gets a grace.
+    if (n == 0 || errno != EAGAIN || (exited && !InTtyGrace(s))) CloseFd(&s.out_fd[which]);
     return;
   }
 }
@@ -668,7 +734,7 @@ std::string AgentServer::Serve() {
         timeout = 0;
       }
       if (s->kind != Stream::Kind::kExec) continue;
-      if (s->exited && can_send) timeout = 0;
+      if (s->exited && can_send) timeout = InTtyGrace(*s) ? 10 : 0;
       for (int which = 0; which < 2; ++which) {
         if (s->out_fd[which] >= 0 && can_send) {
           fds.push_back({s->out_fd[which], POLLIN, 0});

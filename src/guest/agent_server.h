@@ -1,9 +1,9 @@
 // The guest agent's server: answers the host over the channel port.
 //
 // Single-threaded poll loop owned by PID 1. It runs commands (argv, env, cwd, stdin, separate
-// stdout/stderr, exit status or signal, signals on request), writes and reads files, samples
-// metrics, reaps every child (orphans included), and obeys the channel's flow control in both
-// directions so that neither side buffers more than a window per stream.
+// stdout/stderr or a terminal of their own, exit status or signal, signals on request), writes and
+// reads files, samples metrics, reaps every child (orphans included), and obeys the channel's flow
+// control in both directions so that neither side buffers more than a window per stream.
 #ifndef AIRLOCK_GUEST_AGENT_SERVER_H_
 #define AIRLOCK_GUEST_AGENT_SERVER_H_
 
@@ -47,6 +47,7 @@ class AgentServer {
   void FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message);
   void Reap();
   void PumpOutput(uint32_t id, Stream& s, int which, bool exited);
+  static bool InTtyGrace(const Stream& s);
   void PumpStdin(Stream& s);
   void PumpFileRead(uint32_t id, Stream& s);
   void GrantInput(uint32_t id, Stream& s, bool force);

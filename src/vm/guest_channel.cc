@@ -39,6 +39,14 @@ absl::Status ExecStream::Signal(int signal) {
   return channel_->Send(FrameType::kSignal, id_, w.bytes());
 }
 
+absl::Status ExecStream::Resize(uint32_t rows, uint32_t cols) {
+  if (rows == 0 || cols == 0 || rows > kMaxTerminalSide || cols > kMaxTerminalSide) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a terminal has 1 to ", kMaxTerminalSide, " rows and columns"));
+  }
+  return channel_->Send(FrameType::kResize, id_, PayloadWriter().U32(rows).U32(cols).bytes());
+}
+
 GuestChannel::GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway)
     : fd_(std::move(fd)), on_failure_(std::move(on_failure)), join_midway_(join_midway) {}
 
@@ -641,7 +649,13 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
   if (request.argv.empty()) return absl::InvalidArgumentError("no command given");
   PayloadWriter w;
   w.StrList(request.argv).StrList(request.env).Str(request.cwd);
-  w.U32(request.stdin ? kExecFlagStdin : 0).Str(request.user);
+  if (request.tty && (request.rows == 0 || request.cols == 0 || request.rows > kMaxTerminalSide ||
+                      request.cols > kMaxTerminalSide)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a terminal has 1 to ", kMaxTerminalSide, " rows and columns"));
+  }
+  w.U32((request.stdin ? kExecFlagStdin : 0) | (request.tty ? kExecFlagTty : 0)).Str(request.user);
+  w.U32(request.tty ? request.rows : 0).U32(request.tty ? request.cols : 0);
   if (w.bytes().size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));

@@ -33,6 +33,9 @@ struct ExecRequest {
   std::string cwd;               // empty: the guest's /
   bool stdin = false;            // the host will send input (else the process reads /dev/null)
   std::string user;              // empty: root; NAME|UID[:GROUP|GID] in the guest
+  // On a terminal of this size (kExecFlagTty): output all comes as kStdout.
+  bool tty = false;
+  uint32_t rows = 24, cols = 80;
 };
 
 // One event of a running command.
@@ -88,6 +91,8 @@ class ExecStream {
   [[nodiscard]] absl::Status WriteStdin(std::string_view data);
   [[nodiscard]] absl::Status CloseStdin();
   [[nodiscard]] absl::Status Signal(int signal);
+  // Only for a command on a terminal: its new size.
+  [[nodiscard]] absl::Status Resize(uint32_t rows, uint32_t cols);
   // The host gives up on the command (a timeout, a client that went away): a WriteStdin waiting
   // for a window the guest never grants returns at once, and later ones fail.
   void Abandon();

@@ -14,6 +14,37 @@
 namespace airlock {
 namespace {
 
+TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
+  FakeGuest g;
+  g.Handshake();
+  EXPECT_FALSE(g.channel_->StartExec({.argv = {"sh"}, .tty = true, .rows = 0, .cols = 80}).ok());
+  EXPECT_FALSE(
+      g.channel_->StartExec({.argv = {"sh"}, .tty = true, .rows = 24, .cols = 10001}).ok());
+  auto stream =
+      g.channel_->StartExec({.argv = {"sh"}, .stdin = true, .tty = true, .rows = 50, .cols = 132});
+  ASSERT_TRUE(stream.ok());
+  Frame start = g.Receive();
+  ASSERT_EQ(start.type, FrameType::kExecStart);
+  PayloadReader r(start.payload);
+  std::vector<std::string> argv, env;
+  std::string cwd, user;
+  uint32_t flags, rows, cols;
+  ASSERT_TRUE(r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
+              r.U32(&rows) && r.U32(&cols) && r.AtEnd());
+  EXPECT_EQ(flags, kExecFlagStdin | kExecFlagTty);
+  EXPECT_EQ(rows, 50u);
+  EXPECT_EQ(cols, 132u);
+  EXPECT_FALSE((*stream)->Resize(0, 10).ok());
+  ASSERT_TRUE((*stream)->Resize(60, 200).ok());
+  Frame resize = g.Receive();
+  EXPECT_EQ(resize.type, FrameType::kResize);
+  EXPECT_EQ(resize.stream, start.stream);
+  PayloadReader size(resize.payload);
+  ASSERT_TRUE(size.U32(&rows) && size.U32(&cols) && size.AtEnd());
+  EXPECT_EQ(rows, 60u);
+  EXPECT_EQ(cols, 200u);
+}
+
 TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   FakeGuest g;
   g.Handshake();
@@ -24,12 +55,14 @@ TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   PayloadReader r(start.payload);
   std::vector<std::string> argv, env;
   std::string cwd, user;
-  uint32_t flags;
+  uint32_t flags, rows, cols;
   ASSERT_TRUE(r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
-              r.AtEnd());
+              r.U32(&rows) && r.U32(&cols) && r.AtEnd());
   EXPECT_EQ(argv[1], "hi");
   EXPECT_EQ(cwd, "/w");
   EXPECT_EQ(flags, 0u);
+  EXPECT_EQ(rows, 0u);  // no terminal
+  EXPECT_EQ(cols, 0u);
   EXPECT_EQ(user, "app:staff");
   g.Send(FrameType::kStdout, start.stream, "out");
   g.Send(FrameType::kStderr, start.stream, "err");
