@@ -28,8 +28,16 @@ for fuzzer in build-asan/*_fuzz; do
   rm -rf "$scratch" "$scratch.log"
 done
 
-echo "== VM tests (and airlock mcp driven by the MCP SDK client from npm)"
+echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in headless Chromium)"
 if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
   (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)
+fi
+if [ ! -d tests/timeline/node_modules/puppeteer-core ]; then
+  (cd tests/timeline && npm ci --no-audit --no-fund >/dev/null)
+fi
+if ! command -v chromium >/dev/null; then
+  echo "test: installing chromium (for the timeline page test)" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
 fi
 (cd build && ctest -L vm --output-on-failure)

@@ -20,11 +20,12 @@ constexpr char kUsage[] =
     "                 [--idle-timeout 5m] [--allow RULE] [--allow-preset NAME]\n"
     "                 [--workspace DIR]  (DIR appears read-only under a writable /workspace)\n"
     "                               start a durable session; prints its id\n"
-    "  exec [-i] ID -- CMD ARGS...  run a command in a session\n"
+    "  exec [-i] [-t] ID -- CMD ARGS...  run a command in a session (-it: on a terminal)\n"
     "  ls [--json|-q]               your sessions: state, limits, last use\n"
     "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
     "  quota [--json]               what your sessions may hold at once, and what they use\n"
     "  logs [-f] [-n N] [--since D] ID   output of a session's commands, with timestamps\n"
+    "  log ID [--json | --html FILE [--open]]   everything the session did: its timeline\n"
     "  metrics [--watch] [ID...]    guest CPU, memory, processes and disk\n"
     "  rm ID...                     destroy sessions (their logs stay)\n"
     "  pause ID...                  snapshot sessions to disk and free their VMs\n"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   if (command == "ps") return airlock::PsCommand(args);
   if (command == "quota") return airlock::QuotaCommand(args);
   if (command == "logs") return airlock::LogsCommand(args);
+  if (command == "log") return airlock::LogCommand(args);
   if (command == "network") return airlock::NetworkCommand(args);
   if (command == "secret") return airlock::SecretCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);

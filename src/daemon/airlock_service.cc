@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
+#include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
 
 namespace airlock {
@@ -341,6 +342,24 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
+                                       const v1::TimelineRequest* request,
+                                       grpc::ServerWriter<v1::TimelineEvent>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  if (request->output_bytes() > kTimelineMaxOutputBytes) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("output_bytes is at most ", kTimelineMaxOutputBytes, " (1 MiB)")));
+  }
+  absl::StatusOr<std::vector<v1::TimelineEvent>> events =
+      BuildTimeline(*store_, who->Tenant(), request->session_id(), request->output_bytes());
+  if (!events.ok()) return ToGrpc(events.status());
+  for (const v1::TimelineEvent& e : *events) {
+    if (!writer->Write(e)) return grpc::Status::CANCELLED;
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status SessionsService::Quota(grpc::ServerContext* context,
                                     const v1::GetQuotaRequest* /*request*/,
                                     v1::QuotaReport* response) {
@@ -481,9 +500,6 @@ grpc::Status SessionsService::Exec(
         absl::StrCat("no command given, and image ", (*live)->record.image,
                      " names none (no Entrypoint or Cmd); put one after --")));
   }
-  absl::StatusOr<int64_t> exec_id = store_->StartExec(*who, (*live)->record, argv);
-  if (!exec_id.ok()) return ToGrpc(exec_id.status());
-
   ExecRequest request;
   request.argv = argv;
   // The session's secrets as of now (they may have changed since its VM started).
@@ -506,8 +522,21 @@ grpc::Status SessionsService::Exec(
     request.rows = start.window().rows();
     request.cols = start.window().cols();
   }
+  ExecRecord record;
+  record.argv = argv;
+  record.user = request.user;
+  record.cwd = request.cwd;
+  record.tty = request.tty;
+  absl::StatusOr<int64_t> exec_id = store_->StartExec(*who, (*live)->record, record);
+  if (!exec_id.ok()) return ToGrpc(exec_id.status());
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
-  if (!started.ok()) return ToGrpc(started.status());
+  if (!started.ok()) {
+    store_
+        ->EndExec((*live)->record, *exec_id, kExitAirlockError,
+                  std::string(started.status().message()))
+        .IgnoreError();  // the caller gets the reason either way
+    return ToGrpc(started.status());
+  }
   std::shared_ptr<ExecStream> exec(std::move(*started));
   LogBatch logs(store_, (*live)->record, *exec_id);
   logs.Add(LogStream::kEvent, absl::StrCat("$ ", absl::StrJoin(argv, " ")));

@@ -39,6 +39,8 @@ class SessionsService final : public v1::Sessions::Service {
                       v1::Session* response) override;
   grpc::Status Quota(grpc::ServerContext* context, const v1::GetQuotaRequest* request,
                      v1::QuotaReport* response) override;
+  grpc::Status Timeline(grpc::ServerContext* context, const v1::TimelineRequest* request,
+                        grpc::ServerWriter<v1::TimelineEvent>* writer) override;
   grpc::Status Fork(grpc::ServerContext* context, const v1::ForkSessionRequest* request,
                     v1::ForkSessionResponse* response) override;
   grpc::Status WriteFile(grpc::ServerContext* context, const v1::WriteFileRequest* request,

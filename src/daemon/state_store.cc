@@ -110,6 +110,29 @@ ALTER TABLE sessions ADD COLUMN workspace TEXT NOT NULL DEFAULT '';
     R"sql(
 CREATE INDEX output_by_tenant ON output(tenant, seq);
 )sql",
+    // Version 7: the timeline. Each command's exact argv (NUL-terminated each), user, working
+    // directory and terminal; what coding agents in a session said and did (from their own
+    // transcripts); audit records found by their session.
+    R"sql(
+ALTER TABLE execs ADD COLUMN args BLOB NOT NULL DEFAULT x'';
+ALTER TABLE execs ADD COLUMN user TEXT NOT NULL DEFAULT '';
+ALTER TABLE execs ADD COLUMN cwd TEXT NOT NULL DEFAULT '';
+ALTER TABLE execs ADD COLUMN tty INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX execs_by_session ON execs(session_id, id);
+CREATE INDEX audit_by_target ON audit(target, seq);
+CREATE TABLE agent_events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  exec_id INTEGER NOT NULL,
+  tool_id TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  text BLOB NOT NULL);
+CREATE INDEX agent_events_by_session ON agent_events(session_id, seq);
+)sql",
 };
 
 std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
@@ -440,6 +463,7 @@ absl::Status StateStore::DeleteSession(const Principal& who, const std::string& 
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM net_events WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM agent_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM execs WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM sessions WHERE id = ? AND tenant = ?"}) {
     Stmt q(db_, sql);
@@ -514,13 +538,18 @@ absl::StatusOr<std::vector<SessionRecord>> StateStore::SessionsInState(
 }
 
 absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const SessionRecord& s,
-                                              const std::vector<std::string>& argv) {
+                                              const ExecRecord& e) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
-  std::string command = absl::StrJoin(argv, " ");
-  Stmt q(db_, "INSERT INTO execs(session_id, tenant, argv, started_ms) VALUES(?,?,?,?)");
-  q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, command).Bind(4, NowUnixMs()).Step();
+  std::string command = absl::StrJoin(e.argv, " ");
+  std::string args;
+  for (const std::string& a : e.argv) args.append(a).push_back('\0');
+  Stmt q(db_,
+         "INSERT INTO execs(session_id, tenant, argv, started_ms, args, user, cwd, tty) "
+         "VALUES(?,?,?,?,?,?,?,?)");
+  q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, command).Bind(4, NowUnixMs()).BindBlob(5, args);
+  q.Bind(6, e.user).Bind(7, e.cwd).Bind(8, e.tty ? 1 : 0).Step();
   if (!q.ok()) return q.status();
   int64_t exec_id = sqlite3_last_insert_rowid(db_);
   Stmt touch(db_, "UPDATE sessions SET last_used_ms = ? WHERE id = ?");
@@ -533,6 +562,110 @@ absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const Sessio
   }
   if (absl::Status st = tx.Commit(); !st.ok()) return st;
   return exec_id;
+}
+
+absl::StatusOr<std::vector<ExecRecord>> StateStore::ReadExecs(const std::string& tenant,
+                                                              const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT id, argv, args, user, cwd, tty, started_ms, IFNULL(ended_ms, -1), "
+         "IFNULL(exit_code, 0), IFNULL(message, '') FROM execs WHERE session_id = ? AND "
+         "tenant = ? ORDER BY id LIMIT ?");
+  q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
+  std::vector<ExecRecord> out;
+  while (q.Step()) {
+    ExecRecord e;
+    e.id = q.Int(0);
+    std::string args = q.Text(2);
+    if (args.empty()) {
+      e.argv = {q.Text(1)};  // recorded before version 7: the words joined by spaces
+    } else {
+      e.argv = absl::StrSplit(args, '\0');
+      e.argv.pop_back();  // after the last terminator
+    }
+    e.user = q.Text(3);
+    e.cwd = q.Text(4);
+    e.tty = q.Int(5) != 0;
+    e.started_ms = q.Int(6);
+    e.ended_ms = q.Int(7);
+    e.exit_code = static_cast<int>(q.Int(8));
+    e.message = q.Text(9);
+    out.push_back(std::move(e));
+  }
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<std::map<int64_t, ExecOutput>> StateStore::ReadExecOutputs(const std::string& tenant,
+                                                                          const std::string& id,
+                                                                          size_t keep_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT exec_id, data FROM output WHERE session_id = ? AND tenant = ? AND stream IN "
+         "(1, 2) ORDER BY seq");
+  q.Bind(1, id).Bind(2, tenant);
+  std::map<int64_t, ExecOutput> out;
+  while (q.Step()) {
+    ExecOutput& o = out[q.Int(0)];
+    std::string data = q.Text(1);
+    o.total += data.size();
+    if (o.kept.size() < keep_bytes) o.kept.append(data, 0, keep_bytes - o.kept.size());
+  }
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::Status StateStore::AppendAgentEvents(const SessionRecord& s,
+                                           const std::vector<AgentEvent>& events) {
+  if (events.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  for (const AgentEvent& e : events) {
+    Stmt q(db_,
+           "INSERT INTO agent_events(session_id, tenant, unix_ms, kind, agent, exec_id, tool_id, "
+           "tool, text) VALUES(?,?,?,?,?,?,?,?,?)");
+    q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, e.unix_ms).Bind(4, e.kind).Bind(5, e.agent);
+    q.Bind(6, e.exec_id).Bind(7, e.tool_id).Bind(8, e.tool).BindBlob(9, e.text).Step();
+    if (!q.ok()) return q.status();
+  }
+  Stmt trim(db_,
+            "DELETE FROM agent_events WHERE session_id = ? AND seq <= (SELECT seq FROM "
+            "agent_events WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)");
+  trim.Bind(1, s.id).Bind(2, s.id).Bind(3, kMaxAgentEventsPerSession).Step();
+  if (!trim.ok()) return trim.status();
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<AgentEvent>> StateStore::ReadAgentEvents(const std::string& tenant,
+                                                                    const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT seq, unix_ms, kind, agent, exec_id, tool_id, tool, text FROM agent_events "
+         "WHERE session_id = ? AND tenant = ? ORDER BY seq LIMIT ?");
+  q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
+  std::vector<AgentEvent> out;
+  while (q.Step()) {
+    out.push_back(
+        {q.Int(0), q.Int(1), q.Text(2), q.Text(3), q.Int(4), q.Text(5), q.Text(6), q.Text(7)});
+  }
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditOf(const std::string& tenant,
+                                                             const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT unix_ms, principal, tenant, action, target, outcome FROM audit WHERE target = ? "
+         "AND tenant = ? ORDER BY seq LIMIT ?");
+  q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
+  std::vector<AuditRecord> out;
+  while (q.Step()) {
+    out.push_back({q.Int(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Text(5)});
+  }
+  if (!q.ok()) return q.status();
+  return out;
 }
 
 absl::Status StateStore::EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,

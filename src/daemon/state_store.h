@@ -116,6 +116,38 @@ struct LogRecord {
   std::string data;
 };
 
+// One command of a session, as the timeline shows it.
+struct ExecRecord {
+  int64_t id = 0;
+  std::vector<std::string> argv;
+  std::string user;  // as asked ("" : the image's User, else root)
+  std::string cwd;
+  bool tty = false;
+  int64_t started_ms = 0;
+  int64_t ended_ms = -1;  // -1: not ended (running, or airlockd stopped meanwhile)
+  int exit_code = 0;
+  std::string message;
+};
+
+// A command's stored output: its first bytes (stdout and stderr as they came) and how much.
+struct ExecOutput {
+  std::string kept;
+  uint64_t total = 0;
+};
+
+// Something a coding agent in a session said or did, from its own transcript (hostile: the
+// guest wrote it).
+struct AgentEvent {
+  int64_t seq = 0;
+  int64_t unix_ms = 0;
+  std::string kind;     // agent.prompt, agent.message, agent.tool_call, agent.tool_result
+  std::string agent;    // claude, opencode
+  int64_t exec_id = 0;  // the command the agent ran in, 0 if unknown
+  std::string tool_id;
+  std::string tool;
+  std::string text;
+};
+
 struct AuditRecord {
   int64_t unix_ms = 0;
   std::string principal;
@@ -127,7 +159,7 @@ struct AuditRecord {
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,
@@ -153,9 +185,26 @@ class StateStore {
   [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> SessionsInState(
       std::vector<SessionState> states);
 
-  // Records the start of a command; returns its exec id.
+  // Records the start of a command (e: argv, user, cwd, tty); returns its exec id.
   [[nodiscard]] absl::StatusOr<int64_t> StartExec(const Principal& who, const SessionRecord& s,
-                                                  const std::vector<std::string>& argv);
+                                                  const ExecRecord& e);
+  // A session's commands, oldest first (at most kMaxTimelineRows).
+  [[nodiscard]] absl::StatusOr<std::vector<ExecRecord>> ReadExecs(const std::string& tenant,
+                                                                  const std::string& id);
+  // Each command's stored output by exec id, keeping its first keep_bytes.
+  [[nodiscard]] absl::StatusOr<std::map<int64_t, ExecOutput>> ReadExecOutputs(
+      const std::string& tenant, const std::string& id, size_t keep_bytes);
+  // Events from agents' transcripts; at most kMaxAgentEventsPerSession, oldest dropped.
+  [[nodiscard]] absl::Status AppendAgentEvents(const SessionRecord& s,
+                                               const std::vector<AgentEvent>& events);
+  [[nodiscard]] absl::StatusOr<std::vector<AgentEvent>> ReadAgentEvents(const std::string& tenant,
+                                                                        const std::string& id);
+  // The audit records whose target is the session, oldest first.
+  [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditOf(const std::string& tenant,
+                                                                 const std::string& id);
+  static constexpr int64_t kMaxAgentEventsPerSession = 20000;
+  // Rows of each kind one timeline reads at most.
+  static constexpr int64_t kMaxTimelineRows = 50000;
   [[nodiscard]] absl::Status EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,
                                      const std::string& message);
 
