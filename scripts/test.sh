@@ -28,6 +28,10 @@ for fuzzer in build-asan/*_fuzz; do
   rm -rf "$scratch" "$scratch.log"
 done
 
+echo "== the agent image for the Claude Code test (npm's package, its scripts run in a build VM)"
+build/airlock image build --debian bookworm --packages git \
+  --npm "@anthropic-ai/claude-code@${AIRLOCK_TEST_CLAUDE_CODE:-2.1.197}" --tag airlock/claude >/dev/null
+
 echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in headless Chromium)"
 if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
   (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)

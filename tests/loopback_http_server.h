@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/common/file_util.h"
@@ -81,6 +82,11 @@ class LoopbackHttpServer {
   }
   int port() const { return port_; }
   int requests() const { return requests_; }
+  // The bodies of the requests so far (empty for those without one), in order.
+  std::vector<std::string> bodies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bodies_;
+  }
   // The server names TLS clients asked for (SNI), in order.
   std::vector<std::string> server_names() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,7 +144,25 @@ class LoopbackHttpServer {
       if (sp != std::string::npos)
         path = request.substr(sp + 1, request.find(' ', sp + 1) - sp - 1);
       path = path.substr(0, path.find('?'));
-      std::optional<std::string> body = serve_(path, request.substr(0, request.find("\r\n\r\n")));
+      // A request with a body (Content-Length) is read whole before it is answered.
+      size_t head_end = request.find("\r\n\r\n");
+      std::string head = request.substr(0, head_end);
+      size_t length = 0;
+      std::string lower = absl::AsciiStrToLower(head);
+      if (size_t at = lower.find("\r\ncontent-length:"); at != std::string::npos) {
+        length = std::strtoul(lower.c_str() + at + 17, nullptr, 10);
+      }
+      while (head_end != std::string::npos && length < (16 << 20) &&
+             request.size() < head_end + 4 + length) {
+        int n = read_some(buf, sizeof(buf));
+        if (n <= 0) break;
+        request.append(buf, static_cast<size_t>(n));
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (head_end != std::string::npos) bodies_.push_back(request.substr(head_end + 4));
+      }
+      std::optional<std::string> body = serve_(path, head);
       const char* type =
           body && body->rfind("<!DOCTYPE html>", 0) == 0 ? "text/html" : "application/octet-stream";
       std::string reply =
@@ -164,6 +188,7 @@ class LoopbackHttpServer {
   std::atomic<int> requests_{0};
   std::mutex mu_;
   std::vector<std::string> names_;
+  std::vector<std::string> bodies_;
   std::thread thread_;
 };
 

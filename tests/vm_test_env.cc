@@ -87,11 +87,12 @@ class PrivateDaemon : public ::testing::Environment {
     ASSERT_TRUE(
         WriteFileAtomically(home_ + "/egress-ceiling", "allow *:*\nallow 127.0.0.1/32:*\n", 0644)
             .ok());
-    ASSERT_TRUE(WriteFileAtomically(home_ + "/egress-hosts",
-                                    "127.0.0.1 web.test other.test git.test api.test\n"
-                                    "10.9.9.9 rebind.test\n",
-                                    0644)
-                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(home_ + "/egress-hosts",
+                            "127.0.0.1 web.test other.test git.test api.test api.anthropic.com\n"
+                            "10.9.9.9 rebind.test\n",
+                            0644)
+            .ok());
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
     // Tenants with small quotas (SessionTest, HostileTenantTest); others have the defaults.
     ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",

@@ -17,6 +17,7 @@ int PsCommand(const std::vector<std::string>& args);
 int QuotaCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
 int LogCommand(const std::vector<std::string>& args);
+int AgentCommand(const std::vector<std::string>& args);
 int MetricsCommand(const std::vector<std::string>& args);
 int RemoveCommand(const std::vector<std::string>& args);
 int PauseCommand(const std::vector<std::string>& args);

@@ -1,11 +1,14 @@
 // `airlock image`: import, list and remove images in the local store.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -13,11 +16,15 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
+#include "src/cli/exec_client.h"
+#include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/image/npm_layer.h"
 #include "src/image/oci_archive.h"
 #include "src/image/registry_client.h"
+#include "src/image/tar_to_ext4.h"
 
 namespace airlock {
 namespace {
@@ -25,7 +32,8 @@ namespace {
 constexpr char kImageUsage[] =
     "usage: airlock image import ARCHIVE [--tag NAME]\n"
     "       airlock image import --rootfs TAR --tag NAME\n"
-    "       airlock image build --debian SUITE [--packages P1,P2] [--env K=V]... --tag NAME\n"
+    "       airlock image build --debian SUITE [--packages P1,P2] [--npm PKG]... [--env K=V]...\n"
+    "                           --tag NAME\n"
     "       airlock image pull REF\n"
     "       airlock image push ARCHIVE REF\n"
     "       airlock image ls [--json]\n"
@@ -38,6 +46,12 @@ constexpr char kImageUsage[] =
     "build makes an image from Debian packages with mmdebstrap (minbase plus the packages, from\n"
     "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock);\n"
     "--env sets a variable of the image's environment (as an OCI image's Env).\n"
+    "--npm adds an npm package (and Node.js): fetched here by npm with --ignore-scripts, so no\n"
+    "package's code runs on this host; its install scripts run in a build VM without network,\n"
+    "and /usr/local comes back out of it. Cached in $AIRLOCK_CACHE/npm by the packages as\n"
+    "written: pin versions (@anthropic-ai/claude-code@2.1.197) to control updates. E.g.\n"
+    "airlock image build --debian bookworm --packages git --npm @anthropic-ai/claude-code\n"
+    "  --tag airlock/claude\n"
     "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
     "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
@@ -78,12 +92,143 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
   return 0;
 }
 
+// The output of a command in the build VM: stdout into a file (at most a cap), stderr to ours.
+class BuildIo : public ExecIo {
+ public:
+  BuildIo(int out_fd, uint64_t cap) : out_fd_(out_fd), cap_(cap) {}
+  void Stdout(const std::string& data) override {
+    if (out_fd_ < 0 || failed_) return;
+    written_ += data.size();
+    if (written_ > cap_ ||
+        write(out_fd_, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
+      failed_ = true;
+    }
+  }
+  void Stderr(const std::string& data) override {
+    (void)!write(STDERR_FILENO, data.data(), data.size());
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  int out_fd_;
+  uint64_t cap_;
+  uint64_t written_ = 0;
+  bool failed_ = false;
+};
+
+// Runs argv in session id; its stdout into out_fd (if >= 0). Fails with what went wrong.
+absl::Status RunInBuildVm(DaemonClient& client, const std::string& id,
+                          const std::vector<std::string>& argv, int out_fd, uint64_t cap) {
+  v1::ExecStart start;
+  start.set_session_id(id);
+  for (const std::string& a : argv) start.add_argv(a);
+  BuildIo io(out_fd, cap);
+  grpc::ClientContext context;
+  ExecOutcome outcome = RunExec(client, start, io, context);
+  if (!outcome.exit) return absl::UnavailableError(Describe(outcome.status));
+  if (io.failed()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the build VM's output did not fit (at most ", FormatBytes(cap), ")"));
+  }
+  if (outcome.exit->code() != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "`", absl::StrJoin(argv, " "), "` failed in the build VM (exit ", outcome.exit->code(), ")",
+        outcome.exit->message().empty() ? "" : ": ", outcome.exit->message()));
+  }
+  return absl::OkStatus();
+}
+
+// The npm layer of an image: packages fetched on the host without their scripts, then
+// installed for real in a build VM of the base image (scripts run there, with no network),
+// and /usr/local taken back out as a tar (parsed like any image layer). Cached under
+// cache/npm keyed by the base and the specs as written.
+absl::StatusOr<std::string> NpmLayer(ImageStore& store, const std::string& rootfs_tar,
+                                     const std::vector<std::string>& specs, const std::string& tag,
+                                     const std::string& cache) {
+  absl::StatusOr<std::string> base_digest = Sha256File(rootfs_tar);
+  if (!base_digest.ok()) return base_digest.status();
+  std::string key =
+      Sha256String(absl::StrCat("npm-layer-v1\n", *base_digest, "\n", absl::StrJoin(specs, "\n")));
+  std::string layer = absl::StrCat(cache, "/npm/", key.substr(0, 24), ".tar");
+  if (access(layer.c_str(), F_OK) == 0) return layer;
+  if (absl::Status s = MakeDirectories(cache + "/npm", 0700); !s.ok()) return s;
+  std::string fetched = layer + ".fetched";
+  std::fprintf(stderr, "airlock image build: fetching %s with npm (no scripts run here)\n",
+               absl::StrJoin(specs, " ").c_str());
+  if (absl::Status s = FetchNpmLayer(specs, cache, fetched); !s.ok()) return s;
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() { unlink(path.c_str()); }
+  } fetched_cleanup{fetched};
+  std::string build_tag = tag + "-npm-build";
+  absl::StatusOr<ImageInfo> base = store.ImportRootfsLayers({rootfs_tar, fetched}, build_tag);
+  if (!base.ok()) return base.status();
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return absl::UnavailableError("the build VM needs airlockd");
+  v1::CreateSessionRequest create;
+  create.set_image(build_tag);
+  create.mutable_limits()->set_vcpus(2);
+  create.mutable_limits()->set_memory_bytes(2ull << 30);
+  create.mutable_limits()->set_disk_bytes(16ull << 30);
+  create.mutable_limits()->set_idle_timeout_seconds(0);
+  v1::Session session;
+  grpc::ClientContext create_context;
+  grpc::Status created = client->sessions->Create(&create_context, create, &session);
+  if (!created.ok()) return absl::UnavailableError("build VM: " + Describe(created));
+  struct RemoveSession {
+    DaemonClient& client;
+    std::string id;
+    std::string tag;
+    ~RemoveSession() {
+      grpc::ClientContext context;
+      v1::RemoveSessionRequest request;
+      request.set_id(id);
+      v1::RemoveSessionResponse response;
+      client.sessions->Remove(&context, request, &response);
+      grpc::ClientContext images_context;
+      v1::RemoveImagesRequest images;
+      images.add_names(tag);
+      v1::RemoveImagesResponse removed;
+      client.images->Remove(&images_context, images, &removed);
+    }
+  } remove{*client, session.id(), build_tag};
+  std::fprintf(stderr, "airlock image build: running the packages' install scripts in VM %s\n",
+               session.id().c_str());
+  if (absl::Status s = RunInBuildVm(*client, session.id(),
+                                    {"npm", "rebuild", "--global", "--prefix", "/usr/local",
+                                     "--foreground-scripts", "--no-update-notifier"},
+                                    -1, 0);
+      !s.ok()) {
+    return s;
+  }
+  std::string tmp = layer + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("create ", tmp));
+  absl::Status taken = RunInBuildVm(*client, session.id(),
+                                    {"tar", "--create", "--file=-", "--directory=/", "usr/local"},
+                                    fd, kMaxImageBytes);
+  close(fd);
+  if (taken.ok()) taken = CommitFile(tmp, layer);
+  if (!taken.ok()) {
+    unlink(tmp.c_str());
+    return taken;
+  }
+  return layer;
+}
+
 int Build(const std::vector<std::string>& args, ImageStore& store) {
   std::string suite, packages, tag;
-  std::vector<std::string> env;
+  std::vector<std::string> env, npm;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--env" && i + 1 < args.size()) {
       env.push_back(args[++i]);
+      continue;
+    }
+    if (args[i] == "--npm" && i + 1 < args.size()) {
+      if (absl::Status s = ValidateNpmSpec(args[++i]); !s.ok()) {
+        return Usage(std::string(s.message()).c_str());
+      }
+      npm.push_back(args[i]);
       continue;
     }
     std::string* value = args[i] == "--debian"     ? &suite
@@ -100,11 +245,27 @@ int Build(const std::vector<std::string>& args, ImageStore& store) {
   for (absl::string_view p : absl::StrSplit(packages, ',', absl::SkipEmpty())) {
     list.emplace_back(p);
   }
-  const char* cache = std::getenv("AIRLOCK_CACHE");
-  std::fprintf(stderr, "airlock image build: debian %s + %s\n", suite.c_str(),
-               packages.empty() ? "nothing" : packages.c_str());
-  absl::StatusOr<ImageInfo> info =
-      store.BuildDebian(suite, list, tag, cache ? cache : "/var/cache/airlock", env);
+  // npm packages need Node.js and npm in the image (their scripts run there), and the
+  // registry's certificates for the agents that use them.
+  for (const char* needed : {"nodejs", "npm", "ca-certificates"}) {
+    if (!npm.empty() && std::find(list.begin(), list.end(), needed) == list.end()) {
+      list.push_back(needed);
+    }
+  }
+  const char* cache_env = std::getenv("AIRLOCK_CACHE");
+  std::string cache = cache_env ? cache_env : "/var/cache/airlock";
+  std::fprintf(stderr, "airlock image build: debian %s + %s%s%s\n", suite.c_str(),
+               list.empty() ? "nothing" : absl::StrJoin(list, ",").c_str(),
+               npm.empty() ? "" : " + npm ", absl::StrJoin(npm, " ").c_str());
+  absl::StatusOr<ImageInfo> info;
+  if (npm.empty()) {
+    info = store.BuildDebian(suite, list, tag, cache, env);
+  } else {
+    absl::StatusOr<std::string> rootfs = ImageStore::DebianRootfs(suite, list, cache);
+    absl::StatusOr<std::string> layer =
+        rootfs.ok() ? NpmLayer(store, *rootfs, npm, tag, cache) : rootfs.status();
+    info = layer.ok() ? store.ImportRootfsLayers({*rootfs, *layer}, tag, env) : layer.status();
+  }
   if (!info.ok()) {
     std::fprintf(stderr, "airlock image build: %s\n", std::string(info.status().message()).c_str());
     return 1;

@@ -40,6 +40,8 @@ constexpr char kUsage[] =
     "                               (airlock network --help)\n"
     "  secret ls|set|rm ID ...      secrets the guest holds placeholders of\n"
     "                               (airlock secret --help)\n"
+    "  agent claude [--workspace DIR] [-- ARGS]   Claude Code in a session: only its API, its\n"
+    "                               key kept outside (airlock agent --help)\n"
     "  mcp                          serve the Model Context Protocol on stdio (airlock mcp -h)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
     "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
   if (command == "quota") return airlock::QuotaCommand(args);
   if (command == "logs") return airlock::LogsCommand(args);
   if (command == "log") return airlock::LogCommand(args);
+  if (command == "agent") return airlock::AgentCommand(args);
   if (command == "network") return airlock::NetworkCommand(args);
   if (command == "secret") return airlock::SecretCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);

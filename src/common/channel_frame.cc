@@ -207,4 +207,52 @@ bool DecodeMetrics(std::string_view payload, GuestMetrics* m) {
   return r.AtEnd();
 }
 
+std::string EncodeTailRecord(const TailRecord& r) {
+  PayloadWriter w;
+  w.Str(r.name).U64(r.size).U64(r.offset).Str(r.bytes);
+  return w.bytes();
+}
+
+bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
+                       std::string* error) {
+  out->clear();
+  PayloadReader r(answer);
+  uint64_t content = 0;
+  while (!r.AtEnd()) {
+    TailRecord t;
+    if (!(r.Str(&t.name) && r.U64(&t.size) && r.U64(&t.offset) && r.Str(&t.bytes))) {
+      *error = "a record is cut short";
+      return false;
+    }
+    if (out->size() == kMaxTailFiles) {
+      *error = "more files than asked for";
+      return false;
+    }
+    bool bad_name = t.name.empty() || t.name.size() > 4096 || t.name[0] == '/' ||
+                    t.name.find('\0') != std::string::npos;
+    for (size_t start = 0; !bad_name && start <= t.name.size();) {
+      size_t end = t.name.find('/', start);
+      if (end == std::string::npos) end = t.name.size();
+      std::string_view part(t.name.data() + start, end - start);
+      bad_name = part.empty() || part == "." || part == "..";
+      start = end + 1;
+    }
+    if (bad_name) {
+      *error = "a file name is not a clean relative path";
+      return false;
+    }
+    if (t.offset > t.size || t.bytes.size() > t.size - t.offset) {
+      *error = "a file's bytes go beyond its size";
+      return false;
+    }
+    content += t.bytes.size();
+    if (content > max_bytes) {
+      *error = "more content than asked for";
+      return false;
+    }
+    out->push_back(std::move(t));
+  }
+  return true;
+}
+
 }  // namespace airlock

@@ -125,8 +125,17 @@ enum class FrameType : uint8_t {
   // Host -> guest on an exec stream with kExecFlagTty: u32 rows, u32 cols. The guest sets the
   // terminal's size (its kernel sends SIGWINCH to the foreground process group).
   kResize = 26,
+  // Host -> guest, opens a stream: what an agent appended to its own files since the host last
+  // looked (its transcripts). string user (as kExecStart; whose home), string dir (relative to
+  // that home, no "." or ".." component), string suffix (of the files' names), u32 depth (of
+  // subdirectories, at most kMaxTailDepth), u32 max_bytes (of content in all, at most
+  // kMaxTailBytes), u32 count (at most kMaxTailFiles) + per file already read: string name
+  // (relative to dir), u64 offset. The guest answers with kStdout carrying TailRecords (one per
+  // regular file found, by name, at most kMaxTailFiles; no symbolic link is followed on the
+  // way), then kExit: kExited, or kFailed with an errno (ENOENT: no such directory yet).
+  kTailFiles = 27,
 };
-inline constexpr uint8_t kMaxFrameType = 26;
+inline constexpr uint8_t kMaxFrameType = 27;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.
@@ -286,6 +295,28 @@ class PayloadReader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
+
+// kTailFiles's limits.
+inline constexpr uint32_t kMaxTailDepth = 4;
+inline constexpr uint32_t kMaxTailBytes = 4 << 20;
+inline constexpr uint32_t kMaxTailFiles = 256;
+
+// One file's news in a kTailFiles answer: its name (relative to the directory), its size now,
+// and its bytes from offset (the host's, or 0 if the file is new to it or shrank) on.
+struct TailRecord {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+  std::string bytes;
+};
+// string name, u64 size, u64 offset, string bytes.
+std::string EncodeTailRecord(const TailRecord& r);
+// A whole kTailFiles answer (the concatenated kStdout payloads): false, with why, on anything
+// malformed: a record cut short, more than kMaxTailFiles, names empty, absolute, with a "."
+// or ".." component, a NUL, or over 4096 bytes, bytes beyond size or offset, or more than
+// max_bytes of content in all.
+bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
+                       std::string* error);
 
 // Guest resource usage (kMetrics), sampled by the agent.
 struct GuestMetrics {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
+#include "src/daemon/agent_transcripts.h"
 #include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
 
@@ -215,6 +216,11 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
       start.user().find_first_of(std::string("\0\n", 2)) != std::string::npos) {
     return absl::InvalidArgumentError(
         "user must be NAME or UID, optionally :GROUP or :GID (at most 256 bytes, one line)");
+  }
+  if (!start.agent().empty() && FindAgent(start.agent()) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("airlockd knows no agent \"",
+                                                   start.agent().substr(0, 64), "\" (it knows ",
+                                                   KnownAgents(), ")"));
   }
   if (start.has_window() && !start.tty()) {
     return absl::InvalidArgumentError(
@@ -539,6 +545,13 @@ grpc::Status SessionsService::Exec(
   }
   std::shared_ptr<ExecStream> exec(std::move(*started));
   LogBatch logs(store_, (*live)->record, *exec_id);
+  // An agent's transcripts are read while it runs, and once more after (Stop, as this call
+  // returns; before the session handle goes).
+  std::optional<TranscriptCollector> transcripts;
+  if (const AgentKind* agent = FindAgent(start.agent()); agent != nullptr) {
+    transcripts.emplace(store_, (*live)->record, (*live)->vm->channel().shared_from_this(), *agent,
+                        request.user, *exec_id);
+  }
   logs.Add(LogStream::kEvent, absl::StrCat("$ ", absl::StrJoin(argv, " ")));
 
   // Client messages: stdin, its end, signals. A client that goes away takes its command along.
@@ -638,8 +651,10 @@ grpc::Status SessionsService::Exec(
         exit.set_message(
             absl::StrCat("timed out after ", start.timeout_seconds(), "s; the command was killed"));
       }
-      // What the command's connections were refused is in the log before its exit is reported.
+      // What the command's connections were refused, and what its agent wrote last, are in
+      // the log before its exit is reported.
       if ((*live)->egress != nullptr) (*live)->egress->Flush();
+      if (transcripts) transcripts->Stop();
       logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
                                                exit.message().empty() ? "" : ": ", exit.message()));
       logs.Flush();

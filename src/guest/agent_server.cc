@@ -1,5 +1,6 @@
 #include "src/guest/agent_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -209,7 +210,7 @@ void MakeParents(const std::string& path) {
 }  // namespace
 
 struct AgentServer::Stream {
-  enum class Kind { kExec, kFileWrite, kFileRead };
+  enum class Kind { kExec, kFileWrite, kFileRead, kBuffer };
   Kind kind = Kind::kExec;
   pid_t pid = -1;
   int stdin_fd = -1;
@@ -224,6 +225,8 @@ struct AgentServer::Stream {
   StreamWindow window;      // output we may send, input we received
   int file_error = 0;
   uint64_t oom_kills_at_start = 0;
+  std::string buffer;  // kBuffer: an answer made at once, sent as the window allows
+  size_t buffer_sent = 0;
 };
 
 AgentServer::AgentServer(int channel_fd, int sigchld_fd)
@@ -421,6 +424,160 @@ void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
   streams_[id]->file_fd = fd;
 }
 
+namespace {
+
+// A relative path of clean components (no empty, "." or ".." part).
+bool CleanRelativePath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return false;
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+// A file kTailFiles found: where it is and its name relative to the directory asked for.
+struct TailFile {
+  std::string name;
+  int dir_fd;  // borrowed from TailWalk::dirs
+  std::string leaf;
+};
+
+// Walks a directory tree without following symbolic links, collecting regular files whose
+// names end in suffix, at most kMaxTailFiles, in name order.
+struct TailWalk {
+  std::string suffix;
+  std::vector<int> dirs;  // every directory opened, closed by the walk's owner
+  std::vector<TailFile> files;
+
+  ~TailWalk() {
+    for (int fd : dirs) close(fd);
+  }
+  void Walk(int dir_fd, const std::string& prefix, uint32_t depth) {
+    int listing = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+    DIR* d = listing >= 0 ? fdopendir(listing) : nullptr;
+    if (d == nullptr) {
+      if (listing >= 0) close(listing);
+      return;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != ".." && names.size() < 4 * kMaxTailFiles) names.push_back(name);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      if (files.size() >= kMaxTailFiles) return;
+      struct stat st;
+      if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode) && depth > 0) {
+        int sub = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) continue;
+        dirs.push_back(sub);
+        Walk(sub, prefix + name + "/", depth - 1);
+      } else if (S_ISREG(st.st_mode) && name.size() > suffix.size() &&
+                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        files.push_back({prefix + name, dir_fd, name});
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void AgentServer::StartTailFiles(uint32_t id, const std::string& payload) {
+  PayloadReader r(payload);
+  std::string user, dir, suffix;
+  uint32_t depth = 0, max_bytes = 0, count = 0;
+  bool ok = r.Str(&user) && r.Str(&dir) && r.Str(&suffix) && r.U32(&depth) && r.U32(&max_bytes) &&
+            r.U32(&count) && count <= kMaxTailFiles;
+  std::map<std::string, uint64_t> known;
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    std::string name;
+    uint64_t offset;
+    ok = r.Str(&name) && r.U64(&offset);
+    known[name] = offset;
+  }
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kBuffer;
+  streams_[id] = std::move(stream);
+  if (!ok || !r.AtEnd() || !CleanRelativePath(dir) || suffix.size() > 64 || depth > kMaxTailDepth ||
+      max_bytes > kMaxTailBytes) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "malformed tail request");
+    return;
+  }
+  Identity who;
+  std::string who_error;
+  if (!ResolveUser(user, ReadSmallFile("/etc/passwd"), ReadSmallFile("/etc/group"), &who,
+                   &who_error)) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, who_error);
+    return;
+  }
+  TailWalk walk;
+  walk.suffix = suffix;
+  int fd = open(who.home.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) walk.dirs.push_back(fd);
+  for (size_t start = 0; fd >= 0 && start <= dir.size();) {
+    size_t end = dir.find('/', start);
+    if (end == std::string::npos) end = dir.size();
+    fd = openat(fd, dir.substr(start, end - start).c_str(),
+                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) walk.dirs.push_back(fd);
+    start = end + 1;
+  }
+  if (fd < 0) {
+    int e = errno;
+    FinishStream(id, ExitKind::kFailed, e, dir + ": " + strerror(e));
+    return;
+  }
+  walk.Walk(fd, "", depth);
+  // Each file with news gets an equal share of the bytes asked for (what one leaves, the next
+  // may use), so one that grows without end cannot starve the others.
+  std::string& answer = streams_[id]->buffer;
+  uint64_t left = max_bytes;
+  for (size_t i = 0; i < walk.files.size(); ++i) {
+    const TailFile& f = walk.files[i];
+    int file = openat(f.dir_fd, f.leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (file < 0) continue;
+    if (fstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(file);
+      continue;
+    }
+    TailRecord record;
+    record.name = f.name;
+    record.size = static_cast<uint64_t>(st.st_size);
+    auto seen = known.find(f.name);
+    bool is_new = seen == known.end() || seen->second > record.size;
+    record.offset = is_new ? 0 : seen->second;
+    uint64_t share = left / (walk.files.size() - i);
+    uint64_t want = std::min<uint64_t>(record.size - record.offset, share);
+    record.bytes.resize(want);
+    ssize_t n =
+        want > 0 ? pread(file, record.bytes.data(), want, static_cast<off_t>(record.offset)) : 0;
+    close(file);
+    record.bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    left -= record.bytes.size();
+    if (record.bytes.empty() && !is_new) continue;
+    answer += EncodeTailRecord(record);
+  }
+}
+
+void AgentServer::PumpBuffer(uint32_t id, Stream& s) {
+  while (s.window.sendable() > 0 && out_bytes_ < kOutQueueCap && s.buffer_sent < s.buffer.size()) {
+    size_t n =
+        std::min<uint64_t>({s.window.sendable(), kMaxPayload, s.buffer.size() - s.buffer_sent});
+    Send(FrameType::kStdout, id, std::string_view(s.buffer).substr(s.buffer_sent, n));
+    s.window.Sent(n);
+    s.buffer_sent += n;
+  }
+  if (s.buffer_sent == s.buffer.size()) FinishStream(id, ExitKind::kExited, 0, "");
+}
+
 void AgentServer::GrantInput(uint32_t id, Stream& s, bool force) {
   if (uint32_t grant = s.window.TakeGrant(force); grant > 0) {
     Send(FrameType::kWindow, id, PayloadWriter().U32(grant).bytes());
@@ -463,6 +620,7 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
       {FrameType::kExecStart, &AgentServer::StartExec},
       {FrameType::kFileWrite, &AgentServer::StartFileWrite},
       {FrameType::kFileRead, &AgentServer::StartFileRead},
+      {FrameType::kTailFiles, &AgentServer::StartTailFiles},
       {FrameType::kMetricsRequest, &AgentServer::StartMetrics},
   };
   return *openers;
@@ -730,7 +888,7 @@ std::string AgentServer::Serve() {
     for (auto& [id, s] : streams_) {
       if (paused_) break;  // output waits in its pipes until the host is back
       bool can_send = s->window.sendable() > 0 && out_bytes_ < kOutQueueCap;
-      if (s->kind == Stream::Kind::kFileRead && can_send) {
+      if ((s->kind == Stream::Kind::kFileRead || s->kind == Stream::Kind::kBuffer) && can_send) {
         timeout = 0;
       }
       if (s->kind != Stream::Kind::kExec) continue;
@@ -808,6 +966,10 @@ std::string AgentServer::Serve() {
       Stream& s = *it->second;
       if (s.kind == Stream::Kind::kFileRead) {
         PumpFileRead(id, s);
+        continue;
+      }
+      if (s.kind == Stream::Kind::kBuffer) {
+        PumpBuffer(id, s);
         continue;
       }
       if (s.kind != Stream::Kind::kExec) {

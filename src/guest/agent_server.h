@@ -41,6 +41,7 @@ class AgentServer {
   void StartFileWrite(uint32_t id, const std::string& payload);
   void StartFileRead(uint32_t id, const std::string& payload);
   void StartMetrics(uint32_t id, const std::string& payload);
+  void StartTailFiles(uint32_t id, const std::string& payload);
   using Opener = void (AgentServer::*)(uint32_t id, const std::string& payload);
   static const std::map<FrameType, Opener>& Openers();
   bool HandleInput(Stream& s, const Frame& frame, std::string* error);
@@ -50,6 +51,7 @@ class AgentServer {
   static bool InTtyGrace(const Stream& s);
   void PumpStdin(Stream& s);
   void PumpFileRead(uint32_t id, Stream& s);
+  void PumpBuffer(uint32_t id, Stream& s);
   void GrantInput(uint32_t id, Stream& s, bool force);
   bool FlushOut(std::string* error);
 

@@ -319,7 +319,14 @@ absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::str
 absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_path,
                                                       const std::string& name,
                                                       const std::vector<std::string>& env) {
+  return ImportRootfsLayers({tar_path}, name, env);
+}
+
+absl::StatusOr<ImageInfo> ImageStore::ImportRootfsLayers(const std::vector<std::string>& tars,
+                                                         const std::string& name,
+                                                         const std::vector<std::string>& env) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (tars.empty()) return absl::InvalidArgumentError("an image needs a root filesystem tar");
   for (const std::string& e : env) {
     size_t eq = e.find('=');
     if (eq == std::string::npos || eq == 0 || e.find('\0') != std::string::npos) {
@@ -327,20 +334,32 @@ absl::StatusOr<ImageInfo> ImageStore::ImportRootfsTar(const std::string& tar_pat
           absl::StrCat("\"", e, "\" is not KEY=VALUE (an image's environment variable)"));
     }
   }
-  absl::StatusOr<std::string> tar_digest = Sha256File(tar_path);
-  if (!tar_digest.ok()) return tar_digest.status();
-  // Without an environment the key is what it always was, so existing images keep theirs.
+  std::vector<std::string> digests;
+  for (const std::string& tar : tars) {
+    absl::StatusOr<std::string> digest = Sha256File(tar);
+    if (!digest.ok()) return digest.status();
+    digests.push_back(*digest);
+  }
+  // One tar without an environment keys as it always did, so existing images keep theirs.
   std::string key = Sha256String(
-      absl::StrCat(kConverterVersion, "\n", *tar_digest,
+      absl::StrCat(kConverterVersion, "\n", absl::StrJoin(digests, "\n"),
                    env.empty() ? "" : absl::StrCat("\nenv\n", absl::StrJoin(env, "\n"))));
-  nlohmann::json meta = {{"source", absl::StrCat("rootfs tar sha256:", *tar_digest)}};
+  nlohmann::json meta = {
+      {"source", absl::StrCat(tars.size() == 1 ? "rootfs tar sha256:" : "rootfs tars sha256:",
+                              absl::StrJoin(digests, " sha256:"))}};
   if (!env.empty()) {
     OciRunConfig run;
     run.env = env;
     meta["config"] = RunConfigJson(run);
   }
+  // Later tars are laid over earlier ones, without whiteouts: a file named ".wh.X" is a file.
   absl::Status built = EnsureBlob(
-      key, [&](const std::string& out) { return ConvertRootfsTar(tar_path, out); }, meta);
+      key,
+      [&](const std::string& out) {
+        return tars.size() == 1 ? ConvertRootfsTar(tars[0], out)
+                                : ConvertLayers(tars, out, /*whiteouts=*/false);
+      },
+      meta);
   if (!built.ok()) return built;
   return Tag(key, name);
 }
@@ -398,6 +417,14 @@ absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
                                                   const std::string& cache_dir,
                                                   const std::vector<std::string>& env) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  absl::StatusOr<std::string> tar = DebianRootfs(suite, packages, cache_dir);
+  if (!tar.ok()) return tar.status();
+  return ImportRootfsTar(*tar, name, env);
+}
+
+absl::StatusOr<std::string> ImageStore::DebianRootfs(const std::string& suite,
+                                                     const std::vector<std::string>& packages,
+                                                     const std::string& cache_dir) {
   auto plain = [](const std::string& word, const char* extra) {
     if (word.empty() || word.size() > 100 || !absl::ascii_isalnum(word[0])) return false;
     for (char c : word) {
@@ -457,7 +484,7 @@ absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
     }
     if (absl::Status s = CommitFile(tmp, tar); !s.ok()) return s;
   }
-  return ImportRootfsTar(tar, name, env);
+  return tar;
 }
 
 absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_path,

@@ -58,6 +58,10 @@ class ImageStore {
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsTar(const std::string& tar_path,
                                                           const std::string& name,
                                                           const std::vector<std::string>& env = {});
+  // Tars laid over each other in order (no whiteouts) become one image, tagged `name`.
+  [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsLayers(
+      const std::vector<std::string>& tars, const std::string& name,
+      const std::vector<std::string>& env = {});
   // Imports an OCI image layout or `docker save` archive (see oci_archive.h): its layers
   // become one ext4 image, kept per manifest digest, with its run config. name empty: the name
   // the archive gives.
@@ -71,6 +75,10 @@ class ImageStore {
                                                       const std::string& name,
                                                       const std::string& cache_dir,
                                                       const std::vector<std::string>& env = {});
+  // BuildDebian's root filesystem tar (made by mmdebstrap unless cached): its path.
+  [[nodiscard]] static absl::StatusOr<std::string> DebianRootfs(
+      const std::string& suite, const std::vector<std::string>& packages,
+      const std::string& cache_dir);
   // Pulls an image from its registry (registry_client.h) and tags it with the reference as
   // written. An image already in the store is not downloaded again.
   [[nodiscard]] absl::StatusOr<ImageInfo> Pull(const std::string& reference,

@@ -691,16 +691,14 @@ absl::Status GuestChannel::WriteFile(const std::string& path, uint32_t mode,
   }
 }
 
-absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size_t max_bytes,
-                                                   absl::Time deadline) {
-  PayloadWriter w;
-  w.Str(path);
-  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+absl::StatusOr<std::string> GuestChannel::Collect(FrameType type, const std::string& payload,
+                                                  size_t max_bytes, const std::string& what,
+                                                  absl::Time deadline) {
   absl::StatusOr<uint32_t> opened = OpenStream();
   if (!opened.ok()) return opened.status();
   uint32_t id = *opened;
   ExecStream stream(shared_from_this(), id);
-  if (absl::Status s = Send(FrameType::kFileRead, id, w.bytes()); !s.ok()) return s;
+  if (absl::Status s = Send(type, id, payload); !s.ok()) return s;
   std::string content;
   for (;;) {
     absl::StatusOr<ExecEvent> event = NextEvent(id, deadline);
@@ -708,14 +706,48 @@ absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size
     if (event->type == ExecEvent::Type::kExit) {
       if (event->exit_kind == ExitKind::kExited) return content;
       return absl::Status(absl::ErrnoToStatusCode(event->code),
-                          absl::StrCat("read ", path, " in the guest: ", event->message));
+                          absl::StrCat(what, " in the guest: ", event->message));
     }
     if (content.size() + event->data.size() > max_bytes) {
       return absl::OutOfRangeError(
-          absl::StrCat(path, " in the guest is larger than ", max_bytes, " bytes"));
+          absl::StrCat(what, " in the guest is larger than ", max_bytes, " bytes"));
     }
     content += event->data;
   }
+}
+
+absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size_t max_bytes,
+                                                   absl::Time deadline) {
+  PayloadWriter w;
+  w.Str(path);
+  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  return Collect(FrameType::kFileRead, w.bytes(), max_bytes, absl::StrCat("read ", path), deadline);
+}
+
+absl::StatusOr<std::vector<TailRecord>> GuestChannel::TailFiles(const TailRequest& request,
+                                                                absl::Time deadline) {
+  PayloadWriter w;
+  w.Str(request.user).Str(request.dir).Str(request.suffix).U32(request.depth);
+  w.U32(request.max_bytes).U32(static_cast<uint32_t>(request.offsets.size()));
+  for (const auto& [name, offset] : request.offsets) w.Str(name).U64(offset);
+  if (w.bytes().size() > kMaxPayload || request.offsets.size() > kMaxTailFiles ||
+      request.max_bytes > kMaxTailBytes || request.depth > kMaxTailDepth) {
+    return absl::InvalidArgumentError("tail request over the protocol's limits");
+  }
+  // Each record adds at most a name and 24 bytes of framing to the content asked for.
+  absl::StatusOr<std::string> answer =
+      Collect(FrameType::kTailFiles, w.bytes(), request.max_bytes + kMaxTailFiles * (4096 + 24),
+              "the files under " + request.dir, deadline);
+  if (!answer.ok()) return answer.status();
+  std::vector<TailRecord> records;
+  std::string error;
+  if (!DecodeTailRecords(*answer, request.max_bytes, &records, &error)) {
+    absl::Status status =
+        absl::DataLossError(absl::StrCat("the guest sent a bad tail answer: ", error));
+    Fail(status);
+    return status;
+  }
+  return records;
 }
 
 absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {

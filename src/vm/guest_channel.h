@@ -48,6 +48,17 @@ struct ExecEvent {
   std::string message;
 };
 
+// A kTailFiles request: files named *suffix under ~user/dir, to depth, at most max_bytes of
+// content; offsets: how much of each (by name relative to dir) the host has already.
+struct TailRequest {
+  std::string user;
+  std::string dir;
+  std::string suffix;
+  uint32_t depth = 0;
+  uint32_t max_bytes = 1 << 20;
+  std::map<std::string, uint64_t> offsets;
+};
+
 // What the host tells the agent in every kSync: who the guest is and what it may use.
 struct GuestSync {
   uint32_t pids_max = 0;  // processes of commands; 0: no limit
@@ -133,6 +144,10 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
                                        std::string_view content, absl::Time deadline);
   [[nodiscard]] absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes,
                                                      absl::Time deadline);
+  // What files under a user's home grew by since the host last looked (kTailFiles). A
+  // malformed answer fails the channel.
+  [[nodiscard]] absl::StatusOr<std::vector<TailRecord>> TailFiles(const TailRequest& request,
+                                                                  absl::Time deadline);
   [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
 
   // Who serves the streams of one kind the guest opens (`opens`: kDnsQuery or kConnect); nullptr
@@ -195,6 +210,9 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   absl::StatusOr<uint32_t> OpenStream();
   void CloseStream(uint32_t id);
   absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);
+  // Opens a stream with one frame and gathers its kStdout until its kExit (at most max_bytes).
+  absl::StatusOr<std::string> Collect(FrameType type, const std::string& payload, size_t max_bytes,
+                                      const std::string& what, absl::Time deadline);
   absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline);
 
   UniqueFd fd_;

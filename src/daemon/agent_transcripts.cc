@@ -1,0 +1,273 @@
+#include "src/daemon/agent_transcripts.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "src/daemon/timeline.h"
+
+namespace airlock {
+namespace {
+
+const std::vector<AgentKind>& Agents() {
+  static const auto* agents = new std::vector<AgentKind>{
+      {"claude", ".claude/projects", ".jsonl", 1},
+  };
+  return *agents;
+}
+
+// How deeply the JSON text nests, counting brackets outside strings; stops counting past cap.
+int Nesting(std::string_view text, int cap) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > cap) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::string Cut(std::string text) {
+  if (text.size() > kAgentTextBytes) {
+    text.resize(kAgentTextBytes);
+    text += "\n[cut: the rest of this text is not kept]";
+  }
+  return text;
+}
+
+const nlohmann::json* Member(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+std::string StringOr(const nlohmann::json* j, std::string fallback = "") {
+  return j != nullptr && j->is_string() ? j->get<std::string>() : fallback;
+}
+
+// A tool result's content: a string, or blocks of which the text ones are kept.
+std::string ResultText(const nlohmann::json* content) {
+  if (content == nullptr) return "";
+  if (content->is_string()) return content->get<std::string>();
+  std::string out;
+  if (content->is_array()) {
+    for (const nlohmann::json& block : *content) {
+      std::string type = StringOr(Member(block, "type"));
+      if (type == "text") {
+        absl::StrAppend(&out, out.empty() ? "" : "\n", StringOr(Member(block, "text")));
+      } else if (!type.empty()) {
+        absl::StrAppend(&out, out.empty() ? "" : "\n", "[", type, "]");
+      }
+      if (out.size() > kAgentTextBytes) break;
+    }
+  }
+  return out;
+}
+
+// "2026-12-01T09:30:00.123Z" in milliseconds, if it is within [earliest, now]; else now.
+int64_t TimeOf(const nlohmann::json* stamp, int64_t earliest_ms, int64_t now_ms) {
+  absl::Time t;
+  std::string err;
+  if (stamp == nullptr || !stamp->is_string() ||
+      !absl::ParseTime(absl::RFC3339_full, stamp->get<std::string>(), &t, &err)) {
+    return now_ms;
+  }
+  int64_t ms = absl::ToUnixMillis(t);
+  return ms >= earliest_ms && ms <= now_ms ? ms : now_ms;
+}
+
+}  // namespace
+
+const AgentKind* FindAgent(std::string_view name) {
+  for (const AgentKind& a : Agents()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string KnownAgents() {
+  std::vector<std::string> names;
+  for (const AgentKind& a : Agents()) names.push_back(a.name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, int64_t earliest_ms,
+                                        int64_t now_ms) {
+  std::vector<AgentEvent> out;
+  if (line.size() > kMaxTranscriptLine ||
+      Nesting(line, kMaxTranscriptNesting) > kMaxTranscriptNesting) {
+    return out;
+  }
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return out;
+  std::string type = StringOr(Member(j, "type"));
+  const nlohmann::json* meta = Member(j, "isMeta");
+  if ((type != "user" && type != "assistant") ||
+      (meta != nullptr && meta->is_boolean() && meta->get<bool>())) {
+    return out;
+  }
+  int64_t when = TimeOf(Member(j, "timestamp"), earliest_ms, now_ms);
+  const nlohmann::json* message = Member(j, "message");
+  const nlohmann::json* content = message != nullptr ? Member(*message, "content") : nullptr;
+  auto add = [&](const char* kind, std::string text, std::string tool_id = "",
+                 std::string tool = "") {
+    AgentEvent e;
+    e.unix_ms = when;
+    e.kind = kind;
+    e.agent = "claude";
+    e.exec_id = exec_id;
+    e.tool_id = Cut(std::move(tool_id)).substr(0, 256);
+    e.tool = Cut(std::move(tool)).substr(0, 256);
+    e.text = Cut(std::move(text));
+    out.push_back(std::move(e));
+  };
+  if (content == nullptr) return out;
+  if (content->is_string()) {
+    add(type == "user" ? "agent.prompt" : "agent.message", content->get<std::string>());
+    return out;
+  }
+  if (!content->is_array()) return out;
+  for (const nlohmann::json& block : *content) {
+    if (out.size() >= 64) break;  // one line stands for a handful of events, not thousands
+    std::string block_type = StringOr(Member(block, "type"));
+    if (block_type == "text") {
+      add(type == "user" ? "agent.prompt" : "agent.message", StringOr(Member(block, "text")));
+    } else if (block_type == "tool_use") {
+      const nlohmann::json* input = Member(block, "input");
+      add("agent.tool_call",
+          input != nullptr ? input->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                           : "",
+          StringOr(Member(block, "id")), StringOr(Member(block, "name")));
+    } else if (block_type == "tool_result") {
+      const nlohmann::json* error = Member(block, "is_error");
+      bool failed = error != nullptr && error->is_boolean() && error->get<bool>();
+      add("agent.tool_result",
+          absl::StrCat(failed ? "[error] " : "", ResultText(Member(block, "content"))),
+          StringOr(Member(block, "tool_use_id")));
+    }
+  }
+  return out;
+}
+
+TranscriptFollower::TranscriptFollower(const AgentKind& kind, std::string user, int64_t exec_id,
+                                       int64_t started_ms)
+    : kind_(kind), user_(std::move(user)), exec_id_(exec_id), started_ms_(started_ms) {}
+
+TailRequest TranscriptFollower::NextRequest() const {
+  TailRequest r;
+  r.user = user_;
+  r.dir = kind_.dir;
+  r.suffix = kind_.suffix;
+  r.depth = kind_.depth;
+  r.max_bytes = 1 << 20;
+  for (const auto& [name, state] : files_) r.offsets[name] = state.offset;
+  return r;
+}
+
+void TranscriptFollower::Line(std::string_view line, int64_t now_ms, std::vector<AgentEvent>* out) {
+  std::vector<AgentEvent> events = ParseClaudeLine(line, exec_id_, started_ms_ - 60000, now_ms);
+  for (AgentEvent& e : events) out->push_back(std::move(e));
+}
+
+std::vector<AgentEvent> TranscriptFollower::Take(const std::vector<TailRecord>& records,
+                                                 int64_t now_ms) {
+  std::vector<AgentEvent> out;
+  for (const TailRecord& r : records) {
+    auto it = files_.find(r.name);
+    if (it == files_.end()) {
+      if (files_.size() >= kMaxTailFiles) continue;
+      it = files_.emplace(r.name, FileState()).first;
+    }
+    FileState& f = it->second;
+    if (r.offset != f.offset) f = FileState();  // rewritten or shrunk: read anew
+    f.offset = r.offset + r.bytes.size();
+    std::string_view data = r.bytes;
+    while (!data.empty()) {
+      size_t nl = data.find('\n');
+      std::string_view piece = data.substr(0, nl);
+      if (f.skipping) {
+        if (nl != std::string_view::npos) f.skipping = false;
+      } else if (f.partial.size() + piece.size() > kMaxTranscriptLine) {
+        f.partial.clear();
+        f.skipping = nl == std::string_view::npos;
+        AgentEvent note;
+        note.unix_ms = now_ms;
+        note.kind = "agent.note";
+        note.agent = kind_.name;
+        note.exec_id = exec_id_;
+        note.text =
+            absl::StrCat("a line of ", r.name, " over ", kMaxTranscriptLine, " bytes was skipped");
+        out.push_back(std::move(note));
+      } else if (nl == std::string_view::npos) {
+        f.partial.append(piece);
+      } else if (f.partial.empty()) {
+        Line(piece, now_ms, &out);
+      } else {
+        f.partial.append(piece);
+        Line(f.partial, now_ms, &out);
+        f.partial.clear();
+      }
+      data = nl == std::string_view::npos ? std::string_view() : data.substr(nl + 1);
+    }
+  }
+  return out;
+}
+
+TranscriptCollector::TranscriptCollector(StateStore* store, SessionRecord session,
+                                         std::shared_ptr<GuestChannel> channel,
+                                         const AgentKind& kind, std::string user, int64_t exec_id,
+                                         absl::Duration interval)
+    : store_(store),
+      session_(std::move(session)),
+      channel_(std::move(channel)),
+      follower_(kind, std::move(user), exec_id, NowUnixMs()),
+      interval_(interval) {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, absl::ToChronoMilliseconds(interval_), [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      Poll();
+      lock.lock();
+    }
+  });
+}
+
+TranscriptCollector::~TranscriptCollector() { Stop(); }
+
+void TranscriptCollector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  Poll();  // what was written just before the command ended
+}
+
+void TranscriptCollector::Poll() {
+  absl::StatusOr<std::vector<TailRecord>> records =
+      channel_->TailFiles(follower_.NextRequest(), absl::Now() + absl::Seconds(10));
+  // No directory yet (the agent has written nothing), or the VM is going: nothing to add.
+  if (!records.ok()) return;
+  std::vector<AgentEvent> events = follower_.Take(*records, NowUnixMs());
+  // A store that fails says so on the next write that matters; the command goes on.
+  store_->AppendAgentEvents(session_, events).IgnoreError();
+}
+
+}  // namespace airlock

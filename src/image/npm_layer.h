@@ -1,0 +1,33 @@
+// npm packages for images (`airlock image build --npm SPEC`): fetched on the host by the host's
+// own npm with --ignore-scripts, so that no package's code runs on the host, into an empty
+// prefix that becomes a layer holding usr/local. Their install scripts run later, inside a
+// build VM (src/cli/image_command.cc).
+#ifndef AIRLOCK_IMAGE_NPM_LAYER_H_
+#define AIRLOCK_IMAGE_NPM_LAYER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace airlock {
+
+// A package from the registry, as npm takes it: NAME or @SCOPE/NAME, optionally @VERSION or
+// @TAG or a range. Paths, URLs and git references are refused (they would read from the host
+// or somewhere else than the registry), as is anything that npm could take for an option.
+[[nodiscard]] absl::Status ValidateNpmSpec(const std::string& spec);
+
+// Installs specs globally into a new prefix with the host's npm (`npm install --global
+// --ignore-scripts`; its cache in cache_dir/npm-cache) and writes out_tar: usr/local/... with
+// what npm put there (packages under lib/node_modules, their commands as links in bin).
+[[nodiscard]] absl::Status FetchNpmLayer(const std::vector<std::string>& specs,
+                                         const std::string& cache_dir, const std::string& out_tar);
+
+// Writes dir's tree into a new tar at out_tar with every path under prefix (e.g. "usr/local"):
+// no link followed, owners root.
+[[nodiscard]] absl::Status TarDirectory(const std::string& dir, const std::string& prefix,
+                                        const std::string& out_tar);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_IMAGE_NPM_LAYER_H_
