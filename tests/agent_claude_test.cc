@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "tests/loopback_http_server.h"
 #include "tests/test_certs.h"
@@ -177,6 +178,59 @@ TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
   EXPECT_TRUE(call) << log.out;
   EXPECT_TRUE(result) << log.out;
   EXPECT_TRUE(message) << log.out;
+  RunAirlock({"rm", id});
+}
+
+// What an agent's transcripts may hold is the guest's to choose: markup, escape sequences,
+// invalid UTF-8, a 100 MB line, a symbolic link to a file the agent never wrote, a file that
+// grows without end. The timeline keeps them as text, follows no link, and stays within caps.
+TEST(AgentClaudeTest, HostileTranscriptsStayTextAndWithinTheCaps) {
+  Result created = RunAirlock({"session", "create", "--disk", "2g"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string id(absl::StripTrailingAsciiWhitespace(created.out));
+  const char* setup =
+      "set -e; d=/root/.claude/projects/p; mkdir -p $d\n"
+      "printf '%s\\n' '{\"type\":\"user\",\"message\":{\"content\":\"</script><script>"
+      "alert(1)</script> <img src=x onerror=alert(2)> [x](javascript:alert(3)) "
+      "\\u001b[31mred\"}}' > $d/hostile.jsonl\n"
+      "printf '{\"type\":\"user\",\"message\":{\"content\":\"bad \\377\\376 bytes\"}}\\n' "
+      ">> $d/hostile.jsonl\n"
+      "printf '{\"type\":\"user\",\"message\":{\"content\":\"SECRET-VIA-LINK\"}}\\n' > "
+      "/tmp/secret.jsonl\n"
+      "mkdir -p /tmp/elsewhere; cp /tmp/secret.jsonl /tmp/elsewhere/\n"
+      "ln -s /tmp/secret.jsonl $d/evil.jsonl; ln -s /tmp/elsewhere $d/linked\n"
+      "head -c 100000000 /dev/zero | tr '\\0' x > $d/huge.jsonl\n";
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", setup});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The "agent": a command marked as Claude Code that makes a transcript grow without end.
+  r = RunAirlock({"exec", "--agent", "claude", id, "--", "sh", "-c",
+                  "while :; do echo '{\"type\":\"user\",\"message\":{\"content\":\"again\"}}'; "
+                  "done > /root/.claude/projects/p/grow.jsonl & sleep 9; kill $!"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Result log = RunAirlock({"log", id, "--json"});
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  nlohmann::json events = nlohmann::json::parse(log.out);
+  bool markup = false, bytes = false, skipped = false;
+  size_t again = 0, agent_events = 0;
+  for (const nlohmann::json& e : events) {
+    std::string kind = e["kind"], text = e.value("text", "");
+    if (kind.rfind("agent.", 0) != 0) continue;
+    ++agent_events;
+    EXPECT_EQ(text.find("SECRET-VIA-LINK"), std::string::npos);
+    markup |= absl::StrContains(text, "</script><script>alert(1)</script> <img src=x");
+    bytes |= text == "bad \\xff\\xfe bytes";
+    skipped |= kind == "agent.note" && absl::StrContains(text, "huge.jsonl");
+    again += text == "again";
+  }
+  EXPECT_TRUE(markup) << log.out.substr(0, 3000);
+  EXPECT_TRUE(bytes) << log.out.substr(0, 3000);
+  EXPECT_TRUE(skipped) << log.out.substr(0, 3000);
+  EXPECT_GT(again, 0u);
+  EXPECT_LE(agent_events, static_cast<size_t>(20000));
+  // The text form shows the escape sequence as \x1b, not as a colour.
+  Result text = RunAirlock({"log", id});
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos);
+  EXPECT_NE(text.out.find("\\x1b[31mred"), std::string::npos);
   RunAirlock({"rm", id});
 }
 

@@ -140,13 +140,15 @@ int SessionCreate(const std::vector<std::string>& args) {
 
 constexpr char kExecUsage[] =
     "usage: airlock exec [-i] [-t] [-e KEY=VALUE] [-w DIR] [-u USER[:GROUP]] [--timeout SECONDS]\n"
-    "       ID -- COMMAND [ARG...]\n"
+    "       [--agent NAME] ID -- COMMAND [ARG...]\n"
     "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
     "  -i  pass stdin to the command (otherwise it reads /dev/null)\n"
     "  -t  run it on a terminal in the guest, the size of this one (with -i, this terminal is\n"
     "      raw while it runs: ^C, ^Z and every other key go to the command; stdout and stderr\n"
     "      come back together). `airlock exec -it ID -- bash` is a shell.\n"
-    "  -u  run as this user of the image, by name or id (default: the image's User, else root)\n";
+    "  -u  run as this user of the image, by name or id (default: the image's User, else root)\n"
+    "  --agent claude  COMMAND is (or starts) this coding agent: while it runs, its own\n"
+    "      transcripts in the guest go into the session's timeline (airlock log ID)\n";
 
 int Exec(const std::vector<std::string>& args) {
   v1::ExecStart start;
@@ -159,6 +161,8 @@ int Exec(const std::vector<std::string>& args) {
       start.set_stdin(true);
     } else if (a == "-t" || a == "--tty") {
       tty = true;
+    } else if (a == "--agent" && has_value) {
+      start.set_agent(args[++i]);
     } else if (a == "-it" || a == "-ti") {
       start.set_stdin(true);
       tty = true;

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "src/common/utf8.h"
 #include "src/daemon/timeline.h"
 
 namespace airlock {
@@ -111,7 +112,9 @@ std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, 
       Nesting(line, kMaxTranscriptNesting) > kMaxTranscriptNesting) {
     return out;
   }
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // Invalid UTF-8 would make the whole line unreadable JSON: it is kept, as \xNN.
+  nlohmann::json j = nlohmann::json::parse(EscapeInvalidUtf8(line, nullptr, "\\\\x"), nullptr,
+                                           /*allow_exceptions=*/false);
   if (!j.is_object()) return out;
   std::string type = StringOr(Member(j, "type"));
   const nlohmann::json* meta = Member(j, "isMeta");
@@ -177,8 +180,14 @@ TailRequest TranscriptFollower::NextRequest() const {
   return r;
 }
 
-void TranscriptFollower::Line(std::string_view line, int64_t now_ms, std::vector<AgentEvent>* out) {
+void TranscriptFollower::Line(std::string_view line, int64_t now_ms, std::vector<AgentEvent>* out,
+                              size_t* kept) {
+  if (*kept >= kMaxAgentEventsPerFile) {
+    ++lines_over_;  // a flood: counted, said once below
+    return;
+  }
   std::vector<AgentEvent> events = ParseClaudeLine(line, exec_id_, started_ms_ - 60000, now_ms);
+  *kept += events.size();
   for (AgentEvent& e : events) out->push_back(std::move(e));
 }
 
@@ -192,6 +201,7 @@ std::vector<AgentEvent> TranscriptFollower::Take(const std::vector<TailRecord>& 
       it = files_.emplace(r.name, FileState()).first;
     }
     FileState& f = it->second;
+    size_t kept = 0;                            // events of this file in this reading
     if (r.offset != f.offset) f = FileState();  // rewritten or shrunk: read anew
     f.offset = r.offset + r.bytes.size();
     std::string_view data = r.bytes;
@@ -214,14 +224,25 @@ std::vector<AgentEvent> TranscriptFollower::Take(const std::vector<TailRecord>& 
       } else if (nl == std::string_view::npos) {
         f.partial.append(piece);
       } else if (f.partial.empty()) {
-        Line(piece, now_ms, &out);
+        Line(piece, now_ms, &out, &kept);
       } else {
         f.partial.append(piece);
-        Line(f.partial, now_ms, &out);
+        Line(f.partial, now_ms, &out, &kept);
         f.partial.clear();
       }
       data = nl == std::string_view::npos ? std::string_view() : data.substr(nl + 1);
     }
+  }
+  if (lines_over_ > 0) {
+    AgentEvent note;
+    note.unix_ms = now_ms;
+    note.kind = "agent.note";
+    note.agent = kind_.name;
+    note.exec_id = exec_id_;
+    note.text = absl::StrCat(lines_over_, " transcript lines were not kept (more than ",
+                             kMaxAgentEventsPerFile, " events of one file in one reading)");
+    out.push_back(std::move(note));
+    lines_over_ = 0;
   }
   return out;
 }

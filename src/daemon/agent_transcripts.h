@@ -42,6 +42,9 @@ std::string KnownAgents();
 inline constexpr size_t kMaxTranscriptLine = 1 << 20;
 // Deeper JSON is not parsed.
 inline constexpr int kMaxTranscriptNesting = 64;
+// Events kept from one file in one reading (every two seconds): a file that floods does not
+// crowd out the others; its lines beyond are counted, not kept.
+inline constexpr size_t kMaxAgentEventsPerFile = 500;
 
 // The events one line of a Claude Code transcript stands for (none for lines that say nothing
 // to a person: summaries, metadata, malformed JSON). Timestamps outside [earliest_ms, now_ms]
@@ -64,13 +67,14 @@ class TranscriptFollower {
     std::string partial;    // an unfinished line
     bool skipping = false;  // inside a line over kMaxTranscriptLine
   };
-  void Line(std::string_view line, int64_t now_ms, std::vector<AgentEvent>* out);
+  void Line(std::string_view line, int64_t now_ms, std::vector<AgentEvent>* out, size_t* kept);
 
   AgentKind kind_;
   std::string user_;
   int64_t exec_id_;
   int64_t started_ms_;
   std::map<std::string, FileState> files_;
+  uint64_t lines_over_ = 0;
 };
 
 // Follows an agent's transcripts while its command runs: a thread polls every interval and

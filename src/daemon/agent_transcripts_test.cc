@@ -100,6 +100,19 @@ TEST(AgentTranscriptsTest, TheFollowerKeepsUnfinishedLinesAndSkipsHugeOnes) {
   EXPECT_EQ(got[0].text, "two");
 }
 
+TEST(AgentTranscriptsTest, AFloodingFileDoesNotCrowdOutTheOthers) {
+  TranscriptFollower follower(*FindAgent("claude"), "", 3, 0);
+  std::string flood;
+  for (int i = 0; i < 2000; ++i) flood += Line({{"type", "user"}, {"message", {{"content", "x"}}}});
+  std::string quiet = "{\"type\":\"user\",\"message\":{\"content\":\"quiet \xff\"}}\n";
+  std::vector<AgentEvent> got = follower.Take(
+      {{"a.jsonl", flood.size(), 0, flood}, {"b.jsonl", quiet.size(), 0, quiet}}, 1000);
+  ASSERT_EQ(got.size(), kMaxAgentEventsPerFile + 2);
+  EXPECT_EQ(got[kMaxAgentEventsPerFile].text, "quiet \\xff");  // invalid UTF-8, kept as \xff
+  EXPECT_EQ(got.back().kind, "agent.note");
+  EXPECT_EQ(got.back().text.rfind("1500 transcript lines were not kept", 0), 0u) << got.back().text;
+}
+
 TEST(AgentTranscriptsTest, TailAnswersAreCheckedBeforeUse) {
   std::string ok =
       EncodeTailRecord({"proj/a.jsonl", 10, 2, "abc"}) + EncodeTailRecord({"b.jsonl", 3, 0, ""});

@@ -184,13 +184,21 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
   if (!base.ok()) return ToGrpc(base.status());
   absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, record->id);
   if (!live.ok()) return ToGrpc(live.status());
+  uint64_t changes = 0;
   absl::Status listed = ListWorkspaceChanges(
       (*live)->vm->channel(), *base, [&](v1::WorkspaceChange change) -> absl::Status {
         if (context->IsCancelled() || !writer->Write(change)) {
           return absl::CancelledError("the client went away");
         }
+        ++changes;
         return absl::OkStatus();
       });
+  // In the session's timeline: who looked at its work, and what there was.
+  store_
+      ->Audit(*who, who->Tenant(), "workspace.diff", record->id,
+              listed.ok() ? absl::StrCat(changes, " changed paths")
+                          : absl::StrCat("failed: ", listed.message()))
+      .IgnoreError();  // the diff was shown either way
   return ToGrpc(listed);
 }
 

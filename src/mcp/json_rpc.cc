@@ -7,52 +7,8 @@ namespace {
 
 bool ValidId(const nlohmann::json& id) { return id.is_string() || id.is_number_integer(); }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-size_t Utf8Length(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t min;
-  if ((c & 0xe0) == 0xc0) {
-    n = 2, min = 0x80;
-  } else if ((c & 0xf0) == 0xe0) {
-    n = 3, min = 0x800;
-  } else if ((c & 0xf8) == 0xf0) {
-    n = 4, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  uint32_t cp = c & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
-
 }  // namespace
 
-std::string EscapeInvalidUtf8(std::string_view bytes, bool* escaped) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (size_t i = 0; i < bytes.size();) {
-    size_t n = Utf8Length(bytes, i);
-    if (n > 0) {
-      out.append(bytes.substr(i, n));
-      i += n;
-      continue;
-    }
-    char hex[8];
-    std::snprintf(hex, sizeof(hex), "\\x%02x", static_cast<unsigned char>(bytes[i]));
-    out += hex;
-    if (escaped) *escaped = true;
-    ++i;
-  }
-  return out;
-}
 
 std::variant<RpcMessage, RpcError> ParseRpc(std::string_view line) {
   if (line.size() > kMaxLineBytes) return RpcError{kInvalidRequest, "message too large", nullptr};

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "nlohmann/json.hpp"
+#include "src/common/utf8.h"
 
 namespace airlock::mcp {
 
@@ -44,9 +45,8 @@ std::string RpcResult(const nlohmann::json& id, const nlohmann::json& result);
 std::string RpcErrorReply(const RpcError& error);
 std::string RpcNotification(const std::string& method, const nlohmann::json& params);
 
-// Bytes as valid UTF-8: each byte that is not part of a valid sequence becomes the four
-// characters \xNN. Sets *escaped if any was.
-std::string EscapeInvalidUtf8(std::string_view bytes, bool* escaped = nullptr);
+// The MCP server's text is made valid UTF-8 with this (src/common/utf8.h).
+using ::airlock::EscapeInvalidUtf8;
 
 }  // namespace airlock::mcp
 
