@@ -9,7 +9,6 @@ bool ValidId(const nlohmann::json& id) { return id.is_string() || id.is_number_i
 
 }  // namespace
 
-
 std::variant<RpcMessage, RpcError> ParseRpc(std::string_view line) {
   if (line.size() > kMaxLineBytes) return RpcError{kInvalidRequest, "message too large", nullptr};
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
