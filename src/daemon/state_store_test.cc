@@ -4,21 +4,11 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "src/daemon/state_store_testing.h"
 #include "src/testing/test_util.h"
 
 namespace airlock {
 namespace {
-
-SessionRecord NewSession(const std::string& id, const Principal& owner) {
-  SessionRecord s;
-  s.id = id;
-  s.tenant = owner.Tenant();
-  s.image = "img";
-  s.image_digest = "sha256:00";
-  s.created_ms = s.last_used_ms = NowUnixMs();
-  s.hostname = id;
-  return s;
-}
 
 TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   testing::TempDir dir;

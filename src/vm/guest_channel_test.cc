@@ -14,6 +14,18 @@
 namespace airlock {
 namespace {
 
+// The fields of a kExecStart payload, all of them and nothing after.
+struct ExecStartFields {
+  std::vector<std::string> argv, env;
+  std::string cwd, user;
+  uint32_t flags = 0, rows = 0, cols = 0;
+};
+bool ParseExecStart(const std::string& payload, ExecStartFields* f) {
+  PayloadReader r(payload);
+  return r.StrList(&f->argv) && r.StrList(&f->env) && r.Str(&f->cwd) && r.U32(&f->flags) &&
+         r.Str(&f->user) && r.U32(&f->rows) && r.U32(&f->cols) && r.AtEnd();
+}
+
 TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
   FakeGuest g;
   g.Handshake();
@@ -25,12 +37,9 @@ TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
   ASSERT_TRUE(stream.ok());
   Frame start = g.Receive();
   ASSERT_EQ(start.type, FrameType::kExecStart);
-  PayloadReader r(start.payload);
-  std::vector<std::string> argv, env;
-  std::string cwd, user;
-  uint32_t flags, rows, cols;
-  ASSERT_TRUE(r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
-              r.U32(&rows) && r.U32(&cols) && r.AtEnd());
+  ExecStartFields f;
+  ASSERT_TRUE(ParseExecStart(start.payload, &f));
+  auto& [argv, env, cwd, user, flags, rows, cols] = f;
   EXPECT_EQ(flags, kExecFlagStdin | kExecFlagTty);
   EXPECT_EQ(rows, 50u);
   EXPECT_EQ(cols, 132u);
@@ -52,12 +61,9 @@ TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   ASSERT_TRUE(stream.ok());
   Frame start = g.Receive();
   ASSERT_EQ(start.type, FrameType::kExecStart);
-  PayloadReader r(start.payload);
-  std::vector<std::string> argv, env;
-  std::string cwd, user;
-  uint32_t flags, rows, cols;
-  ASSERT_TRUE(r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
-              r.U32(&rows) && r.U32(&cols) && r.AtEnd());
+  ExecStartFields f;
+  ASSERT_TRUE(ParseExecStart(start.payload, &f));
+  auto& [argv, env, cwd, user, flags, rows, cols] = f;
   EXPECT_EQ(argv[1], "hi");
   EXPECT_EQ(cwd, "/w");
   EXPECT_EQ(flags, 0u);
