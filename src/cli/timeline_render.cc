@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "src/mcp/json_rpc.h"
+#include "src/common/utf8.h"
 
 namespace airlock {
 namespace {
@@ -24,7 +24,7 @@ std::string IsoTime(int64_t unix_ms) {
   return absl::StrFormat("%s.%03dZ", when, static_cast<int>(unix_ms % 1000));
 }
 
-std::string Utf8(std::string_view bytes) { return mcp::EscapeInvalidUtf8(bytes); }
+std::string Utf8(std::string_view bytes) { return EscapeInvalidUtf8(bytes); }
 
 // The page's style and code. Both are inline (one file, nothing fetched) and allowed by their
 // hashes in the Content-Security-Policy, so nothing else on the page can run or style it.
@@ -264,7 +264,7 @@ std::string HtmlEscape(absl::string_view text) {
 }  // namespace
 
 std::string TerminalSafe(std::string_view bytes) {
-  std::string valid = mcp::EscapeInvalidUtf8(bytes);
+  std::string valid = EscapeInvalidUtf8(bytes);
   std::string out;
   out.reserve(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
