@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "src/common/workspace_change.h"  // IsCleanRelativePath
+
 namespace airlock {
 namespace {
 
@@ -228,16 +230,7 @@ bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<
       *error = "more files than asked for";
       return false;
     }
-    bool bad_name = t.name.empty() || t.name.size() > 4096 || t.name[0] == '/' ||
-                    t.name.find('\0') != std::string::npos;
-    for (size_t start = 0; !bad_name && start <= t.name.size();) {
-      size_t end = t.name.find('/', start);
-      if (end == std::string::npos) end = t.name.size();
-      std::string_view part(t.name.data() + start, end - start);
-      bad_name = part.empty() || part == "." || part == "..";
-      start = end + 1;
-    }
-    if (bad_name) {
+    if (!IsCleanRelativePath(t.name)) {
       *error = "a file name is not a clean relative path";
       return false;
     }

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <vector>
 
+#include "src/common/workspace_change.h"  // IsCleanRelativePath
 #include "src/guest/guest_boot.h"
 #include "src/guest/guest_workspace.h"
 #include "src/guest/user_lookup.h"
@@ -426,19 +427,6 @@ void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
 
 namespace {
 
-// A relative path of clean components (no empty, "." or ".." part).
-bool CleanRelativePath(const std::string& path) {
-  if (path.empty() || path[0] == '/') return false;
-  for (size_t start = 0; start <= path.size();) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string part = path.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
 // A file kTailFiles found: where it is and its name relative to the directory asked for.
 struct TailFile {
   std::string name;
@@ -505,8 +493,8 @@ void AgentServer::StartTailFiles(uint32_t id, const std::string& payload) {
   auto stream = std::make_unique<Stream>();
   stream->kind = Stream::Kind::kBuffer;
   streams_[id] = std::move(stream);
-  if (!ok || !r.AtEnd() || !CleanRelativePath(dir) || suffix.size() > 64 || depth > kMaxTailDepth ||
-      max_bytes > kMaxTailBytes) {
+  if (!ok || !r.AtEnd() || !IsCleanRelativePath(dir) || suffix.size() > 64 ||
+      depth > kMaxTailDepth || max_bytes > kMaxTailBytes) {
     FinishStream(id, ExitKind::kFailed, EINVAL, "malformed tail request");
     return;
   }
