@@ -12,6 +12,7 @@ packages=(
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
   openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev
+  python3-grpcio python3-protobuf
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SDK benchmarks against baselines measured in the same run, on a private airlockd:
+#   exec round trip of `true` through the Python SDK (sync and asyncio) against a bare gRPC call
+#   of the same stubs and against the CLI (`airlock exec ID -- true`)
+#   256 MiB of stdout through the Python SDK against the same through the bare stubs
+# Usage: bench/sdk_bench.sh [ROUNDS]   (after scripts/setup.sh; as root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-20}
+. bench/private_home.sh
+. bench/timing.sh
+
+id=$($airlock session create)
+$airlock exec "$id" -- true   # warm the path once
+clis=()
+for _ in $(seq "$rounds"); do clis+=("$(time_ms "$airlock" exec "$id" -- true)"); done
+cli=$(printf '%s\n' "${clis[@]}" | median)
+
+PYTHONPATH=sdk/python /usr/bin/python3 - "$id" "$rounds" "$cli" <<'PY'
+import asyncio, statistics, sys, time
+import airlock, airlock.aio
+from airlock.v1 import airlock_pb2 as pb, airlock_pb2_grpc as rpc
+
+session_id, rounds, cli = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+size = 256 << 20
+reading = ["head", "-c", str(size), "/dev/zero"]
+
+def ms(f):
+    t = time.monotonic(); f(); return (time.monotonic() - t) * 1000
+
+def median_ms(f):
+    f()
+    return statistics.median(ms(f) for _ in range(rounds))
+
+with airlock.Client() as c:
+    s = c.get_session(session_id)
+    stub = rpc.SessionsStub(c._channel)
+
+    def bare(argv):
+        start = pb.ExecStart(session_id=session_id, argv=[a.encode() for a in argv])
+        out = 0
+        for r in stub.Exec(iter([pb.ExecRequest(start=start)])):
+            out += len(r.stdout)
+        return out
+
+    def sdk_stream(argv):
+        return sum(len(e.data) for e in s.exec_stream(argv) if isinstance(e, airlock.Output))
+
+    bare_rtt = median_ms(lambda: bare(["true"]))
+    sdk_rtt = median_ms(lambda: s.exec(["true"]))
+    t_bare = ms(lambda: bare(reading))
+    t_sdk = ms(lambda: sdk_stream(reading))
+    t_sdk_exec = ms(lambda: s.exec(reading))
+
+async def aio_rtt():
+    async with airlock.aio.Client() as c:
+        s = await c.get_session(session_id)
+        await s.exec(["true"])
+        times = []
+        for _ in range(rounds):
+            t = time.monotonic(); await s.exec(["true"]); times.append((time.monotonic() - t) * 1000)
+        return statistics.median(times)
+
+aio = asyncio.run(aio_rtt())
+mbps = lambda t: size / 1e6 / (t / 1000)
+print(f"{'measure (median of %d)' % rounds:<56} {'value':>10}  ratio")
+print(f"{'exec true: bare gRPC call of the stubs (baseline)':<56} {bare_rtt:8.1f} ms")
+print(f"{'exec true: Python SDK, sync':<56} {sdk_rtt:8.1f} ms  {sdk_rtt / bare_rtt:.2f}x")
+print(f"{'exec true: Python SDK, asyncio':<56} {aio:8.1f} ms  {aio / bare_rtt:.2f}x")
+print(f"{'exec true: airlock exec ID -- true (CLI process)':<56} {cli:8.1f} ms  {cli / bare_rtt:.2f}x")
+print(f"{'256 MiB stdout: bare gRPC call (baseline)':<56} {mbps(t_bare):6.0f} MB/s")
+print(f"{'256 MiB stdout: Python SDK exec_stream':<56} {mbps(t_sdk):6.0f} MB/s  {t_bare / t_sdk:.2f}x")
+print(f"{'256 MiB stdout: Python SDK exec (collected)':<56} {mbps(t_sdk_exec):6.0f} MB/s  {t_bare / t_sdk_exec:.2f}x")
+PY
+$airlock rm "$id" >/dev/null

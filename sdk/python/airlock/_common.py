@@ -1,0 +1,425 @@
+"""What the sync and asyncio clients share: arguments to requests, replies to plain Python
+values, and how to reach airlockd. Nothing here does I/O."""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from airlock.errors import InvalidArgument, Timeout
+from airlock.v1 import airlock_pb2 as pb
+
+DEFAULT_SOCKET = "/run/airlock/airlockd.sock"
+# Output arrives in pieces of at most 4 MiB; leave room for a whole-file read.
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 16 << 20),
+    ("grpc.max_send_message_length", 16 << 20),
+]
+STDIN_PIECE = 256 << 10
+EXIT_AIRLOCK_ERROR = 125
+
+Size = Union[int, str]
+Seconds = Union[int, float, datetime.timedelta]
+Argv = Sequence[Union[str, bytes]]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Size, what: str) -> int:
+    """Bytes from 536870912, "512m", "1g", "1GiB" (binary units, as the CLI's)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidArgument(f"{what} is a number of bytes or a size like \"512m\" or \"1g\", "
+                              f"not {type(value).__name__}")
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidArgument(f"{what} cannot be negative")
+        return value
+    m = _SIZE.match(value)
+    if not m:
+        raise InvalidArgument(f"{what} \"{value}\" is not a size: give bytes, or a number with "
+                              "k, m, g or t (\"512m\", \"1g\")")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_seconds(value: Optional[Seconds], what: str) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InvalidArgument(f"{what} is a number of seconds (or a timedelta), zero or more")
+    return float(value)
+
+
+def to_bytes(value: Union[str, bytes], what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise InvalidArgument(f"{what} must be str or bytes, not {type(value).__name__}")
+
+
+def strings(values: Optional[Iterable[str]], what: str) -> List[str]:
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes)):
+        raise InvalidArgument(f"{what} is a list of strings, not one string")
+    out = list(values)
+    for v in out:
+        if not isinstance(v, str):
+            raise InvalidArgument(f"{what} holds strings, not {type(v).__name__}")
+    return out
+
+
+def limits(vcpus=None, memory=None, disk=None, pids=None, ttl=None, idle_timeout=None,
+           net_rate=None) -> Optional[pb.Limits]:
+    """Limits as airlockd takes them; None when nothing was asked (airlockd's defaults)."""
+    if all(v is None for v in (vcpus, memory, disk, pids, ttl, idle_timeout, net_rate)):
+        return None
+    out = pb.Limits()
+    for name, value in (("vcpus", vcpus), ("pids", pids)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(f"{name} is a whole number, zero or more")
+            setattr(out, name, value)
+    if memory is not None:
+        out.memory_bytes = parse_size(memory, "memory")
+    if disk is not None:
+        out.disk_bytes = parse_size(disk, "disk")
+    if net_rate is not None:
+        out.net_bytes_per_second = parse_size(net_rate, "net_rate")
+    if ttl is not None:
+        out.ttl_seconds = int(parse_seconds(ttl, "ttl"))
+    if idle_timeout is not None:
+        out.idle_timeout_seconds = int(parse_seconds(idle_timeout, "idle_timeout"))
+    return out
+
+
+def secrets(values: Optional[Mapping[str, Union[str, bytes]]]) -> List[pb.SecretBinding]:
+    """{"NAME=SOURCE@HOST": value-or-None}: a protected credential per entry. For env: and file:
+    sources the value is read here, on the client's side, as the CLI does."""
+    out = []
+    for spec, value in (values or {}).items():
+        if not isinstance(spec, str):
+            raise InvalidArgument("a secret is NAME=SOURCE@HOST[,HOST...]")
+        b = pb.SecretBinding(spec=spec)
+        if value is None:
+            source = spec.split("=", 1)[1].split("@", 1)[0] if "=" in spec else ""
+            if source.startswith("env:"):
+                env = os.environ.get(source[4:])
+                if env is None:
+                    raise InvalidArgument(f"secret {spec}: ${source[4:]} is not set")
+                b.value = env.encode()
+            elif source.startswith("file:"):
+                with open(source[5:], "rb") as f:
+                    b.value = f.read(1 << 20)
+        else:
+            b.value = to_bytes(value, "a secret's value")
+        out.append(b)
+    return out
+
+
+def create_request(image, limits_kwargs, allow, presets, secret_map, workspace=None):
+    request = pb.CreateSessionRequest(image=image or "", allow=strings(allow, "allow"),
+                                      allow_preset=strings(presets, "presets"),
+                                      secrets=secrets(secret_map), workspace=workspace or "")
+    lim = limits(**limits_kwargs)
+    if lim is not None:
+        request.limits.CopyFrom(lim)
+    return request
+
+
+def exec_start(argv: Argv, *, session_id="", stdin=False, env=None, cwd=None, user=None,
+               timeout=None, image=None, limits_kwargs=None, allow=None, presets=None,
+               secret_map=None) -> pb.ExecStart:
+    if isinstance(argv, (str, bytes)):
+        raise InvalidArgument("argv is a list (like [\"python3\", \"-c\", \"pass\"]), not one "
+                              "string; for a shell line use [\"sh\", \"-c\", LINE]")
+    start = pb.ExecStart(session_id=session_id, argv=[to_bytes(a, "argv") for a in argv],
+                         stdin=bool(stdin), timeout_seconds=parse_seconds(timeout, "timeout"))
+    if env:
+        if not isinstance(env, Mapping):
+            raise InvalidArgument("env is a mapping of names to values")
+        start.env.extend(to_bytes(k, "env") + b"=" + to_bytes(v, "env") for k, v in env.items())
+    if cwd is not None:
+        start.cwd = to_bytes(cwd, "cwd")
+    if user is not None:
+        start.user = str(user)
+    if not session_id:
+        start.image = image or ""
+        lim = limits(**(limits_kwargs or {}))
+        if lim is not None:
+            start.limits.CopyFrom(lim)
+        start.allow.extend(strings(allow, "allow"))
+        start.allow_preset.extend(strings(presets, "presets"))
+        start.secrets.extend(secrets(secret_map))
+    return start
+
+
+def stdin_pieces(data: Union[bytes, str, Iterable[bytes], None]):
+    """stdin as pieces: bytes (or str) whole, or any iterable of bytes."""
+    if data is None:
+        return
+    if isinstance(data, str):
+        data = data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+        for at in range(0, len(data), STDIN_PIECE):
+            yield data[at:at + STDIN_PIECE]
+        return
+    for piece in data:
+        yield to_bytes(piece, "a piece of stdin")
+
+
+_STATES = {
+    pb.SESSION_STATE_CREATING: "creating",
+    pb.SESSION_STATE_RUNNING: "running",
+    pb.SESSION_STATE_STOPPED: "stopped",
+    pb.SESSION_STATE_FAILED: "failed",
+    pb.SESSION_STATE_PAUSED: "paused",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    vcpus: int
+    memory: int
+    pids: int
+    disk: int
+    ttl: int
+    idle_timeout: int
+    net_rate: int
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as airlockd last described it."""
+    id: str
+    image: str
+    image_digest: str
+    state: str          # "creating", "running", "paused", "stopped" or "failed"
+    reason: str         # why it paused, stopped or failed
+    hostname: str
+    created: datetime.datetime
+    last_used: datetime.datetime
+    limits: Limits
+
+
+def _time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+def session_info(s: pb.Session) -> SessionInfo:
+    lim = s.limits
+    return SessionInfo(
+        id=s.id, image=s.image, image_digest=s.image_digest,
+        state=_STATES.get(s.state, "unknown"), reason=s.reason, hostname=s.hostname,
+        created=_time(s.created_unix_ms), last_used=_time(s.last_used_unix_ms),
+        limits=Limits(vcpus=lim.vcpus, memory=lim.memory_bytes, pids=lim.pids,
+                      disk=lim.disk_bytes, ttl=lim.ttl_seconds,
+                      idle_timeout=lim.idle_timeout_seconds, net_rate=lim.net_bytes_per_second))
+
+
+@dataclass(frozen=True)
+class Output:
+    """A piece of a command's output as it came: ``stream`` is "stdout" or "stderr"."""
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a command ended: its exit code (128+N after signal N), and why, when Airlock ended it."""
+    exit_code: int
+    signal: int = 0
+    timed_out: bool = False
+    message: str = ""
+
+
+@dataclass
+class ExecResult:
+    """A finished command: its exit and all its output, stdout and stderr apart."""
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    signal: int = 0
+    timed_out: bool = False
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def exec_event(response: pb.ExecResponse):
+    kind = response.WhichOneof("kind")
+    if kind == "stdout":
+        return Output("stdout", response.stdout)
+    if kind == "stderr":
+        return Output("stderr", response.stderr)
+    if kind == "exit":
+        e = response.exit
+        return Exit(exit_code=e.code, signal=e.signal, timed_out=e.timed_out, message=e.message)
+    return None
+
+
+class Collector:
+    """Gathers a command's events into an ExecResult."""
+
+    def __init__(self):
+        self.stdout: List[bytes] = []
+        self.stderr: List[bytes] = []
+
+    def add(self, event) -> None:
+        if isinstance(event, Output):
+            (self.stdout if event.stream == "stdout" else self.stderr).append(event.data)
+
+    def result(self, exit_: Exit) -> ExecResult:
+        return ExecResult(exit_code=exit_.exit_code, stdout=b"".join(self.stdout),
+                          stderr=b"".join(self.stderr), signal=exit_.signal,
+                          timed_out=exit_.timed_out, message=exit_.message)
+
+
+def timed_out(result: ExecResult, argv: Argv) -> Timeout:
+    return Timeout(f"{_name(argv)} ran past its timeout and was killed", result=result)
+
+
+def _name(argv: Argv) -> str:
+    if not argv:
+        return "the image's command"
+    a = argv[0]
+    return a.decode(errors="replace") if isinstance(a, bytes) else str(a)
+
+
+def failed_message(result: ExecResult, argv: Argv) -> str:
+    why = f": {result.message}" if result.message else ""
+    return f"{_name(argv)} exited with {result.exit_code}{why}"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    time: datetime.datetime
+    exec_id: int
+    stream: str   # "stdout", "stderr" or "event"
+    data: bytes
+
+
+_LOG_STREAMS = {1: "stdout", 2: "stderr", 3: "event"}
+
+
+def log_entry(e: pb.LogEntry) -> LogEntry:
+    return LogEntry(_time(e.unix_ms), e.exec_id, _LOG_STREAMS.get(e.stream, "unknown"), e.data)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    time: datetime.datetime
+    cpu_percent: float
+    memory_used: int
+    memory_total: int
+    processes: int
+    disk_used: int
+    disk_total: int
+
+
+def metrics(m: pb.MetricsSample) -> Metrics:
+    return Metrics(_time(m.unix_ms), m.cpu_percent, m.memory_used_bytes, m.memory_total_bytes,
+                   m.processes, m.disk_used_bytes, m.disk_total_bytes)
+
+
+@dataclass(frozen=True)
+class NetworkRule:
+    rule: str
+    source: str
+    deny: bool
+    expires: Optional[datetime.datetime]
+
+
+def network_rules(policy: pb.NetworkPolicy) -> List[NetworkRule]:
+    return [NetworkRule(r.rule, r.source, r.deny,
+                        _time(r.expires_unix_ms) if r.expires_unix_ms else None)
+            for r in policy.rules]
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    digest: str
+    size: int
+    created: datetime.datetime
+
+
+def images(reply: pb.ListImagesResponse) -> List[Image]:
+    return [Image(i.name, i.digest, i.size_bytes,
+                  datetime.datetime.fromtimestamp(i.created_unix, tz=datetime.timezone.utc))
+            for i in reply.images]
+
+
+@dataclass(frozen=True)
+class Vm:
+    """A live VM process on airlockd's host (the caller's own)."""
+    session_id: str
+    pid: int
+    accelerator: str   # "kvm" or "tcg"
+    vcpus: int
+    host_cpu_percent: float
+    host_rss: int
+
+
+def vms(reply: pb.ListVmsResponse) -> List[Vm]:
+    return [Vm(v.session_id, v.pid, v.accelerator, v.vcpus, v.host_cpu_percent,
+               v.host_rss_bytes) for v in reply.vms]
+
+
+def guest_path(path: Union[str, bytes]) -> bytes:
+    p = to_bytes(path, "path")
+    if not p.startswith(b"/"):
+        raise InvalidArgument("give an absolute path in the guest, like /root/data.txt")
+    return p
+
+
+def check_session_id(session_id) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidArgument("a session id is a non-empty string (as create_session returned)")
+    return session_id
+
+
+@dataclass(frozen=True)
+class TLS:
+    """Mutual TLS for airlockd's TCP listener: the CA that signed airlockd's certificate, and
+    this client's certificate and key (PEM files). ``server_name`` overrides the name checked in
+    airlockd's certificate (when it is not the host you dial)."""
+    ca: str
+    cert: str
+    key: str
+    server_name: Optional[str] = None
+
+    def credentials(self):
+        import grpc
+
+        def read(path):
+            with open(path, "rb") as f:
+                return f.read()
+        return grpc.ssl_channel_credentials(root_certificates=read(self.ca),
+                                            private_key=read(self.key),
+                                            certificate_chain=read(self.cert))
+
+    def options(self):
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def target(address: Optional[str], tls: Optional[TLS]) -> Tuple[str, bool]:
+    """The gRPC target for an address, and whether it is TCP (which needs TLS)."""
+    if address is None:
+        address = os.environ.get("AIRLOCK_SOCKET") or DEFAULT_SOCKET
+    if address.startswith("unix:"):
+        return address, False
+    if address.startswith("/"):
+        return "unix:" + address, False
+    if tls is None:
+        raise InvalidArgument(f"{address}: airlockd listens on TCP only with mutual TLS; give "
+                              "tls=airlock.TLS(ca=..., cert=..., key=...), or a socket path")
+    return address, True

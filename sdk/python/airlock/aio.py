@@ -1,0 +1,390 @@
+"""The asyncio client: the same API as airlock.Client, with coroutines and async iterators.
+
+    import airlock.aio
+    async with airlock.aio.Client() as c:
+        async with c.session(memory="1g") as s:
+            r = await s.exec(["python3", "-c", "print(6*7)"])
+            async for event in s.exec_stream(["pytest", "-q"]):
+                ...
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import AsyncIterator, Dict, Iterable, List, Optional, Union
+
+import grpc
+import grpc.aio
+
+from airlock import _common as c
+from airlock._common import TLS  # noqa: F401  (airlock.aio.TLS, for symmetry)
+from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
+                            SessionFailed, Unavailable, from_rpc_error)
+from airlock.v1 import airlock_pb2 as pb
+from airlock.v1 import airlock_pb2_grpc as rpc
+
+
+class Client:
+    """A connection to airlockd for asyncio; see airlock.Client for the addresses it takes.
+    Use ``async with``, or ``await Client.connect(...)`` and ``await close()``."""
+
+    def __init__(self, address: Optional[str] = None, *, tls: Optional[c.TLS] = None,
+                 connect_timeout: float = 10.0):
+        self._target, tcp = c.target(address, tls)
+        options = list(c.CHANNEL_OPTIONS)
+        if tcp:
+            self._channel = grpc.aio.secure_channel(self._target, tls.credentials(),
+                                                    options=options + tls.options())
+        else:
+            self._channel = grpc.aio.insecure_channel(self._target, options=options)
+        self._connect_timeout = connect_timeout
+        self._sessions = rpc.SessionsStub(self._channel)
+        self._network = rpc.NetworkStub(self._channel)
+        self._images = rpc.ImagesStub(self._channel)
+        self._vms = rpc.VmsStub(self._channel)
+
+    @classmethod
+    async def connect(cls, address: Optional[str] = None, **kwargs) -> "Client":
+        client = cls(address, **kwargs)
+        await client._ready()
+        return client
+
+    async def _ready(self) -> None:
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), self._connect_timeout)
+        except asyncio.TimeoutError:
+            await self._channel.close()
+            where = self._target[5:] if self._target.startswith("unix:") else self._target
+            raise Unavailable(f"airlockd does not answer at {where} (is it running, and may you "
+                              "use it? members of the airlock group may use its socket)") from None
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        await self._ready()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def create_session(self, image: Optional[str] = None, *, allow: Iterable[str] = (),
+                             presets: Iterable[str] = (), secrets=None, **limits) -> "Session":
+        """As airlock.Client.create_session (limits: vcpus, memory, disk, pids, ttl,
+        idle_timeout, net_rate)."""
+        request = c.create_request(image, limits, allow, presets, secrets)
+        try:
+            return Session(self, await self._sessions.Create(request))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    @contextlib.asynccontextmanager
+    async def session(self, image: Optional[str] = None, **kwargs) -> AsyncIterator["Session"]:
+        """create_session() as an async context manager: the session is removed at the end."""
+        s = await self.create_session(image, **kwargs)
+        try:
+            yield s
+        finally:
+            with contextlib.suppress(AirlockError):
+                await s.remove()
+
+    async def get_session(self, session_id: str) -> "Session":
+        try:
+            return Session(self, await self._sessions.Get(
+                pb.GetSessionRequest(id=c.check_session_id(session_id))))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def sessions(self) -> List["Session"]:
+        try:
+            reply = await self._sessions.List(pb.ListSessionsRequest())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return [Session(self, s) for s in reply.sessions]
+
+    async def run(self, argv: c.Argv, *, image: Optional[str] = None, stdin=None,
+                  env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                  user: Optional[str] = None, timeout: Optional[c.Seconds] = None,
+                  check: bool = False, allow: Iterable[str] = (), presets: Iterable[str] = (),
+                  secrets=None, **limits) -> c.ExecResult:
+        """One command in a fresh session that is removed when it ends."""
+        start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
+                             timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
+                             presets=presets, secret_map=secrets)
+        return await _finish(ExecStream(self, start, stdin), argv, check, None)
+
+    async def images(self) -> List[c.Image]:
+        try:
+            return c.images(await self._images.List(pb.ListImagesRequest()))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def vms(self) -> List[c.Vm]:
+        try:
+            return c.vms(await self._vms.List(pb.ListVmsRequest()))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+
+class Files:
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    async def write(self, path, data, mode: int = 0o644) -> int:
+        request = pb.WriteFileRequest(session_id=self._session.id, path=c.guest_path(path),
+                                      content=c.to_bytes(data, "data"), mode=mode)
+        return (await self._session._call(self._session._client._sessions.WriteFile,
+                                          request)).bytes
+
+    async def read(self, path, max_bytes: int = 0) -> bytes:
+        request = pb.ReadFileRequest(session_id=self._session.id, path=c.guest_path(path),
+                                     max_bytes=max_bytes)
+        return (await self._session._call(self._session._client._sessions.ReadFile,
+                                          request)).content
+
+
+class Network:
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    async def rules(self) -> List[c.NetworkRule]:
+        return c.network_rules(await self._session._call(
+            self._session._client._network.Get, pb.GetNetworkRequest(session_id=self._session.id)))
+
+    async def change(self, *, allow: Iterable[str] = (), presets: Iterable[str] = (),
+                     deny: Iterable[str] = (), remove: Iterable[str] = (),
+                     ttl: Optional[c.Seconds] = None) -> List[c.NetworkRule]:
+        request = pb.ChangeNetworkRequest(
+            session_id=self._session.id, allow=c.strings(allow, "allow"),
+            allow_preset=c.strings(presets, "presets"), deny=c.strings(deny, "deny"),
+            remove=c.strings(remove, "remove"), ttl_seconds=c.parse_seconds(ttl, "ttl"))
+        return c.network_rules(await self._session._call(self._session._client._network.Change,
+                                                         request))
+
+
+class Session:
+    """As airlock.Session, with coroutines."""
+
+    def __init__(self, client: Client, info: pb.Session):
+        self._client = client
+        self.info = c.session_info(info)
+        self.files = Files(self)
+        self.network = Network(self)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def state(self) -> str:
+        return self.info.state
+
+    def __repr__(self) -> str:
+        return f"<airlock.aio.Session {self.id} {self.info.state} {self.info.image}>"
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        with contextlib.suppress(AirlockError):
+            await self.remove()
+
+    async def _call(self, method, request):
+        try:
+            return await method(request)
+        except grpc.RpcError as e:
+            raise await self._explained(from_rpc_error(e)) from None
+
+    async def _explained(self, error: AirlockError) -> AirlockError:
+        if isinstance(error, FailedPrecondition) and not isinstance(error, SessionFailed):
+            with contextlib.suppress(AirlockError, grpc.RpcError):
+                info = await self.refresh()
+                if info.state == "failed":
+                    return SessionFailed(error.message, reason=info.reason, code=error.code)
+        return error
+
+    async def refresh(self) -> c.SessionInfo:
+        self.info = c.session_info(await self._call(self._client._sessions.Get,
+                                                    pb.GetSessionRequest(id=self.id)))
+        return self.info
+
+    async def exec(self, argv: c.Argv, *, stdin=None, env: Optional[Dict[str, str]] = None,
+                   cwd: Optional[str] = None, user: Optional[str] = None,
+                   timeout: Optional[c.Seconds] = None, check: bool = False) -> c.ExecResult:
+        stream = self.exec_stream(argv, stdin=stdin, env=env, cwd=cwd, user=user,
+                                  timeout=timeout)
+        return await _finish(stream, argv, check, self)
+
+    def exec_stream(self, argv: c.Argv, *, stdin=None, env: Optional[Dict[str, str]] = None,
+                    cwd: Optional[str] = None, user: Optional[str] = None,
+                    timeout: Optional[c.Seconds] = None) -> "ExecStream":
+        """Starts a command; ``async for`` the result for Output pieces, then one Exit.
+        ``stdin=True`` keeps stdin open for ``await write()`` / ``await close_stdin()``."""
+        start = c.exec_start(argv, session_id=self.id, stdin=stdin is not None and stdin is not
+                             False, env=env, cwd=cwd, user=user, timeout=timeout)
+        return ExecStream(self._client, start, None if stdin is True else stdin, session=self)
+
+    async def pause(self) -> c.SessionInfo:
+        self.info = c.session_info(await self._call(self._client._sessions.Pause,
+                                                    pb.PauseSessionRequest(id=self.id)))
+        return self.info
+
+    async def resume(self) -> c.SessionInfo:
+        self.info = c.session_info(await self._call(self._client._sessions.Resume,
+                                                    pb.ResumeSessionRequest(id=self.id)))
+        return self.info
+
+    async def fork(self, count: int = 1) -> List["Session"]:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidArgument("fork count is a whole number, 1 or more")
+        reply = await self._call(self._client._sessions.Fork,
+                                 pb.ForkSessionRequest(id=self.id, count=count))
+        return [Session(self._client, s) for s in reply.sessions]
+
+    async def remove(self) -> None:
+        await self._call(self._client._sessions.Remove, pb.RemoveSessionRequest(id=self.id))
+
+    async def logs(self, tail: int = 0) -> List[c.LogEntry]:
+        try:
+            return [c.log_entry(e) async for e in self._client._sessions.Logs(
+                pb.LogsRequest(session_id=self.id, tail=tail))]
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def metrics(self) -> c.Metrics:
+        try:
+            async for m in self._client._sessions.Metrics(
+                    pb.MetricsRequest(session_id=self.id, once=True)):
+                return c.metrics(m)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        raise AirlockError("airlockd sent no metrics")
+
+    async def timeline(self) -> List[pb.TimelineEvent]:
+        try:
+            return [e async for e in self._client._sessions.Timeline(
+                pb.TimelineRequest(session_id=self.id))]
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+
+class ExecStream:
+    """A running command, for ``async for``: Output pieces, then one Exit. With stdin open,
+    ``await write()`` / ``await close_stdin()`` feed it and ``await signal(N)`` signals it.
+    Leaving early (``await close()``, or ``async with``) cancels the command."""
+
+    def __init__(self, client: Client, start: pb.ExecStart, stdin=None,
+                 session: Optional[Session] = None):
+        self._session = session
+        self._call = client._sessions.Exec()
+        self._started = False
+        self._start = start
+        self._stdin = stdin
+        self._feeder: Optional[asyncio.Task] = None
+        self._lock = asyncio.Lock()
+        self._write_closed = False
+        self.exit: Optional[c.Exit] = None
+
+    async def _send(self, request: pb.ExecRequest) -> None:
+        async with self._lock:
+            if self._write_closed:
+                return
+            if not self._started:
+                self._started = True
+                await self._call.write(pb.ExecRequest(start=self._start))
+            await self._call.write(request)
+
+    async def _begin(self) -> None:
+        async with self._lock:
+            if not self._started:
+                self._started = True
+                await self._call.write(pb.ExecRequest(start=self._start))
+        if self._stdin is not None and self._feeder is None:
+            self._feeder = asyncio.ensure_future(self._feed(self._stdin))
+
+    async def _feed(self, data) -> None:
+        try:
+            if hasattr(data, "__aiter__"):
+                async for piece in data:
+                    await self.write(piece)
+            else:
+                for piece in c.stdin_pieces(data):
+                    await self.write(piece)
+        finally:
+            await self.close_stdin()
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        data = c.to_bytes(data, "stdin")
+        for at in range(0, len(data), c.STDIN_PIECE):
+            await self._send(pb.ExecRequest(stdin=data[at:at + c.STDIN_PIECE]))
+
+    async def close_stdin(self) -> None:
+        await self._send(pb.ExecRequest(stdin_eof=True))
+
+    async def signal(self, signum: int) -> None:
+        await self._send(pb.ExecRequest(signal=int(signum)))
+
+    async def _half_close(self) -> None:
+        async with self._lock:
+            if not self._write_closed:
+                self._write_closed = True
+                with contextlib.suppress(Exception):
+                    await self._call.done_writing()
+
+    def __aiter__(self):
+        return self._events()
+
+    async def _events(self):
+        await self._begin()
+        try:
+            while True:
+                response = await self._call.read()
+                if response is grpc.aio.EOF:
+                    return
+                event = c.exec_event(response)
+                if isinstance(event, c.Exit):
+                    self.exit = event
+                    await self._half_close()
+                if event is not None:
+                    yield event
+        except grpc.RpcError as e:
+            error = from_rpc_error(e)
+            raise (await self._session._explained(error) if self._session else error) from None
+
+    async def close(self) -> None:
+        if self._feeder is not None and not self._feeder.done():
+            self._feeder.cancel()
+        if self.exit is None:
+            self._call.cancel()
+
+    async def __aenter__(self) -> "ExecStream":
+        await self._begin()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+async def _finish(stream: ExecStream, argv, check: bool,
+                  session: Optional[Session]) -> c.ExecResult:
+    collector = c.Collector()
+    exit_ = None
+    async with stream:
+        async for event in stream:
+            collector.add(event)
+            if isinstance(event, c.Exit):
+                exit_ = event
+    if exit_ is None:
+        raise AirlockError("airlockd ended the command without an exit status")
+    result = collector.result(exit_)
+    if result.timed_out:
+        raise c.timed_out(result, argv)
+    if result.exit_code == c.EXIT_AIRLOCK_ERROR and result.message and session is not None:
+        state = None
+        with contextlib.suppress(AirlockError):
+            state = (await session.refresh()).state
+        if state == "failed":
+            raise SessionFailed(result.message, reason=session.info.reason)
+    if check and result.exit_code != 0:
+        raise CommandFailed(c.failed_message(result, argv), result=result)
+    return result

@@ -1,0 +1,373 @@
+"""The synchronous client. See the package's documentation for an example."""
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Dict, Iterable, Iterator, List, Optional, Union
+
+import grpc
+
+from airlock import _common as c
+from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
+                            SessionFailed, Unavailable, from_rpc_error)
+from airlock.v1 import airlock_pb2 as pb
+from airlock.v1 import airlock_pb2_grpc as rpc
+
+
+@contextlib.contextmanager
+def _translated():
+    try:
+        yield
+    except grpc.RpcError as e:
+        raise from_rpc_error(e) from None
+
+
+class Client:
+    """A connection to airlockd.
+
+    ``Client()`` uses the local socket ($AIRLOCK_SOCKET, else /run/airlock/airlockd.sock);
+    ``Client("/path/to.sock")`` another socket; ``Client("host:7443", tls=TLS(...))`` airlockd's
+    TCP listener with mutual TLS. The caller's tenant is decided by airlockd (the socket's peer
+    credentials, or the client certificate). Use it as a context manager, or call close().
+    """
+
+    def __init__(self, address: Optional[str] = None, *, tls: Optional[c.TLS] = None,
+                 connect_timeout: float = 10.0):
+        target, tcp = c.target(address, tls)
+        options = list(c.CHANNEL_OPTIONS)
+        if tcp:
+            options += tls.options()
+            self._channel = grpc.secure_channel(target, tls.credentials(), options=options)
+        else:
+            self._channel = grpc.insecure_channel(target, options=options)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            where = target[5:] if target.startswith("unix:") else target
+            raise Unavailable(f"airlockd does not answer at {where} (is it running, and may you "
+                              "use it? members of the airlock group may use its socket)") from None
+        self._sessions = rpc.SessionsStub(self._channel)
+        self._network = rpc.NetworkStub(self._channel)
+        self._images = rpc.ImagesStub(self._channel)
+        self._vms = rpc.VmsStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def create_session(self, image: Optional[str] = None, *, vcpus: Optional[int] = None,
+                       memory: Optional[c.Size] = None, disk: Optional[c.Size] = None,
+                       pids: Optional[int] = None, ttl: Optional[c.Seconds] = None,
+                       idle_timeout: Optional[c.Seconds] = None,
+                       net_rate: Optional[c.Size] = None, allow: Iterable[str] = (),
+                       presets: Iterable[str] = (),
+                       secrets: Optional[Dict[str, Union[str, bytes, None]]] = None) -> "Session":
+        """Boots (or restores) a session and returns once it runs commands. ``image``: a name
+        airlockd has (default: its default image). ``memory``/``disk``: bytes or "512m", "1g".
+        ``allow``: egress rules ("pypi.org", "*.example.com:8443"); ``presets``: rule sets
+        ("pypi", "npm", "github"). ``secrets``: {"NAME=env:VAR@api.host": None} binds protected
+        credentials (env: and file: values are read here)."""
+        request = c.create_request(
+            image, dict(vcpus=vcpus, memory=memory, disk=disk, pids=pids, ttl=ttl,
+                        idle_timeout=idle_timeout, net_rate=net_rate), allow, presets, secrets)
+        with _translated():
+            return Session(self, self._sessions.Create(request))
+
+    @contextlib.contextmanager
+    def session(self, image: Optional[str] = None, **kwargs) -> Iterator["Session"]:
+        """create_session() as a context manager: the session is removed at the end."""
+        s = self.create_session(image, **kwargs)
+        try:
+            yield s
+        finally:
+            with contextlib.suppress(AirlockError):
+                s.remove()
+
+    def get_session(self, session_id: str) -> "Session":
+        with _translated():
+            return Session(self, self._sessions.Get(
+                pb.GetSessionRequest(id=c.check_session_id(session_id))))
+
+    def sessions(self) -> List["Session"]:
+        """The caller's sessions, newest first (stopped and failed ones too)."""
+        with _translated():
+            reply = self._sessions.List(pb.ListSessionsRequest())
+        return [Session(self, s) for s in reply.sessions]
+
+    def run(self, argv: c.Argv, *, image: Optional[str] = None,
+            stdin: Union[bytes, str, Iterable[bytes], None] = None,
+            env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+            user: Optional[str] = None, timeout: Optional[c.Seconds] = None,
+            check: bool = False, allow: Iterable[str] = (), presets: Iterable[str] = (),
+            secrets=None, **limits) -> c.ExecResult:
+        """One command in a fresh session that is removed when it ends (``airlock run``)."""
+        start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
+                             timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
+                             presets=presets, secret_map=secrets)
+        return _finish(self, ExecStream(self, start, stdin), argv, check, None)
+
+    def images(self) -> List[c.Image]:
+        with _translated():
+            return c.images(self._images.List(pb.ListImagesRequest()))
+
+    def vms(self) -> List[c.Vm]:
+        """The caller's live VM processes, with their host CPU and memory (``airlock ps``)."""
+        with _translated():
+            return c.vms(self._vms.List(pb.ListVmsRequest()))
+
+
+class Files:
+    """A session's files, through its guest agent. A paused session is resumed first."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    def write(self, path: Union[str, bytes], data: Union[bytes, str], mode: int = 0o644) -> int:
+        """Creates or replaces the file (its directory must exist); returns the bytes written."""
+        request = pb.WriteFileRequest(session_id=self._session.id, path=c.guest_path(path),
+                                      content=c.to_bytes(data, "data"), mode=mode)
+        return self._session._call(self._session._client._sessions.WriteFile, request).bytes
+
+    def read(self, path: Union[str, bytes], max_bytes: int = 0) -> bytes:
+        """The file's content; fails if it is larger than ``max_bytes`` (0: airlockd's most)."""
+        request = pb.ReadFileRequest(session_id=self._session.id, path=c.guest_path(path),
+                                     max_bytes=max_bytes)
+        return self._session._call(self._session._client._sessions.ReadFile, request).content
+
+
+class Network:
+    """A session's egress policy: nothing is reachable until allowed."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    def rules(self) -> List[c.NetworkRule]:
+        return c.network_rules(self._session._call(
+            self._session._client._network.Get, pb.GetNetworkRequest(session_id=self._session.id)))
+
+    def change(self, *, allow: Iterable[str] = (), presets: Iterable[str] = (),
+               deny: Iterable[str] = (), remove: Iterable[str] = (),
+               ttl: Optional[c.Seconds] = None) -> List[c.NetworkRule]:
+        """Adds and removes rules in one step; applies at once to the running session."""
+        request = pb.ChangeNetworkRequest(
+            session_id=self._session.id, allow=c.strings(allow, "allow"),
+            allow_preset=c.strings(presets, "presets"), deny=c.strings(deny, "deny"),
+            remove=c.strings(remove, "remove"), ttl_seconds=c.parse_seconds(ttl, "ttl"))
+        return c.network_rules(self._session._call(self._session._client._network.Change, request))
+
+
+class Session:
+    """One session. Its methods act on airlockd's session; ``info`` is its last known state
+    (``refresh()`` asks again). As a context manager it is removed at the end."""
+
+    def __init__(self, client: Client, info: pb.Session):
+        self._client = client
+        self.info = c.session_info(info)
+        self.files = Files(self)
+        self.network = Network(self)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def state(self) -> str:
+        return self.info.state
+
+    def __repr__(self) -> str:
+        return f"<airlock.Session {self.id} {self.info.state} {self.info.image}>"
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with contextlib.suppress(AirlockError):
+            self.remove()
+
+    def _call(self, method, request):
+        try:
+            return method(request)
+        except grpc.RpcError as e:
+            raise self._explained(from_rpc_error(e)) from None
+
+    def _explained(self, error: AirlockError) -> AirlockError:
+        """A FAILED_PRECONDITION on a session whose VM failed becomes SessionFailed."""
+        if isinstance(error, FailedPrecondition) and not isinstance(error, SessionFailed):
+            with contextlib.suppress(AirlockError, grpc.RpcError):
+                info = self.refresh()
+                if info.state == "failed":
+                    return SessionFailed(error.message, reason=info.reason, code=error.code)
+        return error
+
+    def refresh(self) -> c.SessionInfo:
+        self.info = c.session_info(self._call(self._client._sessions.Get,
+                                              pb.GetSessionRequest(id=self.id)))
+        return self.info
+
+    def exec(self, argv: c.Argv, *, stdin: Union[bytes, str, Iterable[bytes], None] = None,
+             env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+             user: Optional[str] = None, timeout: Optional[c.Seconds] = None,
+             check: bool = False) -> c.ExecResult:
+        """Runs a command and waits for it: its exit code, stdout and stderr. A timeout raises
+        airlock.Timeout (with what it printed); ``check=True`` raises CommandFailed on a
+        non-zero exit; a session whose VM died raises SessionFailed."""
+        stream = self.exec_stream(argv, stdin=stdin, env=env, cwd=cwd, user=user,
+                                  timeout=timeout)
+        return _finish(self._client, stream, argv, check, self)
+
+    def exec_stream(self, argv: c.Argv, *,
+                    stdin: Union[bytes, str, Iterable[bytes], bool, None] = None,
+                    env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                    user: Optional[str] = None,
+                    timeout: Optional[c.Seconds] = None) -> "ExecStream":
+        """Starts a command; iterate the result for Output pieces as they come, then one Exit.
+        ``stdin=True`` keeps stdin open for ExecStream.write() / close_stdin()."""
+        start = c.exec_start(argv, session_id=self.id, stdin=stdin is not None and stdin is not
+                             False, env=env, cwd=cwd, user=user, timeout=timeout)
+        return ExecStream(self._client, start, None if stdin is True else stdin, session=self)
+
+    def pause(self) -> c.SessionInfo:
+        """Snapshots the session to disk and ends its VM (refused while a command runs)."""
+        self.info = c.session_info(self._call(self._client._sessions.Pause,
+                                              pb.PauseSessionRequest(id=self.id)))
+        return self.info
+
+    def resume(self) -> c.SessionInfo:
+        self.info = c.session_info(self._call(self._client._sessions.Resume,
+                                              pb.ResumeSessionRequest(id=self.id)))
+        return self.info
+
+    def fork(self, count: int = 1) -> List["Session"]:
+        """``count`` new sessions from one snapshot of this one, each with its own disk copy."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidArgument("fork count is a whole number, 1 or more")
+        reply = self._call(self._client._sessions.Fork, pb.ForkSessionRequest(id=self.id,
+                                                                             count=count))
+        return [Session(self._client, s) for s in reply.sessions]
+
+    def remove(self) -> None:
+        """Destroys the VM, every file of the session, and its record."""
+        self._call(self._client._sessions.Remove, pb.RemoveSessionRequest(id=self.id))
+
+    def logs(self, tail: int = 0) -> List[c.LogEntry]:
+        """The stored output of the session's commands, oldest first."""
+        with _translated():
+            return [c.log_entry(e) for e in self._client._sessions.Logs(
+                pb.LogsRequest(session_id=self.id, tail=tail))]
+
+    def metrics(self) -> c.Metrics:
+        with _translated():
+            for m in self._client._sessions.Metrics(pb.MetricsRequest(session_id=self.id,
+                                                                     once=True)):
+                return c.metrics(m)
+        raise AirlockError("airlockd sent no metrics")
+
+    def timeline(self) -> List[pb.TimelineEvent]:
+        """Everything the session did, oldest first (the events as the API defines them)."""
+        with _translated():
+            return list(self._client._sessions.Timeline(pb.TimelineRequest(session_id=self.id)))
+
+
+class ExecStream:
+    """A running command. Iterate it for Output pieces, then one Exit (the last event). With
+    stdin open, write() and close_stdin() feed it; signal() signals its process group. Leaving
+    early (close(), or the with-block) cancels the command."""
+
+    def __init__(self, client: Client, start: pb.ExecStart, stdin=None,
+                 session: Optional[Session] = None):
+        self._session = session
+        self.exit: Optional[c.Exit] = None
+        self._queue: "queue.Queue[Optional[pb.ExecRequest]]" = queue.Queue()
+        self._queue.put(pb.ExecRequest(start=start))
+        self._feeder = None
+        if stdin is not None:
+            pieces = c.stdin_pieces(stdin)
+            self._feeder = threading.Thread(target=self._feed, args=(pieces,), daemon=True)
+        self._call = client._sessions.Exec(self._requests())
+        if self._feeder:
+            self._feeder.start()
+
+    def _requests(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            yield item
+
+    def _feed(self, pieces) -> None:
+        try:
+            for piece in pieces:
+                if self.exit is not None:
+                    return
+                self.write(piece)
+        finally:
+            self.close_stdin()
+
+    def write(self, data: Union[bytes, str]) -> None:
+        data = c.to_bytes(data, "stdin")
+        for at in range(0, len(data), c.STDIN_PIECE):
+            self._queue.put(pb.ExecRequest(stdin=data[at:at + c.STDIN_PIECE]))
+
+    def close_stdin(self) -> None:
+        self._queue.put(pb.ExecRequest(stdin_eof=True))
+
+    def signal(self, signum: int) -> None:
+        self._queue.put(pb.ExecRequest(signal=int(signum)))
+
+    def __iter__(self):
+        try:
+            for response in self._call:
+                event = c.exec_event(response)
+                if isinstance(event, c.Exit):
+                    self.exit = event
+                    self._queue.put(None)  # half-close: airlockd ends the call after the exit
+                if event is not None:
+                    yield event
+        except grpc.RpcError as e:
+            error = from_rpc_error(e)
+            raise (self._session._explained(error) if self._session else error) from None
+        finally:
+            self._queue.put(None)
+
+    def close(self) -> None:
+        if self.exit is None:
+            self._call.cancel()
+        self._queue.put(None)
+
+    def __enter__(self) -> "ExecStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _finish(client: Client, stream: ExecStream, argv, check: bool,
+            session: Optional[Session]) -> c.ExecResult:
+    collector = c.Collector()
+    exit_ = None
+    with stream:
+        for event in stream:
+            collector.add(event)
+            if isinstance(event, c.Exit):
+                exit_ = event
+    if exit_ is None:
+        raise AirlockError("airlockd ended the command without an exit status")
+    result = collector.result(exit_)
+    if result.timed_out:
+        raise c.timed_out(result, argv)
+    if result.exit_code == c.EXIT_AIRLOCK_ERROR and result.message and session is not None:
+        state = None
+        with contextlib.suppress(AirlockError):
+            state = session.refresh().state
+        if state == "failed":
+            raise SessionFailed(result.message, reason=session.info.reason)
+    if check and result.exit_code != 0:
+        raise CommandFailed(c.failed_message(result, argv), result=result)
+    return result
