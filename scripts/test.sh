@@ -32,13 +32,16 @@ echo "== the agent image for the Claude Code test (npm's package, its scripts ru
 build/airlock image build --debian bookworm --packages git \
   --npm "@anthropic-ai/claude-code@${AIRLOCK_TEST_CLAUDE_CODE:-2.1.197}" --tag airlock/claude >/dev/null
 
-echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in headless Chromium)"
+echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in headless Chromium, the SDKs)"
 if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
   (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)
 fi
 if [ ! -d tests/timeline/node_modules/puppeteer-core ]; then
   (cd tests/timeline && npm ci --no-audit --no-fund >/dev/null)
 fi
+# The TypeScript SDK: its packages, its stubs and types from the proto, its API reference.
+(cd sdk/js && { [ -d node_modules/@grpc/grpc-js ] || npm ci --no-audit --no-fund >/dev/null; } &&
+  npm run --silent build && npm run --silent doc >/dev/null)
 if ! command -v chromium >/dev/null; then
   echo "test: installing chromium (for the timeline page test)" >&2
   apt-get update -qq

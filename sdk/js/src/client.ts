@@ -1,0 +1,459 @@
+// The client: sessions, commands, files, pause/resume/fork, network rules.
+import * as grpc from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
+import * as c from './convert.js';
+import {
+  AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed, Unavailable,
+  fromServiceError,
+} from './errors.js';
+import type { ExecRequest } from './generated/airlock/v1/ExecRequest.js';
+import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
+import type { ImagesClient } from './generated/airlock/v1/Images.js';
+import type { NetworkClient } from './generated/airlock/v1/Network.js';
+import type { SessionsClient } from './generated/airlock/v1/Sessions.js';
+import type { Session__Output } from './generated/airlock/v1/Session.js';
+import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent.js';
+import type { VmsClient } from './generated/airlock/v1/Vms.js';
+import { api } from './rpc.js';
+import type {
+  ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionInfo,
+  SessionOptions, StreamOptions, Vm,
+} from './types.js';
+
+export const DEFAULT_SOCKET = '/run/airlock/airlockd.sock';
+
+/** Mutual TLS for airlockd's TCP listener: PEM file paths. */
+export interface TlsOptions {
+  /** The CA that signed airlockd's certificate. */
+  ca: string;
+  /** This client's certificate and key. */
+  cert: string;
+  key: string;
+  /** The name to check in airlockd's certificate, when it is not the host you dial. */
+  serverName?: string;
+}
+
+export interface ClientOptions {
+  tls?: TlsOptions;
+  /** Seconds to wait for airlockd to answer; default 10. */
+  connectTimeout?: number;
+}
+
+type Callback<T> = (error: grpc.ServiceError | null, value?: T) => void;
+
+function call<T>(start: (callback: Callback<T>) => unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    start((error, value) => (error ? reject(fromServiceError(error)) : resolve(value as T)));
+  });
+}
+
+async function collect<T, U>(stream: AsyncIterable<T>, map: (value: T) => U): Promise<U[]> {
+  const out: U[] = [];
+  try {
+    for await (const value of stream) out.push(map(value));
+  } catch (error) {
+    throw fromServiceError(error);
+  }
+  return out;
+}
+
+/**
+ * A connection to airlockd. `Client.connect()` uses the local socket ($AIRLOCK_SOCKET, else
+ * /run/airlock/airlockd.sock); `Client.connect("/path/to.sock")` another socket;
+ * `Client.connect("host:7443", { tls })` airlockd's TCP listener with mutual TLS. airlockd
+ * decides the caller's tenant (the socket's peer credentials, or the client certificate).
+ */
+export class Client {
+  /** @internal */ readonly sessions: SessionsClient;
+  /** @internal */ readonly networkStub: NetworkClient;
+  /** @internal */ readonly imagesStub: ImagesClient;
+  /** @internal */ readonly vmsStub: VmsClient;
+  private readonly target: string;
+  private readonly connectTimeout: number;
+
+  constructor(address?: string, options: ClientOptions = {}) {
+    c.checkOptions(options, 'client options');
+    let target = address ?? (process.env.AIRLOCK_SOCKET || DEFAULT_SOCKET);
+    let credentials = grpc.credentials.createInsecure();
+    const channelOptions: grpc.ChannelOptions = {
+      'grpc.max_receive_message_length': 16 << 20,
+      'grpc.max_send_message_length': 16 << 20,
+    };
+    if (target.startsWith('/')) {
+      target = 'unix:' + target;
+    } else if (!target.startsWith('unix:')) {
+      if (!options.tls) {
+        throw new InvalidArgument(`${target}: airlockd listens on TCP only with mutual TLS; give { tls: { ca, cert, key } }, or a socket path`);
+      }
+      const t = options.tls;
+      credentials = grpc.credentials.createSsl(readFileSync(t.ca), readFileSync(t.key), readFileSync(t.cert));
+      if (t.serverName) {
+        channelOptions['grpc.ssl_target_name_override'] = t.serverName;
+        channelOptions['grpc.default_authority'] = t.serverName;
+      }
+    }
+    this.target = target;
+    this.connectTimeout = options.connectTimeout ?? 10;
+    const v1 = api().airlock.v1;
+    this.sessions = new v1.Sessions(target, credentials, channelOptions);
+    const channel = { channelOverride: this.sessions.getChannel() };
+    this.networkStub = new v1.Network(target, credentials, channel);
+    this.imagesStub = new v1.Images(target, credentials, channel);
+    this.vmsStub = new v1.Vms(target, credentials, channel);
+  }
+
+  /** A client once airlockd answers (Unavailable if it does not within connectTimeout). */
+  static async connect(address?: string, options: ClientOptions = {}): Promise<Client> {
+    const client = new Client(address, options);
+    await client.ready();
+    return client;
+  }
+
+  /** Waits until airlockd answers. */
+  ready(): Promise<void> {
+    const deadline = Date.now() + this.connectTimeout * 1000;
+    return new Promise((resolve, reject) => {
+      this.sessions.waitForReady(deadline, (error) => {
+        if (!error) return resolve();
+        this.close();
+        const where = this.target.startsWith('unix:') ? this.target.slice(5) : this.target;
+        reject(new Unavailable(`airlockd does not answer at ${where} (is it running, and may you use it? members of the airlock group may use its socket)`));
+      });
+    });
+  }
+
+  close(): void {
+    this.sessions.close();
+  }
+
+  /** Boots (or restores) a session and resolves once it runs commands. */
+  async createSession(options: SessionOptions = {}): Promise<Session> {
+    c.checkOptions(options, 'session options');
+    const limits = c.limits(options);
+    const request = {
+      image: options.image ?? '',
+      allow: c.strings(options.allow, 'allow'),
+      allowPreset: c.strings(options.presets, 'presets'),
+      secrets: c.secrets(options.secrets),
+      ...(limits ? { limits } : {}),
+    };
+    const s = await call<Session__Output>((cb) => this.sessions.Create(request, cb));
+    return new Session(this, s);
+  }
+
+  /** Runs `use` with a new session, and removes the session after it (whatever happens). */
+  async withSession<T>(options: SessionOptions, use: (session: Session) => Promise<T>): Promise<T> {
+    const session = await this.createSession(options);
+    try {
+      return await use(session);
+    } finally {
+      await session.remove().catch(() => undefined);
+    }
+  }
+
+  async getSession(id: string): Promise<Session> {
+    const s = await call<Session__Output>((cb) => this.sessions.Get({ id: c.sessionId(id) }, cb));
+    return new Session(this, s);
+  }
+
+  /** The caller's sessions, newest first (stopped and failed ones too). */
+  async listSessions(): Promise<Session[]> {
+    const reply = await call<{ sessions: Session__Output[] }>((cb) => this.sessions.List({}, cb));
+    return reply.sessions.map((s) => new Session(this, s));
+  }
+
+  /** One command in a fresh session that is removed when it ends (`airlock run`). */
+  async run(argv: Array<string | Buffer>, options: ExecOptions & SessionOptions = {}): Promise<ExecResult> {
+    const start = c.execStart(argv, options, '', options);
+    return finish(new ExecStream(this, start, options.stdin), argv, options.check ?? false);
+  }
+
+  async images(): Promise<Image[]> {
+    const reply = await call<{ images: Array<{ name: string; digest: string; sizeBytes: number; createdUnix: number }> }>(
+      (cb) => this.imagesStub.List({}, cb));
+    return reply.images.map((i) => ({
+      name: i.name, digest: i.digest, size: i.sizeBytes, created: new Date(i.createdUnix * 1000),
+    }));
+  }
+
+  /** The caller's live VM processes, with their host CPU and memory (`airlock ps`). */
+  async vms(): Promise<Vm[]> {
+    const reply = await call<{ vms: Array<{ sessionId: string; pid: number; accelerator: string; vcpus: number; hostCpuPercent: number; hostRssBytes: number }> }>(
+      (cb) => this.vmsStub.List({}, cb));
+    return reply.vms.map((v) => ({
+      sessionId: v.sessionId, pid: v.pid, accelerator: v.accelerator, vcpus: v.vcpus,
+      hostCpuPercent: v.hostCpuPercent, hostRss: v.hostRssBytes,
+    }));
+  }
+}
+
+/** A session's files, through its guest agent. A paused session is resumed first. */
+export class Files {
+  constructor(private readonly session: Session) {}
+
+  /** Creates or replaces the file (its directory must exist); resolves to the bytes written. */
+  async write(path: string | Buffer, data: string | Buffer | Uint8Array, mode = 0o644): Promise<number> {
+    const request = { sessionId: this.session.id, path: c.guestPath(path), content: c.bytes(data, 'data'), mode };
+    const reply = await this.session.call<{ bytes: number }>((cb) => this.session.client.sessions.WriteFile(request, cb));
+    return reply.bytes;
+  }
+
+  /** The file's content; fails if it is larger than maxBytes (0: airlockd's most). */
+  async read(path: string | Buffer, maxBytes = 0): Promise<Buffer> {
+    const request = { sessionId: this.session.id, path: c.guestPath(path), maxBytes };
+    const reply = await this.session.call<{ content: Buffer }>((cb) => this.session.client.sessions.ReadFile(request, cb));
+    return reply.content;
+  }
+}
+
+/** A session's egress policy: nothing is reachable until allowed. */
+export class Network {
+  constructor(private readonly session: Session) {}
+
+  async rules(): Promise<NetworkRule[]> {
+    const policy = await this.session.call<Parameters<typeof c.networkRules>[0]>(
+      (cb) => this.session.client.networkStub.Get({ sessionId: this.session.id }, cb));
+    return c.networkRules(policy);
+  }
+
+  /** Adds and removes rules in one step; applies at once to the running session. */
+  async change(change: { allow?: string[]; presets?: string[]; deny?: string[]; remove?: string[]; ttl?: number }): Promise<NetworkRule[]> {
+    c.checkOptions(change, 'a network change');
+    const request = {
+      sessionId: this.session.id,
+      allow: c.strings(change.allow, 'allow'),
+      allowPreset: c.strings(change.presets, 'presets'),
+      deny: c.strings(change.deny, 'deny'),
+      remove: c.strings(change.remove, 'remove'),
+      ttlSeconds: c.seconds(change.ttl, 'ttl'),
+    };
+    const policy = await this.session.call<Parameters<typeof c.networkRules>[0]>(
+      (cb) => this.session.client.networkStub.Change(request, cb));
+    return c.networkRules(policy);
+  }
+}
+
+/** One session. `info` is its last known state (`refresh()` asks again). */
+export class Session {
+  info: SessionInfo;
+  readonly files: Files;
+  readonly network: Network;
+
+  /** @internal */
+  constructor(readonly client: Client, info: Session__Output) {
+    this.info = c.sessionInfo(info);
+    this.files = new Files(this);
+    this.network = new Network(this);
+  }
+
+  get id(): string {
+    return this.info.id;
+  }
+
+  get state(): SessionInfo['state'] {
+    return this.info.state;
+  }
+
+  /** @internal A call on this session; a FAILED_PRECONDITION on a failed VM becomes SessionFailed. */
+  async call<T>(start: (callback: Callback<T>) => unknown): Promise<T> {
+    try {
+      return await call(start);
+    } catch (error) {
+      throw await this.explained(error as AirlockError);
+    }
+  }
+
+  /** @internal */
+  async explained(error: AirlockError): Promise<AirlockError> {
+    if (error instanceof FailedPrecondition && !(error instanceof SessionFailed)) {
+      const info = await this.refresh().catch(() => undefined);
+      if (info?.state === 'failed') return new SessionFailed(error.message, info.reason, error.code);
+    }
+    return error;
+  }
+
+  async refresh(): Promise<SessionInfo> {
+    const s = await call<Session__Output>((cb) => this.client.sessions.Get({ id: this.id }, cb));
+    this.info = c.sessionInfo(s);
+    return this.info;
+  }
+
+  /**
+   * Runs a command and waits for it: its exit code, stdout and stderr. A timeout rejects with
+   * Timeout (carrying what it printed); `check: true` rejects with CommandFailed on a non-zero
+   * exit; a session whose VM died rejects with SessionFailed.
+   */
+  async exec(argv: Array<string | Buffer>, options: ExecOptions = {}): Promise<ExecResult> {
+    const start = c.execStart(argv, options, this.id);
+    return finish(new ExecStream(this.client, start, options.stdin, this), argv, options.check ?? false, this);
+  }
+
+  /**
+   * Starts a command: `for await` the result for output pieces as they come, then one exit.
+   * `stdin: true` keeps stdin open for ExecStream.write() / closeStdin().
+   */
+  execStream(argv: Array<string | Buffer>, options: StreamOptions = {}): ExecStream {
+    const start = c.execStart(argv, options, this.id);
+    return new ExecStream(this.client, start, options.stdin === true ? undefined : options.stdin, this);
+  }
+
+  /** Snapshots the session to disk and ends its VM (refused while a command runs). */
+  async pause(): Promise<SessionInfo> {
+    this.info = c.sessionInfo(await this.call<Session__Output>((cb) => this.client.sessions.Pause({ id: this.id }, cb)));
+    return this.info;
+  }
+
+  async resume(): Promise<SessionInfo> {
+    this.info = c.sessionInfo(await this.call<Session__Output>((cb) => this.client.sessions.Resume({ id: this.id }, cb)));
+    return this.info;
+  }
+
+  /** `count` new sessions from one snapshot of this one, each with its own disk copy. */
+  async fork(count = 1): Promise<Session[]> {
+    if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1) {
+      throw new InvalidArgument('fork count is a whole number, 1 or more');
+    }
+    const reply = await this.call<{ sessions: Session__Output[] }>(
+      (cb) => this.client.sessions.Fork({ id: this.id, count }, cb));
+    return reply.sessions.map((s) => new Session(this.client, s));
+  }
+
+  /** Destroys the VM and every file of the session; its record stays (state "stopped"). */
+  async remove(): Promise<void> {
+    await this.call((cb) => this.client.sessions.Remove({ id: this.id }, cb));
+  }
+
+  /** The stored output of the session's commands, oldest first. */
+  logs(tail = 0): Promise<LogEntry[]> {
+    const streams = ['unknown', 'stdout', 'stderr', 'event'] as const;
+    return collect(this.client.sessions.Logs({ sessionId: this.id, tail }), (e) => ({
+      time: new Date(e.unixMs),
+      execId: e.execId,
+      stream: streams[['STREAM_UNSPECIFIED', 'STREAM_STDOUT', 'STREAM_STDERR', 'STREAM_EVENT'].indexOf(e.stream as string)] ?? 'unknown',
+      data: e.data,
+    }));
+  }
+
+  async metrics(): Promise<Metrics> {
+    const samples = await collect(this.client.sessions.Metrics({ sessionId: this.id, once: true }), (m) => ({
+      time: new Date(m.unixMs), cpuPercent: m.cpuPercent, memoryUsed: m.memoryUsedBytes,
+      memoryTotal: m.memoryTotalBytes, processes: m.processes, diskUsed: m.diskUsedBytes,
+      diskTotal: m.diskTotalBytes,
+    }));
+    if (!samples.length) throw new AirlockError('airlockd sent no metrics');
+    return samples[0];
+  }
+
+  /** Everything the session did, oldest first (the events as the API defines them). */
+  timeline(): Promise<TimelineEvent__Output[]> {
+    return collect(this.client.sessions.Timeline({ sessionId: this.id }), (e) => e);
+  }
+}
+
+/**
+ * A running command: `for await` it for output pieces, then one exit (the last event). With
+ * stdin open, write() and closeStdin() feed it; signal() signals its process group; cancel()
+ * (or leaving the loop early) ends the command.
+ */
+export class ExecStream implements AsyncIterable<ExecEvent> {
+  exit?: Exit;
+  private readonly call: grpc.ClientDuplexStream<ExecRequest, import('./generated/airlock/v1/ExecResponse.js').ExecResponse__Output>;
+  private ended = false;
+  private feeding?: Promise<void>;
+
+  /** @internal */
+  constructor(client: Client, start: ExecStart, stdin: ExecOptions['stdin'], private readonly session?: Session) {
+    this.call = client.sessions.Exec();
+    this.call.on('error', () => undefined);  // surfaced by the iterator
+    this.call.write({ start });
+    if (stdin !== undefined) this.feeding = this.feed(stdin);
+  }
+
+  private async feed(stdin: ExecOptions['stdin']): Promise<void> {
+    try {
+      for await (const piece of c.stdinPieces(stdin)) {
+        if (this.ended) return;
+        await this.write(piece);
+      }
+    } catch {
+      // a stdin source that fails ends stdin; the command sees its end
+    } finally {
+      this.closeStdin();
+    }
+  }
+
+  /** Sends stdin; resolves when the transport has taken it (backpressure). */
+  async write(data: string | Buffer | Uint8Array): Promise<void> {
+    const b = c.bytes(data, 'stdin');
+    for (let at = 0; at < b.length && !this.ended; at += c.STDIN_PIECE) {
+      if (!this.call.write({ stdin: b.subarray(at, at + c.STDIN_PIECE) })) {
+        await new Promise<void>((resolve) => {
+          const done = () => { this.call.off('drain', done); this.call.off('close', done); resolve(); };
+          this.call.on('drain', done);
+          this.call.on('close', done);
+        });
+      }
+    }
+  }
+
+  closeStdin(): void {
+    if (!this.ended) this.call.write({ stdinEof: true });
+  }
+
+  signal(signal: number): void {
+    if (!Number.isInteger(signal) || signal <= 0) throw new InvalidArgument('a signal is a positive number, like 15');
+    if (!this.ended) this.call.write({ signal });
+  }
+
+  /** Ends the command (unless it has ended). */
+  cancel(): void {
+    if (!this.exit) this.call.cancel();
+    this.halfClose();
+  }
+
+  private halfClose(): void {
+    if (!this.ended) {
+      this.ended = true;
+      this.call.end();
+    }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<ExecEvent> {
+    try {
+      for await (const response of this.call) {
+        const event = c.execEvent(response);
+        if (!event) continue;
+        if (event.type === 'exit') {
+          this.exit = event;
+          this.halfClose();  // airlockd ends the call after the exit once the client half-closes
+        }
+        yield event;
+      }
+    } catch (error) {
+      const e = fromServiceError(error);
+      throw this.session ? await this.session.explained(e) : e;
+    } finally {
+      this.cancel();
+    }
+  }
+}
+
+async function finish(stream: ExecStream, argv: unknown[], check: boolean, session?: Session): Promise<ExecResult> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let exit: Exit | undefined;
+  for await (const event of stream) {
+    if (event.type === 'stdout') out.push(event.data);
+    else if (event.type === 'stderr') err.push(event.data);
+    else if (event.type === 'exit') exit = event;
+  }
+  if (!exit) throw new AirlockError('airlockd ended the command without an exit status');
+  const r = c.result(out, err, exit);
+  if (r.timedOut) throw c.timedOut(r, argv);
+  if (r.exitCode === c.EXIT_AIRLOCK_ERROR && r.message && session) {
+    const info = await session.refresh().catch(() => undefined);
+    if (info?.state === 'failed') throw new SessionFailed(r.message, info.reason);
+  }
+  if (check && r.exitCode !== 0) throw new CommandFailed(c.failedMessage(r, argv), r);
+  return r;
+}

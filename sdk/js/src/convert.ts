@@ -1,0 +1,237 @@
+// Arguments to requests and replies to plain values. Wrong types are refused here, before
+// anything reaches the wire.
+import { readFileSync } from 'node:fs';
+import { InvalidArgument, Timeout } from './errors.js';
+import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
+import type { Limits as LimitsProto } from './generated/airlock/v1/Limits.js';
+import type { SecretBinding } from './generated/airlock/v1/SecretBinding.js';
+import type { Session__Output } from './generated/airlock/v1/Session.js';
+import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy.js';
+import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
+import type {
+  ExecEvent, ExecOptions, ExecResult, Exit, NetworkRule, SessionInfo, SessionOptions,
+  SessionState, Size, StreamOptions,
+} from './types.js';
+
+export const EXIT_AIRLOCK_ERROR = 125;
+export const STDIN_PIECE = 256 * 1024;
+
+const units: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
+
+/** Bytes from 536870912, "512m", "1g", "1GiB". */
+export function parseSize(value: Size, what: string): number {
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new InvalidArgument(`${what} is a whole number of bytes, zero or more`);
+    }
+    return value;
+  }
+  if (typeof value !== 'string') {
+    throw new InvalidArgument(`${what} is a number of bytes or a size like "512m" or "1g", not ${typeof value}`);
+  }
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$/i.exec(value);
+  if (!m) {
+    throw new InvalidArgument(`${what} "${value}" is not a size: give bytes, or a number with k, m, g or t ("512m", "1g")`);
+  }
+  return Math.floor(Number(m[1]) * units[m[2].toLowerCase()]);
+}
+
+function count(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidArgument(`${what} is a whole number, zero or more`);
+  }
+  return value;
+}
+
+export function seconds(value: unknown, what: string): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidArgument(`${what} is a number of seconds, zero or more`);
+  }
+  return value;
+}
+
+export function strings(value: unknown, what: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) {
+    throw new InvalidArgument(`${what} is an array of strings`);
+  }
+  return value as string[];
+}
+
+export function bytes(value: unknown, what: string): Buffer {
+  if (typeof value === 'string') return Buffer.from(value);
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  throw new InvalidArgument(`${what} must be a string, Buffer or Uint8Array`);
+}
+
+export function limits(o: SessionOptions): LimitsProto | undefined {
+  const l: LimitsProto = {};
+  let any = false;
+  if (o.vcpus !== undefined) { l.vcpus = count(o.vcpus, 'vcpus'); any = true; }
+  if (o.pids !== undefined) { l.pids = count(o.pids, 'pids'); any = true; }
+  if (o.memory !== undefined) { l.memoryBytes = parseSize(o.memory, 'memory'); any = true; }
+  if (o.disk !== undefined) { l.diskBytes = parseSize(o.disk, 'disk'); any = true; }
+  if (o.netRate !== undefined) { l.netBytesPerSecond = parseSize(o.netRate, 'netRate'); any = true; }
+  if (o.ttl !== undefined) { l.ttlSeconds = Math.floor(seconds(o.ttl, 'ttl')); any = true; }
+  if (o.idleTimeout !== undefined) {
+    l.idleTimeoutSeconds = Math.floor(seconds(o.idleTimeout, 'idleTimeout'));
+    any = true;
+  }
+  return any ? l : undefined;
+}
+
+export function secrets(map: SessionOptions['secrets']): SecretBinding[] {
+  if (map === undefined) return [];
+  if (typeof map !== 'object' || map === null) {
+    throw new InvalidArgument('secrets is an object: {"NAME=SOURCE@HOST": null or a value}');
+  }
+  return Object.entries(map).map(([spec, value]) => {
+    if (value !== null && value !== undefined) return { spec, value: bytes(value, 'a secret\'s value') };
+    const source = spec.includes('=') ? spec.split('=', 2)[1].split('@')[0] : '';
+    if (source.startsWith('env:')) {
+      const env = process.env[source.slice(4)];
+      if (env === undefined) throw new InvalidArgument(`secret ${spec}: $${source.slice(4)} is not set`);
+      return { spec, value: Buffer.from(env) };
+    }
+    if (source.startsWith('file:')) return { spec, value: readFileSync(source.slice(5)) };
+    return { spec };
+  });
+}
+
+export function checkOptions(o: unknown, what: string): void {
+  if (o !== undefined && (typeof o !== 'object' || o === null || Array.isArray(o))) {
+    throw new InvalidArgument(`${what} is an object of options`);
+  }
+}
+
+export function execStart(argv: unknown, o: StreamOptions | ExecOptions, sessionId: string,
+                          session?: SessionOptions): ExecStart {
+  checkOptions(o, 'exec options');
+  if (!Array.isArray(argv)) {
+    throw new InvalidArgument('argv is an array (like ["python3", "-c", "pass"]), not one string; for a shell line use ["sh", "-c", LINE]');
+  }
+  const start: ExecStart = {
+    sessionId,
+    argv: argv.map((a) => bytes(a, 'argv')),
+    stdin: o.stdin !== undefined,
+    timeoutSeconds: seconds(o.timeout, 'timeout'),
+  };
+  if (o.env !== undefined) {
+    if (typeof o.env !== 'object' || o.env === null) throw new InvalidArgument('env is an object of names to values');
+    start.env = Object.entries(o.env).map(([k, v]) => {
+      if (typeof v !== 'string') throw new InvalidArgument(`env ${k} must be a string`);
+      return Buffer.from(`${k}=${v}`);
+    });
+  }
+  if (o.cwd !== undefined) start.cwd = bytes(o.cwd, 'cwd');
+  if (o.user !== undefined) start.user = String(o.user);
+  if (!sessionId && session) {
+    start.image = session.image ?? '';
+    const l = limits(session);
+    if (l) start.limits = l;
+    start.allow = strings(session.allow, 'allow');
+    start.allowPreset = strings(session.presets, 'presets');
+    start.secrets = secrets(session.secrets);
+  }
+  return start;
+}
+
+export async function* stdinPieces(data: ExecOptions['stdin']): AsyncGenerator<Buffer> {
+  if (data === undefined) return;
+  if (typeof data === 'string' || data instanceof Uint8Array) {
+    const b = bytes(data, 'stdin');
+    for (let at = 0; at < b.length; at += STDIN_PIECE) yield b.subarray(at, at + STDIN_PIECE);
+    return;
+  }
+  const source = data as unknown as Partial<AsyncIterable<unknown> & Iterable<unknown>>;
+  if (typeof source[Symbol.asyncIterator] !== 'function' && typeof source[Symbol.iterator] !== 'function') {
+    throw new InvalidArgument('stdin is a string, a Buffer, or an (async) iterable of them');
+  }
+  for await (const piece of data as AsyncIterable<unknown>) yield bytes(piece, 'a piece of stdin');
+}
+
+const states: Record<string, SessionState> = {
+  SESSION_STATE_CREATING: 'creating',
+  SESSION_STATE_RUNNING: 'running',
+  SESSION_STATE_STOPPED: 'stopped',
+  SESSION_STATE_FAILED: 'failed',
+  SESSION_STATE_PAUSED: 'paused',
+};
+
+export function sessionInfo(s: Session__Output): SessionInfo {
+  const l = s.limits;
+  return {
+    id: s.id,
+    image: s.image,
+    imageDigest: s.imageDigest,
+    state: states[s.state as string] ?? 'unknown',
+    reason: s.reason,
+    hostname: s.hostname,
+    created: new Date(s.createdUnixMs),
+    lastUsed: new Date(s.lastUsedUnixMs),
+    limits: {
+      vcpus: l?.vcpus ?? 0,
+      memory: l?.memoryBytes ?? 0,
+      pids: l?.pids ?? 0,
+      disk: l?.diskBytes ?? 0,
+      ttl: l?.ttlSeconds ?? 0,
+      idleTimeout: l?.idleTimeoutSeconds ?? 0,
+      netRate: l?.netBytesPerSecond ?? 0,
+    },
+  };
+}
+
+export function execEvent(r: ExecResponse__Output): ExecEvent | undefined {
+  switch (r.kind) {
+    case 'stdout': return { type: 'stdout', data: r.stdout ?? Buffer.alloc(0) };
+    case 'stderr': return { type: 'stderr', data: r.stderr ?? Buffer.alloc(0) };
+    case 'exit': return {
+      type: 'exit',
+      exitCode: r.exit?.code ?? 0,
+      signal: r.exit?.signal ?? 0,
+      timedOut: r.exit?.timedOut ?? false,
+      message: r.exit?.message ?? '',
+    };
+    default: return undefined;
+  }
+}
+
+export function result(out: Buffer[], err: Buffer[], exit: Exit): ExecResult {
+  return {
+    exitCode: exit.exitCode, stdout: Buffer.concat(out), stderr: Buffer.concat(err),
+    signal: exit.signal, timedOut: exit.timedOut, message: exit.message,
+  };
+}
+
+function name(argv: unknown[]): string {
+  return argv.length ? String(argv[0]) : "the image's command";
+}
+
+export function timedOut(r: ExecResult, argv: unknown[]): Timeout {
+  return new Timeout(`${name(argv)} ran past its timeout and was killed`, r);
+}
+
+export function failedMessage(r: ExecResult, argv: unknown[]): string {
+  return `${name(argv)} exited with ${r.exitCode}${r.message ? ': ' + r.message : ''}`;
+}
+
+export function networkRules(p: NetworkPolicy__Output): NetworkRule[] {
+  return p.rules.map((r) => ({
+    rule: r.rule, source: r.source, deny: r.deny,
+    ...(r.expiresUnixMs ? { expires: new Date(r.expiresUnixMs) } : {}),
+  }));
+}
+
+export function guestPath(path: unknown): Buffer {
+  const p = bytes(path, 'path');
+  if (p[0] !== 0x2f) throw new InvalidArgument('give an absolute path in the guest, like /root/data.txt');
+  return p;
+}
+
+export function sessionId(id: unknown): string {
+  if (typeof id !== 'string' || !id) {
+    throw new InvalidArgument('a session id is a non-empty string (as createSession returned)');
+  }
+  return id;
+}

@@ -1,0 +1,26 @@
+/**
+ * Airlock's TypeScript SDK: sessions in microVMs for code you do not trust.
+ *
+ * ```ts
+ * import { Client } from '@airlock/sdk';
+ * const c = await Client.connect();
+ * await c.withSession({ memory: '1g', allow: ['pypi.org'] }, async (s) => {
+ *   const r = await s.exec(['python3', '-c', 'print(6*7)']);   // r.exitCode, r.stdout
+ *   for await (const event of s.execStream(['pytest', '-q'])) console.log(event);
+ *   await s.files.write('/tmp/x.py', 'print(1)');
+ *   await s.pause();
+ *   const kids = await s.fork(3);
+ * });
+ * c.close();
+ * ```
+ * @packageDocumentation
+ */
+export { Client, DEFAULT_SOCKET, ExecStream, Files, Network, Session } from './client.js';
+export type { ClientOptions, TlsOptions } from './client.js';
+export {
+  AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, LimitExceeded, NotFound,
+  PermissionDenied, SessionFailed, Timeout, Unauthenticated, Unavailable,
+} from './errors.js';
+export type * from './types.js';
+export { parseSize } from './convert.js';
+export type { TimelineEvent__Output as TimelineEvent } from './generated/airlock/v1/TimelineEvent.js';

@@ -1,0 +1,140 @@
+// Plain values the SDK returns and takes.
+
+/** Bytes as a number, or a size like "512m", "1g" (binary units, as the CLI's). */
+export type Size = number | string;
+
+/** A piece of a command's output as it came. */
+export interface Output {
+  type: 'stdout' | 'stderr';
+  data: Buffer;
+}
+/** How a command ended: its exit code (128+N after signal N), and why when Airlock ended it. */
+export interface Exit {
+  type: 'exit';
+  exitCode: number;
+  signal: number;
+  timedOut: boolean;
+  message: string;
+}
+export type ExecEvent = Output | Exit;
+
+/** A finished command: its exit and all its output, stdout and stderr apart. */
+export interface ExecResult {
+  exitCode: number;
+  stdout: Buffer;
+  stderr: Buffer;
+  signal: number;
+  timedOut: boolean;
+  message: string;
+}
+
+export type SessionState = 'creating' | 'running' | 'paused' | 'stopped' | 'failed' | 'unknown';
+
+export interface Limits {
+  vcpus: number;
+  memory: number;
+  pids: number;
+  disk: number;
+  ttl: number;
+  idleTimeout: number;
+  netRate: number;
+}
+
+/** A session as airlockd last described it. */
+export interface SessionInfo {
+  id: string;
+  image: string;
+  imageDigest: string;
+  state: SessionState;
+  /** Why it paused, stopped or failed. */
+  reason: string;
+  hostname: string;
+  created: Date;
+  lastUsed: Date;
+  limits: Limits;
+}
+
+/** What a new session gets; unset fields take airlockd's defaults. */
+export interface SessionOptions {
+  /** An image airlockd has; default: its default image. */
+  image?: string;
+  vcpus?: number;
+  memory?: Size;
+  disk?: Size;
+  pids?: number;
+  /** Seconds until the session is destroyed; 0: never. */
+  ttl?: number;
+  /** Seconds without use until it pauses itself; 0: never. */
+  idleTimeout?: number;
+  /** Egress bandwidth, bytes per second each way. */
+  netRate?: Size;
+  /** Egress rules: "pypi.org", "*.example.com:8443", "10.0.0.0/8:5432". Nothing by default. */
+  allow?: string[];
+  /** Rule sets: "pypi", "npm", "github", ... */
+  presets?: string[];
+  /**
+   * Protected credentials: {"NAME=env:VAR@api.host": null}. The guest sees a placeholder;
+   * airlockd puts the value into HTTPS requests to the hosts. env: and file: values are read
+   * here, on the client's side; give a value instead of null to pass it directly.
+   */
+  secrets?: Record<string, string | Buffer | null>;
+}
+
+export interface ExecOptions {
+  /** stdin: all of it, or an async iterable of pieces. Without: /dev/null. */
+  stdin?: string | Buffer | Uint8Array | AsyncIterable<Buffer | Uint8Array | string>;
+  env?: Record<string, string>;
+  cwd?: string;
+  /** NAME or UID, optionally :GROUP; default: the image's user, else root. */
+  user?: string;
+  /** Seconds; the command is killed after it. */
+  timeout?: number;
+  /** Throw CommandFailed on a non-zero exit. */
+  check?: boolean;
+}
+
+export interface StreamOptions extends Omit<ExecOptions, 'check' | 'stdin'> {
+  /** true: stdin stays open for ExecStream.write() / closeStdin(); else as ExecOptions.stdin. */
+  stdin?: true | ExecOptions['stdin'];
+}
+
+export interface NetworkRule {
+  rule: string;
+  source: string;
+  deny: boolean;
+  expires?: Date;
+}
+
+export interface Image {
+  name: string;
+  digest: string;
+  size: number;
+  created: Date;
+}
+
+/** A live VM process on airlockd's host (the caller's own). */
+export interface Vm {
+  sessionId: string;
+  pid: number;
+  accelerator: string;
+  vcpus: number;
+  hostCpuPercent: number;
+  hostRss: number;
+}
+
+export interface Metrics {
+  time: Date;
+  cpuPercent: number;
+  memoryUsed: number;
+  memoryTotal: number;
+  processes: number;
+  diskUsed: number;
+  diskTotal: number;
+}
+
+export interface LogEntry {
+  time: Date;
+  execId: number;
+  stream: 'stdout' | 'stderr' | 'event' | 'unknown';
+  data: Buffer;
+}

@@ -1,0 +1,213 @@
+// The TypeScript SDK against a real airlockd (its own, on a private AIRLOCK_HOME that shares the
+// host's images and kernel), as a program would use it: sessions, commands, streams, files,
+// pause/resume/fork, the errors, and airlockd's TCP listener with mutual TLS.
+//
+// Usage: npm test (in sdk/js, after `npm run build`; as root after scripts/setup.sh; AIRLOCKD
+// names the daemon binary, default build/airlockd)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as airlock from '../dist/index.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const airlockd = process.env.AIRLOCKD ?? path.join(here, '..', '..', '..', 'build', 'airlockd');
+const hostHome = process.env.AIRLOCK_HOME ?? '/var/lib/airlock';
+const serverName = 'airlock-sdk-test-server';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-jssdk-'));
+fs.chmodSync(dir, 0o755);  // the VMM (uid 65534) reads the image through here
+const socket = path.join(dir, 'sock');
+let address;
+let daemon;
+
+const openssl = (...args) => execFileSync('openssl', args, { stdio: 'pipe' });
+function issue(name, cn) {
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/${name}.key`, '-out',
+          `${dir}/${name}.csr`, '-subj', `/CN=${cn}`);
+  fs.writeFileSync(`${dir}/${name}.ext`, `subjectAltName=DNS:${cn}\n`);
+  openssl('x509', '-req', '-in', `${dir}/${name}.csr`, '-CA', `${dir}/ca.pem`, '-CAkey',
+          `${dir}/ca.key`, '-CAcreateserial', '-out', `${dir}/${name}.pem`, '-days', '1',
+          '-extfile', `${dir}/${name}.ext`);
+}
+const tls = (name = 'client') => ({ ca: `${dir}/ca.pem`, cert: `${dir}/${name}.pem`,
+                                    key: `${dir}/${name}.key`, serverName });
+
+before(async () => {
+  const home = path.join(dir, 'home');
+  fs.mkdirSync(path.join(home, 'kernel'), { recursive: true });
+  fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
+  fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/ca.key`, '-out',
+          `${dir}/ca.pem`, '-days', '1', '-subj', '/CN=airlock-sdk-test-ca');
+  issue('server', serverName);
+  issue('client', 'js-sdk-client');
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+  address = `127.0.0.1:${port}`;
+  const log = fs.openSync(path.join(dir, 'airlockd.log'), 'w');
+  daemon = spawn(airlockd, ['--socket', socket, '--listen-tcp', address, '--tls-cert',
+                            `${dir}/server.pem`, '--tls-key', `${dir}/server.key`,
+                            '--tls-client-ca', `${dir}/ca.pem`],
+                 { env: { ...process.env, AIRLOCK_HOME: home }, stdio: ['ignore', log, log] });
+  const deadline = Date.now() + 30000;
+  while (!fs.existsSync(socket)) {
+    assert.ok(Date.now() < deadline && daemon.exitCode === null,
+              'airlockd did not start: ' + fs.readFileSync(path.join(dir, 'airlockd.log'), 'utf8'));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+});
+
+after(async () => {
+  daemon.kill('SIGTERM');
+  await new Promise((r) => daemon.exitCode !== null ? r() : daemon.once('exit', r));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function withClient(use) {
+  const c = await airlock.Client.connect(socket);
+  try { return await use(c); } finally { c.close(); }
+}
+
+test('the README example', () => withClient(async (c) => {
+  let id;
+  await c.withSession({ memory: '1g' }, async (s) => {
+    id = s.id;
+    assert.equal(s.state, 'running');
+    assert.equal(s.info.limits.memory, 2 ** 30);
+    const r = await s.exec(['python3', '-c', 'print(6*7)']);
+    assert.equal(r.stdout.toString(), '42\n');
+    assert.equal(r.exitCode, 0);
+    const events = [];
+    for await (const e of s.execStream(['sh', '-c', 'echo one; sleep 0.3; echo two >&2; exit 5'])) events.push(e);
+    assert.deepEqual(events.map((e) => [e.type, e.data?.toString() ?? e.exitCode]),
+                     [['stdout', 'one\n'], ['stderr', 'two\n'], ['exit', 5]]);
+    await s.files.write('/tmp/x.py', "print('from a file')");
+    assert.equal((await s.exec(['python3', '/tmp/x.py'])).stdout.toString(), 'from a file\n');
+    assert.equal((await s.pause()).state, 'paused');
+    const kids = await s.fork(3);
+    try {
+      assert.equal(new Set([s.id, ...kids.map((k) => k.id)]).size, 4);
+      for (const k of kids) assert.equal((await k.exec(['cat', '/tmp/x.py'])).stdout.toString(), "print('from a file')");
+    } finally {
+      for (const k of kids) await k.remove();
+    }
+  });
+  assert.equal((await c.getSession(id)).state, 'stopped');  // its record stays
+}));
+
+test('exec splits output, takes stdin, and says how the command ended', () => withClient((c) =>
+  c.withSession({}, async (s) => {
+    let r = await s.exec(['sh', '-c', 'cat; echo to-err >&2; exit 3'], { stdin: Buffer.from('in\0put') });
+    assert.deepEqual([r.exitCode, r.stdout.toString(), r.stderr.toString()], [3, 'in\0put', 'to-err\n']);
+    const big = crypto.randomBytes(3 << 20);
+    r = await s.exec(['sha256sum'], { stdin: big });
+    assert.equal(r.stdout.toString().split(' ')[0], crypto.createHash('sha256').update(big).digest('hex'));
+    async function* pieces() { yield 'from '; yield Buffer.from('an '); yield new TextEncoder().encode('iterator'); }
+    assert.equal((await s.exec(['cat'], { stdin: pieces() })).stdout.toString(), 'from an iterator');
+    r = await s.exec(['sh', '-c', 'echo $GREETING in $(pwd) as $(id -un)'],
+                     { env: { GREETING: 'hello' }, cwd: '/tmp', user: 'nobody' });
+    assert.equal(r.stdout.toString(), 'hello in /tmp as nobody\n');
+    r = await s.exec(['no-such-command']);
+    assert.equal(r.exitCode, 127);
+    assert.match(r.message, /not found/);
+    r = await s.exec(['sh', '-c', 'kill -TERM $$']);
+    assert.deepEqual([r.exitCode, r.signal], [143, 15]);
+    await assert.rejects(s.exec(['sh', '-c', 'echo started; sleep 30'], { timeout: 1 }), (e) => {
+      assert.ok(e instanceof airlock.Timeout);
+      assert.equal(e.result.stdout.toString(), 'started\n');
+      return e.result.timedOut;
+    });
+    await assert.rejects(s.exec(['false'], { check: true }),
+                         (e) => e instanceof airlock.CommandFailed && e.result.exitCode === 1);
+  })));
+
+test('a stream takes stdin and signals while it runs, and leaving it early ends the command', () =>
+  withClient((c) => c.withSession({}, async (s) => {
+    const stream = s.execStream(['sh', '-c', 'read line; echo got $line; sleep 300'], { stdin: true });
+    await stream.write('hello\n');
+    for await (const e of stream) {
+      if (e.type === 'stdout' && e.data.toString() === 'got hello\n') stream.signal(15);
+    }
+    assert.deepEqual([stream.exit.exitCode, stream.exit.signal], [143, 15]);
+    for await (const e of s.execStream(['sh', '-c', 'echo go; sleep 300'])) {
+      assert.equal(e.data.toString(), 'go\n');
+      break;  // cancels the command
+    }
+    const deadline = Date.now() + 30000;
+    while ((await s.exec(['ps', '-eo', 'args'])).stdout.toString().includes('sleep 300')) {
+      assert.ok(Date.now() < deadline, 'the abandoned command still runs');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })));
+
+test('files, listings and one-shot runs', () => withClient(async (c) => {
+  await c.withSession({}, async (s) => {
+    const data = Buffer.alloc(1 << 20, 7);
+    assert.equal(await s.files.write('/root/blob', data, 0o600), data.length);
+    assert.ok((await s.files.read('/root/blob')).equals(data));
+    assert.equal((await s.exec(['stat', '-c', '%a', '/root/blob'])).stdout.toString(), '600\n');
+    await assert.rejects(s.files.read('/root/blob', 10), airlock.AirlockError);
+    await assert.rejects(s.files.write('relative', 'x'), airlock.InvalidArgument);
+    assert.ok((await c.listSessions()).some((x) => x.id === s.id));
+    assert.ok((await s.logs()).some((e) => e.stream === 'event'));
+    assert.ok((await s.metrics()).memoryTotal > 0);
+    assert.ok((await s.timeline()).some((e) => e.kind === 'exec'));
+    assert.ok((await c.vms()).some((v) => v.sessionId === s.id && v.pid > 0));
+  });
+  const r = await c.run(['sh', '-c', 'echo $((6*7))'], { memory: '256m' });
+  assert.deepEqual([r.exitCode, r.stdout.toString()], [0, '42\n']);
+  assert.ok((await c.images()).length > 0);
+}));
+
+test('errors are typed, and wrong types never reach the wire', () => withClient(async (c) => {
+  await assert.rejects(c.getSession('0123456789ab'), airlock.NotFound);
+  await assert.rejects(c.createSession({ memory: 'lots' }), /not a size/);
+  await assert.rejects(c.createSession({ allow: 'pypi.org' }), airlock.InvalidArgument);
+  await assert.rejects(c.createSession({ allow: ['not a rule!'] }), airlock.InvalidArgument);
+  await assert.rejects(c.createSession({ memory: '64t' }), airlock.InvalidArgument);
+  await c.withSession({}, async (s) => {
+    await assert.rejects(s.fork(17), (e) => e instanceof airlock.LimitExceeded && /forks/.test(e.message));
+    await assert.rejects(() => s.exec('echo not a list'), airlock.InvalidArgument);
+    await assert.rejects(() => s.exec(['true'], { env: { A: 1 } }), airlock.InvalidArgument);
+    await assert.rejects(s.fork(0), airlock.InvalidArgument);
+    const busy = s.execStream(['sleep', '300']);
+    const it = busy[Symbol.asyncIterator]();
+    const pending = it.next();
+    await new Promise((r) => setTimeout(r, 500));
+    await assert.rejects(s.pause(), (e) => e instanceof airlock.FailedPrecondition && !(e instanceof airlock.SessionFailed));
+    busy.cancel();
+    await pending.catch(() => undefined);
+    const vm = (await c.vms()).find((v) => v.sessionId === s.id);
+    process.kill(vm.pid, 'SIGKILL');
+    const deadline = Date.now() + 30000;
+    while ((await s.refresh()).state !== 'failed') {
+      assert.ok(Date.now() < deadline);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await assert.rejects(s.exec(['true']), (e) => e instanceof airlock.SessionFailed && e.reason.length > 0);
+  });
+  await assert.rejects(airlock.Client.connect(path.join(dir, 'no-such.sock'), { connectTimeout: 1 }), airlock.Unavailable);
+  assert.throws(() => new airlock.Client(address), airlock.InvalidArgument);  // TCP without TLS
+}));
+
+test('mutual TLS: the certificate holder is its own tenant, a stranger cannot connect', async () => {
+  const remote = await airlock.Client.connect(address, { tls: tls() });
+  try {
+    await remote.withSession({}, async (s) => {
+      assert.equal((await s.exec(['echo', 'over tls'])).stdout.toString(), 'over tls\n');
+      await withClient((local) => assert.rejects(local.getSession(s.id), airlock.NotFound));
+    });
+  } finally {
+    remote.close();
+  }
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/stranger.key`, '-out',
+          `${dir}/stranger.pem`, '-days', '1', '-subj', '/CN=stranger');
+  await assert.rejects(airlock.Client.connect(address, { tls: tls('stranger'), connectTimeout: 3 }), airlock.Unavailable);
+});
