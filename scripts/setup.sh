@@ -12,7 +12,8 @@ packages=(
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
   openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev
-  python3-grpcio python3-protobuf
+  python3-grpcio python3-protobuf golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )
 missing=()
 for p in "${packages[@]}"; do

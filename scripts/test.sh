@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== clang-format"
+echo "== clang-format, gofmt"
 git ls-files -- '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+unformatted=$(gofmt -l sdk/go/*.go)
+[ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }
 
 echo "== unit tests"
 ninja -C build >/dev/null

@@ -1,0 +1,195 @@
+// Package airlock is the Go SDK of Airlock: sessions in microVMs for code you do not trust.
+//
+//	c, err := airlock.Dial(ctx, "")  // the local socket; or airlock.Dial(ctx, "host:7443", airlock.WithTLS(...))
+//	defer c.Close()
+//	s, err := c.Sessions.Create(ctx, airlock.SessionOptions{Memory: "1g", Allow: []string{"pypi.org"}})
+//	defer s.Remove(ctx)
+//	r, err := s.Exec(ctx, []string{"python3", "-c", "print(6*7)"}, nil)  // r.ExitCode, r.Stdout
+//	st, err := s.ExecStream(ctx, []string{"pytest", "-q"}, nil)
+//	for ev, err := st.Recv(); err == nil; ev, err = st.Recv() { ... }       // output, then the exit
+//	err = s.Files.Write(ctx, "/tmp/x.py", []byte("print(1)"), 0644)
+//	err = s.Pause(ctx)
+//	kids, err := s.Fork(ctx, 3)
+//
+// Every call takes a context.Context: cancelling it abandons the call (and a command's stream
+// ends the command). Errors are *Error values whose kind errors.Is recognises (ErrNotFound,
+// ErrLimitExceeded, ErrTimeout, ErrSessionFailed, ...).
+package airlock
+
+//go:generate protoc --proto_path=../../proto --go_out=. --go_opt=module=airlock.dev/sdk --go_opt=Mairlock/v1/airlock.proto=airlock.dev/sdk/airlockv1 --go-grpc_out=. --go-grpc_opt=module=airlock.dev/sdk --go-grpc_opt=Mairlock/v1/airlock.proto=airlock.dev/sdk/airlockv1 airlock/v1/airlock.proto
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"airlock.dev/sdk/airlockv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// DefaultSocket is airlockd's socket when neither the address nor $AIRLOCK_SOCKET names one.
+const DefaultSocket = "/run/airlock/airlockd.sock"
+
+// Client is a connection to airlockd, safe for concurrent use.
+type Client struct {
+	conn     *grpc.ClientConn
+	sessions airlockv1.SessionsClient
+	network  airlockv1.NetworkClient
+	images   airlockv1.ImagesClient
+	vms      airlockv1.VmsClient
+	// Sessions creates, finds and lists sessions.
+	Sessions *Sessions
+}
+
+// DialOption configures Dial.
+type DialOption func(*dialConfig) error
+
+type dialConfig struct {
+	tls *tls.Config
+}
+
+// WithTLS dials airlockd's TCP listener with mutual TLS: the CA that signed airlockd's
+// certificate and this client's certificate and key (PEM files). serverName overrides the name
+// checked in airlockd's certificate ("" for the host dialled).
+func WithTLS(caFile, certFile, keyFile, serverName string) DialOption {
+	return func(d *dialConfig) error {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
+			return invalid("the CA file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return invalid("%s holds no PEM certificate", caFile)
+		}
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return invalid("the client certificate: %v", err)
+		}
+		d.tls = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert},
+			ServerName: serverName, MinVersion: tls.VersionTLS12}
+		return nil
+	}
+}
+
+// Dial connects to airlockd and waits until it answers (or ctx ends). address "" is the local
+// socket ($AIRLOCK_SOCKET, else DefaultSocket); a path is another socket; "host:port" is the
+// TCP listener, which needs WithTLS. airlockd decides the caller's tenant (the socket's peer
+// credentials, or the client certificate).
+func Dial(ctx context.Context, address string, options ...DialOption) (*Client, error) {
+	var config dialConfig
+	for _, o := range options {
+		if err := o(&config); err != nil {
+			return nil, err
+		}
+	}
+	if address == "" {
+		address = os.Getenv("AIRLOCK_SOCKET")
+		if address == "" {
+			address = DefaultSocket
+		}
+	}
+	target := address
+	dialOptions := []grpc.DialOption{grpc.WithBlock(), grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20))}
+	switch {
+	case strings.HasPrefix(address, "/"):
+		target = "unix://" + address
+		dialOptions = append(dialOptions, grpc.WithInsecure())
+	case strings.HasPrefix(address, "unix:"):
+		dialOptions = append(dialOptions, grpc.WithInsecure())
+	case config.tls == nil:
+		return nil, invalid("%s: airlockd listens on TCP only with mutual TLS; add "+
+			"airlock.WithTLS(ca, cert, key, serverName), or give a socket path", address)
+	default:
+		dialOptions = append(dialOptions, grpc.WithTransportCredentials(credentials.NewTLS(config.tls)))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	conn, err := grpc.DialContext(ctx, target, dialOptions...)
+	if err != nil {
+		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("airlockd does not answer at %s "+
+			"(is it running, and may you use it? members of the airlock group may use its socket)",
+			address)}
+	}
+	c := &Client{conn: conn, sessions: airlockv1.NewSessionsClient(conn),
+		network: airlockv1.NewNetworkClient(conn), images: airlockv1.NewImagesClient(conn),
+		vms: airlockv1.NewVmsClient(conn)}
+	c.Sessions = &Sessions{c: c}
+	return c, nil
+}
+
+// Close ends the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Raw is the connection, for calling the API's generated stubs (package airlockv1) directly.
+func (c *Client) Raw() *grpc.ClientConn { return c.conn }
+
+// Image is an image airlockd has.
+type Image struct {
+	Name    string
+	Digest  string
+	Size    uint64
+	Created time.Time
+}
+
+// Images lists the images airlockd has (root's and the caller's own).
+func (c *Client) Images(ctx context.Context) ([]Image, error) {
+	reply, err := c.images.List(ctx, &airlockv1.ListImagesRequest{})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	out := make([]Image, 0, len(reply.Images))
+	for _, i := range reply.Images {
+		out = append(out, Image{i.Name, i.Digest, i.SizeBytes, time.Unix(i.CreatedUnix, 0)})
+	}
+	return out, nil
+}
+
+// Vm is a live VM process on airlockd's host (the caller's own).
+type Vm struct {
+	SessionID      string
+	Pid            int
+	Accelerator    string
+	Vcpus          uint32
+	HostCPUPercent float64
+	HostRSS        uint64
+}
+
+// Vms lists the caller's live VMs with their host CPU and memory (`airlock ps`).
+func (c *Client) Vms(ctx context.Context) ([]Vm, error) {
+	reply, err := c.vms.List(ctx, &airlockv1.ListVmsRequest{})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	out := make([]Vm, 0, len(reply.Vms))
+	for _, v := range reply.Vms {
+		out = append(out, Vm{v.SessionId, int(v.Pid), v.Accelerator, v.Vcpus, v.HostCpuPercent,
+			v.HostRssBytes})
+	}
+	return out, nil
+}
+
+// Run runs one command in a fresh session that is removed when it ends (`airlock run`).
+func (c *Client) Run(ctx context.Context, argv []string, session SessionOptions,
+	options *ExecOptions) (*ExecResult, error) {
+	start, err := execStart(argv, options, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := session.fillExec(start); err != nil {
+		return nil, err
+	}
+	stream, err := c.startExec(ctx, start, options, nil)
+	if err != nil {
+		return nil, err
+	}
+	return stream.finish(argv, options)
+}

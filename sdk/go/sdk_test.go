@@ -1,0 +1,444 @@
+// The Go SDK against a real airlockd (its own, on a private AIRLOCK_HOME that shares the host's
+// images and kernel), as a program would use it: sessions, commands, streams, files,
+// pause/resume/fork, the errors, and airlockd's TCP listener with mutual TLS.
+//
+// Run as root after scripts/setup.sh; AIRLOCKD names the daemon binary (default build/airlockd).
+package airlock_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	airlock "airlock.dev/sdk"
+)
+
+const serverName = "airlock-sdk-test-server"
+
+var (
+	dir, socket, address string
+)
+
+func openssl(args ...string) error {
+	out, err := exec.Command("openssl", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("openssl %v: %v: %s", args, err, out)
+	}
+	return nil
+}
+
+func issue(name, cn string) error {
+	if err := openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir+"/"+name+".key",
+		"-out", dir+"/"+name+".csr", "-subj", "/CN="+cn); err != nil {
+		return err
+	}
+	if err := os.WriteFile(dir+"/"+name+".ext", []byte("subjectAltName=DNS:"+cn+"\n"), 0o644); err != nil {
+		return err
+	}
+	return openssl("x509", "-req", "-in", dir+"/"+name+".csr", "-CA", dir+"/ca.pem", "-CAkey",
+		dir+"/ca.key", "-CAcreateserial", "-out", dir+"/"+name+".pem", "-days", "1",
+		"-extfile", dir+"/"+name+".ext")
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	dir, err = os.MkdirTemp("", "airlock-gosdk-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755) // the VMM (uid 65534) reads the image through here
+	hostHome := os.Getenv("AIRLOCK_HOME")
+	if hostHome == "" {
+		hostHome = "/var/lib/airlock"
+	}
+	home := filepath.Join(dir, "home")
+	kernel, err := filepath.EvalSymlinks(filepath.Join(hostHome, "kernel/vmlinux"))
+	if err != nil {
+		panic(err)
+	}
+	for _, step := range []error{
+		os.MkdirAll(filepath.Join(home, "kernel"), 0o755),
+		os.Symlink(filepath.Join(hostHome, "images"), filepath.Join(home, "images")),
+		os.Symlink(kernel, filepath.Join(home, "kernel/vmlinux")),
+		openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir+"/ca.key", "-out",
+			dir+"/ca.pem", "-days", "1", "-subj", "/CN=airlock-sdk-test-ca"),
+		issue("server", serverName),
+		issue("client", "go-sdk-client"),
+	} {
+		if step != nil {
+			panic(step)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	address = l.Addr().String()
+	l.Close()
+	socket = filepath.Join(dir, "sock")
+	daemon := os.Getenv("AIRLOCKD")
+	if daemon == "" {
+		daemon = "../../build/airlockd"
+	}
+	log, _ := os.Create(filepath.Join(dir, "airlockd.log"))
+	cmd := exec.Command(daemon, "--socket", socket, "--listen-tcp", address, "--tls-cert",
+		dir+"/server.pem", "--tls-key", dir+"/server.key", "--tls-client-ca", dir+"/ca.pem")
+	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+home)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(socket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(filepath.Join(dir, "airlockd.log"))
+			fmt.Fprintf(os.Stderr, "airlockd did not start: %s\n", out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+func dial(t *testing.T) *airlock.Client {
+	t.Helper()
+	c, err := airlock.Dial(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func create(t *testing.T, c *airlock.Client, o airlock.SessionOptions) *airlock.Session {
+	t.Helper()
+	s, err := c.Sessions.Create(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Remove(context.Background()) })
+	return s
+}
+
+func mustExec(t *testing.T, s *airlock.Session, argv []string, o *airlock.ExecOptions) *airlock.ExecResult {
+	t.Helper()
+	r, err := s.Exec(context.Background(), argv, o)
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return r
+}
+
+func TestTheReadmeExample(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	s := create(t, c, airlock.SessionOptions{Memory: "1g"})
+	if s.Info.State != "running" || s.Info.Limits.MemoryBytes != 1<<30 {
+		t.Fatalf("%+v", s.Info)
+	}
+	r := mustExec(t, s, []string{"python3", "-c", "print(6*7)"}, nil)
+	if string(r.Stdout) != "42\n" || r.ExitCode != 0 {
+		t.Fatalf("%+v", r)
+	}
+	st, err := s.ExecStream(ctx, []string{"sh", "-c", "echo one; sleep 0.3; echo two >&2; exit 5"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.Output != nil:
+			seen = append(seen, fmt.Sprintf("%v:%s", ev.Output.Stderr, ev.Output.Data))
+		case ev.Exit != nil:
+			seen = append(seen, fmt.Sprintf("exit %d", ev.Exit.ExitCode))
+		}
+	}
+	if strings.Join(seen, "|") != "false:one\n|true:two\n|exit 5" {
+		t.Fatalf("%q", seen)
+	}
+	if err := s.Files.Write(ctx, "/tmp/x.py", []byte("print('from a file')"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustExec(t, s, []string{"python3", "/tmp/x.py"}, nil); string(r.Stdout) != "from a file\n" {
+		t.Fatalf("%q", r.Stdout)
+	}
+	if err := s.Pause(ctx); err != nil || s.Info.State != "paused" {
+		t.Fatal(err, s.Info.State)
+	}
+	kids, err := s.Fork(ctx, 3)
+	if err != nil || len(kids) != 3 {
+		t.Fatal(err, len(kids))
+	}
+	ids := map[string]bool{s.ID(): true}
+	for _, k := range kids {
+		ids[k.ID()] = true
+		if r := mustExec(t, k, []string{"cat", "/tmp/x.py"}, nil); string(r.Stdout) != "print('from a file')" {
+			t.Fatalf("%q", r.Stdout)
+		}
+		if err := k.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ids) != 4 {
+		t.Fatal(ids)
+	}
+	if err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Sessions.Get(ctx, s.ID()); err != nil || again.Info.State != "stopped" {
+		t.Fatal(err, again) // its record stays
+	}
+}
+
+func TestExecSplitsOutputTakesStdinAndSaysHowItEnded(t *testing.T) {
+	ctx := context.Background()
+	s := create(t, dial(t), airlock.SessionOptions{})
+	r := mustExec(t, s, []string{"sh", "-c", "cat; echo to-err >&2; exit 3"},
+		&airlock.ExecOptions{Stdin: strings.NewReader("in\x00put")})
+	if r.ExitCode != 3 || string(r.Stdout) != "in\x00put" || string(r.Stderr) != "to-err\n" {
+		t.Fatalf("%+v", r)
+	}
+	big := make([]byte, 3<<20)
+	rand.Read(big)
+	sum := sha256.Sum256(big)
+	r = mustExec(t, s, []string{"sha256sum"}, &airlock.ExecOptions{Stdin: bytes.NewReader(big)})
+	if !strings.HasPrefix(string(r.Stdout), hex.EncodeToString(sum[:])) {
+		t.Fatalf("%s", r.Stdout)
+	}
+	r = mustExec(t, s, []string{"sh", "-c", "echo $GREETING in $(pwd) as $(id -un)"},
+		&airlock.ExecOptions{Env: map[string]string{"GREETING": "hello"}, Cwd: "/tmp", User: "nobody"})
+	if string(r.Stdout) != "hello in /tmp as nobody\n" {
+		t.Fatalf("%q", r.Stdout)
+	}
+	if r := mustExec(t, s, []string{"no-such-command"}, nil); r.ExitCode != 127 || !strings.Contains(r.Message, "not found") {
+		t.Fatalf("%+v", r)
+	}
+	if r := mustExec(t, s, []string{"sh", "-c", "kill -TERM $$"}, nil); r.ExitCode != 143 || r.Signal != 15 {
+		t.Fatalf("%+v", r)
+	}
+	_, err := s.Exec(ctx, []string{"sh", "-c", "echo started; sleep 30"}, &airlock.ExecOptions{Timeout: time.Second})
+	var e *airlock.Error
+	if !errors.Is(err, airlock.ErrTimeout) || !errors.As(err, &e) || string(e.Result.Stdout) != "started\n" || !e.Result.TimedOut {
+		t.Fatalf("%v", err)
+	}
+	_, err = s.Exec(ctx, []string{"false"}, &airlock.ExecOptions{Check: true})
+	if !errors.Is(err, airlock.ErrCommandFailed) || !errors.As(err, &e) || e.Result.ExitCode != 1 {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestAStreamTakesStdinAndSignalsAndItsContextEndsIt(t *testing.T) {
+	ctx := context.Background()
+	s := create(t, dial(t), airlock.SessionOptions{})
+	st, err := s.ExecStream(ctx, []string{"sh", "-c", "read line; echo got $line; sleep 300"},
+		&airlock.ExecOptions{OpenStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte("hello\n"))
+	var exit *airlock.Exit
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Output != nil && string(ev.Output.Data) == "got hello\n" {
+			st.Signal(15)
+		}
+		if ev.Exit != nil {
+			exit = ev.Exit
+		}
+	}
+	if exit == nil || exit.ExitCode != 143 || exit.Signal != 15 {
+		t.Fatalf("%+v", exit)
+	}
+	// Cancelling the context ends the command: the session is free for the next one.
+	cctx, cancel := context.WithCancel(ctx)
+	st, err = s.ExecStream(cctx, []string{"sh", "-c", "echo go; sleep 300"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := st.Recv(); err != nil || string(ev.Output.Data) != "go\n" {
+		t.Fatal(err)
+	}
+	cancel()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := mustExec(t, s, []string{"ps", "-eo", "args"}, nil)
+		if !strings.Contains(string(r.Stdout), "sleep 300") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled command still runs")
+		}
+	}
+}
+
+func TestFilesListingsAndOneShotRuns(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	s := create(t, c, airlock.SessionOptions{})
+	data := bytes.Repeat([]byte{7}, 1<<20)
+	if err := s.Files.Write(ctx, "/root/blob", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Files.Read(ctx, "/root/blob", 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatal(err)
+	}
+	if r := mustExec(t, s, []string{"stat", "-c", "%a", "/root/blob"}, nil); string(r.Stdout) != "600\n" {
+		t.Fatalf("%q", r.Stdout)
+	}
+	if _, err := s.Files.Read(ctx, "/root/blob", 10); err == nil {
+		t.Fatal("a read over max_bytes succeeded")
+	}
+	if err := s.Files.Write(ctx, "relative", nil, 0); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	list, err := c.Sessions.List(ctx)
+	found := false
+	for _, x := range list {
+		found = found || x.ID() == s.ID()
+	}
+	if err != nil || !found {
+		t.Fatal(err, found)
+	}
+	if m, err := s.Metrics(ctx); err != nil || m.MemoryTotalBytes == 0 {
+		t.Fatal(err)
+	}
+	events, err := s.Timeline(ctx)
+	execs := 0
+	for _, e := range events {
+		if e.Kind == "exec" {
+			execs++
+		}
+	}
+	if err != nil || execs == 0 {
+		t.Fatal(err, execs)
+	}
+	vms, err := c.Vms(ctx)
+	if err != nil || len(vms) == 0 {
+		t.Fatal(err)
+	}
+	r, err := c.Run(ctx, []string{"sh", "-c", "echo $((6*7))"}, airlock.SessionOptions{Memory: "256m"}, nil)
+	if err != nil || r.ExitCode != 0 || string(r.Stdout) != "42\n" {
+		t.Fatal(err, r)
+	}
+	if images, err := c.Images(ctx); err != nil || len(images) == 0 {
+		t.Fatal(err)
+	}
+}
+
+func TestErrorsAreTyped(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	if _, err := c.Sessions.Get(ctx, "0123456789ab"); !errors.Is(err, airlock.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions.Create(ctx, airlock.SessionOptions{Memory: "lots"}); !errors.Is(err, airlock.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "not a size") {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions.Create(ctx, airlock.SessionOptions{Allow: []string{"not a rule!"}}); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions.Create(ctx, airlock.SessionOptions{Memory: "64t"}); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	s := create(t, c, airlock.SessionOptions{})
+	if _, err := s.Fork(ctx, 17); !errors.Is(err, airlock.ErrLimitExceeded) || !strings.Contains(err.Error(), "forks") {
+		t.Fatal(err)
+	}
+	busy, err := s.ExecStream(ctx, []string{"sleep", "300"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Pause(ctx); !errors.Is(err, airlock.ErrFailedPrecondition) || errors.Is(err, airlock.ErrSessionFailed) {
+		t.Fatal(err)
+	}
+	busy.Cancel()
+	vms, _ := c.Vms(ctx)
+	for _, v := range vms {
+		if v.SessionID == s.ID() {
+			syscall.Kill(v.Pid, syscall.SIGKILL)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if info, _ := s.Refresh(ctx); info.State == "failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session never failed")
+		}
+	}
+	_, err = s.Exec(ctx, []string{"true"}, nil)
+	var e *airlock.Error
+	if !errors.Is(err, airlock.ErrSessionFailed) || !errors.As(err, &e) || e.Reason == "" {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := airlock.Dial(short, filepath.Join(dir, "no-such.sock")); !errors.Is(err, airlock.ErrUnavailable) {
+		t.Fatal(err)
+	}
+	if _, err := airlock.Dial(ctx, address); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err) // TCP without TLS
+	}
+}
+
+func TestMutualTLSIsItsOwnTenant(t *testing.T) {
+	ctx := context.Background()
+	remote, err := airlock.Dial(ctx, address, airlock.WithTLS(dir+"/ca.pem", dir+"/client.pem", dir+"/client.key", serverName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	s := create(t, remote, airlock.SessionOptions{})
+	if r := mustExec(t, s, []string{"echo", "over tls"}, nil); string(r.Stdout) != "over tls\n" {
+		t.Fatalf("%q", r.Stdout)
+	}
+	if _, err := dial(t).Sessions.Get(ctx, s.ID()); !errors.Is(err, airlock.ErrNotFound) {
+		t.Fatal(err) // another tenant's session is not found
+	}
+	if err := openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir+"/stranger.key",
+		"-out", dir+"/stranger.pem", "-days", "1", "-subj", "/CN=stranger"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := airlock.Dial(short, address, airlock.WithTLS(dir+"/ca.pem", dir+"/stranger.pem", dir+"/stranger.key", serverName)); !errors.Is(err, airlock.ErrUnavailable) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,353 @@
+package airlock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"airlock.dev/sdk/airlockv1"
+	"google.golang.org/protobuf/proto"
+)
+
+// SessionOptions is what a new session gets; zero fields take airlockd's defaults.
+type SessionOptions struct {
+	Image       string // an image airlockd has; "": its default image
+	Vcpus       uint32
+	Memory      string // "512m", "1g", or bytes ("536870912")
+	Disk        string // the writable layer's size, as Memory
+	Pids        uint32
+	TTL         time.Duration  // the session is destroyed after this; 0: never
+	IdleTimeout *time.Duration // it pauses itself after this long unused; nil: 5 minutes, 0: never
+	NetRate     string         // egress bytes per second each way, as Memory
+	Allow       []string       // egress rules: "pypi.org", "*.example.com:8443"; none by default
+	Presets     []string       // rule sets: "pypi", "npm", "github", ...
+	// Secrets the guest holds only placeholders of: "NAME=SOURCE@HOST[,HOST...]" to the value
+	// (nil: read here for env: and file: sources, as the CLI does).
+	Secrets map[string][]byte
+}
+
+var sizePattern = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*$`)
+
+// ParseSize reads "512m", "1g", "1GiB" or a number of bytes (binary units, as the CLI's).
+func ParseSize(value, what string) (uint64, error) {
+	m := sizePattern.FindStringSubmatch(value)
+	if m == nil {
+		return 0, invalid("%s %q is not a size: give bytes, or a number with k, m, g or t (\"512m\", \"1g\")",
+			what, value)
+	}
+	n, _ := strconv.ParseFloat(m[1], 64)
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[strings.ToLower(m[2])]
+	return uint64(n * float64(uint64(1)<<shift)), nil
+}
+
+func (o SessionOptions) limits() (*airlockv1.Limits, error) {
+	l := &airlockv1.Limits{Vcpus: o.Vcpus, Pids: o.Pids}
+	for _, s := range []struct {
+		value, what string
+		out         *uint64
+	}{{o.Memory, "memory", &l.MemoryBytes}, {o.Disk, "disk", &l.DiskBytes},
+		{o.NetRate, "net rate", &l.NetBytesPerSecond}} {
+		if s.value == "" {
+			continue
+		}
+		n, err := ParseSize(s.value, s.what)
+		if err != nil {
+			return nil, err
+		}
+		*s.out = n
+	}
+	if o.TTL < 0 || (o.IdleTimeout != nil && *o.IdleTimeout < 0) {
+		return nil, invalid("TTL and IdleTimeout are zero or more")
+	}
+	l.TtlSeconds = uint64(o.TTL / time.Second)
+	if o.IdleTimeout != nil {
+		idle := uint64(*o.IdleTimeout / time.Second)
+		l.IdleTimeoutSeconds = &idle
+	}
+	return l, nil
+}
+
+func (o SessionOptions) secrets() ([]*airlockv1.SecretBinding, error) {
+	var out []*airlockv1.SecretBinding
+	for spec, value := range o.Secrets {
+		b := &airlockv1.SecretBinding{Spec: spec, Value: value}
+		if value == nil {
+			source := ""
+			if i := strings.Index(spec, "="); i >= 0 {
+				source = strings.SplitN(spec[i+1:], "@", 2)[0]
+			}
+			switch {
+			case strings.HasPrefix(source, "env:"):
+				v, ok := os.LookupEnv(source[4:])
+				if !ok {
+					return nil, invalid("secret %s: $%s is not set", spec, source[4:])
+				}
+				b.Value = []byte(v)
+			case strings.HasPrefix(source, "file:"):
+				v, err := os.ReadFile(source[5:])
+				if err != nil {
+					return nil, invalid("secret %s: %v", spec, err)
+				}
+				b.Value = v
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func (o SessionOptions) fillExec(start *airlockv1.ExecStart) error {
+	l, err := o.limits()
+	if err != nil {
+		return err
+	}
+	s, err := o.secrets()
+	if err != nil {
+		return err
+	}
+	start.Image, start.Limits, start.Allow, start.AllowPreset, start.Secrets =
+		o.Image, l, o.Allow, o.Presets, s
+	return nil
+}
+
+// Sessions creates, finds and lists the caller's sessions.
+type Sessions struct{ c *Client }
+
+// Create boots (or restores) a session and returns once it runs commands.
+func (ss *Sessions) Create(ctx context.Context, o SessionOptions) (*Session, error) {
+	l, err := o.limits()
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := o.secrets()
+	if err != nil {
+		return nil, err
+	}
+	s, err := ss.c.sessions.Create(ctx, &airlockv1.CreateSessionRequest{Image: o.Image, Limits: l,
+		Allow: o.Allow, AllowPreset: o.Presets, Secrets: secrets})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	return newSession(ss.c, s), nil
+}
+
+// Get finds one of the caller's sessions.
+func (ss *Sessions) Get(ctx context.Context, id string) (*Session, error) {
+	if id == "" {
+		return nil, invalid("a session id is a non-empty string (as Create returned)")
+	}
+	s, err := ss.c.sessions.Get(ctx, &airlockv1.GetSessionRequest{Id: id})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	return newSession(ss.c, s), nil
+}
+
+// List returns the caller's sessions, newest first (stopped and failed ones too).
+func (ss *Sessions) List(ctx context.Context) ([]*Session, error) {
+	reply, err := ss.c.sessions.List(ctx, &airlockv1.ListSessionsRequest{})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	out := make([]*Session, 0, len(reply.Sessions))
+	for _, s := range reply.Sessions {
+		out = append(out, newSession(ss.c, s))
+	}
+	return out, nil
+}
+
+// SessionInfo is a session as airlockd last described it.
+type SessionInfo struct {
+	ID, Image, ImageDigest string
+	State                  string // "creating", "running", "paused", "stopped" or "failed"
+	Reason                 string // why it paused, stopped or failed
+	Hostname               string
+	Created, LastUsed      time.Time
+	Limits                 *airlockv1.Limits
+}
+
+var states = map[airlockv1.SessionState]string{
+	airlockv1.SessionState_SESSION_STATE_CREATING: "creating",
+	airlockv1.SessionState_SESSION_STATE_RUNNING:  "running",
+	airlockv1.SessionState_SESSION_STATE_STOPPED:  "stopped",
+	airlockv1.SessionState_SESSION_STATE_FAILED:   "failed",
+	airlockv1.SessionState_SESSION_STATE_PAUSED:   "paused",
+}
+
+func info(s *airlockv1.Session) SessionInfo {
+	state, ok := states[s.State]
+	if !ok {
+		state = "unknown"
+	}
+	return SessionInfo{ID: s.Id, Image: s.Image, ImageDigest: s.ImageDigest, State: state,
+		Reason: s.Reason, Hostname: s.Hostname, Created: time.UnixMilli(s.CreatedUnixMs),
+		LastUsed: time.UnixMilli(s.LastUsedUnixMs), Limits: s.Limits}
+}
+
+// Session is one session. Info is its last known state (Refresh asks again). Its methods are
+// safe for concurrent use except that Info is updated by Refresh, Pause and Resume.
+type Session struct {
+	c       *Client
+	Info    SessionInfo
+	Files   *Files
+	Network *Network
+}
+
+func newSession(c *Client, s *airlockv1.Session) *Session {
+	session := &Session{c: c, Info: info(s)}
+	session.Files = &Files{session}
+	session.Network = &Network{session}
+	return session
+}
+
+// ID is the session's id.
+func (s *Session) ID() string { return s.Info.ID }
+
+// explain turns a FAILED_PRECONDITION on a session whose VM failed into ErrSessionFailed.
+func (s *Session) explain(ctx context.Context, err error) error {
+	err = fromRPC(err)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrFailedPrecondition {
+		if i, rerr := s.Refresh(ctx); rerr == nil && i.State == "failed" {
+			return &Error{Kind: ErrSessionFailed, Code: e.Code, Message: e.Message, Reason: i.Reason}
+		}
+	}
+	return err
+}
+
+// Refresh asks airlockd for the session's state.
+func (s *Session) Refresh(ctx context.Context) (SessionInfo, error) {
+	r, err := s.c.sessions.Get(ctx, &airlockv1.GetSessionRequest{Id: s.ID()})
+	if err != nil {
+		return s.Info, fromRPC(err)
+	}
+	s.Info = info(r)
+	return s.Info, nil
+}
+
+// Pause snapshots the session to disk and ends its VM (refused while a command runs).
+func (s *Session) Pause(ctx context.Context) error {
+	r, err := s.c.sessions.Pause(ctx, &airlockv1.PauseSessionRequest{Id: s.ID()})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	s.Info = info(r)
+	return nil
+}
+
+// Resume restores a paused session's VM (commands resume it too).
+func (s *Session) Resume(ctx context.Context) error {
+	r, err := s.c.sessions.Resume(ctx, &airlockv1.ResumeSessionRequest{Id: s.ID()})
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	s.Info = info(r)
+	return nil
+}
+
+// Fork makes count new sessions from one snapshot of this one, each with its own disk copy.
+func (s *Session) Fork(ctx context.Context, count int) ([]*Session, error) {
+	if count < 1 {
+		return nil, invalid("fork count is 1 or more")
+	}
+	r, err := s.c.sessions.Fork(ctx, &airlockv1.ForkSessionRequest{Id: s.ID(), Count: uint32(count)})
+	if err != nil {
+		return nil, s.explain(ctx, err)
+	}
+	out := make([]*Session, 0, len(r.Sessions))
+	for _, k := range r.Sessions {
+		out = append(out, newSession(s.c, k))
+	}
+	return out, nil
+}
+
+// Remove destroys the VM and every file of the session; its record stays ("stopped").
+func (s *Session) Remove(ctx context.Context) error {
+	_, err := s.c.sessions.Remove(ctx, &airlockv1.RemoveSessionRequest{Id: s.ID()})
+	return s.explain(ctx, err)
+}
+
+// Timeline is everything the session did, oldest first (the events as the API defines them).
+func (s *Session) Timeline(ctx context.Context) ([]*airlockv1.TimelineEvent, error) {
+	stream, err := s.c.sessions.Timeline(ctx, &airlockv1.TimelineRequest{SessionId: s.ID()})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	var out []*airlockv1.TimelineEvent
+	for {
+		e, err := stream.Recv()
+		if err != nil {
+			if isEOF(err) {
+				return out, nil
+			}
+			return nil, fromRPC(err)
+		}
+		out = append(out, e)
+	}
+}
+
+// Metrics is one sample of the guest's metrics.
+func (s *Session) Metrics(ctx context.Context) (*airlockv1.MetricsSample, error) {
+	stream, err := s.c.sessions.Metrics(ctx, &airlockv1.MetricsRequest{SessionId: s.ID(), Once: true})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return nil, s.explain(ctx, err)
+	}
+	return m, nil
+}
+
+// Files are a session's files, through its guest agent. A paused session is resumed first.
+type Files struct{ s *Session }
+
+// Write creates or replaces a file (its directory must exist) with the permission bits mode.
+func (f *Files) Write(ctx context.Context, path string, data []byte, mode uint32) error {
+	if !strings.HasPrefix(path, "/") {
+		return invalid("give an absolute path in the guest, like /root/data.txt")
+	}
+	_, err := f.s.c.sessions.WriteFile(ctx, &airlockv1.WriteFileRequest{SessionId: f.s.ID(),
+		Path: []byte(path), Content: data, Mode: mode})
+	return f.s.explain(ctx, err)
+}
+
+// Read returns a file's content; it fails if the file is larger than maxBytes (0: airlockd's most).
+func (f *Files) Read(ctx context.Context, path string, maxBytes uint64) ([]byte, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, invalid("give an absolute path in the guest, like /root/data.txt")
+	}
+	r, err := f.s.c.sessions.ReadFile(ctx, &airlockv1.ReadFileRequest{SessionId: f.s.ID(),
+		Path: []byte(path), MaxBytes: maxBytes})
+	if err != nil {
+		return nil, f.s.explain(ctx, err)
+	}
+	return r.Content, nil
+}
+
+// Network is a session's egress policy: nothing is reachable until allowed.
+type Network struct{ s *Session }
+
+// Rules returns the policy's rules.
+func (n *Network) Rules(ctx context.Context) ([]*airlockv1.NetworkRule, error) {
+	p, err := n.s.c.network.Get(ctx, &airlockv1.GetNetworkRequest{SessionId: n.s.ID()})
+	if err != nil {
+		return nil, n.s.explain(ctx, err)
+	}
+	return p.Rules, nil
+}
+
+// Change adds and removes rules in one step; it applies at once to the running session.
+func (n *Network) Change(ctx context.Context, change *airlockv1.ChangeNetworkRequest) ([]*airlockv1.NetworkRule, error) {
+	request := proto.Clone(change).(*airlockv1.ChangeNetworkRequest)
+	request.SessionId = n.s.ID()
+	p, err := n.s.c.network.Change(ctx, request)
+	if err != nil {
+		return nil, n.s.explain(ctx, err)
+	}
+	return p.Rules, nil
+}
