@@ -418,6 +418,89 @@ func TestErrorsAreTyped(t *testing.T) {
 	}
 }
 
+func TestWatchSeesStatesCommandsAndDenials(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := dial(t)
+	w, err := c.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan airlock.Event, 256)
+	go func() {
+		defer close(events)
+		for {
+			e, err := w.Recv()
+			if err != nil {
+				return
+			}
+			events <- e
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the call is under way before anything happens
+	s, err := c.Sessions.Create(ctx, airlock.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s, []string{"sh", "-c", "exit 3"}, nil)
+	mustExec(t, s, []string{"python3", "-c", "import socket\ntry: socket.getaddrinfo('denied.test', 80)\nexcept OSError: pass"}, nil)
+	if err := s.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s, []string{"true"}, nil)
+	if err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	var start, exit *airlock.Event
+	denied := false
+	timeout := time.After(30 * time.Second)
+	for len(states) == 0 || states[len(states)-1] != "stopped" {
+		select {
+		case e := <-events:
+			if e.SessionID != s.ID() {
+				continue
+			}
+			switch e.Kind {
+			case "state":
+				states = append(states, e.State)
+			case "exec_start":
+				if start == nil {
+					start = &e
+				}
+			case "exec_exit":
+				if exit == nil {
+					exit = &e
+				}
+			case "denied":
+				denied = denied || strings.HasPrefix(e.Destination, "denied.test")
+			}
+		case <-timeout:
+			t.Fatalf("no stop; states %v", states)
+		}
+	}
+	cancel()
+	if len(states) < 3 || states[0] != "creating" || states[1] != "running" {
+		t.Fatal(states)
+	}
+	if start == nil || string(bytes.Join(start.Argv, []byte(" "))) != "sh -c exit 3" {
+		t.Fatalf("%+v", start)
+	}
+	if exit == nil || exit.ExitCode != 3 || exit.ExecID != start.ExecID {
+		t.Fatalf("%+v", exit)
+	}
+	if !denied {
+		t.Fatal("no denial seen")
+	}
+	none, err := c.Watch(context.Background(), "0123456789ab")
+	if err == nil {
+		_, err = none.Recv()
+	}
+	if !errors.Is(err, airlock.ErrNotFound) {
+		t.Fatal(err)
+	}
+}
+
 func TestMutualTLSIsItsOwnTenant(t *testing.T) {
 	ctx := context.Background()
 	remote, err := airlock.Dial(ctx, address, airlock.WithTLS(dir+"/ca.pem", dir+"/client.pem", dir+"/client.key", serverName))

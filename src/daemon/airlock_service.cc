@@ -366,6 +366,39 @@ grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
+                                    grpc::ServerWriter<v1::SessionEvent>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  // Subscribed before the check, so that nothing between the two is missed.
+  std::shared_ptr<SessionEventHub::Subscription> events =
+      events_->Subscribe(who->Tenant(), request->session_id());
+  if (!request->session_id().empty()) {
+    absl::StatusOr<SessionRecord> session =
+        store_->GetSession(who->Tenant(), request->session_id());
+    if (!session.ok()) return ToGrpc(session.status());
+  }
+  while (!context->IsCancelled()) {
+    std::optional<SessionEvent> e = events->Next(absl::Now() + absl::Milliseconds(500));
+    if (!e) continue;
+    v1::SessionEvent out;
+    out.set_kind(static_cast<v1::SessionEvent::Kind>(static_cast<int>(e->kind)));
+    out.set_unix_ms(e->unix_ms);
+    out.set_session_id(e->session_id);
+    if (e->kind == SessionEvent::Kind::kState) {
+      out.set_state(static_cast<v1::SessionState>(static_cast<int>(e->state)));
+    }
+    out.set_reason(e->kind == SessionEvent::Kind::kExecExit ? e->message : e->reason);
+    out.set_exec_id(static_cast<uint64_t>(e->exec_id));
+    for (const std::string& a : e->argv) out.add_argv(a);
+    out.set_exit_code(e->exit_code);
+    out.set_destination(e->destination);
+    out.set_lost(e->lost);
+    if (!writer->Write(out)) break;
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status SessionsService::Quota(grpc::ServerContext* context,
                                     const v1::GetQuotaRequest* /*request*/,
                                     v1::QuotaReport* response) {

@@ -6,6 +6,7 @@
 
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/host_paths.h"
+#include "src/daemon/session_events.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
@@ -16,8 +17,8 @@ namespace airlock {
 class SessionsService final : public v1::Sessions::Service {
  public:
   SessionsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers,
-                  WorkspaceUploads* uploads)
-      : sessions_(sessions), store_(store), peers_(peers), uploads_(uploads) {}
+                  WorkspaceUploads* uploads, SessionEventHub* events)
+      : sessions_(sessions), store_(store), peers_(peers), uploads_(uploads), events_(events) {}
 
   grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
                       v1::Session* response) override;
@@ -47,6 +48,8 @@ class SessionsService final : public v1::Sessions::Service {
                          v1::WriteFileResponse* response) override;
   grpc::Status ReadFile(grpc::ServerContext* context, const v1::ReadFileRequest* request,
                         v1::ReadFileResponse* response) override;
+  grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
+                     grpc::ServerWriter<v1::SessionEvent>* writer) override;
 
  private:
   // The session's workspace named by a request's upload token (nullptr when it names none).
@@ -56,6 +59,7 @@ class SessionsService final : public v1::Sessions::Service {
   StateStore* store_;
   const PeerRegistry* peers_;
   WorkspaceUploads* uploads_;
+  SessionEventHub* events_;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin

@@ -166,9 +166,11 @@ int main(int argc, char** argv) {
   if (absl::Status s = airlock::MakeDirectories(paths.home, 0755); !s.ok()) {
     return Fail(std::string(s.message()));
   }
+  airlock::SessionEventHub events;  // outlives the store, which publishes into it
   absl::StatusOr<std::unique_ptr<airlock::StateStore>> store =
       airlock::StateStore::Open(paths.home + "/state.db", log_cap);
   if (!store.ok()) return Fail(std::string(store.status().message()));
+  (*store)->set_events(&events);
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
   sessions.set_use_templates(templates);
@@ -204,7 +206,7 @@ int main(int argc, char** argv) {
 
   airlock::PeerRegistry peers;
   airlock::WorkspaceUploads uploads;
-  airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads);
+  airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);

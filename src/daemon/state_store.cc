@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "src/daemon/session_events.h"
 
 namespace airlock {
 namespace {
@@ -436,7 +437,16 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, outcome); !st.ok()) {
     return st;
   }
-  return tx.Commit();
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  if (events_) {
+    events_->Publish({.kind = SessionEvent::Kind::kState,
+                      .tenant = s.tenant,
+                      .session_id = s.id,
+                      .unix_ms = NowUnixMs(),
+                      .state = s.state,
+                      .reason = s.reason});
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StateStore::SetSessionState(const Principal& who, const std::string& tenant,
@@ -453,7 +463,16 @@ absl::Status StateStore::SetSessionState(const Principal& who, const std::string
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
   std::string outcome = absl::StrCat(SessionStateName(state), reason.empty() ? "" : ": ", reason);
   if (absl::Status st = AuditLocked(who, tenant, action, id, outcome); !st.ok()) return st;
-  return tx.Commit();
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  if (events_) {
+    events_->Publish({.kind = SessionEvent::Kind::kState,
+                      .tenant = tenant,
+                      .session_id = id,
+                      .unix_ms = NowUnixMs(),
+                      .state = state,
+                      .reason = reason});
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StateStore::DeleteSession(const Principal& who, const std::string& tenant,
@@ -471,7 +490,14 @@ absl::Status StateStore::DeleteSession(const Principal& who, const std::string& 
     if (!q.ok()) return q.status();
   }
   if (absl::Status st = AuditLocked(who, tenant, "session.delete", id, "ok"); !st.ok()) return st;
-  return tx.Commit();
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  if (events_) {
+    events_->Publish({.kind = SessionEvent::Kind::kRemoved,
+                      .tenant = tenant,
+                      .session_id = id,
+                      .unix_ms = NowUnixMs()});
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StateStore::TouchSession(const std::string& id, int64_t unix_ms) {
@@ -561,6 +587,14 @@ absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const Sessio
     return st;
   }
   if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  if (events_) {
+    events_->Publish({.kind = SessionEvent::Kind::kExecStart,
+                      .tenant = s.tenant,
+                      .session_id = s.id,
+                      .unix_ms = NowUnixMs(),
+                      .exec_id = exec_id,
+                      .argv = e.argv});
+  }
   return exec_id;
 }
 
@@ -675,6 +709,15 @@ absl::Status StateStore::EndExec(const SessionRecord& s, int64_t exec_id, int ex
          "UPDATE execs SET ended_ms = ?, exit_code = ?, message = ? WHERE id = ? AND tenant = ?");
   q.Bind(1, NowUnixMs()).Bind(2, exit_code).Bind(3, message).Bind(4, exec_id).Bind(5, s.tenant);
   q.Step();
+  if (q.ok() && events_) {
+    events_->Publish({.kind = SessionEvent::Kind::kExecExit,
+                      .tenant = s.tenant,
+                      .session_id = s.id,
+                      .unix_ms = NowUnixMs(),
+                      .exec_id = exec_id,
+                      .exit_code = exit_code,
+                      .message = message});
+  }
   return q.status();
 }
 
@@ -862,7 +905,19 @@ absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
             "WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)");
   trim.Bind(1, s.id).Bind(2, s.id).Bind(3, kMaxNetEventsPerSession).Step();
   if (!trim.ok()) return trim.status();
-  return tx.Commit();
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  for (const net::NetEvent& e : events) {
+    if (e.allowed || !events_) continue;
+    events_->Publish({.kind = SessionEvent::Kind::kDenied,
+                      .tenant = s.tenant,
+                      .session_id = s.id,
+                      .unix_ms = e.unix_ms,
+                      .reason = e.reason,
+                      .destination = e.port == 0 ? (e.name.empty() ? e.address : e.name)
+                                                 : absl::StrCat(e.name.empty() ? e.address : e.name,
+                                                                ":", e.port)});
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::string& tenant,

@@ -157,6 +157,8 @@ struct AuditRecord {
   std::string outcome;
 };
 
+class SessionEventHub;
+
 class StateStore {
  public:
   static constexpr int kSchemaVersion = 7;
@@ -215,6 +217,9 @@ class StateStore {
   void set_tenant_log_cap(std::function<uint64_t(const std::string&)> cap) {
     tenant_log_cap_ = std::move(cap);
   }
+  // Where committed changes are published for Sessions.Watch (state changes, commands starting
+  // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
+  void set_events(SessionEventHub* events) { events_ = events; }
   // Appends output; the oldest entries of the session are dropped beyond the log cap, and the
   // oldest of the tenant's beyond its cap.
   [[nodiscard]] absl::Status AppendLogs(const SessionRecord& s, const std::vector<LogRecord>& logs);
@@ -258,6 +263,7 @@ class StateStore {
  private:
   StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
   std::function<uint64_t(const std::string&)> tenant_log_cap_;
+  SessionEventHub* events_ = nullptr;
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   absl::Status AuditLocked(const Principal& who, const std::string& tenant,

@@ -12,12 +12,13 @@ import type { ImagesClient } from './generated/airlock/v1/Images.js';
 import type { NetworkClient } from './generated/airlock/v1/Network.js';
 import type { SessionsClient } from './generated/airlock/v1/Sessions.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
+import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent.js';
 import type { VmsClient } from './generated/airlock/v1/Vms.js';
 import { api } from './rpc.js';
 import type {
-  ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionInfo,
-  SessionOptions, StreamOptions, Vm,
+  ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
+  SessionInfo, SessionOptions, StreamOptions, Vm,
 } from './types.js';
 
 export const DEFAULT_SOCKET = '/run/airlock/airlockd.sock';
@@ -168,6 +169,15 @@ export class Client {
     return finish(new ExecStream(this, start, options.stdin), argv, options.check ?? false);
   }
 
+  /**
+   * What happens to your sessions (or to one) from now on, as it happens: `for await` the
+   * result for SessionEvent values; cancel() it (or leave the loop) to stop.
+   */
+  watch(sessionId?: string): WatchStream {
+    const request = { sessionId: sessionId === undefined ? '' : c.sessionId(sessionId) };
+    return new WatchStream(this.sessions.Watch(request));
+  }
+
   async images(): Promise<Image[]> {
     const reply = await call<{ images: Array<{ name: string; digest: string; sizeBytes: number; createdUnix: number }> }>(
       (cb) => this.imagesStub.List({}, cb));
@@ -184,6 +194,28 @@ export class Client {
       sessionId: v.sessionId, pid: v.pid, accelerator: v.accelerator, vcpus: v.vcpus,
       hostCpuPercent: v.hostCpuPercent, hostRss: v.hostRssBytes,
     }));
+  }
+}
+
+/** A stream of SessionEvent values from Client.watch(); ends when cancelled. */
+export class WatchStream implements AsyncIterable<SessionEvent> {
+  /** @internal */
+  constructor(private readonly call: grpc.ClientReadableStream<SessionEvent__Output>) {
+    call.on('error', () => undefined);  // surfaced by the iterator
+  }
+
+  cancel(): void {
+    this.call.cancel();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<SessionEvent> {
+    try {
+      for await (const e of this.call) yield c.sessionEvent(e as SessionEvent__Output);
+    } catch (error) {
+      if ((error as grpc.ServiceError)?.code !== grpc.status.CANCELLED) throw fromServiceError(error);
+    } finally {
+      this.call.cancel();
+    }
   }
 }
 

@@ -8,9 +8,10 @@ import type { SecretBinding } from './generated/airlock/v1/SecretBinding.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
 import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy.js';
 import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
+import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type {
-  ExecEvent, ExecOptions, ExecResult, Exit, NetworkRule, SessionInfo, SessionOptions,
-  SessionState, Size, StreamOptions,
+  ExecEvent, ExecOptions, ExecResult, Exit, NetworkRule, SessionEvent, SessionInfo,
+  SessionOptions, SessionState, Size, StreamOptions,
 } from './types.js';
 
 export const EXIT_AIRLOCK_ERROR = 125;
@@ -234,4 +235,19 @@ export function sessionId(id: unknown): string {
     throw new InvalidArgument('a session id is a non-empty string (as createSession returned)');
   }
   return id;
+}
+
+const eventKinds: Record<string, SessionEvent['kind']> = {
+  KIND_STATE: 'state', KIND_EXEC_START: 'execStart', KIND_EXEC_EXIT: 'execExit',
+  KIND_DENIED: 'denied', KIND_REMOVED: 'removed',
+};
+
+export function sessionEvent(e: SessionEvent__Output): SessionEvent {
+  const kind = eventKinds[e.kind as string] ?? 'unknown';
+  return {
+    kind, time: new Date(e.unixMs), sessionId: e.sessionId,
+    ...(kind === 'state' ? { state: states[e.state as string] ?? 'unknown' } : {}),
+    reason: e.reason, execId: e.execId, argv: e.argv, exitCode: e.exitCode,
+    destination: e.destination, lost: e.lost,
+  };
 }

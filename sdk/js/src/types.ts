@@ -138,3 +138,22 @@ export interface LogEntry {
   stream: 'stdout' | 'stderr' | 'event' | 'unknown';
   data: Buffer;
 }
+
+/**
+ * Something that happened to a session (Client.watch): `kind` "state" (the session is now in
+ * `state`, for `reason`), "execStart" (`execId`, `argv`), "execExit" (`execId`, `exitCode`,
+ * `reason`), "denied" (egress refused `destination`, for `reason`) or "removed". `lost`: events
+ * this watcher missed just before this one (it fell behind).
+ */
+export interface SessionEvent {
+  kind: 'state' | 'execStart' | 'execExit' | 'denied' | 'removed' | 'unknown';
+  time: Date;
+  sessionId: string;
+  state?: SessionState;
+  reason: string;
+  execId: number;
+  argv: Buffer[];
+  exitCode: number;
+  destination: string;
+  lost: number;
+}

@@ -197,6 +197,38 @@ test('errors are typed, and wrong types never reach the wire', () => withClient(
   assert.throws(() => new airlock.Client(address), airlock.InvalidArgument);  // TCP without TLS
 }));
 
+test('watch sees states, commands and denials as they happen', () => withClient(async (c) => {
+  const watch = c.watch();
+  const seen = [];
+  const following = (async () => { for await (const e of watch) seen.push(e); })();
+  await new Promise((r) => setTimeout(r, 500));  // the call is under way before anything happens
+  const s = await c.createSession();
+  await s.exec(['sh', '-c', 'exit 3']);
+  await s.exec(['python3', '-c', "import socket\ntry: socket.getaddrinfo('denied.test', 80)\nexcept OSError: pass"]);
+  await s.pause();
+  await s.exec(['true']);
+  await s.remove();
+  const deadline = Date.now() + 30000;
+  while (!seen.some((e) => e.sessionId === s.id && e.state === 'stopped')) {
+    assert.ok(Date.now() < deadline, JSON.stringify(seen));
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  watch.cancel();
+  await following;
+  const mine = seen.filter((e) => e.sessionId === s.id);
+  const states = mine.filter((e) => e.kind === 'state').map((e) => e.state);
+  assert.deepEqual(states.slice(0, 2), ['creating', 'running']);
+  assert.ok(states.includes('paused'));
+  assert.equal(states.at(-1), 'stopped');
+  const start = mine.find((e) => e.kind === 'execStart');
+  assert.deepEqual(start.argv.map(String), ['sh', '-c', 'exit 3']);
+  const exit = mine.find((e) => e.kind === 'execExit');
+  assert.deepEqual([exit.execId, exit.exitCode], [start.execId, 3]);
+  assert.ok(mine.some((e) => e.kind === 'denied' && e.destination.startsWith('denied.test')), JSON.stringify(mine));
+  const none = c.watch('0123456789ab');
+  await assert.rejects((async () => { for await (const e of none) void e; })(), airlock.NotFound);
+}));
+
 test('mutual TLS: the certificate holder is its own tenant, a stranger cannot connect', async () => {
   const remote = await airlock.Client.connect(address, { tls: tls() });
   try {

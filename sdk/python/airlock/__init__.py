@@ -14,15 +14,15 @@
 ``airlock.aio`` is the same API for asyncio. Errors are the classes of ``airlock.errors``,
 also importable from here (NotFound, PermissionDenied, LimitExceeded, Timeout, SessionFailed...).
 """
-from airlock._common import (TLS, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule,
+from airlock._common import (TLS, Event, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule,
                              Output, SessionInfo, Vm)
-from airlock.client import Client, ExecStream, Session
+from airlock.client import Client, ExecStream, Session, Watch
 from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
                             LimitExceeded, NotFound, PermissionDenied, SessionFailed, Timeout,
                             Unauthenticated, Unavailable)
 
 __all__ = [
-    "Client", "Session", "ExecStream", "TLS", "ExecResult", "Exit", "Output", "SessionInfo",
+    "Client", "Session", "ExecStream", "Watch", "Event", "TLS", "ExecResult", "Exit", "Output", "SessionInfo",
     "LogEntry", "Metrics", "Vm", "NetworkRule", "Image", "AirlockError", "CommandFailed",
     "FailedPrecondition", "InvalidArgument", "LimitExceeded", "NotFound", "PermissionDenied",
     "SessionFailed", "Timeout", "Unauthenticated", "Unavailable",

@@ -359,6 +359,35 @@ def images(reply: pb.ListImagesResponse) -> List[Image]:
 
 
 @dataclass(frozen=True)
+class Event:
+    """Something that happened to a session (Client.watch): ``kind`` is "state" (the session is
+    now in ``state``, for ``reason``), "exec_start" (``exec_id``, ``argv``), "exec_exit"
+    (``exec_id``, ``exit_code``, ``reason``), "denied" (egress refused ``destination``, for
+    ``reason``) or "removed". ``lost``: events this watcher missed just before (it fell behind)."""
+    kind: str
+    time: datetime.datetime
+    session_id: str
+    state: str = ""
+    reason: str = ""
+    exec_id: int = 0
+    argv: Tuple[bytes, ...] = ()
+    exit_code: int = 0
+    destination: str = ""
+    lost: int = 0
+
+
+_EVENT_KINDS = {1: "state", 2: "exec_start", 3: "exec_exit", 4: "denied", 5: "removed"}
+
+
+def event(e: pb.SessionEvent) -> Event:
+    kind = _EVENT_KINDS.get(e.kind, "unknown")
+    return Event(kind=kind, time=_time(e.unix_ms), session_id=e.session_id,
+                 state=_STATES.get(e.state, "") if kind == "state" else "", reason=e.reason,
+                 exec_id=e.exec_id, argv=tuple(e.argv), exit_code=e.exit_code,
+                 destination=e.destination, lost=e.lost)
+
+
+@dataclass(frozen=True)
 class Vm:
     """A live VM process on airlockd's host (the caller's own)."""
     session_id: str

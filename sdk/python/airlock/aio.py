@@ -113,6 +113,12 @@ class Client:
                              presets=presets, secret_map=secrets)
         return await _finish(ExecStream(self, start, stdin), argv, check, None)
 
+    def watch(self, session_id: Optional[str] = None) -> "Watch":
+        """As airlock.Client.watch, for ``async for`` (and ``async with`` to stop)."""
+        request = pb.WatchRequest(session_id="" if session_id is None
+                                  else c.check_session_id(session_id))
+        return Watch(self._sessions.Watch(request))
+
     async def images(self) -> List[c.Image]:
         try:
             return c.images(await self._images.List(pb.ListImagesRequest()))
@@ -124,6 +130,33 @@ class Client:
             return c.vms(await self._vms.List(pb.ListVmsRequest()))
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+
+class Watch:
+    """A stream of Event values from Client.watch(); ends when closed."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def __aiter__(self):
+        return self._events()
+
+    async def _events(self):
+        try:
+            async for e in self._call:
+                yield c.event(e)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise from_rpc_error(e) from None
+
+    def close(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> "Watch":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
 
 
 class Files:

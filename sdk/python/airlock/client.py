@@ -113,6 +113,13 @@ class Client:
                              presets=presets, secret_map=secrets)
         return _finish(self, ExecStream(self, start, stdin), argv, check, None)
 
+    def watch(self, session_id: Optional[str] = None) -> "Watch":
+        """What happens to your sessions (or to one) from now on, as it happens: iterate the
+        result for Event values; close() it (or leave its with-block) to stop."""
+        request = pb.WatchRequest(session_id="" if session_id is None
+                                  else c.check_session_id(session_id))
+        return Watch(self._sessions.Watch(request))
+
     def images(self) -> List[c.Image]:
         with _translated():
             return c.images(self._images.List(pb.ListImagesRequest()))
@@ -121,6 +128,30 @@ class Client:
         """The caller's live VM processes, with their host CPU and memory (``airlock ps``)."""
         with _translated():
             return c.vms(self._vms.List(pb.ListVmsRequest()))
+
+
+class Watch:
+    """A stream of Event values from Client.watch(); ends when closed."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def __iter__(self) -> Iterator[c.Event]:
+        try:
+            for e in self._call:
+                yield c.event(e)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise from_rpc_error(e) from None
+
+    def close(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class Files:

@@ -249,6 +249,52 @@ class SessionTest(unittest.TestCase):
             airlock.Client(daemon.address)  # TCP without TLS
 
 
+class WatchTest(unittest.TestCase):
+    def test_watch_sees_states_commands_and_denials_as_they_happen(self):
+        import threading
+        with airlock.Client(daemon.socket) as c:
+            seen = []
+            watch = c.watch()
+            ready = threading.Event()
+
+            def follow():
+                ready.set()
+                for event in watch:
+                    seen.append(event)
+            follower = threading.Thread(target=follow)
+            follower.start()
+            ready.wait()
+            time.sleep(0.5)  # the call is under way before anything happens
+            s = c.create_session()
+            s.exec(["sh", "-c", "exit 3"])
+            s.exec(["python3", "-c", "import socket\ntry: socket.getaddrinfo('denied.test', 80)\n"
+                                    "except OSError: pass"])
+            s.pause()
+            s.exec(["true"])  # resumes it
+            s.remove()
+            deadline = time.monotonic() + 30
+            while not any(e.state == "stopped" for e in seen if e.session_id == s.id):
+                self.assertLess(time.monotonic(), deadline, seen)
+                time.sleep(0.1)
+            watch.close()
+            follower.join(10)
+            mine = [e for e in seen if e.session_id == s.id]
+            states = [e.state for e in mine if e.kind == "state"]
+            self.assertEqual(states[:2], ["creating", "running"])
+            self.assertIn("paused", states)
+            self.assertEqual(states[-1], "stopped")
+            starts = [e for e in mine if e.kind == "exec_start"]
+            self.assertEqual(starts[0].argv, (b"sh", b"-c", b"exit 3"))
+            exits = [e for e in mine if e.kind == "exec_exit"]
+            self.assertEqual(exits[0].exit_code, 3)
+            self.assertEqual(exits[0].exec_id, starts[0].exec_id)
+            denied = [e for e in mine if e.kind == "denied"]
+            self.assertTrue(any(e.destination.startswith("denied.test") for e in denied), mine)
+            self.assertTrue(all(e.lost == 0 for e in mine))
+            with self.assertRaises(airlock.NotFound):
+                list(c.watch("0123456789ab"))
+
+
 class TlsTest(unittest.TestCase):
     def test_mutual_tls_is_its_own_tenant(self):
         with airlock.Client(daemon.address, tls=daemon.tls()) as remote:
