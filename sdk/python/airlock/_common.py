@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from airlock.errors import InvalidArgument, Timeout
+from airlock.errors import (CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed,
+                            Timeout)
 from airlock.v1 import airlock_pb2 as pb
 
 DEFAULT_SOCKET = "/run/airlock/airlockd.sock"
@@ -297,6 +298,37 @@ def _name(argv: Argv) -> str:
 def failed_message(result: ExecResult, argv: Argv) -> str:
     why = f": {result.message}" if result.message else ""
     return f"{_name(argv)} exited with {result.exit_code}{why}"
+
+
+def may_have_failed(result: ExecResult) -> bool:
+    """Whether Airlock ended the command (exit 125 with a reason): then the session's state
+    says whether its VM died, which conclude() reports as SessionFailed."""
+    return result.exit_code == EXIT_AIRLOCK_ERROR and bool(result.message)
+
+
+def conclude(result: ExecResult, argv: Argv, check: bool,
+             session: Optional["SessionInfo"] = None) -> ExecResult:
+    """The result of exec(), or the error it raises: Timeout, SessionFailed (given the
+    session's state when may_have_failed), CommandFailed with check."""
+    if result.timed_out:
+        raise timed_out(result, argv)
+    if session is not None and session.state == "failed":
+        raise SessionFailed(result.message, reason=session.reason)
+    if check and result.exit_code != 0:
+        raise CommandFailed(failed_message(result, argv), result=result)
+    return result
+
+
+def wants_state(error) -> bool:
+    """Whether a session's state could explain this error (see explained())."""
+    return isinstance(error, FailedPrecondition) and not isinstance(error, SessionFailed)
+
+
+def explained(error, session: Optional["SessionInfo"]):
+    """A FAILED_PRECONDITION on a session whose VM failed becomes SessionFailed."""
+    if session is not None and session.state == "failed":
+        return SessionFailed(error.message, reason=session.reason, code=error.code)
+    return error
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ import grpc
 import grpc.aio
 
 from airlock import _common as c
-from airlock._common import TLS  # noqa: F401  (airlock.aio.TLS, for symmetry)
-from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
-                            SessionFailed, Unavailable, from_rpc_error)
+from airlock.errors import AirlockError, InvalidArgument, Unavailable, from_rpc_error
 from airlock.v1 import airlock_pb2 as pb
 from airlock.v1 import airlock_pb2_grpc as rpc
+
+
+TLS = c.TLS  # airlock.aio.TLS, the same as airlock.TLS
 
 
 class Client:
@@ -229,12 +230,12 @@ class Session:
             raise await self._explained(from_rpc_error(e)) from None
 
     async def _explained(self, error: AirlockError) -> AirlockError:
-        if isinstance(error, FailedPrecondition) and not isinstance(error, SessionFailed):
-            with contextlib.suppress(AirlockError, grpc.RpcError):
-                info = await self.refresh()
-                if info.state == "failed":
-                    return SessionFailed(error.message, reason=info.reason, code=error.code)
-        return error
+        return c.explained(error, await self._state()) if c.wants_state(error) else error
+
+    async def _state(self) -> Optional[c.SessionInfo]:
+        with contextlib.suppress(AirlockError, grpc.RpcError):
+            return await self.refresh()
+        return None
 
     async def refresh(self) -> c.SessionInfo:
         self.info = c.session_info(await self._call(self._client._sessions.Get,
@@ -410,14 +411,5 @@ async def _finish(stream: ExecStream, argv, check: bool,
     if exit_ is None:
         raise AirlockError("airlockd ended the command without an exit status")
     result = collector.result(exit_)
-    if result.timed_out:
-        raise c.timed_out(result, argv)
-    if result.exit_code == c.EXIT_AIRLOCK_ERROR and result.message and session is not None:
-        state = None
-        with contextlib.suppress(AirlockError):
-            state = (await session.refresh()).state
-        if state == "failed":
-            raise SessionFailed(result.message, reason=session.info.reason)
-    if check and result.exit_code != 0:
-        raise CommandFailed(c.failed_message(result, argv), result=result)
-    return result
+    state = await session._state() if session is not None and c.may_have_failed(result) else None
+    return c.conclude(result, argv, check, state)

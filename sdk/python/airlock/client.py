@@ -9,8 +9,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Union
 import grpc
 
 from airlock import _common as c
-from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
-                            SessionFailed, Unavailable, from_rpc_error)
+from airlock.errors import AirlockError, InvalidArgument, Unavailable, from_rpc_error
 from airlock.v1 import airlock_pb2 as pb
 from airlock.v1 import airlock_pb2_grpc as rpc
 
@@ -229,13 +228,13 @@ class Session:
             raise self._explained(from_rpc_error(e)) from None
 
     def _explained(self, error: AirlockError) -> AirlockError:
-        """A FAILED_PRECONDITION on a session whose VM failed becomes SessionFailed."""
-        if isinstance(error, FailedPrecondition) and not isinstance(error, SessionFailed):
-            with contextlib.suppress(AirlockError, grpc.RpcError):
-                info = self.refresh()
-                if info.state == "failed":
-                    return SessionFailed(error.message, reason=info.reason, code=error.code)
-        return error
+        return c.explained(error, self._state()) if c.wants_state(error) else error
+
+    def _state(self) -> Optional[c.SessionInfo]:
+        """The session's state now, or None if airlockd cannot say."""
+        with contextlib.suppress(AirlockError, grpc.RpcError):
+            return self.refresh()
+        return None
 
     def refresh(self) -> c.SessionInfo:
         self.info = c.session_info(self._call(self._client._sessions.Get,
@@ -391,14 +390,5 @@ def _finish(client: Client, stream: ExecStream, argv, check: bool,
     if exit_ is None:
         raise AirlockError("airlockd ended the command without an exit status")
     result = collector.result(exit_)
-    if result.timed_out:
-        raise c.timed_out(result, argv)
-    if result.exit_code == c.EXIT_AIRLOCK_ERROR and result.message and session is not None:
-        state = None
-        with contextlib.suppress(AirlockError):
-            state = session.refresh().state
-        if state == "failed":
-            raise SessionFailed(result.message, reason=session.info.reason)
-    if check and result.exit_code != 0:
-        raise CommandFailed(c.failed_message(result, argv), result=result)
-    return result
+    state = session._state() if session is not None and c.may_have_failed(result) else None
+    return c.conclude(result, argv, check, state)

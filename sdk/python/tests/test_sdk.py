@@ -96,7 +96,7 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-daemon: Daemon
+daemon = None  # the Daemon, from setUpModule
 
 
 def setUpModule():
