@@ -209,6 +209,31 @@ class SessionInfo:
     limits: Limits
 
 
+class SessionBase:
+    """What a session is in both clients: its last known state (``info``), ``files`` and
+    ``network``; each client's Session adds the calls, sync or async."""
+    _files_class: type
+    _network_class: type
+
+    def __init__(self, client, info: pb.Session):
+        self._client = client
+        self.info = session_info(info)
+        self.files = self._files_class(self)
+        self.network = self._network_class(self)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def state(self) -> str:
+        return self.info.state
+
+    def __repr__(self) -> str:
+        module = type(self).__module__.replace(".client", "")
+        return f"<{module}.Session {self.id} {self.info.state} {self.info.image}>"
+
+
 def _time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 

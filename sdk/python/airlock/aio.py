@@ -196,25 +196,10 @@ class Network:
                                                          request))
 
 
-class Session:
+class Session(c.SessionBase):
     """As airlock.Session, with coroutines."""
-
-    def __init__(self, client: Client, info: pb.Session):
-        self._client = client
-        self.info = c.session_info(info)
-        self.files = Files(self)
-        self.network = Network(self)
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def state(self) -> str:
-        return self.info.state
-
-    def __repr__(self) -> str:
-        return f"<airlock.aio.Session {self.id} {self.info.state} {self.info.image}>"
+    _files_class = Files
+    _network_class = Network
 
     async def __aenter__(self) -> "Session":
         return self

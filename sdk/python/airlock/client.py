@@ -193,26 +193,11 @@ class Network:
         return c.network_rules(self._session._call(self._session._client._network.Change, request))
 
 
-class Session:
+class Session(c.SessionBase):
     """One session. Its methods act on airlockd's session; ``info`` is its last known state
     (``refresh()`` asks again). As a context manager it is removed at the end."""
-
-    def __init__(self, client: Client, info: pb.Session):
-        self._client = client
-        self.info = c.session_info(info)
-        self.files = Files(self)
-        self.network = Network(self)
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def state(self) -> str:
-        return self.info.state
-
-    def __repr__(self) -> str:
-        return f"<airlock.Session {self.id} {self.info.state} {self.info.image}>"
+    _files_class = Files
+    _network_class = Network
 
     def __enter__(self) -> "Session":
         return self
