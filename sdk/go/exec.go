@@ -174,9 +174,15 @@ func (st *ExecStream) halfClose() {
 	}
 }
 
-// Recv returns the next event; after the Exit, io.EOF.
+// Recv returns the next event; after the Exit, io.EOF once airlockd has ended the call (the
+// session is free for its next use, a pause for one, only then).
 func (st *ExecStream) Recv() (ExecEvent, error) {
 	if st.exit != nil {
+		for {
+			if _, err := st.call.Recv(); err != nil {
+				break
+			}
+		}
 		st.cancel()
 		return ExecEvent{}, io.EOF
 	}
