@@ -88,6 +88,39 @@ TEST(SessionTest, StateLastsBetweenExecsAndLogsOutliveTheVm) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
+TEST(SessionTest, FilesOfAnySizeGoInAndOutWholeAndInPlace) {
+  std::string id = Create();
+  std::string big(9 << 20, '\0');  // more than one message (1 MiB) and than the old 3 MiB cap
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7919) >> 5);
+  Result r = RunAirlock({"file", "write", "--mode", "0640", id, "/srv/new/dir/big"}, big);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"file", "read", id, "/srv/new/dir/big"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out == big) << "read back " << r.out.size() << " bytes of " << big.size();
+  // A replaced file keeps its owner, takes the mode asked for, and no temporary is left.
+  ASSERT_EQ(RunAirlock({"exec", id, "--", "chown", "65534:65534", "/srv/new/dir/big"}).exit_code,
+            0);
+  ASSERT_EQ(RunAirlock({"file", "write", id, "/srv/new/dir/big"}, "small\n").exit_code, 0);
+  r = RunAirlock(
+      {"exec", id, "--", "sh", "-c", "stat -c '%u:%g %a %s' /srv/new/dir/big; ls -A /srv/new/dir"});
+  EXPECT_EQ(r.out, "65534:65534 644 6\nbig\n");
+  // An empty file is a file.
+  ASSERT_EQ(RunAirlock({"file", "write", id, "/srv/empty"}, "").exit_code, 0);
+  r = RunAirlock({"file", "read", id, "/srv/empty"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  // What the guest refuses comes back with its reason, and nothing is left behind.
+  r = RunAirlock({"file", "write", id, "/srv/empty/under-a-file"}, big);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;
+  r = RunAirlock({"file", "read", id, "/srv/new"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Is a directory"), std::string::npos) << r.err;
+  r = RunAirlock({"file", "write", id, "relative"}, "x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("absolute path"), std::string::npos) << r.err;
+}
+
 TEST(SessionTest, LogsFollowStreamsUntilTheSessionStops) {
   std::string id = Create();
   Airlock follow({"logs", "-f", id});

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -552,8 +553,9 @@ int Fork(const std::vector<std::string>& args) {
 constexpr char kFileUsage[] =
     "usage: airlock file write [--mode 0644] ID PATH < DATA\n"
     "       airlock file read ID PATH > DATA\n"
-    "Writes stdin to a file in session ID (created or replaced; at most 3 MiB), or prints a\n"
-    "file of it. PATH is absolute in the guest.\n";
+    "Writes stdin to a file in session ID, of any size, or prints a file of it. PATH is\n"
+    "absolute in the guest. The file is created or replaced (missing directories are made)\n"
+    "once all of stdin is in: an interrupted write leaves the old file.\n";
 
 int File(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
@@ -584,33 +586,57 @@ int File(const std::vector<std::string>& args) {
   if (!client) return 1;
   grpc::ClientContext context;
   if (write) {
-    v1::WriteFileRequest request;
-    request.set_session_id(rest[0]);
-    request.set_path(rest[1]);
-    request.set_mode(mode);
-    char buf[65536];
-    for (;;) {
-      ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      if (request.content().size() + static_cast<size_t>(n) > (3u << 20)) {
-        std::fprintf(stderr, "airlock file write: the input is larger than 3 MiB\n");
-        return 1;
-      }
-      request.mutable_content()->append(buf, static_cast<size_t>(n));
-    }
     v1::WriteFileResponse response;
-    grpc::Status status = client->sessions->WriteFile(&context, request, &response);
+    std::unique_ptr<grpc::ClientWriter<v1::WriteFileChunk>> stream =
+        client->sessions->WriteFileStream(&context, &response);
+    v1::WriteFileChunk chunk;
+    chunk.set_session_id(rest[0]);
+    chunk.set_path(rest[1]);
+    chunk.set_mode(mode);
+    std::string piece(1 << 20, '\0');
+    for (;;) {
+      size_t have = 0;
+      while (have < piece.size()) {
+        ssize_t n = read(STDIN_FILENO, piece.data() + have, piece.size() - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          std::fprintf(stderr, "airlock file write: read stdin: %s; nothing was written\n",
+                       std::strerror(errno));
+          context.TryCancel();
+          stream->Finish().IgnoreError();  // cancelled: the file stays as it was
+          return 1;
+        }
+        if (n == 0) break;
+        have += static_cast<size_t>(n);
+      }
+      chunk.set_data(piece.data(), have);
+      chunk.set_last(have < piece.size());
+      if (!stream->Write(chunk) || chunk.last()) break;  // a refusal comes with Finish
+      chunk.clear_session_id();
+      chunk.clear_path();
+      chunk.clear_mode();
+    }
+    stream->WritesDone();
+    grpc::Status status = stream->Finish();
     return status.ok() ? 0 : DaemonError(status);
   }
-  v1::ReadFileRequest request;
+  v1::ReadFileStreamRequest request;
   request.set_session_id(rest[0]);
   request.set_path(rest[1]);
-  v1::ReadFileResponse response;
-  grpc::Status status = client->sessions->ReadFile(&context, request, &response);
+  std::unique_ptr<grpc::ClientReader<v1::ReadFileChunk>> stream =
+      client->sessions->ReadFileStream(&context, request);
+  v1::ReadFileChunk chunk;
+  while (stream->Read(&chunk)) {
+    if (std::fwrite(chunk.data().data(), 1, chunk.data().size(), stdout) != chunk.data().size()) {
+      std::fprintf(stderr, "airlock file read: write stdout: %s\n", std::strerror(errno));
+      context.TryCancel();
+      stream->Finish().IgnoreError();  // cancelled by us: the error above is the one to show
+      return 1;
+    }
+  }
+  grpc::Status status = stream->Finish();
   if (!status.ok()) return DaemonError(status);
-  std::fwrite(response.content().data(), 1, response.content().size(), stdout);
-  return 0;
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -73,11 +73,15 @@ enum class FrameType : uint8_t {
   kStderr = 8,
   // Guest -> host, closes a stream: u32 ExitKind, i32 code, string message.
   kExit = 9,
-  // Host -> guest: i32 signal number for the stream's process group.
+  // Host -> guest: i32 signal number for the stream's process group. On a kFileWrite or
+  // kFileRead stream, any signal cancels it: the guest answers kExit (ECANCELED) and a
+  // write leaves the file as it was.
   kSignal = 10,
   // Either way: u32 more bytes of data frames the sender of this frame will accept.
   kWindow = 11,
-  // Host -> guest, opens a stream: string path, u32 mode. Content follows as kInput.
+  // Host -> guest, opens a stream: string path, u32 mode. Content follows as kInput; at
+  // kInputEnd the file takes its name (a new file beside it, renamed over it) and kExit says
+  // how that went.
   kFileWrite = 12,
   // Host -> guest, opens a stream: string path. Content comes back as kStdout.
   kFileRead = 13,

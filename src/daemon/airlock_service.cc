@@ -420,16 +420,56 @@ grpc::Status SessionsService::Quota(grpc::ServerContext* context,
 
 namespace {
 
+// The whole-file calls: one message each way.
 constexpr uint64_t kMaxFileBytes = 3 << 20;
-constexpr absl::Duration kFileTimeout = absl::Seconds(60);
+// A file stream whose client sends nothing for this long is cancelled: it holds the session in
+// use (no idle pause) and a file open in the guest.
+constexpr absl::Duration kFileStreamIdle = absl::Seconds(60);
 
-absl::Status ValidateGuestPath(const std::string& path) {
-  if (path.empty() || path[0] != '/' || path.size() > 4096 ||
-      path.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError("give an absolute path in the guest, like /root/data.txt");
+// Cancels a call whose client stays silent for longer than `limit` between Touch()es.
+class CancelWhenSilent {
+ public:
+  CancelWhenSilent(grpc::ServerContext* context, absl::Duration limit)
+      : thread_([this, context, limit] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_) {
+            uint64_t seen = touches_;
+            if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(limit),
+                              [&] { return done_ || touches_ != seen; })) {
+              fired_ = true;
+              context->TryCancel();
+              return;
+            }
+          }
+        }) {}
+  ~CancelWhenSilent() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
   }
-  return absl::OkStatus();
-}
+  void Touch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++touches_;
+    }
+    cv_.notify_all();
+  }
+  bool fired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t touches_ = 0;
+  bool done_ = false;
+  bool fired_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 }  // namespace
 
@@ -438,23 +478,63 @@ grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
                                         v1::WriteFileResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
-  if (absl::Status s = ValidateGuestPath(request->path()); !s.ok()) return ToGrpc(s);
-  if (request->content().size() > kMaxFileBytes || request->mode() > 07777) {
+  if (request->content().size() > kMaxFileBytes) {
     return ToGrpc(absl::InvalidArgumentError(
-        "a file write takes at most 3 MiB, and a mode of permission bits like 0644"));
+        "WriteFile takes at most 3 MiB; use WriteFileStream (the SDKs' files.write) for more"));
   }
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, request->session_id());
-  if (!live.ok()) return ToGrpc(live.status());
-  absl::Status written = (*live)->vm->channel().WriteFile(
-      request->path(), request->mode() == 0 ? 0644 : request->mode(), request->content(),
-      absl::Now() + kFileTimeout);
-  store_
-      ->Audit(*who, who->Tenant(), "file.write", request->session_id(),
-              absl::StrCat(request->path().substr(0, 512), ": ",
-                           written.ok() ? "ok" : std::string(written.message())))
-      .IgnoreError();
-  if (!written.ok()) return ToGrpc(written);
-  response->set_bytes(request->content().size());
+  absl::StatusOr<uint64_t> written =
+      files_.Write(*who, request->session_id(), request->path(), request->mode(),
+                   [&](std::string* piece, bool* last) {
+                     *piece = request->content();
+                     *last = true;
+                     return absl::OkStatus();
+                   });
+  if (!written.ok()) return ToGrpc(written.status());
+  response->set_bytes(*written);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
+                                              grpc::ServerReader<v1::WriteFileChunk>* reader,
+                                              v1::WriteFileResponse* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  v1::WriteFileChunk chunk;
+  if (!reader->Read(&chunk)) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "WriteFileStream starts with a message naming the session and the file"));
+  }
+  CancelWhenSilent silence(context, kFileStreamIdle);
+  bool first = true;
+  absl::StatusOr<uint64_t> written = files_.Write(
+      *who, chunk.session_id(), chunk.path(), chunk.mode(),
+      [&](std::string* piece, bool* last) -> absl::Status {
+        if (!first) {
+          if (!reader->Read(&chunk)) {
+            if (silence.fired()) {
+              return absl::DeadlineExceededError(absl::StrCat("nothing came for ",
+                                                              absl::FormatDuration(kFileStreamIdle),
+                                                              "; the file was left as it was"));
+            }
+            if (context->IsCancelled()) {
+              return absl::CancelledError("the client cancelled; the file was left as it was");
+            }
+            return absl::InvalidArgumentError(
+                "the stream ended before a message with last set; the file was left as it was");
+          }
+          silence.Touch();
+          if (!chunk.session_id().empty() || !chunk.path().empty() || chunk.mode() != 0) {
+            return absl::InvalidArgumentError(
+                "only the first message of WriteFileStream names the session, path and mode");
+          }
+        }
+        first = false;
+        *piece = std::move(*chunk.mutable_data());
+        *last = chunk.last();
+        return absl::OkStatus();
+      });
+  if (!written.ok()) return ToGrpc(written.status());
+  response->set_bytes(*written);
   return grpc::Status::OK;
 }
 
@@ -463,22 +543,35 @@ grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
                                        v1::ReadFileResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
-  if (absl::Status s = ValidateGuestPath(request->path()); !s.ok()) return ToGrpc(s);
   uint64_t max = request->max_bytes() == 0
                      ? kMaxFileBytes
                      : std::min<uint64_t>(request->max_bytes(), kMaxFileBytes);
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, request->session_id());
-  if (!live.ok()) return ToGrpc(live.status());
-  absl::StatusOr<std::string> content =
-      (*live)->vm->channel().ReadFile(request->path(), max, absl::Now() + kFileTimeout);
-  store_
-      ->Audit(*who, who->Tenant(), "file.read", request->session_id(),
-              absl::StrCat(request->path().substr(0, 512), ": ",
-                           content.ok() ? absl::StrCat(content->size(), " bytes")
-                                        : std::string(content.status().message())))
-      .IgnoreError();  // the read happened either way; an audit store that fails says so on writes
-  if (!content.ok()) return ToGrpc(content.status());
-  response->set_content(*std::move(content));
+  std::string* content = response->mutable_content();
+  absl::StatusOr<uint64_t> read =
+      files_.Read(*who, request->session_id(), request->path(), max, [&](std::string piece) {
+        content->append(piece);
+        return absl::OkStatus();
+      });
+  if (!read.ok()) return ToGrpc(read.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
+                                             const v1::ReadFileStreamRequest* request,
+                                             grpc::ServerWriter<v1::ReadFileChunk>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  v1::ReadFileChunk chunk;
+  absl::StatusOr<uint64_t> read =
+      files_.Read(*who, request->session_id(), request->path(), request->max_bytes(),
+                  [&](std::string piece) -> absl::Status {
+                    *chunk.mutable_data() = std::move(piece);
+                    if (context->IsCancelled() || !writer->Write(chunk)) {
+                      return absl::CancelledError("the client went away");
+                    }
+                    return absl::OkStatus();
+                  });
+  if (!read.ok()) return ToGrpc(read.status());
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/session_events.h"
+#include "src/daemon/session_files.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
@@ -18,7 +19,12 @@ class SessionsService final : public v1::Sessions::Service {
  public:
   SessionsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers,
                   WorkspaceUploads* uploads, SessionEventHub* events)
-      : sessions_(sessions), store_(store), peers_(peers), uploads_(uploads), events_(events) {}
+      : sessions_(sessions),
+        store_(store),
+        peers_(peers),
+        uploads_(uploads),
+        events_(events),
+        files_(sessions, store) {}
 
   grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
                       v1::Session* response) override;
@@ -48,6 +54,12 @@ class SessionsService final : public v1::Sessions::Service {
                          v1::WriteFileResponse* response) override;
   grpc::Status ReadFile(grpc::ServerContext* context, const v1::ReadFileRequest* request,
                         v1::ReadFileResponse* response) override;
+  grpc::Status WriteFileStream(grpc::ServerContext* context,
+                               grpc::ServerReader<v1::WriteFileChunk>* reader,
+                               v1::WriteFileResponse* response) override;
+  grpc::Status ReadFileStream(grpc::ServerContext* context,
+                              const v1::ReadFileStreamRequest* request,
+                              grpc::ServerWriter<v1::ReadFileChunk>* writer) override;
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                      grpc::ServerWriter<v1::SessionEvent>* writer) override;
 
@@ -60,6 +72,7 @@ class SessionsService final : public v1::Sessions::Service {
   const PeerRegistry* peers_;
   WorkspaceUploads* uploads_;
   SessionEventHub* events_;
+  SessionFiles files_;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin

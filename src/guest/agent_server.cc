@@ -225,6 +225,12 @@ struct AgentServer::Stream {
   timespec exited_at = {};  // CLOCK_MONOTONIC, when the process was reaped
   StreamWindow window;      // output we may send, input we received
   int file_error = 0;
+  // kFileWrite into a new name beside the file, renamed over it at kInputEnd: readers never see
+  // half a file, and a write the host cancels (kSignal) or abandons leaves the old one.
+  std::string file_path;  // where the file goes
+  std::string temp_path;  // empty: written in place (a symlink, a hard link, a device)
+  uid_t file_uid = 0;     // the owner of the file it replaces
+  gid_t file_gid = 0;
   uint64_t oom_kills_at_start = 0;
   std::string buffer;  // kBuffer: an answer made at once, sent as the window allows
   size_t buffer_sent = 0;
@@ -240,6 +246,7 @@ AgentServer::AgentServer(int channel_fd, int sigchld_fd)
 AgentServer::~AgentServer() {
   for (auto& [id, s] : streams_) {
     for (int* fd : {&s->stdin_fd, &s->out_fd[0], &s->out_fd[1], &s->file_fd}) CloseFd(fd);
+    if (!s->temp_path.empty()) unlink(s->temp_path.c_str());
   }
 }
 
@@ -278,6 +285,7 @@ void AgentServer::FinishStream(uint32_t id, ExitKind kind, int code, const std::
   CloseFd(&s.out_fd[0]);
   CloseFd(&s.out_fd[1]);
   CloseFd(&s.file_fd);
+  if (!s.temp_path.empty()) unlink(s.temp_path.c_str());  // a write that did not finish
   streams_.erase(it);
 }
 
@@ -395,12 +403,53 @@ void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
     return;
   }
   MakeParents(path);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 07777);
-  if (fd < 0) {
-    streams_[id]->file_error = errno;
-    return;  // reported at kInputEnd, after the input the host already sent is consumed
+  Stream& s = *streams_[id];
+  s.file_path = path;
+  struct stat st;
+  bool exists = lstat(path.c_str(), &st) == 0;
+  int fd = -1;
+  if (exists && (!S_ISREG(st.st_mode) || st.st_nlink > 1)) {
+    // What is replaced here is not one plain file: write through it as it is.
+    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 07777);
+  } else {
+    size_t slash = path.rfind('/');
+    std::string name = path.substr(slash + 1).substr(0, 128);
+    std::string temp = path.substr(0, slash + 1) + "." + name + ".airlock-XXXXXX";
+    fd = mkostemp(temp.data(), O_CLOEXEC);
+    if (fd >= 0) {
+      s.temp_path = temp;
+      if (fchmod(fd, mode & 07777) != 0) s.file_error = errno;
+      if (exists) {
+        s.file_uid = st.st_uid;
+        s.file_gid = st.st_gid;
+      }
+    }
   }
-  streams_[id]->file_fd = fd;
+  if (fd < 0) {
+    int e = errno;
+    FinishStream(id, ExitKind::kFailed, e, strerror(e));  // input already on its way is dropped
+    return;
+  }
+  s.file_fd = fd;
+}
+
+// The end of a kFileWrite's input: the file is on disk, under its name, or the stream fails.
+void AgentServer::FinishFileWrite(uint32_t id, Stream& s) {
+  int e = s.file_error;
+  if (s.file_fd >= 0 && !e && s.file_uid + s.file_gid != 0 &&
+      fchown(s.file_fd, s.file_uid, s.file_gid) != 0) {
+    e = errno;
+  }
+  if (s.file_fd >= 0 && !e && fsync(s.file_fd) != 0) e = errno;
+  if (!e && !s.temp_path.empty()) {
+    if (rename(s.temp_path.c_str(), s.file_path.c_str()) != 0) {
+      e = errno;
+    } else {
+      s.temp_path.clear();
+    }
+  }
+  GrantInput(id, s, true);
+  FinishStream(id, e ? ExitKind::kFailed : ExitKind::kExited, e, e ? strerror(e) : "");
 }
 
 void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
@@ -588,9 +637,9 @@ bool AgentServer::HandleInput(Stream& s, const Frame& frame, std::string* error)
       ssize_t n = write(s.file_fd, p, left);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        s.file_error = errno;
-        CloseFd(&s.file_fd);
-        break;
+        int e = errno;
+        FinishStream(frame.stream, ExitKind::kFailed, e, strerror(e));  // the disk is full...
+        return true;
       }
       p += n;
       left -= static_cast<size_t>(n);
@@ -688,14 +737,7 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
     case FrameType::kInputEnd:
       if (it == streams_.end()) return true;
       it->second->input_ended = true;
-      if (it->second->kind == Stream::Kind::kFileWrite) {
-        Stream& s = *it->second;
-        if (s.file_fd >= 0 && fsync(s.file_fd) != 0) s.file_error = errno;
-        int e = s.file_error;
-        GrantInput(frame.stream, s, true);
-        FinishStream(frame.stream, e ? ExitKind::kFailed : ExitKind::kExited, e,
-                     e ? strerror(e) : "");
-      }
+      if (it->second->kind == Stream::Kind::kFileWrite) FinishFileWrite(frame.stream, *it->second);
       return true;
     case FrameType::kSignal: {
       PayloadReader r(frame.payload);
@@ -704,7 +746,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         *error = "malformed signal request";
         return false;
       }
-      if (it != streams_.end() && it->second->pid > 0 && !it->second->exited) {
+      if (it == streams_.end()) return true;
+      if (it->second->kind == Stream::Kind::kFileWrite ||
+          it->second->kind == Stream::Kind::kFileRead) {
+        // The host gave up on a file operation: nothing is written, the file is let go.
+        FinishStream(frame.stream, ExitKind::kFailed, ECANCELED, "cancelled by the host");
+      } else if (it->second->pid > 0 && !it->second->exited) {
         kill(-it->second->pid, sig);
       }
       return true;

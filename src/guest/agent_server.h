@@ -39,6 +39,7 @@ class AgentServer {
   bool HandleFrame(const Frame& frame, std::string* error);
   void StartExec(uint32_t id, const std::string& payload);
   void StartFileWrite(uint32_t id, const std::string& payload);
+  void FinishFileWrite(uint32_t id, Stream& s);
   void StartFileRead(uint32_t id, const std::string& payload);
   void StartMetrics(uint32_t id, const std::string& payload);
   void StartTailFiles(uint32_t id, const std::string& payload);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -669,25 +670,122 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
   return stream;
 }
 
-absl::Status GuestChannel::WriteFile(const std::string& path, uint32_t mode,
-                                     std::string_view content, absl::Time deadline) {
+GuestFileWrite::~GuestFileWrite() {
+  if (!done_) channel_->CancelFileStream(id_);
+  channel_->CloseStream(id_);
+}
+
+absl::Status GuestFileWrite::GuestFailure(absl::Time deadline) {
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = channel_->NextEvent(id_, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type != ExecEvent::Type::kExit) continue;
+    done_ = true;
+    absl::Status status = GuestChannel::FileExitStatus(*event, "write " + path_);
+    return status.ok() ? absl::InternalError("the guest ended a file write early") : status;
+  }
+}
+
+absl::Status GuestFileWrite::Write(std::string_view data, absl::Time deadline) {
+  if (done_) return absl::FailedPreconditionError("the file write has ended");
+  absl::Status sent = channel_->SendInput(id_, data, deadline);
+  // The guest ended the stream (it could not open or write the file): its reason, not ours.
+  if (absl::IsFailedPrecondition(sent) && channel_->status().ok()) return GuestFailure(deadline);
+  return sent;
+}
+
+absl::Status GuestFileWrite::Finish(absl::Time deadline) {
+  if (done_) return absl::FailedPreconditionError("the file write has ended");
+  if (absl::Status s = channel_->Send(FrameType::kInputEnd, id_, ""); !s.ok()) return s;
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = channel_->NextEvent(id_, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type != ExecEvent::Type::kExit) continue;
+    done_ = true;
+    return GuestChannel::FileExitStatus(*event, "write " + path_);
+  }
+}
+
+GuestFileRead::~GuestFileRead() {
+  if (!done_) channel_->CancelFileStream(id_);
+  channel_->CloseStream(id_);
+}
+
+absl::StatusOr<std::string> GuestFileRead::Next(absl::Time deadline) {
+  if (done_) return std::string();
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = channel_->NextEvent(id_, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type == ExecEvent::Type::kExit) {
+      done_ = true;
+      if (absl::Status s = GuestChannel::FileExitStatus(*event, "read " + path_); !s.ok()) {
+        return s;
+      }
+      return std::string();
+    }
+    if (!event->data.empty()) return std::move(event->data);
+  }
+}
+
+void GuestChannel::CancelFileStream(uint32_t id) {
+  // Any signal cancels a file stream; a channel that failed has nothing left to cancel.
+  Send(FrameType::kSignal, id, PayloadWriter().I32(SIGKILL).bytes()).IgnoreError();
+}
+
+absl::Status GuestChannel::FileExitStatus(const ExecEvent& exit, const std::string& what) {
+  if (exit.exit_kind == ExitKind::kExited && exit.code == 0) return absl::OkStatus();
+  return absl::Status(absl::ErrnoToStatusCode(exit.code),
+                      absl::StrCat(what, " in the guest: ", exit.message));
+}
+
+absl::StatusOr<std::unique_ptr<GuestFileWrite>> GuestChannel::StartFileWrite(
+    const std::string& path, uint32_t mode) {
   PayloadWriter w;
   w.Str(path).U32(mode);
   if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  if (absl::Status s = status(); !s.ok()) return s;
   absl::StatusOr<uint32_t> opened = OpenStream();
   if (!opened.ok()) return opened.status();
-  uint32_t id = *opened;
-  ExecStream stream(shared_from_this(), id);
-  if (absl::Status s = Send(FrameType::kFileWrite, id, w.bytes()); !s.ok()) return s;
-  if (absl::Status s = SendInput(id, content, deadline); !s.ok()) return s;
-  if (absl::Status s = Send(FrameType::kInputEnd, id, ""); !s.ok()) return s;
+  std::unique_ptr<GuestFileWrite> file(new GuestFileWrite(shared_from_this(), *opened, path));
+  if (absl::Status s = Send(FrameType::kFileWrite, *opened, w.bytes()); !s.ok()) return s;
+  return file;
+}
+
+absl::StatusOr<std::unique_ptr<GuestFileRead>> GuestChannel::StartFileRead(
+    const std::string& path) {
+  PayloadWriter w;
+  w.Str(path);
+  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  if (absl::Status s = status(); !s.ok()) return s;
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<GuestFileRead> file(new GuestFileRead(shared_from_this(), *opened, path));
+  if (absl::Status s = Send(FrameType::kFileRead, *opened, w.bytes()); !s.ok()) return s;
+  return file;
+}
+
+absl::Status GuestChannel::WriteFile(const std::string& path, uint32_t mode,
+                                     std::string_view content, absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<GuestFileWrite>> file = StartFileWrite(path, mode);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = (*file)->Write(content, deadline); !s.ok()) return s;
+  return (*file)->Finish(deadline);
+}
+
+absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size_t max_bytes,
+                                                   absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<GuestFileRead>> file = StartFileRead(path);
+  if (!file.ok()) return file.status();
+  std::string content;
   for (;;) {
-    absl::StatusOr<ExecEvent> event = NextEvent(id, deadline);
-    if (!event.ok()) return event.status();
-    if (event->type != ExecEvent::Type::kExit) continue;
-    if (event->exit_kind == ExitKind::kExited && event->code == 0) return absl::OkStatus();
-    return absl::Status(absl::ErrnoToStatusCode(event->code),
-                        absl::StrCat("write ", path, " in the guest: ", event->message));
+    absl::StatusOr<std::string> piece = (*file)->Next(deadline);
+    if (!piece.ok()) return piece.status();
+    if (piece->empty()) return content;
+    if (content.size() + piece->size() > max_bytes) {
+      return absl::OutOfRangeError(
+          absl::StrCat("read ", path, " in the guest is larger than ", max_bytes, " bytes"));
+    }
+    content += *piece;
   }
 }
 
@@ -714,14 +812,6 @@ absl::StatusOr<std::string> GuestChannel::Collect(FrameType type, const std::str
     }
     content += event->data;
   }
-}
-
-absl::StatusOr<std::string> GuestChannel::ReadFile(const std::string& path, size_t max_bytes,
-                                                   absl::Time deadline) {
-  PayloadWriter w;
-  w.Str(path);
-  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
-  return Collect(FrameType::kFileRead, w.bytes(), max_bytes, absl::StrCat("read ", path), deadline);
 }
 
 absl::StatusOr<std::vector<TailRecord>> GuestChannel::TailFiles(const TailRequest& request,

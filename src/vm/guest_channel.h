@@ -116,6 +116,48 @@ class ExecStream {
   uint32_t id_;
 };
 
+// A file being written in the guest, piece by piece (kFileWrite). The file takes its name only
+// at Finish; destroyed before that (a client that went away, an error), the write is cancelled
+// and the guest's file stays as it was.
+class GuestFileWrite {
+ public:
+  ~GuestFileWrite();
+  // Sends the next piece, waiting until deadline for the guest's window. Fails with the guest's
+  // reason once the guest gave up (a directory that does not exist, a full disk).
+  [[nodiscard]] absl::Status Write(std::string_view data, absl::Time deadline);
+  // Ends the content and waits for the file to be in place.
+  [[nodiscard]] absl::Status Finish(absl::Time deadline);
+
+ private:
+  friend class GuestChannel;
+  GuestFileWrite(std::shared_ptr<GuestChannel> channel, uint32_t id, std::string path)
+      : channel_(std::move(channel)), id_(id), path_(std::move(path)) {}
+  // The guest's reason for ending the stream early.
+  absl::Status GuestFailure(absl::Time deadline);
+  std::shared_ptr<GuestChannel> channel_;
+  uint32_t id_;
+  std::string path_;
+  bool done_ = false;
+};
+
+// A file being read from the guest, piece by piece (kFileRead). Destroyed before the end, the
+// read is cancelled in the guest.
+class GuestFileRead {
+ public:
+  ~GuestFileRead();
+  // The next piece (at most kMaxPayload bytes), or an empty string at the end of the file.
+  [[nodiscard]] absl::StatusOr<std::string> Next(absl::Time deadline);
+
+ private:
+  friend class GuestChannel;
+  GuestFileRead(std::shared_ptr<GuestChannel> channel, uint32_t id, std::string path)
+      : channel_(std::move(channel)), id_(id), path_(std::move(path)) {}
+  std::shared_ptr<GuestChannel> channel_;
+  uint32_t id_;
+  std::string path_;
+  bool done_ = false;
+};
+
 class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
  public:
   using FailureCallback = std::function<void(const absl::Status&)>;
@@ -140,6 +182,13 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   [[nodiscard]] absl::Status Quiesce(absl::Time deadline);
 
   [[nodiscard]] absl::StatusOr<std::unique_ptr<ExecStream>> StartExec(const ExecRequest& request);
+  // A file of the guest, streamed (see GuestFileWrite and GuestFileRead): an absolute path,
+  // created or replaced with mode (permission bits) and its missing directories.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestFileWrite>> StartFileWrite(
+      const std::string& path, uint32_t mode);
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestFileRead>> StartFileRead(
+      const std::string& path);
+  // The same, whole.
   [[nodiscard]] absl::Status WriteFile(const std::string& path, uint32_t mode,
                                        std::string_view content, absl::Time deadline);
   [[nodiscard]] absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes,
@@ -180,7 +229,13 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
 
  private:
   friend class ExecStream;
+  friend class GuestFileWrite;
+  friend class GuestFileRead;
   void AbandonStream(uint32_t id);
+  // Tells the guest to give up on a file stream, and forgets it.
+  void CancelFileStream(uint32_t id);
+  // The status a file stream's kExit stands for.
+  static absl::Status FileExitStatus(const ExecEvent& exit, const std::string& what);
   struct Stream {
     std::deque<ExecEvent> events;
     StreamWindow window;     // input the guest will accept, output it sent

@@ -301,6 +301,70 @@ TEST(GuestChannelTest, FileAndMetricsRequests) {
   guest.join();
 }
 
+TEST(GuestChannelTest, AFileWriteGivenUpOnIsCancelledInTheGuest) {
+  FakeGuest g;
+  g.Handshake();
+  uint32_t id = 0;
+  {
+    auto file = g.channel_->StartFileWrite("/big", 0600);
+    ASSERT_TRUE(file.ok()) << file.status();
+    Frame open = g.ReceiveRequest();
+    ASSERT_EQ(open.type, FrameType::kFileWrite);
+    id = open.stream;
+    ASSERT_TRUE((*file)->Write("first piece", absl::Now() + absl::Seconds(5)).ok());
+    EXPECT_EQ(g.Receive().payload, "first piece");
+  }  // no Finish: the client went away
+  Frame cancel = g.Receive();
+  EXPECT_EQ(cancel.type, FrameType::kSignal);
+  EXPECT_EQ(cancel.stream, id);
+  // The guest's late answer for the forgotten stream is not a violation.
+  g.Send(FrameType::kExit, id, PayloadWriter().U32(1).I32(ECANCELED).Str("cancelled").bytes());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(g.channel_->status().ok()) << g.channel_->status();
+}
+
+TEST(GuestChannelTest, AFileWriteTheGuestRefusesFailsWithTheGuestsReason) {
+  FakeGuest g;
+  g.Handshake();
+  auto file = g.channel_->StartFileWrite("/no/such/dir/f", 0644);
+  ASSERT_TRUE(file.ok());
+  Frame open = g.ReceiveRequest();
+  g.Send(FrameType::kExit, open.stream,
+         PayloadWriter().U32(1).I32(ENOENT).Str("No such file or directory").bytes());
+  // The window lets the first pieces go before the refusal is seen; a later one reports it.
+  absl::Status status;
+  std::string piece(64 * 1024, 'x');
+  for (int i = 0; i < 64 && status.ok(); ++i) {
+    status = (*file)->Write(piece, absl::Now() + absl::Seconds(5));
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_NE(status.message().find("write /no/such/dir/f in the guest"), std::string::npos);
+  EXPECT_FALSE((*file)->Finish(absl::Now() + absl::Seconds(5)).ok());
+}
+
+TEST(GuestChannelTest, AFileReadComesInPiecesAndCanBeCancelled) {
+  FakeGuest g;
+  g.Handshake();
+  auto file = g.channel_->StartFileRead("/data");
+  ASSERT_TRUE(file.ok());
+  Frame open = g.ReceiveRequest();
+  ASSERT_EQ(open.type, FrameType::kFileRead);
+  g.Send(FrameType::kStdout, open.stream, "one");
+  g.Send(FrameType::kStdout, open.stream, "two");
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  std::string got;
+  while (got.size() < 6) {
+    absl::StatusOr<std::string> piece = (*file)->Next(deadline);
+    ASSERT_TRUE(piece.ok()) << piece.status();
+    got += *piece;
+  }
+  EXPECT_EQ(got, "onetwo");
+  file->reset();
+  Frame cancel = g.ReceiveRequest();
+  EXPECT_EQ(cancel.type, FrameType::kSignal);
+  EXPECT_EQ(cancel.stream, open.stream);
+}
+
 TEST(GuestChannelTest, QuiesceRefusesWhileACommandRunsThenStopsBothDirections) {
   FakeGuest g;
   g.Handshake();
