@@ -21,6 +21,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	airlock "airlock.dev/sdk"
@@ -325,6 +326,34 @@ func TestFilesListingsAndOneShotRuns(t *testing.T) {
 	}
 	if err := s.Files.Write(ctx, "relative", nil, 0); !errors.Is(err, airlock.ErrInvalidArgument) {
 		t.Fatal(err)
+	}
+	if err := s.Files.Write(ctx, "/root/x", nil, 0o10000); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+
+	// Any size, from a reader, and back to a writer as it comes.
+	piece := make([]byte, 512<<10)
+	for i := range piece {
+		piece[i] = byte(i)
+	}
+	big := bytes.Repeat(piece, 12)
+	if n, err := s.Files.WriteFrom(ctx, "/root/big", bytes.NewReader(big), 0); err != nil || n != int64(len(big)) {
+		t.Fatal(n, err)
+	}
+	sum := sha256.New()
+	if n, err := s.Files.ReadTo(ctx, "/root/big", sum, 0); err != nil || n != int64(len(big)) {
+		t.Fatal(n, err)
+	}
+	if want := sha256.Sum256(big); !bytes.Equal(sum.Sum(nil), want[:]) {
+		t.Fatal("read back other bytes than were written")
+	}
+	// A reader that fails part-way leaves the old file, and its error is what is returned.
+	broken := io.MultiReader(bytes.NewReader(piece), iotest.ErrReader(errors.New("the source went away")))
+	if _, err := s.Files.WriteFrom(ctx, "/root/big", broken, 0); err == nil || err.Error() != "the source went away" {
+		t.Fatal(err)
+	}
+	if r := mustExec(t, s, []string{"sh", "-c", "stat -c %s /root/big; ls -A /root | grep -c airlock || true"}, nil); string(r.Stdout) != "6291456\n0\n" {
+		t.Fatalf("%q", r.Stdout)
 	}
 	list, err := c.Sessions.List(ctx)
 	found := false

@@ -1,8 +1,11 @@
 package airlock
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -303,30 +306,108 @@ func (s *Session) Metrics(ctx context.Context) (*airlockv1.MetricsSample, error)
 	return m, nil
 }
 
-// Files are a session's files, through its guest agent. A paused session is resumed first.
+// Files are a session's files, through its guest agent, of any size. A paused session is
+// resumed first.
 type Files struct{ s *Session }
 
-// Write creates or replaces a file (its directory must exist) with the permission bits mode.
-func (f *Files) Write(ctx context.Context, path string, data []byte, mode uint32) error {
+// filePiece is the most airlockd takes in one message of a file.
+const filePiece = 1 << 20
+
+func guestPath(path string) error {
 	if !strings.HasPrefix(path, "/") {
 		return invalid("give an absolute path in the guest, like /root/data.txt")
 	}
-	_, err := f.s.c.sessions.WriteFile(ctx, &airlockv1.WriteFileRequest{SessionId: f.s.ID(),
-		Path: []byte(path), Content: data, Mode: mode})
-	return f.s.explain(ctx, err)
+	return nil
 }
 
-// Read returns a file's content; it fails if the file is larger than maxBytes (0: airlockd's most).
-func (f *Files) Read(ctx context.Context, path string, maxBytes uint64) ([]byte, error) {
-	if !strings.HasPrefix(path, "/") {
-		return nil, invalid("give an absolute path in the guest, like /root/data.txt")
+// Write creates or replaces a file (and its missing directories) with data and the permission
+// bits mode (0: 0644).
+func (f *Files) Write(ctx context.Context, path string, data []byte, mode uint32) error {
+	_, err := f.WriteFrom(ctx, path, bytes.NewReader(data), mode)
+	return err
+}
+
+// WriteFrom creates or replaces a file with everything r gives until io.EOF, sent as it is
+// read, and returns the bytes written. The file changes only once all of it is in the guest:
+// if r fails part-way, the old file stays and r's error is returned.
+func (f *Files) WriteFrom(ctx context.Context, path string, r io.Reader, mode uint32) (int64, error) {
+	if err := guestPath(path); err != nil {
+		return 0, err
 	}
-	r, err := f.s.c.sessions.ReadFile(ctx, &airlockv1.ReadFileRequest{SessionId: f.s.ID(),
-		Path: []byte(path), MaxBytes: maxBytes})
+	if mode > 0o7777 {
+		return 0, invalid(fmt.Sprintf("a file's mode is its permission bits, like 0o644, not %#o", mode))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a stream that ends without its last piece leaves the file as it was
+	stream, err := f.s.c.sessions.WriteFileStream(ctx)
 	if err != nil {
-		return nil, f.s.explain(ctx, err)
+		return 0, f.s.explain(ctx, err)
 	}
-	return r.Content, nil
+	first := &airlockv1.WriteFileChunk{SessionId: f.s.ID(), Path: []byte(path), Mode: mode}
+	if err := stream.Send(first); err != nil {
+		_, err = stream.CloseAndRecv() // the reason the stream broke
+		return 0, f.s.explain(ctx, err)
+	}
+	buf := make([]byte, filePiece)
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if rerr != nil && !last {
+			return 0, rerr
+		}
+		if err := stream.Send(&airlockv1.WriteFileChunk{Data: buf[:n], Last: last}); err != nil {
+			_, err = stream.CloseAndRecv()
+			return 0, f.s.explain(ctx, err)
+		}
+		if last {
+			break
+		}
+	}
+	reply, err := stream.CloseAndRecv()
+	if err != nil {
+		return 0, f.s.explain(ctx, err)
+	}
+	return int64(reply.Bytes), nil
+}
+
+// Read returns a file's content; it fails (ErrInvalidArgument) if the file is larger than
+// maxBytes (0: no limit).
+func (f *Files) Read(ctx context.Context, path string, maxBytes uint64) ([]byte, error) {
+	var b bytes.Buffer
+	if _, err := f.ReadTo(ctx, path, &b, maxBytes); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ReadTo copies a file to w as the guest reads it, for files too large to hold, and returns
+// the bytes copied. An error of w cancels the read and is returned.
+func (f *Files) ReadTo(ctx context.Context, path string, w io.Writer, maxBytes uint64) (int64, error) {
+	if err := guestPath(path); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := f.s.c.sessions.ReadFileStream(ctx, &airlockv1.ReadFileStreamRequest{
+		SessionId: f.s.ID(), Path: []byte(path), MaxBytes: maxBytes})
+	if err != nil {
+		return 0, f.s.explain(ctx, err)
+	}
+	var total int64
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, f.s.explain(ctx, err)
+		}
+		n, werr := w.Write(chunk.Data)
+		total += int64(n)
+		if werr != nil {
+			return total, werr
+		}
+	}
 }
 
 // Network is a session's egress policy: nothing is reachable until allowed.

@@ -1,5 +1,6 @@
 // The client: sessions, commands, files, pause/resume/fork, network rules.
 import * as grpc from '@grpc/grpc-js';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import * as c from './convert.js';
 import {
@@ -219,23 +220,78 @@ export class WatchStream implements AsyncIterable<SessionEvent> {
   }
 }
 
-/** A session's files, through its guest agent. A paused session is resumed first. */
+/** A session's files, through its guest agent, of any size. A paused session is resumed first. */
 export class Files {
   constructor(private readonly session: Session) {}
 
-  /** Creates or replaces the file (its directory must exist); resolves to the bytes written. */
-  async write(path: string | Buffer, data: string | Buffer | Uint8Array, mode = 0o644): Promise<number> {
-    const request = { sessionId: this.session.id, path: c.guestPath(path), content: c.bytes(data, 'data'), mode };
-    const reply = await this.session.call<{ bytes: number }>((cb) => this.session.client.sessions.WriteFile(request, cb));
-    return reply.bytes;
+  /**
+   * Creates or replaces the file (and its missing directories) with `data`: a string, Buffer or
+   * Uint8Array, or an iterable or async iterable of them (a Node.js Readable is one), sent as it
+   * is read. The file changes only once all of it is in the guest: if `data` throws part-way,
+   * the old file stays and that error is what rejects. Resolves to the bytes written.
+   */
+  async write(path: string | Buffer, data: c.FileData, mode = 0o644): Promise<number> {
+    const head = { sessionId: this.session.id, path: c.guestPath(path), mode: c.fileMode(mode) };
+    const source = c.fileSource(data);
+    let settled = false;
+    let stream!: grpc.ClientWritableStream<object>;
+    const reply = new Promise<{ bytes: number }>((resolve, reject) => {
+      stream = this.session.client.sessions.WriteFileStream((error, value) => {
+        settled = true;
+        if (error) reject(fromServiceError(error));
+        else resolve(value as { bytes: number });
+      });
+    });
+    reply.catch(() => undefined);  // awaited below; the source may fail first
+    stream.on('error', () => undefined);  // the callback has it
+    let first: object | undefined = head;
+    const send = async (message: { data?: Buffer; last?: boolean }): Promise<void> => {
+      const ok = stream.write({ ...first, ...message });
+      first = undefined;
+      if (!ok && !settled) await Promise.race([once(stream, 'drain').catch(() => undefined), reply.then(() => undefined, () => undefined)]);
+    };
+    try {
+      for await (const piece of source) {
+        for (const part of c.filePieces(piece)) {
+          if (settled) break;
+          await send({ data: part });
+        }
+        if (settled) break;
+      }
+      if (!settled) await send({ last: true });
+      stream.end();
+    } catch (error) {
+      stream.cancel();  // without `last`: the guest's file stays as it was
+      throw error;
+    }
+    try {
+      return (await reply).bytes;
+    } catch (error) {
+      throw await this.session.explained(error as AirlockError);
+    }
   }
 
-  /** The file's content; fails if it is larger than maxBytes (0: airlockd's most). */
+  /** The file's content; rejects (InvalidArgument, out of range) once it is larger than maxBytes (0: no limit). */
   async read(path: string | Buffer, maxBytes = 0): Promise<Buffer> {
-    const request = { sessionId: this.session.id, path: c.guestPath(path), maxBytes };
-    const reply = await this.session.call<{ content: Buffer }>((cb) => this.session.client.sessions.ReadFile(request, cb));
-    return reply.content;
+    const pieces: Buffer[] = [];
+    for await (const piece of this.readStream(path, maxBytes)) pieces.push(piece);
+    return Buffer.concat(pieces);
   }
+
+  /** The file's content in pieces as the guest reads it, for files too large to hold; breaking out cancels the read. */
+  async *readStream(path: string | Buffer, maxBytes = 0): AsyncGenerator<Buffer> {
+    const request = { sessionId: this.session.id, path: c.guestPath(path), maxBytes: c.byteCount(maxBytes, 'maxBytes') };
+    const stream = this.session.client.sessions.ReadFileStream(request);
+    stream.on('error', () => undefined);  // surfaced by the iterator
+    try {
+      for await (const chunk of stream) yield (chunk as { data: Buffer }).data;
+    } catch (error) {
+      throw await this.session.explained(fromServiceError(error));
+    } finally {
+      stream.cancel();
+    }
+  }
+
 }
 
 /** A session's egress policy: nothing is reachable until allowed. */

@@ -224,6 +224,41 @@ export function networkRules(p: NetworkPolicy__Output): NetworkRule[] {
   }));
 }
 
+/** A file's content for Files.write. */
+export type FileData = string | Uint8Array | Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>;
+
+/** airlockd takes a file in messages of at most 1 MiB. */
+export const FILE_PIECE = 1 << 20;
+
+export function fileMode(mode: unknown): number {
+  if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
+    throw new InvalidArgument(`a file's mode is its permission bits, like 0o644, not ${String(mode)}`);
+  }
+  return mode;
+}
+
+export function byteCount(value: unknown, what: string): number {
+  return count(value, `${what} (bytes; 0: no limit)`);
+}
+
+/** The content as an async iterable, checked before anything is sent. */
+export function fileSource(data: unknown): AsyncIterable<unknown> | Iterable<unknown> {
+  if (typeof data === 'string' || data instanceof Uint8Array) return [data];
+  if (data !== null && typeof data === 'object' &&
+      (Symbol.asyncIterator in data || Symbol.iterator in data)) {
+    return data as AsyncIterable<unknown> | Iterable<unknown>;
+  }
+  throw new InvalidArgument('a file\'s content is a string, Buffer or Uint8Array, or an iterable or async iterable of them');
+}
+
+/** One piece of the content, in messages airlockd takes. */
+export function filePieces(piece: unknown): Buffer[] {
+  const b = bytes(piece, 'a piece of a file');
+  const out: Buffer[] = [];
+  for (let at = 0; at < b.length; at += FILE_PIECE) out.push(b.subarray(at, at + FILE_PIECE));
+  return out;
+}
+
 export function guestPath(path: unknown): Buffer {
   const p = bytes(path, 'path');
   if (p[0] !== 0x2f) throw new InvalidArgument('give an absolute path in the guest, like /root/data.txt');

@@ -23,4 +23,5 @@ export {
 } from './errors.js';
 export type * from './types.js';
 export { parseSize } from './convert.js';
+export type { FileData } from './convert.js';
 export type { TimelineEvent__Output as TimelineEvent } from './generated/airlock/v1/TimelineEvent.js';

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import * as airlock from '../dist/index.js';
 
@@ -155,6 +156,30 @@ test('files, listings and one-shot runs', () => withClient(async (c) => {
     assert.equal((await s.exec(['stat', '-c', '%a', '/root/blob'])).stdout.toString(), '600\n');
     await assert.rejects(s.files.read('/root/blob', 10), airlock.AirlockError);
     await assert.rejects(s.files.write('relative', 'x'), airlock.InvalidArgument);
+    await assert.rejects(s.files.write('/root/x', 42), airlock.InvalidArgument);
+    await assert.rejects(s.files.write('/root/x', '', '0644'), airlock.InvalidArgument);
+
+    // Any size, from a generator or a Node.js stream, and back in pieces.
+    const piece = Buffer.alloc(512 << 10);
+    for (let i = 0; i < piece.length; i++) piece[i] = i & 0xff;
+    async function* twelve() { for (let i = 0; i < 12; i++) yield piece; }
+    assert.equal(await s.files.write('/root/big', twelve()), 6 << 20);
+    let total = 0;
+    for await (const got of s.files.readStream('/root/big')) {
+      assert.ok(got.equals(piece.subarray(total % piece.length, total % piece.length + got.length)));
+      total += got.length;
+    }
+    assert.equal(total, 6 << 20);
+    const fromStream = Readable.from([piece, piece, piece]);
+    assert.equal(await s.files.write('/root/from-stream', fromStream), 3 * piece.length);
+    const sum = crypto.createHash('sha256').update(Buffer.concat([piece, piece, piece])).digest('hex');
+    assert.equal((await s.exec(['sha256sum', '/root/from-stream'])).stdout.toString().slice(0, 64), sum);
+
+    // Content that fails part-way leaves the old file, and its error is what rejects.
+    async function* broken() { yield piece; throw new Error('the source went away'); }
+    await assert.rejects(s.files.write('/root/big', broken()), /the source went away/);
+    assert.equal((await s.exec(['stat', '-c', '%s', '/root/big'])).stdout.toString(), '6291456\n');
+    assert.equal((await s.exec(['sh', '-c', 'ls -A /root | grep -c airlock || true'])).stdout.toString(), '0\n');
     assert.ok((await c.listSessions()).some((x) => x.id === s.id));
     assert.ok((await s.logs()).some((e) => e.stream === 'event'));
     assert.ok((await s.metrics()).memoryTotal > 0);

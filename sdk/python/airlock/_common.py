@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import typing
 from dataclasses import dataclass
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from airlock.errors import (CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed,
                             Timeout)
@@ -173,6 +174,89 @@ def stdin_pieces(data: Union[bytes, str, Iterable[bytes], None]):
         return
     for piece in data:
         yield to_bytes(piece, "a piece of stdin")
+
+
+FILE_PIECE = 1 << 20  # airlockd takes a file in messages of at most 1 MiB
+FileData = Union[bytes, str, Iterable[bytes], "typing.BinaryIO"]
+
+
+def file_mode(mode) -> int:
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
+        raise InvalidArgument(f"a file's mode is its permission bits, like 0o644, not {mode!r}")
+    return mode
+
+
+def _split(piece) -> Iterator[bytes]:
+    if isinstance(piece, str):
+        piece = piece.encode()
+    if not isinstance(piece, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"a piece of a file must be bytes, not {type(piece).__name__}")
+    piece = bytes(piece)
+    for at in range(0, len(piece), FILE_PIECE):
+        yield piece[at:at + FILE_PIECE]
+
+
+class Upload:
+    """The messages of one WriteFileStream. The content is bytes or str (UTF-8), a binary
+    file (anything with ``read``), or an iterable of bytes (in the asyncio client, also an
+    async iterable). Content that fails part-way (an iterator that raises) ends the stream
+    without ``last``, so airlockd leaves the file as it was; ``error`` keeps why."""
+
+    def __init__(self, session_id: str, path, data, mode):
+        self.first = pb.WriteFileChunk(session_id=session_id, path=guest_path(path),
+                                       mode=file_mode(mode))
+        if isinstance(data, (bytes, bytearray, memoryview, str)):
+            self.source = iter([data])
+        elif hasattr(data, "read"):
+            self.source = iter(lambda: data.read(FILE_PIECE), b"")
+        elif hasattr(data, "__aiter__") or (isinstance(data, Iterable)
+                                            and not isinstance(data, Mapping)):
+            self.source = data
+        else:
+            raise InvalidArgument("a file's content is bytes, str, a binary file or an "
+                                  f"iterable of bytes, not {type(data).__name__}")
+        self.error: Optional[BaseException] = None
+        self.bytes = 0
+
+    def _message(self, data: bytes = b"", last: bool = False) -> pb.WriteFileChunk:
+        if self.first is not None:
+            m, self.first = self.first, None
+            m.data, m.last = data, last
+            return m
+        return pb.WriteFileChunk(data=data, last=last)
+
+    def messages(self) -> Iterator[pb.WriteFileChunk]:
+        try:
+            for piece in self.source:
+                for part in _split(piece):
+                    self.bytes += len(part)
+                    yield self._message(part)
+        except Exception as e:  # noqa: BLE001 - raised again by the caller, after the call
+            self.error = e
+            return
+        yield self._message(last=True)
+
+    async def async_messages(self):
+        if not hasattr(self.source, "__aiter__"):
+            for m in self.messages():
+                yield m
+            return
+        try:
+            async for piece in self.source:
+                for part in _split(piece):
+                    self.bytes += len(part)
+                    yield self._message(part)
+        except Exception as e:  # noqa: BLE001
+            self.error = e
+            return
+        yield self._message(last=True)
+
+
+def read_file_request(session_id: str, path, max_bytes) -> pb.ReadFileStreamRequest:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise InvalidArgument(f"max_bytes is a number of bytes (0: no limit), not {max_bytes!r}")
+    return pb.ReadFileStreamRequest(session_id=session_id, path=guest_path(path),
+                                    max_bytes=max_bytes)
 
 
 _STATES = {

@@ -161,20 +161,35 @@ class Watch:
 
 
 class Files:
+    """As airlock.Files; ``write`` also takes an async iterable of bytes, and ``read_stream``
+    is an async iterator."""
+
     def __init__(self, session: "Session"):
         self._session = session
 
     async def write(self, path, data, mode: int = 0o644) -> int:
-        request = pb.WriteFileRequest(session_id=self._session.id, path=c.guest_path(path),
-                                      content=c.to_bytes(data, "data"), mode=mode)
-        return (await self._session._call(self._session._client._sessions.WriteFile,
-                                          request)).bytes
+        upload = c.Upload(self._session.id, path, data, mode)
+        try:
+            return (await self._session._client._sessions.WriteFileStream(
+                upload.async_messages())).bytes
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
+            raise await self._session._explained(from_rpc_error(e)) from None
 
     async def read(self, path, max_bytes: int = 0) -> bytes:
-        request = pb.ReadFileRequest(session_id=self._session.id, path=c.guest_path(path),
-                                     max_bytes=max_bytes)
-        return (await self._session._call(self._session._client._sessions.ReadFile,
-                                          request)).content
+        return b"".join([piece async for piece in self.read_stream(path, max_bytes)])
+
+    async def read_stream(self, path, max_bytes: int = 0) -> AsyncIterator[bytes]:
+        request = c.read_file_request(self._session.id, path, max_bytes)
+        call = self._session._client._sessions.ReadFileStream(request)
+        try:
+            async for chunk in call:
+                yield chunk.data
+        except grpc.RpcError as e:
+            raise await self._session._explained(from_rpc_error(e)) from None
+        finally:
+            call.cancel()
 
 
 class Network:

@@ -154,22 +154,42 @@ class Watch:
 
 
 class Files:
-    """A session's files, through its guest agent. A paused session is resumed first."""
+    """A session's files, through its guest agent, of any size. A paused session is resumed
+    first."""
 
     def __init__(self, session: "Session"):
         self._session = session
 
-    def write(self, path: Union[str, bytes], data: Union[bytes, str], mode: int = 0o644) -> int:
-        """Creates or replaces the file (its directory must exist); returns the bytes written."""
-        request = pb.WriteFileRequest(session_id=self._session.id, path=c.guest_path(path),
-                                      content=c.to_bytes(data, "data"), mode=mode)
-        return self._session._call(self._session._client._sessions.WriteFile, request).bytes
+    def write(self, path: Union[str, bytes], data: c.FileData, mode: int = 0o644) -> int:
+        """Creates or replaces the file (and its missing directories) with ``data``: bytes or
+        str, a binary file, or an iterable of bytes, sent as it is read. The file changes only
+        once all of it is in the guest: if ``data`` raises part-way, the old file stays and the
+        exception is raised here. Returns the bytes written."""
+        upload = c.Upload(self._session.id, path, data, mode)
+        try:
+            return self._session._client._sessions.WriteFileStream(upload.messages()).bytes
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
+            raise self._session._explained(from_rpc_error(e)) from None
 
     def read(self, path: Union[str, bytes], max_bytes: int = 0) -> bytes:
-        """The file's content; fails if it is larger than ``max_bytes`` (0: airlockd's most)."""
-        request = pb.ReadFileRequest(session_id=self._session.id, path=c.guest_path(path),
-                                     max_bytes=max_bytes)
-        return self._session._call(self._session._client._sessions.ReadFile, request).content
+        """The file's content; fails (OutOfRange) once it is larger than ``max_bytes``
+        (0: no limit)."""
+        return b"".join(self.read_stream(path, max_bytes))
+
+    def read_stream(self, path: Union[str, bytes], max_bytes: int = 0) -> Iterator[bytes]:
+        """The file's content in pieces as the guest reads it (for files too large to hold).
+        Stopping early cancels the read."""
+        request = c.read_file_request(self._session.id, path, max_bytes)
+        call = self._session._client._sessions.ReadFileStream(request)
+        try:
+            for chunk in call:
+                yield chunk.data
+        except grpc.RpcError as e:
+            raise self._session._explained(from_rpc_error(e)) from None
+        finally:
+            call.cancel()
 
 
 class Network:

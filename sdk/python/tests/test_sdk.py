@@ -192,6 +192,35 @@ class SessionTest(unittest.TestCase):
                 s.files.read("/root/blob", max_bytes=10)
             with self.assertRaises(airlock.InvalidArgument):
                 s.files.write("relative/path", b"x")
+            with self.assertRaises(airlock.InvalidArgument):
+                s.files.write("/root/x", 42)  # before the wire: no session call is made
+            with self.assertRaises(airlock.InvalidArgument):
+                s.files.write("/root/x", b"", mode="0644")
+
+            # Any size, from a generator or a file, and back in pieces.
+            piece = bytes(range(256)) * 2048  # 512 KiB
+            self.assertEqual(s.files.write("/root/big", (piece for _ in range(12))), 6 << 20)
+            total = 0
+            for got in s.files.read_stream("/root/big"):
+                self.assertEqual(got, piece[total % len(piece):][:len(got)])
+                total += len(got)
+            self.assertEqual(total, 6 << 20)
+            with tempfile.TemporaryFile() as f:
+                f.write(piece * 3)
+                f.seek(0)
+                self.assertEqual(s.files.write("/root/from-file", f), 3 * len(piece))
+            self.assertEqual(s.exec(["sha256sum", "/root/from-file"]).stdout[:64],
+                             hashlib.sha256(piece * 3).hexdigest().encode())
+
+            # Content that fails part-way leaves the old file, and its error is what is raised.
+            def broken():
+                yield piece
+                raise OSError("the source went away")
+            with self.assertRaisesRegex(OSError, "the source went away"):
+                s.files.write("/root/big", broken())
+            self.assertEqual(s.exec(["stat", "-c", "%s", "/root/big"]).stdout, b"6291456\n")
+            self.assertEqual(s.exec(["sh", "-c", "ls -A /root | grep -c airlock || true"]).stdout,
+                             b"0\n")
             self.assertIn(s.id, [x.id for x in self.client.sessions()])
             self.assertEqual(self.client.get_session(s.id).info.hostname, s.info.hostname)
             self.assertTrue(any(e.stream == "event" for e in s.logs()))
@@ -329,6 +358,14 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(stream.exit.signal, signal.SIGKILL)
                 await s.files.write("/tmp/f", "text")
                 self.assertEqual(await s.files.read("/tmp/f"), b"text")
+
+                async def pieces():
+                    for i in range(3):
+                        yield bytes([i]) * (700 << 10)
+                self.assertEqual(await s.files.write("/tmp/g", pieces()), 2100 << 10)
+                got = [p async for p in s.files.read_stream("/tmp/g")]
+                self.assertEqual(b"".join(got), b"".join([bytes([i]) * (700 << 10)
+                                                          for i in range(3)]))
                 self.assertEqual((await s.pause()).state, "paused")
                 kids = await s.fork(2)
                 names = await asyncio.gather(*(k.exec(["hostname"]) for k in kids))
