@@ -196,6 +196,9 @@ bool ValidTerminalSize(const v1::TerminalSize& size) {
 }
 
 absl::Status ValidateExecStart(const v1::ExecStart& start) {
+  if (!start.session_id().empty()) {
+    if (absl::Status s = CheckSessionId(start.session_id()); !s.ok()) return s;
+  }
   size_t argv_bytes = 0;
   for (const std::string& a : start.argv()) argv_bytes += a.size() + 1;
   for (const std::string& e : start.env()) argv_bytes += e.size() + 1;
@@ -290,6 +293,7 @@ grpc::Status SessionsService::Get(grpc::ServerContext* context,
                                   const v1::GetSessionRequest* request, v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
@@ -312,6 +316,7 @@ grpc::Status SessionsService::Remove(grpc::ServerContext* context,
                                      v1::RemoveSessionResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   return ToGrpc(sessions_->Remove(*who, request->id()));
 }
 
@@ -319,6 +324,7 @@ grpc::Status SessionsService::Pause(grpc::ServerContext* context,
                                     const v1::PauseSessionRequest* request, v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = sessions_->Pause(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
@@ -330,6 +336,7 @@ grpc::Status SessionsService::Resume(grpc::ServerContext* context,
                                      v1::Session* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = sessions_->Resume(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
@@ -341,6 +348,7 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
                                    v1::ForkSessionResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<std::vector<SessionRecord>> forks =
       sessions_->Fork(*who, request->id(), request->count());
   if (!forks.ok()) return ToGrpc(forks.status());
@@ -353,6 +361,7 @@ grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
                                        grpc::ServerWriter<v1::TimelineEvent>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->output_bytes() > kTimelineMaxOutputBytes) {
     return ToGrpc(absl::InvalidArgumentError(
         absl::StrCat("output_bytes is at most ", kTimelineMaxOutputBytes, " (1 MiB)")));
@@ -370,6 +379,9 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
                                     grpc::ServerWriter<v1::SessionEvent>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (!request->session_id().empty()) {
+    if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  }
   // Subscribed before the check, so that nothing between the two is missed.
   std::shared_ptr<SessionEventHub::Subscription> events =
       events_->Subscribe(who->Tenant(), request->session_id());
@@ -478,6 +490,7 @@ grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
                                         v1::WriteFileResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->content().size() > kMaxFileBytes) {
     return ToGrpc(absl::InvalidArgumentError(
         "WriteFile takes at most 3 MiB; use WriteFileStream (the SDKs' files.write) for more"));
@@ -504,6 +517,7 @@ grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
     return ToGrpc(absl::InvalidArgumentError(
         "WriteFileStream starts with a message naming the session and the file"));
   }
+  if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
   CancelWhenSilent silence(context, kFileStreamIdle);
   bool first = true;
   absl::StatusOr<uint64_t> written = files_.Write(
@@ -543,6 +557,7 @@ grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
                                        v1::ReadFileResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   uint64_t max = request->max_bytes() == 0
                      ? kMaxFileBytes
                      : std::min<uint64_t>(request->max_bytes(), kMaxFileBytes);
@@ -561,6 +576,7 @@ grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
                                              grpc::ServerWriter<v1::ReadFileChunk>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   v1::ReadFileChunk chunk;
   absl::StatusOr<uint64_t> read =
       files_.Read(*who, request->session_id(), request->path(), request->max_bytes(),
@@ -800,6 +816,7 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
                                    grpc::ServerWriter<v1::LogEntry>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
   // Following a session wakes it if it was paused, and the stream keeps it in use (awake) for
@@ -846,6 +863,7 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
                                       grpc::ServerWriter<v1::MetricsSample>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   uint32_t interval = request->interval_ms() == 0 ? 1000 : std::max(100u, request->interval_ms());
   std::optional<GuestMetrics> previous;
   for (;;) {

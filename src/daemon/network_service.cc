@@ -30,6 +30,7 @@ grpc::Status NetworkService::Get(grpc::ServerContext* context, const v1::GetNetw
                                  v1::NetworkPolicy* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   Fill(*record, response);
@@ -41,6 +42,7 @@ grpc::Status NetworkService::Change(grpc::ServerContext* context,
                                     v1::NetworkPolicy* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   double ttl = request->ttl_seconds();
   if (!std::isfinite(ttl) || ttl < 0 || ttl > 366.0 * 24 * 3600) {
     return ToGrpc(absl::InvalidArgumentError("--ttl needs a duration between 1s and 366 days"));
@@ -76,6 +78,7 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
                                  grpc::ServerWriter<v1::NetworkEvent>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
   sessions_->FlushEgressEvents(*who, request->session_id());

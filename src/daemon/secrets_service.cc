@@ -29,6 +29,7 @@ grpc::Status SecretsService::List(grpc::ServerContext* context,
                                   v1::ListSecretsResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   return Fill(*who, *record, response);
@@ -38,6 +39,7 @@ grpc::Status SecretsService::Set(grpc::ServerContext* context, const v1::SetSecr
                                  v1::ListSecretsResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->secrets().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to set: NAME=SOURCE@HOST"));
   }
@@ -52,6 +54,7 @@ grpc::Status SecretsService::Remove(grpc::ServerContext* context,
                                     v1::ListSecretsResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->names().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to remove"));
   }

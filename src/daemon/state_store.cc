@@ -15,6 +15,18 @@
 #include "src/daemon/session_events.h"
 
 namespace airlock {
+
+absl::Status CheckSessionId(std::string_view id) {
+  bool ok = id.size() == kSessionIdLength;
+  for (char ch : id) ok = ok && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'));
+  if (ok) return absl::OkStatus();
+  if (id.empty()) {
+    return absl::InvalidArgumentError("give a session id (as `airlock ls` lists them)");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", absl::CHexEscape(std::string(id.substr(0, 40))), id.size() > 40 ? "...\"" : "\"",
+      " is not a session id: those are 12 lowercase hex digits, as `airlock ls` lists them"));
+}
 namespace {
 
 // Version 1. Later versions append statements to kMigrations; never edit a shipped one.

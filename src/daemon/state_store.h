@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -87,6 +88,12 @@ struct WorkspaceRecord {
   int64_t synced_ms = 0;  // the base last advanced by a sync
   bool present() const { return !tree_digest.empty(); }
 };
+
+// A session's id: 12 lowercase hex digits (6 random bytes).
+inline constexpr size_t kSessionIdLength = 12;
+// INVALID_ARGUMENT, saying what an id looks like, unless id could be a session's. Requests are
+// checked with this before any lock or lookup.
+[[nodiscard]] absl::Status CheckSessionId(std::string_view id);
 
 struct SessionRecord {
   std::string id;

@@ -164,6 +164,7 @@ grpc::Status WorkspacesService::Get(grpc::ServerContext* context,
                                     v1::WorkspaceInfo* response) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<v1::WorkspaceInfo> info = LoadBase(*record);
@@ -178,6 +179,7 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
                                      grpc::ServerWriter<v1::WorkspaceChange>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<v1::WorkspaceInfo> base = LoadBase(*record);
@@ -207,6 +209,7 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
                                        grpc::ServerWriter<v1::WorkspaceBundleChunk>* writer) {
   std::optional<Principal> who = Caller(context, peers_);
   if (!who) return Unauthenticated();
+  if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->branch().size() > 255) {
     return ToGrpc(absl::InvalidArgumentError("the branch name is over 255 bytes"));
   }
@@ -249,6 +252,7 @@ grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
   if (!reader->Read(&chunk) || !chunk.has_base()) {
     return ToGrpc(absl::InvalidArgumentError("a sync starts with the session and the project"));
   }
+  if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
   if (absl::Status s = CheckBase(chunk.base()); !s.ok()) return ToGrpc(s);
   bool dry_run = chunk.dry_run();
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), chunk.session_id());
