@@ -342,6 +342,59 @@ TEST_F(ApiInputTest, MissingAndOversizedFieldsSayWhatToSend) {
   }
 }
 
+TEST_F(ApiInputTest, AnImportThatIsNotWholeOrNotAnImageImportsNothing) {
+  auto images = v1::Images::NewStub(channel_);
+  auto import = [&](const std::vector<v1::ImportImageChunk>& chunks) {
+    grpc::ClientContext c;
+    v1::Image out;
+    auto writer = images->Import(&c, &out);
+    for (const v1::ImportImageChunk& chunk : chunks) writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  auto listed = [&] {
+    grpc::ClientContext c;
+    v1::ListImagesResponse out;
+    EXPECT_TRUE(images->List(&c, {}, &out).ok());
+    return out.images_size();
+  };
+  int before = listed();
+  auto expect_invalid = [](const grpc::Status& status, const std::string& says) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find(says), std::string::npos) << status.error_message();
+  };
+  expect_invalid(import({}), "starts with a message naming the image");
+  v1::ImportImageChunk rootfs;
+  rootfs.set_rootfs(true);
+  rootfs.set_last(true);
+  expect_invalid(import({rootfs}), "give the name to import it as");
+  v1::ImportImageChunk named;
+  named.set_name("Not A Name");
+  expect_invalid(import({named}), "Not A Name");
+  v1::ImportImageChunk first;
+  first.set_name("api-test/partial:1");
+  first.set_data(std::string(1000, 'x'));
+  expect_invalid(import({first}), "nothing was imported");  // no `last`
+  v1::ImportImageChunk huge;
+  huge.set_data(std::string((1 << 20) + 1, 'x'));
+  expect_invalid(import({first, huge}), "at most 1 MiB");
+  v1::ImportImageChunk renamed;
+  renamed.set_name("api-test/other:1");
+  expect_invalid(import({first, renamed}), "only the first message");
+  first.set_last(true);  // whole, but no archive at all
+  grpc::Status garbage = import({first});
+  EXPECT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.error_code(), grpc::StatusCode::INTERNAL) << garbage.error_message();
+  EXPECT_EQ(listed(), before);
+  grpc::ClientContext c;
+  v1::PullImageRequest pull;
+  v1::ImageProgress progress;
+  auto reader = images->Pull(&c, pull);  // no reference
+  while (reader->Read(&progress)) {
+  }
+  expect_invalid(reader->Finish(), "name an image to pull");
+}
+
 // Streams that end the wrong way on a real session: the file is never half-written, and the
 // session is not held (it pauses at once afterwards).
 TEST_F(ApiInputTest, AFileStreamThatEndsWrongLeavesTheFileAndTheSession) {

@@ -6,6 +6,7 @@
 // the space once no session uses an image.
 #include <dirent.h>
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
@@ -150,7 +152,35 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     std::vector<std::string> audit = AuditRows();
     EXPECT_NE(std::find(audit.begin(), audit.end(), "uid:61001/gid:61001 image.pull " + ref),
               audit.end());
-    // Root's CLI pulls it itself (with a progress bar on a terminal), then runs it.
+    // Through the API, a pull streams its progress, then the image.
+    {
+      auto channel = grpc::CreateChannel(std::string("unix:") + getenv("AIRLOCK_SOCKET"),
+                                         grpc::InsecureChannelCredentials());
+      auto images = v1::Images::NewStub(channel);
+      grpc::ClientContext context;
+      v1::PullImageRequest request;
+      request.set_reference(ref);
+      auto stream = images->Pull(&context, request);
+      v1::ImageProgress progress;
+      uint64_t done = 0, total = 0;
+      v1::Image image;
+      while (stream->Read(&progress)) {
+        if (progress.has_image()) {
+          image = progress.image();
+        } else {
+          EXPECT_GE(progress.done_bytes(), done);
+          done = progress.done_bytes();
+          total = progress.total_bytes();
+        }
+      }
+      ASSERT_TRUE(stream->Finish().ok());
+      EXPECT_GT(total, 0u);
+      EXPECT_EQ(done, total);
+      EXPECT_EQ(image.name(), ref);
+      EXPECT_EQ(image.digest().rfind("sha256:", 0), 0u);
+      EXPECT_NE(image.source().find("airlock-test/oci"), std::string::npos) << image.source();
+    }
+    // Root's CLI has airlockd pull it (with a progress bar on a terminal), then runs it.
     r = RunAirlock({"run", ref});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, "hello-oci from /srv\nhi from a layer\n");
@@ -169,6 +199,25 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     EXPECT_NE(r.err.find("was not found"), std::string::npos) << r.err;
     RunAirlock({"image", "rm", ref, registry.Host() + "/airlock-test/oci@" + digest});
   }
+  // Another user imports through airlockd too: the image is theirs alone.
+  RunAs carol{61005, 61005}, dave{61006, 61006};
+  chmod(work.c_str(), 0755);
+  chmod((work + "/image.tar").c_str(), 0644);
+  r = RunAirlock({"image", "import", work + "/image.tar", "--tag", "carol/oci:1"}, "", carol);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("carol/oci:1 sha256:", 0), 0u) << r.out;
+  EXPECT_NE(RunAirlock({"image", "ls"}, "", carol).out.find("carol/oci:1"), std::string::npos);
+  EXPECT_EQ(RunAirlock({"image", "ls"}, "", dave).out.find("carol/oci:1"), std::string::npos);
+  EXPECT_EQ(RunAirlock({"image", "ls"}).out.find("carol/oci:1"), std::string::npos);
+  r = RunAirlock({"run", "carol/oci:1"}, "", carol);
+  EXPECT_EQ(r.out, "hello-oci from /srv\nhi from a layer\n") << r.err;
+  r = RunAirlock({"run", "carol/oci:1"}, "", dave);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("carol/oci:1"), std::string::npos) << r.err;
+  r = RunAirlock({"image", "import", work + "/missing.tar"}, "", carol);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("No such file"), std::string::npos) << r.err;
+
   RemoveTree(work).IgnoreError();
 }
 

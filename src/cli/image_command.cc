@@ -1,10 +1,11 @@
-// `airlock image`: import, list and remove images in the local store.
+// `airlock image`: pull, import, list and remove images through airlockd; build and push here.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <memory>
 
@@ -20,6 +21,7 @@
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
+#include "src/common/unique_fd.h"
 #include "src/image/image_store.h"
 #include "src/image/npm_layer.h"
 #include "src/image/oci_archive.h"
@@ -54,9 +56,12 @@ constexpr char kImageUsage[] =
     "  --tag airlock/claude\n"
     "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
-    "archive there. Logins: AIRLOCK_REGISTRY_USER/AIRLOCK_REGISTRY_PASSWORD or\n"
-    "~/.config/airlock/auth.json ({\"HOST\": \"USER:PASSWORD\"}); AIRLOCK_REGISTRY_MIRROR\n"
-    "replaces Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n"
+    "archive there. import and pull go through airlockd: what root adds is every user's, what\n"
+    "another user adds is their own (within their images quota; `airlock quota`). Logins for\n"
+    "pulls are airlockd's, used for root's pulls only (AIRLOCK_REGISTRY_USER/\n"
+    "AIRLOCK_REGISTRY_PASSWORD in its environment, or root's ~/.config/airlock/auth.json:\n"
+    "{\"HOST\": \"USER:PASSWORD\"}); push uses this shell's. AIRLOCK_REGISTRY_MIRROR replaces\n"
+    "Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n"
     "rm removes tags, and an image's files with its last tag unless a session still uses it;\n"
     "prune frees images no tag and no session uses (both through airlockd, as root).\n";
 
@@ -65,7 +70,7 @@ int Usage(const char* problem) {
   return 2;
 }
 
-int Import(const std::vector<std::string>& args, ImageStore& store) {
+int Import(const std::vector<std::string>& args) {
   std::string tar, tag, archive;
   for (size_t i = 0; i < args.size(); ++i) {
     if ((args[i] == "--rootfs" || args[i] == "--tag") && i + 1 < args.size()) {
@@ -81,14 +86,51 @@ int Import(const std::vector<std::string>& args, ImageStore& store) {
     return Usage("import needs an image ARCHIVE, or --rootfs TAR and --tag NAME");
   }
   if (!tar.empty() && tag.empty()) return Usage("import --rootfs needs --tag NAME");
-  absl::StatusOr<ImageInfo> info =
-      archive.empty() ? store.ImportRootfsTar(tar, tag) : store.ImportArchive(archive, tag);
-  if (!info.ok()) {
-    std::fprintf(stderr, "airlock image import: %s\n",
-                 std::string(info.status().message()).c_str());
+  const std::string& path = archive.empty() ? tar : archive;
+  UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) {
+    std::fprintf(stderr, "airlock image import: %s: %s\n", path.c_str(), std::strerror(errno));
     return 1;
   }
-  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  // The archive goes to airlockd as it is read; airlockd converts it (and never unpacks it).
+  grpc::ClientContext context;
+  v1::Image image;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportImageChunk>> stream =
+      client->images->Import(&context, &image);
+  v1::ImportImageChunk chunk;
+  chunk.set_name(tag);
+  chunk.set_rootfs(!tar.empty());
+  std::string piece(1 << 20, '\0');
+  for (;;) {
+    size_t have = 0;
+    while (have < piece.size()) {
+      ssize_t n = read(in.get(), piece.data() + have, piece.size() - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        std::fprintf(stderr, "airlock image import: read %s: %s\n", path.c_str(),
+                     std::strerror(errno));
+        context.TryCancel();
+        stream->Finish().IgnoreError();  // cancelled by us: nothing is imported
+        return 1;
+      }
+      if (n == 0) break;
+      have += static_cast<size_t>(n);
+    }
+    chunk.set_data(piece.data(), have);
+    chunk.set_last(have < piece.size());
+    if (!stream->Write(chunk) || chunk.last()) break;  // a refusal comes with Finish
+    chunk.clear_name();
+    chunk.clear_rootfs();
+  }
+  stream->WritesDone();
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    std::fprintf(stderr, "airlock image import: %s\n", Describe(status).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", image.name().c_str(), image.digest().c_str());
   return 0;
 }
 
@@ -304,22 +346,45 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
-// A progress bar for pulling ref while stderr is a terminal, else none. The bar ends its line
-// when the last copy of the callback goes.
-RegistryClient::Progress TerminalProgress(const std::string& ref) {
-  if (!isatty(STDERR_FILENO)) return nullptr;
-  auto bar = std::make_shared<ProgressBar>("pulling " + ref);
-  return [bar](uint64_t done, uint64_t total) { bar->Update(done, total); };
+// Pulls ref through airlockd into the caller's images, with a progress bar while stderr is
+// a terminal. if_missing: an image the caller already has by that name is taken as it is.
+absl::StatusOr<v1::Image> PullThroughDaemon(DaemonClient& client, const std::string& ref,
+                                            bool if_missing) {
+  grpc::ClientContext context;
+  v1::PullImageRequest request;
+  request.set_reference(ref);
+  request.set_if_missing(if_missing);
+  std::unique_ptr<grpc::ClientReader<v1::ImageProgress>> stream =
+      client.images->Pull(&context, request);
+  std::optional<ProgressBar> bar;
+  v1::ImageProgress progress;
+  v1::Image image;
+  while (stream->Read(&progress)) {
+    if (progress.has_image()) {
+      image = progress.image();
+    } else if (isatty(STDERR_FILENO)) {
+      if (!bar) bar.emplace("pulling " + ref);
+      bar->Update(progress.done_bytes(), progress.total_bytes());
+    }
+  }
+  bar.reset();  // ends its line
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), Describe(status));
+  }
+  return image;
 }
 
-int Pull(const std::vector<std::string>& args, ImageStore& store) {
+int Pull(const std::vector<std::string>& args) {
   if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
-  absl::StatusOr<ImageInfo> info = store.Pull(args[0], TerminalProgress(args[0]));
-  if (!info.ok()) {
-    std::fprintf(stderr, "airlock image pull: %s\n", std::string(info.status().message()).c_str());
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  absl::StatusOr<v1::Image> image = PullThroughDaemon(*client, args[0], /*if_missing=*/false);
+  if (!image.ok()) {
+    std::fprintf(stderr, "airlock image pull: %s\n", std::string(image.status().message()).c_str());
     return 1;
   }
-  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  std::printf("%s %s\n", image->name().c_str(), image->digest().c_str());
   return 0;
 }
 
@@ -398,33 +463,37 @@ int Remove(const std::vector<std::string>& args) {
   return 0;
 }
 
-int List(const std::vector<std::string>& args, ImageStore& store) {
+int List(const std::vector<std::string>& args) {
   bool json = args.size() == 1 && args[0] == "--json";
   if (!args.empty() && !json) return Usage("ls takes only --json");
-  absl::StatusOr<std::vector<ImageInfo>> images = store.List();
-  if (!images.ok()) {
-    std::fprintf(stderr, "airlock image ls: %s\n", std::string(images.status().message()).c_str());
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ListImagesResponse response;
+  grpc::Status status = client->images->List(&context, {}, &response);
+  if (!status.ok()) {
+    std::fprintf(stderr, "airlock image ls: %s\n", Describe(status).c_str());
     return 1;
   }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const ImageInfo& i : *images) {
-      out.push_back({{"name", i.name},
-                     {"digest", i.digest},
-                     {"size_bytes", i.size_bytes},
-                     {"created", i.created},
-                     {"source", i.source}});
+    for (const v1::Image& i : response.images()) {
+      out.push_back({{"name", i.name()},
+                     {"digest", i.digest()},
+                     {"size_bytes", i.size_bytes()},
+                     {"created", i.created_unix()},
+                     {"source", i.source()}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("%-32s %-20s %10s  %s\n", "NAME", "DIGEST", "SIZE", "CREATED");
-  for (const ImageInfo& i : *images) {
+  for (const v1::Image& i : response.images()) {
     char when[32];
-    time_t t = static_cast<time_t>(i.created);
+    time_t t = static_cast<time_t>(i.created_unix());
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M", gmtime(&t));
-    std::printf("%-32s %-20s %8.1fMi  %s\n", i.name.c_str(), i.digest.substr(0, 19).c_str(),
-                i.size_bytes / 1048576.0, when);
+    std::printf("%-32s %-20s %8.1fMi  %s\n", i.name().c_str(), i.digest().substr(0, 19).c_str(),
+                i.size_bytes() / 1048576.0, when);
   }
   return 0;
 }
@@ -432,13 +501,13 @@ int List(const std::vector<std::string>& args, ImageStore& store) {
 }  // namespace
 
 bool PullIfMissing(const std::string& image, const char* command) {
-  if (image.empty() || geteuid() != 0) return true;
-  ImageStore store(DefaultHostPaths().images);
-  // There, or damaged: airlockd says what is wrong.
-  if (store.Resolve(image).status().code() != absl::StatusCode::kNotFound) return true;
-  absl::StatusOr<ImageInfo> info = store.ResolveOrPull(image, TerminalProgress(image));
-  if (info.ok()) return true;
-  std::fprintf(stderr, "airlock %s: %s\n", command, std::string(info.status().message()).c_str());
+  if (image.empty()) return true;
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (!client.ok()) return true;  // the command itself says what is wrong with the daemon
+  absl::StatusOr<v1::Image> pulled = PullThroughDaemon(*client, image, /*if_missing=*/true);
+  // An image that is no registry's (a local name, the default) is the command's to explain.
+  if (pulled.ok() || absl::IsInvalidArgument(pulled.status())) return true;
+  std::fprintf(stderr, "airlock %s: %s\n", command, std::string(pulled.status().message()).c_str());
   return false;
 }
 
@@ -446,12 +515,12 @@ int ImageCommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("missing subcommand");
   ImageStore store(DefaultHostPaths().images);
   std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "import") return Import(rest, store);
-  if (args[0] == "pull") return Pull(rest, store);
+  if (args[0] == "import") return Import(rest);
+  if (args[0] == "pull") return Pull(rest);
   if (args[0] == "build") return Build(rest, store);
   if (args[0] == "prune") return Prune(rest);
   if (args[0] == "push") return Push(rest);
-  if (args[0] == "ls") return List(rest, store);
+  if (args[0] == "ls") return List(rest);
   if (args[0] == "rm") return Remove(rest);
   return Usage(("unknown subcommand " + args[0]).c_str());
 }

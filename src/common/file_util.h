@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +21,9 @@ namespace airlock {
 // and fsyncs the directory, so a crash leaves either the old file or the new one.
 [[nodiscard]] absl::Status WriteFileAtomically(const std::string& path, const std::string& content,
                                                mode_t mode);
+
+// Writes all of data to fd (retrying short writes and EINTR).
+[[nodiscard]] absl::Status WriteAll(int fd, std::string_view data);
 
 // fsync()s a directory so that a rename or creation in it is durable.
 [[nodiscard]] absl::Status SyncDirectory(const std::string& dir);

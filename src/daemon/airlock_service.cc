@@ -15,11 +15,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/common/byte_size.h"
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
+#include "src/image/tar_to_ext4.h"
 
 namespace airlock {
 namespace {
@@ -961,6 +963,18 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
   return grpc::Status::OK;
 }
 
+namespace {
+
+void ToProto(const ImageInfo& info, v1::Image* image) {
+  image->set_name(info.name);
+  image->set_digest(info.digest);
+  image->set_size_bytes(info.size_bytes);
+  image->set_created_unix(info.created);
+  image->set_source(info.source);
+}
+
+}  // namespace
+
 grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                                  v1::ListImagesResponse* response) {
   std::optional<Principal> who = Caller(context, peers_);
@@ -969,13 +983,123 @@ grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListIma
   absl::StatusOr<std::vector<ImageInfo>> images =
       ImageStore(paths_.images, who->ImageScope()).List();
   if (!images.ok()) return ToGrpc(images.status());
-  for (const ImageInfo& i : *images) {
-    v1::Image* image = response->add_images();
-    image->set_name(i.name);
-    image->set_digest(i.digest);
-    image->set_size_bytes(i.size_bytes);
-    image->set_created_unix(i.created);
+  for (const ImageInfo& i : *images) ToProto(i, response->add_images());
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullImageRequest* request,
+                                 grpc::ServerWriter<v1::ImageProgress>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  const std::string& ref = request->reference();
+  if (ref.empty() || ref.size() > 1024) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "name an image to pull, like python:3.11-slim or ghcr.io/org/tool:1"));
   }
+  ImageStore images(paths_.images, who->ImageScope());
+  v1::ImageProgress last;
+  if (request->if_missing()) {
+    absl::StatusOr<ImageInfo> there = images.Resolve(ref);
+    if (there.ok()) {
+      ToProto(*there, last.mutable_image());
+      writer->Write(last);
+      return grpc::Status::OK;
+    }
+    if (!absl::IsNotFound(there.status())) return ToGrpc(there.status());
+  }
+  // At most ten progress messages a second. A client that goes away does not stop the pull:
+  // the blobs are the store's, and the next pull of them is free.
+  absl::Time shown = absl::InfinitePast();
+  bool listening = true;
+  auto progress = [&](uint64_t done, uint64_t total) {
+    absl::Time now = absl::Now();
+    if (!listening || (now - shown < absl::Milliseconds(100) && done < total)) return;
+    shown = now;
+    v1::ImageProgress p;
+    p.set_done_bytes(done);
+    p.set_total_bytes(total);
+    listening = !context->IsCancelled() && writer->Write(p);
+  };
+  RegistryAccess access = sessions_->RegistryAccessFor(*who);
+  absl::StatusOr<ImageInfo> info = request->if_missing()
+                                       ? images.ResolveOrPull(ref, progress, access)
+                                       : images.Pull(ref, progress, access);
+  store_
+      ->Audit(*who, who->Tenant(), "image.pull", ref,
+              info.ok() ? absl::StrCat("ok; ", info->digest)
+                        : absl::StrCat("failed: ", info.status().message()))
+      .IgnoreError();  // the pull happened either way; the store's failure shows on its writes
+  if (!info.ok()) return ToGrpc(info.status());
+  ToProto(*info, last.mutable_image());
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::Import(grpc::ServerContext* context,
+                                   grpc::ServerReader<v1::ImportImageChunk>* reader,
+                                   v1::Image* response) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  v1::ImportImageChunk chunk;
+  if (!reader->Read(&chunk)) {
+    return ToGrpc(absl::InvalidArgumentError("Import starts with a message naming the image"));
+  }
+  const std::string name = chunk.name();
+  const bool rootfs = chunk.rootfs();
+  if (rootfs && name.empty()) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "a root filesystem tar has no name of its own: give the name to import it as"));
+  }
+  if (!name.empty()) {
+    if (absl::Status s = ImageStore::ValidateName(name); !s.ok()) return ToGrpc(s);
+  }
+  // What the caller may still add: all of an image for root, the rest of its quota otherwise.
+  uint64_t cap = std::min(sessions_->RegistryAccessFor(*who).max_bytes, kMaxImageBytes);
+  absl::StatusOr<UniqueFd> archive = UnnamedFile(paths_.scratch);
+  if (!archive.ok()) return ToGrpc(archive.status());
+  CancelWhenSilent silence(context, kFileStreamIdle);
+  uint64_t received = 0;
+  for (bool first = true;; first = false) {
+    if (!first) {
+      if (!reader->Read(&chunk)) {
+        return ToGrpc(silence.fired()
+                          ? absl::DeadlineExceededError("the client sent nothing for a minute")
+                          : absl::InvalidArgumentError(
+                                "the stream ended before a message with last set; nothing "
+                                "was imported"));
+      }
+      silence.Touch();
+      if (!chunk.name().empty() || chunk.rootfs()) {
+        return ToGrpc(absl::InvalidArgumentError(
+            "only the first message of Import names the image and says what it is"));
+      }
+    }
+    if (chunk.data().size() > kMaxFilePiece) {
+      return ToGrpc(absl::InvalidArgumentError(
+          "a piece of an image is at most 1 MiB; send the archive in more messages"));
+    }
+    received += chunk.data().size();
+    if (received > cap) {
+      return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "the archive is larger than ", FormatBytes(cap),
+          who->IsOperator() ? ", the most an image may be"
+                            : ", what your images quota has left (airlock quota shows it)")));
+    }
+    if (absl::Status s = WriteAll(archive->get(), chunk.data()); !s.ok()) return ToGrpc(s);
+    if (chunk.last()) break;
+  }
+  // The unnamed file by its /proc name: nothing to clean up, whatever happens next.
+  std::string path = absl::StrCat("/proc/self/fd/", archive->get());
+  ImageStore images(paths_.images, who->ImageScope());
+  absl::StatusOr<ImageInfo> info =
+      rootfs ? images.ImportRootfsTar(path, name) : images.ImportArchive(path, name);
+  store_
+      ->Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
+              info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
+                        : absl::StrCat("failed: ", info.status().message()))
+      .IgnoreError();  // as for pulls
+  if (!info.ok()) return ToGrpc(info.status());
+  ToProto(*info, response);
   return grpc::Status::OK;
 }
 

@@ -123,10 +123,16 @@ class VmsService final : public v1::Vms::Service {
 
 class ImagesService final : public v1::Images::Service {
  public:
-  ImagesService(HostPaths paths, StateStore* store, const PeerRegistry* peers)
-      : paths_(std::move(paths)), store_(store), peers_(peers) {}
+  ImagesService(HostPaths paths, SessionManager* sessions, StateStore* store,
+                const PeerRegistry* peers)
+      : paths_(std::move(paths)), sessions_(sessions), store_(store), peers_(peers) {}
   grpc::Status List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                     v1::ListImagesResponse* response) override;
+  grpc::Status Pull(grpc::ServerContext* context, const v1::PullImageRequest* request,
+                    grpc::ServerWriter<v1::ImageProgress>* writer) override;
+  grpc::Status Import(grpc::ServerContext* context,
+                      grpc::ServerReader<v1::ImportImageChunk>* reader,
+                      v1::Image* response) override;
   grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
                      v1::PruneImagesResponse* response) override;
   grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveImagesRequest* request,
@@ -140,6 +146,7 @@ class ImagesService final : public v1::Images::Service {
   // Removes the templates made from these images (their names start with the digest).
   void RemoveTemplatesOf(const std::vector<std::string>& digests);
   HostPaths paths_;
+  SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
 };

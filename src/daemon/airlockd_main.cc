@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
-  airlock::ImagesService images_service(paths, store->get(), &peers);
+  airlock::ImagesService images_service(paths, &sessions, store->get(), &peers);
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
   airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
   grpc::ServerBuilder builder;

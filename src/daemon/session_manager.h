@@ -92,6 +92,9 @@ class SessionManager {
   // its image and manifest go into the session's directory. one_shot: the session lives as
   // long as one call of its caller (`airlock run`), who removes it; if airlockd stops first,
   // the next one removes it (the caller is gone).
+  // What a pull or import the caller makes may use (registry_client.h): the operator's
+  // credentials and internal addresses, and how many bytes (its images quota's rest).
+  RegistryAccess RegistryAccessFor(const Principal& who) const;
   [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& limits,
                                                      const std::vector<EgressGrant>& egress = {},
@@ -200,8 +203,6 @@ class SessionManager {
   // Makes a session live again with the VM found after a restart of airlockd (Recover).
   absl::Status Reattach(const SessionRecord& s, LaunchedVm vm);
   std::string SessionDir(const std::string& id) const;
-  // What a pull the caller triggers may use (registry_client.h).
-  RegistryAccess RegistryAccessFor(const Principal& who) const;
   // Puts an uploaded workspace into a new session's directory.
   absl::Status InstallWorkspace(const std::string& id, PendingWorkspace& workspace);
   // The writable disk of a session that was resumed (a new session's disk has no name).
