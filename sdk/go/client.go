@@ -22,7 +22,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -138,6 +140,11 @@ type Image struct {
 	Digest  string
 	Size    uint64
 	Created time.Time
+	Source  string // what it came from: a registry reference, an archive, a build
+}
+
+func imageOf(i *airlockv1.Image) Image {
+	return Image{i.Name, i.Digest, i.SizeBytes, time.Unix(i.CreatedUnix, 0), i.Source}
 }
 
 // Images lists the images airlockd has (root's and the caller's own).
@@ -148,9 +155,70 @@ func (c *Client) Images(ctx context.Context) ([]Image, error) {
 	}
 	out := make([]Image, 0, len(reply.Images))
 	for _, i := range reply.Images {
-		out = append(out, Image{i.Name, i.Digest, i.SizeBytes, time.Unix(i.CreatedUnix, 0)})
+		out = append(out, imageOf(i))
 	}
 	return out, nil
+}
+
+// PullImage has airlockd fetch an image from its registry into the caller's images (root's
+// are everyone's, anyone else's their own). progress, if not nil, is called with the bytes
+// downloaded and in all as it goes.
+func (c *Client) PullImage(ctx context.Context, reference string, progress func(done, total uint64)) (Image, error) {
+	if reference == "" {
+		return Image{}, invalid("name an image to pull, like python:3.11-slim")
+	}
+	stream, err := c.images.Pull(ctx, &airlockv1.PullImageRequest{Reference: reference})
+	if err != nil {
+		return Image{}, fromRPC(err)
+	}
+	for {
+		p, err := stream.Recv()
+		if err == io.EOF {
+			return Image{}, &Error{Kind: ErrUnavailable, Message: "airlockd ended the pull without the image"}
+		}
+		if err != nil {
+			return Image{}, fromRPC(err)
+		}
+		if p.Image != nil {
+			return imageOf(p.Image), nil
+		}
+		if progress != nil {
+			progress(p.DoneBytes, p.TotalBytes)
+		}
+	}
+}
+
+// ImportImage imports an image archive (an OCI image layout or `docker save` tar, any
+// compression) or, with rootfs, a root filesystem tar, sent as r gives it. name tags it (an
+// archive's own name otherwise; a root filesystem tar needs one). If r fails part-way nothing
+// is imported and r's error is returned.
+func (c *Client) ImportImage(ctx context.Context, r io.Reader, name string, rootfs bool) (Image, error) {
+	if rootfs && name == "" {
+		return Image{}, invalid("name the image (like team/tool:1); a root filesystem tar has no name of its own")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a stream that ends without its last piece imports nothing
+	stream, err := c.images.Import(ctx)
+	if err != nil {
+		return Image{}, fromRPC(err)
+	}
+	first := true
+	err = sendPieces(r, func(data []byte, last bool) error {
+		chunk := &airlockv1.ImportImageChunk{Data: data, Last: last}
+		if first {
+			chunk.Name, chunk.Rootfs, first = name, rootfs, false
+		}
+		return stream.Send(chunk)
+	})
+	var readErr *readError
+	if errors.As(err, &readErr) {
+		return Image{}, readErr.err
+	}
+	reply, err := stream.CloseAndRecv()
+	if err != nil {
+		return Image{}, fromRPC(err)
+	}
+	return imageOf(reply), nil
 }
 
 // Vm is a live VM process on airlockd's host (the caller's own).

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	airlock "airlock.dev/sdk"
+	"airlock.dev/sdk/airlockv1"
 )
 
 const serverName = "airlock-sdk-test-server"
@@ -304,6 +305,60 @@ func TestAStreamTakesStdinAndSignalsAndItsContextEndsIt(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the cancelled command still runs")
 		}
+	}
+}
+
+func TestImagesComeInThroughAirlockd(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "srv"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "srv", "hello"), []byte("hello from an imported image\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archive, err := exec.Command("tar", "-cf", "-", "-C", dir, "srv").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("sdk-test/tiny-go-%d:1", os.Getpid())
+	defer airlockv1.NewImagesClient(c.Raw()).Remove(ctx, &airlockv1.RemoveImagesRequest{Names: []string{name}})
+	image, err := c.ImportImage(ctx, bytes.NewReader(archive), name, true)
+	if err != nil || image.Name != name || !strings.HasPrefix(image.Digest, "sha256:") {
+		t.Fatal(image, err)
+	}
+	listed := func() bool {
+		images, err := c.Images(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range images {
+			if i.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if !listed() {
+		t.Fatal("the imported image is not listed")
+	}
+	airlockv1.NewImagesClient(c.Raw()).Remove(ctx, &airlockv1.RemoveImagesRequest{Names: []string{name}})
+	broken := io.MultiReader(bytes.NewReader(archive[:1024]), iotest.ErrReader(errors.New("the archive went away")))
+	if _, err := c.ImportImage(ctx, broken, name, true); err == nil || err.Error() != "the archive went away" {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatal("a broken import was imported")
+	}
+	if _, err := c.ImportImage(ctx, bytes.NewReader(archive), "", true); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if _, err := c.ImportImage(ctx, bytes.NewReader(archive), "Not A Name", true); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if _, err := c.PullImage(ctx, "", nil); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
 	}
 }
 

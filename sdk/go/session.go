@@ -320,6 +320,31 @@ func guestPath(path string) error {
 	return nil
 }
 
+// readError is an error of the reader an upload sends, not of the call.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+
+// sendPieces sends everything r gives in pieces of at most filePiece bytes, the last one with
+// last set. An error of r comes back as a *readError (the caller cancels the call, so that
+// airlockd keeps nothing of it); an error of send as it is.
+func sendPieces(r io.Reader, send func(data []byte, last bool) error) error {
+	buf := make([]byte, filePiece)
+	for {
+		n, err := io.ReadFull(r, buf)
+		last := err == io.EOF || err == io.ErrUnexpectedEOF
+		if err != nil && !last {
+			return &readError{err}
+		}
+		if err := send(buf[:n], last); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
 // Write creates or replaces a file (and its missing directories) with data and the permission
 // bits mode (0: 0644).
 func (f *Files) Write(ctx context.Context, path string, data []byte, mode uint32) error {
@@ -348,20 +373,16 @@ func (f *Files) WriteFrom(ctx context.Context, path string, r io.Reader, mode ui
 		_, err = stream.CloseAndRecv() // the reason the stream broke
 		return 0, f.s.explain(ctx, err)
 	}
-	buf := make([]byte, filePiece)
-	for {
-		n, rerr := io.ReadFull(r, buf)
-		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
-		if rerr != nil && !last {
-			return 0, rerr
-		}
-		if err := stream.Send(&airlockv1.WriteFileChunk{Data: buf[:n], Last: last}); err != nil {
-			_, err = stream.CloseAndRecv()
-			return 0, f.s.explain(ctx, err)
-		}
-		if last {
-			break
-		}
+	err = sendPieces(r, func(data []byte, last bool) error {
+		return stream.Send(&airlockv1.WriteFileChunk{Data: data, Last: last})
+	})
+	var readErr *readError
+	if errors.As(err, &readErr) {
+		return 0, readErr.err
+	}
+	if err != nil {
+		_, err = stream.CloseAndRecv() // the reason the stream broke
+		return 0, f.s.explain(ctx, err)
 	}
 	reply, err := stream.CloseAndRecv()
 	if err != nil {

@@ -179,12 +179,46 @@ export class Client {
     return new WatchStream(this.sessions.Watch(request));
   }
 
+  /** The images you see: root's, and those you pulled or imported. */
   async images(): Promise<Image[]> {
-    const reply = await call<{ images: Array<{ name: string; digest: string; sizeBytes: number; createdUnix: number }> }>(
-      (cb) => this.imagesStub.List({}, cb));
-    return reply.images.map((i) => ({
-      name: i.name, digest: i.digest, size: i.sizeBytes, created: new Date(i.createdUnix * 1000),
-    }));
+    const reply = await call<{ images: c.ImageProto[] }>((cb) => this.imagesStub.List({}, cb));
+    return reply.images.map(c.image);
+  }
+
+  /**
+   * Has airlockd fetch an image from its registry into your images (root's are everyone's,
+   * anyone else's their own); `onProgress(doneBytes, totalBytes)` as it downloads.
+   */
+  async pullImage(reference: string, onProgress?: (done: number, total: number) => void): Promise<Image> {
+    if (typeof reference !== 'string' || !reference) throw new InvalidArgument('name an image to pull, like python:3.11-slim');
+    const stream = this.imagesStub.Pull({ reference });
+    stream.on('error', () => undefined);  // surfaced by the iterator
+    let result: Image | undefined;
+    try {
+      for await (const p of stream as AsyncIterable<{ doneBytes: number; totalBytes: number; image?: c.ImageProto }>) {
+        if (p.image) result = c.image(p.image);
+        else onProgress?.(p.doneBytes, p.totalBytes);
+      }
+    } catch (error) {
+      throw fromServiceError(error);
+    }
+    if (!result) throw new AirlockError('airlockd ended the pull without the image');
+    return result;
+  }
+
+  /**
+   * Imports an image archive (an OCI image layout or `docker save` tar, any compression), or with
+   * `rootfs` a root filesystem tar, sent as it is read (as for Files.write). `name` tags it (an
+   * archive's own name otherwise; a root filesystem tar needs one).
+   */
+  async importImage(data: c.FileData, options: { name?: string; rootfs?: boolean } = {}): Promise<Image> {
+    c.checkOptions(options, 'import options');
+    const name = options.name ?? '';
+    if (typeof name !== 'string' || (options.rootfs && !name)) {
+      throw new InvalidArgument('name the image (like team/tool:1); a root filesystem tar has no name of its own');
+    }
+    const reply = await upload<c.ImageProto>((cb) => this.imagesStub.Import(cb), { name, rootfs: !!options.rootfs }, data);
+    return c.image(reply);
   }
 
   /** The caller's live VM processes, with their host CPU and memory (`airlock ps`). */
@@ -196,6 +230,49 @@ export class Client {
       hostCpuPercent: v.hostCpuPercent, hostRss: v.hostRssBytes,
     }));
   }
+}
+
+/**
+ * One upload stream (WriteFileStream, Images.Import): `head` names what is sent, then `data`
+ * goes in pieces of at most 1 MiB as it is read, and a message with `last` ends it. If `data`
+ * throws part-way the call is cancelled (airlockd keeps nothing of it) and that error rejects;
+ * airlockd's refusals reject as AirlockError.
+ */
+async function upload<T>(start: (callback: Callback<T>) => grpc.ClientWritableStream<object>,
+                         head: object, data: unknown): Promise<T> {
+  const source = c.fileSource(data);
+  let settled = false;
+  let stream!: grpc.ClientWritableStream<object>;
+  const reply = new Promise<T>((resolve, reject) => {
+    stream = start((error, value) => {
+      settled = true;
+      if (error) reject(fromServiceError(error));
+      else resolve(value as T);
+    });
+  });
+  reply.catch(() => undefined);  // awaited below; the source may fail first
+  stream.on('error', () => undefined);  // the callback has it
+  let first: object | undefined = head;
+  const send = async (message: { data?: Buffer; last?: boolean }): Promise<void> => {
+    const ok = stream.write({ ...first, ...message });
+    first = undefined;
+    if (!ok && !settled) await Promise.race([once(stream, 'drain').catch(() => undefined), reply.then(() => undefined, () => undefined)]);
+  };
+  try {
+    for await (const piece of source) {
+      for (const part of c.filePieces(piece)) {
+        if (settled) break;
+        await send({ data: part });
+      }
+      if (settled) break;
+    }
+    if (!settled) await send({ last: true });
+    stream.end();
+  } catch (error) {
+    stream.cancel();  // without `last`: airlockd keeps nothing of it
+    throw error;
+  }
+  return reply;
 }
 
 /** A stream of SessionEvent values from Client.watch(); ends when cancelled. */
@@ -232,42 +309,11 @@ export class Files {
    */
   async write(path: string | Buffer, data: c.FileData, mode = 0o644): Promise<number> {
     const head = { sessionId: this.session.id, path: c.guestPath(path), mode: c.fileMode(mode) };
-    const source = c.fileSource(data);
-    let settled = false;
-    let stream!: grpc.ClientWritableStream<object>;
-    const reply = new Promise<{ bytes: number }>((resolve, reject) => {
-      stream = this.session.client.sessions.WriteFileStream((error, value) => {
-        settled = true;
-        if (error) reject(fromServiceError(error));
-        else resolve(value as { bytes: number });
-      });
-    });
-    reply.catch(() => undefined);  // awaited below; the source may fail first
-    stream.on('error', () => undefined);  // the callback has it
-    let first: object | undefined = head;
-    const send = async (message: { data?: Buffer; last?: boolean }): Promise<void> => {
-      const ok = stream.write({ ...first, ...message });
-      first = undefined;
-      if (!ok && !settled) await Promise.race([once(stream, 'drain').catch(() => undefined), reply.then(() => undefined, () => undefined)]);
-    };
     try {
-      for await (const piece of source) {
-        for (const part of c.filePieces(piece)) {
-          if (settled) break;
-          await send({ data: part });
-        }
-        if (settled) break;
-      }
-      if (!settled) await send({ last: true });
-      stream.end();
+      const reply = await upload<{ bytes: number }>((cb) => this.session.client.sessions.WriteFileStream(cb), head, data);
+      return reply.bytes;
     } catch (error) {
-      stream.cancel();  // without `last`: the guest's file stays as it was
-      throw error;
-    }
-    try {
-      return (await reply).bytes;
-    } catch (error) {
-      throw await this.session.explained(error as AirlockError);
+      throw error instanceof AirlockError ? await this.session.explained(error) : error;
     }
   }
 

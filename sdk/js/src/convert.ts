@@ -10,7 +10,7 @@ import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy
 import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type {
-  ExecEvent, ExecOptions, ExecResult, Exit, NetworkRule, SessionEvent, SessionInfo,
+  ExecEvent, ExecOptions, ExecResult, Exit, Image, NetworkRule, SessionEvent, SessionInfo,
   SessionOptions, SessionState, Size, StreamOptions,
 } from './types.js';
 
@@ -222,6 +222,13 @@ export function networkRules(p: NetworkPolicy__Output): NetworkRule[] {
     rule: r.rule, source: r.source, deny: r.deny,
     ...(r.expiresUnixMs ? { expires: new Date(r.expiresUnixMs) } : {}),
   }));
+}
+
+/** An Image as the API sends it. */
+export interface ImageProto { name: string; digest: string; sizeBytes: number; createdUnix: number; source: string }
+
+export function image(i: ImageProto): Image {
+  return { name: i.name, digest: i.digest, size: i.sizeBytes, created: new Date(i.createdUnix * 1000), source: i.source };
 }
 
 /** A file's content for Files.write. */

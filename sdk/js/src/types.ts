@@ -110,6 +110,8 @@ export interface Image {
   digest: string;
   size: number;
   created: Date;
+  /** What it came from: a registry reference, an archive, a build. */
+  source: string;
 }
 
 /** A live VM process on airlockd's host (the caller's own). */

@@ -191,6 +191,29 @@ test('files, listings and one-shot runs', () => withClient(async (c) => {
   assert.ok((await c.images()).length > 0);
 }));
 
+test('images come in through airlockd, and a broken one imports nothing', () => withClient(async (c) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-js-image-'));
+  fs.mkdirSync(path.join(dir, 'srv'));
+  fs.writeFileSync(path.join(dir, 'srv', 'hello'), 'hello from an imported image\n');
+  const archive = execFileSync('tar', ['-cf', '-', '-C', dir, 'srv']);
+  fs.rmSync(dir, { recursive: true });
+  const name = `sdk-test/tiny-js-${process.pid}:1`;
+  try {
+    const image = await c.importImage(Readable.from([archive.subarray(0, 2048), archive.subarray(2048)]), { name, rootfs: true });
+    assert.equal(image.name, name);
+    assert.match(image.digest, /^sha256:/);
+    assert.ok((await c.images()).some((i) => i.name === name));
+  } finally {
+    await new Promise((resolve) => c.imagesStub.Remove({ names: [name] }, resolve));
+  }
+  async function* broken() { yield archive.subarray(0, 1024); throw new Error('the archive went away'); }
+  await assert.rejects(c.importImage(broken(), { name, rootfs: true }), /the archive went away/);
+  assert.ok(!(await c.images()).some((i) => i.name === name));
+  await assert.rejects(c.importImage(archive, { rootfs: true }), airlock.InvalidArgument);
+  await assert.rejects(c.importImage(archive, { name: 'Not A Name', rootfs: true }), airlock.InvalidArgument);
+  await assert.rejects(c.pullImage(42), airlock.InvalidArgument);
+}));
+
 test('errors are typed, and wrong types never reach the wire', () => withClient(async (c) => {
   await assert.rejects(c.getSession('0123456789ab'), airlock.NotFound);
   await assert.rejects(c.createSession({ memory: 'lots' }), /not a size/);

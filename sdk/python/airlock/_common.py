@@ -190,21 +190,23 @@ def _split(piece) -> Iterator[bytes]:
     if isinstance(piece, str):
         piece = piece.encode()
     if not isinstance(piece, (bytes, bytearray, memoryview)):
-        raise InvalidArgument(f"a piece of a file must be bytes, not {type(piece).__name__}")
+        raise InvalidArgument(f"a piece of content must be bytes, not {type(piece).__name__}")
     piece = bytes(piece)
     for at in range(0, len(piece), FILE_PIECE):
         yield piece[at:at + FILE_PIECE]
 
 
 class Upload:
-    """The messages of one WriteFileStream. The content is bytes or str (UTF-8), a binary
-    file (anything with ``read``), or an iterable of bytes (in the asyncio client, also an
-    async iterable). Content that fails part-way (an iterator that raises) ends the stream
-    without ``last``, so airlockd leaves the file as it was; ``error`` keeps why."""
+    """The messages of one upload stream (WriteFileStream, Images.Import): ``first`` names
+    what is sent, later messages are ``kind`` with data, and the last says ``last``. The
+    content is bytes or str (UTF-8), a binary file (anything with ``read``), or an iterable of
+    bytes (in the asyncio client, also an async iterable). Content that fails part-way (an
+    iterator that raises) ends the stream without ``last``, so airlockd keeps nothing of it;
+    ``error`` keeps why."""
 
-    def __init__(self, session_id: str, path, data, mode):
-        self.first = pb.WriteFileChunk(session_id=session_id, path=guest_path(path),
-                                       mode=file_mode(mode))
+    def __init__(self, first, data):
+        self.first = first
+        self.kind = type(first)
         if isinstance(data, (bytes, bytearray, memoryview, str)):
             self.source = iter([data])
         elif hasattr(data, "read"):
@@ -213,19 +215,19 @@ class Upload:
                                             and not isinstance(data, Mapping)):
             self.source = data
         else:
-            raise InvalidArgument("a file's content is bytes, str, a binary file or an "
+            raise InvalidArgument("content to send is bytes, str, a binary file or an "
                                   f"iterable of bytes, not {type(data).__name__}")
         self.error: Optional[BaseException] = None
         self.bytes = 0
 
-    def _message(self, data: bytes = b"", last: bool = False) -> pb.WriteFileChunk:
+    def _message(self, data: bytes = b"", last: bool = False):
         if self.first is not None:
             m, self.first = self.first, None
             m.data, m.last = data, last
             return m
-        return pb.WriteFileChunk(data=data, last=last)
+        return self.kind(data=data, last=last)
 
-    def messages(self) -> Iterator[pb.WriteFileChunk]:
+    def messages(self) -> Iterator:
         try:
             for piece in self.source:
                 for part in _split(piece):
@@ -250,6 +252,18 @@ class Upload:
             self.error = e
             return
         yield self._message(last=True)
+
+
+def file_upload(session_id: str, path, data, mode) -> Upload:
+    return Upload(pb.WriteFileChunk(session_id=session_id, path=guest_path(path),
+                                    mode=file_mode(mode)), data)
+
+
+def image_upload(data, name: str, rootfs: bool) -> Upload:
+    if not isinstance(name, str) or (rootfs and not name):
+        raise InvalidArgument("name the image (like team/tool:1); a root filesystem tar has "
+                              "no name of its own")
+    return Upload(pb.ImportImageChunk(name=name, rootfs=bool(rootfs)), data)
 
 
 def read_file_request(session_id: str, path, max_bytes) -> pb.ReadFileStreamRequest:
@@ -491,12 +505,23 @@ class Image:
     digest: str
     size: int
     created: datetime.datetime
+    source: str = ""    # what it came from: a registry reference, an archive, a build
+
+
+def image(i: pb.Image) -> Image:
+    return Image(i.name, i.digest, i.size_bytes,
+                 datetime.datetime.fromtimestamp(i.created_unix, tz=datetime.timezone.utc),
+                 i.source)
 
 
 def images(reply: pb.ListImagesResponse) -> List[Image]:
-    return [Image(i.name, i.digest, i.size_bytes,
-                  datetime.datetime.fromtimestamp(i.created_unix, tz=datetime.timezone.utc))
-            for i in reply.images]
+    return [image(i) for i in reply.images]
+
+
+def check_reference(reference) -> str:
+    if not isinstance(reference, str) or not reference:
+        raise InvalidArgument("name an image to pull, like python:3.11-slim")
+    return reference
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator, Dict, Iterable, List, Optional, Union
+from typing import AsyncIterator, Callable, Dict, Iterable, List, Optional, Union
 
 import grpc
 import grpc.aio
@@ -126,6 +126,31 @@ class Client:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
+    async def pull_image(self, reference: str,
+                         progress: Optional[Callable[[int, int], None]] = None) -> c.Image:
+        request = pb.PullImageRequest(reference=c.check_reference(reference))
+        result = None
+        try:
+            async for p in self._images.Pull(request):
+                if p.HasField("image"):
+                    result = c.image(p.image)
+                elif progress is not None:
+                    progress(p.done_bytes, p.total_bytes)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        if result is None:
+            raise AirlockError("airlockd ended the pull without the image")
+        return result
+
+    async def import_image(self, data, name: str = "", rootfs: bool = False) -> c.Image:
+        upload = c.image_upload(data, name, rootfs)
+        try:
+            return c.image(await self._images.Import(upload.async_messages()))
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
+            raise from_rpc_error(e) from None
+
     async def vms(self) -> List[c.Vm]:
         try:
             return c.vms(await self._vms.List(pb.ListVmsRequest()))
@@ -168,7 +193,7 @@ class Files:
         self._session = session
 
     async def write(self, path, data, mode: int = 0o644) -> int:
-        upload = c.Upload(self._session.id, path, data, mode)
+        upload = c.file_upload(self._session.id, path, data, mode)
         try:
             return (await self._session._client._sessions.WriteFileStream(
                 upload.async_messages())).bytes

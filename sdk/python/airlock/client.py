@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Dict, Iterable, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 import grpc
 
@@ -120,8 +120,39 @@ class Client:
         return Watch(self._sessions.Watch(request))
 
     def images(self) -> List[c.Image]:
+        """The images you see: root's, and those you pulled or imported."""
         with _translated():
             return c.images(self._images.List(pb.ListImagesRequest()))
+
+    def pull_image(self, reference: str,
+                   progress: Optional[Callable[[int, int], None]] = None) -> c.Image:
+        """Has airlockd fetch an image from its registry into your images (root's are
+        everyone's, anyone else's their own); ``progress(done_bytes, total_bytes)`` is called
+        as it downloads."""
+        request = pb.PullImageRequest(reference=c.check_reference(reference))
+        result = None
+        with _translated():
+            for p in self._images.Pull(request):
+                if p.HasField("image"):
+                    result = c.image(p.image)
+                elif progress is not None:
+                    progress(p.done_bytes, p.total_bytes)
+        if result is None:
+            raise AirlockError("airlockd ended the pull without the image")
+        return result
+
+    def import_image(self, data: c.FileData, name: str = "", rootfs: bool = False) -> c.Image:
+        """Imports an image archive (an OCI image layout or ``docker save`` tar, any
+        compression) or, with ``rootfs=True``, a root filesystem tar, sent as it is read
+        (bytes, a binary file or an iterable of bytes). ``name`` tags it (an archive's own
+        name otherwise). Content that fails part-way imports nothing and its error is raised."""
+        upload = c.image_upload(data, name, rootfs)
+        try:
+            return c.image(self._images.Import(upload.messages()))
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
+            raise from_rpc_error(e) from None
 
     def vms(self) -> List[c.Vm]:
         """The caller's live VM processes, with their host CPU and memory (``airlock ps``)."""
@@ -165,7 +196,7 @@ class Files:
         str, a binary file, or an iterable of bytes, sent as it is read. The file changes only
         once all of it is in the guest: if ``data`` raises part-way, the old file stays and the
         exception is raised here. Returns the bytes written."""
-        upload = c.Upload(self._session.id, path, data, mode)
+        upload = c.file_upload(self._session.id, path, data, mode)
         try:
             return self._session._client._sessions.WriteFileStream(upload.messages()).bytes
         except grpc.RpcError as e:

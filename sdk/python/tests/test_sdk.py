@@ -7,12 +7,14 @@ pause/resume/fork, the errors, asyncio, and airlockd's TCP listener with mutual 
 """
 import asyncio
 import hashlib
+import io
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import unittest
@@ -20,6 +22,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import airlock  # noqa: E402
 import airlock.aio  # noqa: E402
+from airlock.v1 import airlock_pb2 as pb  # noqa: E402
 
 AIRLOCKD = os.environ.get("AIRLOCKD") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "build", "airlockd")
@@ -229,6 +232,40 @@ class SessionTest(unittest.TestCase):
         r = self.client.run(["sh", "-c", "echo $((6*7))"], memory="256m")
         self.assertEqual((r.exit_code, r.stdout), (0, b"42\n"))
         self.assertTrue(any(i.name for i in self.client.images()))
+
+    def test_images_come_in_through_airlockd(self):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("srv/hello")
+            body = b"hello from an imported image\n"
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        archive = buf.getvalue()
+        name = f"sdk-test/tiny-{os.getpid()}:1"
+
+        def pieces():
+            for at in range(0, len(archive), 4096):
+                yield archive[at:at + 4096]
+        try:
+            image = self.client.import_image(pieces(), name=name, rootfs=True)
+            self.assertEqual(image.name, name)
+            self.assertTrue(image.digest.startswith("sha256:"))
+            self.assertIn(name, [i.name for i in self.client.images()])
+        finally:
+            self.client._images.Remove(pb.RemoveImagesRequest(names=[name]))
+
+        def broken():
+            yield archive[:1024]
+            raise OSError("the archive went away")
+        with self.assertRaisesRegex(OSError, "the archive went away"):
+            self.client.import_image(broken(), name=name, rootfs=True)
+        self.assertNotIn(name, [i.name for i in self.client.images()])
+        with self.assertRaises(airlock.InvalidArgument):
+            self.client.import_image(archive, rootfs=True)  # no name: before the wire
+        with self.assertRaises(airlock.InvalidArgument):
+            self.client.import_image(archive, name="Not A Name", rootfs=True)
+        with self.assertRaises(airlock.InvalidArgument):
+            self.client.pull_image(42)
 
     def test_errors_are_typed_and_say_what_to_do(self):
         with self.assertRaises(airlock.NotFound):
