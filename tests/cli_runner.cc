@@ -1,12 +1,14 @@
 #include "tests/cli_runner.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,8 +64,19 @@ Airlock::~Airlock() {
   }
 }
 
+// A command that stops reading its stdin must not take the test down with SIGPIPE.
+const bool kNoSigpipe = signal(SIGPIPE, SIG_IGN) != SIG_ERR;
+
 void Airlock::Write(const std::string& data) {
-  ASSERT_EQ(write(stdin_, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = write(stdin_, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    // The command may stop reading early (it failed, or needs no more): what it read is what
+    // it got, and its exit says the rest.
+    if (n < 0 && errno == EPIPE) return;
+    ASSERT_GT(n, 0) << strerror(errno);
+    done += static_cast<size_t>(n);
+  }
 }
 
 void Airlock::CloseStdin() {

@@ -4,8 +4,11 @@
 #ifndef AIRLOCK_CLI_DAEMON_CLIENT_H_
 #define AIRLOCK_CLI_DAEMON_CLIENT_H_
 
+#include <errno.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +41,38 @@ std::optional<DaemonClient> Connect();
 int DaemonError(const grpc::Status& status);
 // Prints the problem and the usage; returns the exit code 2.
 int Usage(const char* usage, const std::string& problem);
+
+// Sends everything fd gives through an upload call (WriteFileStream, Images.Import) and ends
+// it: `first` names what is sent; the content follows in pieces of 1 MiB, the last with `last`
+// set. A read error cancels the call (airlockd keeps nothing of it) and comes back as
+// CANCELLED saying so; otherwise the call's own status.
+template <typename Chunk>
+grpc::Status UploadFd(int fd, Chunk first, grpc::ClientWriter<Chunk>& stream,
+                      grpc::ClientContext& context) {
+  Chunk chunk = std::move(first);
+  std::string piece(1 << 20, '\0');
+  for (;;) {
+    size_t have = 0;
+    while (have < piece.size()) {
+      ssize_t n = read(fd, piece.data() + have, piece.size() - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        std::string why = std::string("read the input: ") + std::strerror(errno);
+        context.TryCancel();
+        stream.Finish().IgnoreError();  // cancelled by us: `why` is what to show
+        return grpc::Status(grpc::StatusCode::CANCELLED, why + "; nothing was sent");
+      }
+      if (n == 0) break;
+      have += static_cast<size_t>(n);
+    }
+    chunk.set_data(piece.data(), have);
+    chunk.set_last(have < piece.size());
+    if (!stream.Write(chunk) || chunk.last()) break;  // a refusal comes with Finish
+    chunk = Chunk();                                  // only the first message names what is sent
+  }
+  stream.WritesDone();
+  return stream.Finish();
+}
 
 // A --secret argument as the request carries it: the spec, and for env: and file: sources the
 // value read here (warning on stderr about a file others can read). Errors say what to fix.

@@ -102,30 +102,7 @@ int Import(const std::vector<std::string>& args) {
   v1::ImportImageChunk chunk;
   chunk.set_name(tag);
   chunk.set_rootfs(!tar.empty());
-  std::string piece(1 << 20, '\0');
-  for (;;) {
-    size_t have = 0;
-    while (have < piece.size()) {
-      ssize_t n = read(in.get(), piece.data() + have, piece.size() - have);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        std::fprintf(stderr, "airlock image import: read %s: %s\n", path.c_str(),
-                     std::strerror(errno));
-        context.TryCancel();
-        stream->Finish().IgnoreError();  // cancelled by us: nothing is imported
-        return 1;
-      }
-      if (n == 0) break;
-      have += static_cast<size_t>(n);
-    }
-    chunk.set_data(piece.data(), have);
-    chunk.set_last(have < piece.size());
-    if (!stream->Write(chunk) || chunk.last()) break;  // a refusal comes with Finish
-    chunk.clear_name();
-    chunk.clear_rootfs();
-  }
-  stream->WritesDone();
-  grpc::Status status = stream->Finish();
+  grpc::Status status = UploadFd(in.get(), chunk, *stream, context);
   if (!status.ok()) {
     std::fprintf(stderr, "airlock image import: %s\n", Describe(status).c_str());
     return 1;

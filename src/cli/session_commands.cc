@@ -593,31 +593,7 @@ int File(const std::vector<std::string>& args) {
     chunk.set_session_id(rest[0]);
     chunk.set_path(rest[1]);
     chunk.set_mode(mode);
-    std::string piece(1 << 20, '\0');
-    for (;;) {
-      size_t have = 0;
-      while (have < piece.size()) {
-        ssize_t n = read(STDIN_FILENO, piece.data() + have, piece.size() - have);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-          std::fprintf(stderr, "airlock file write: read stdin: %s; nothing was written\n",
-                       std::strerror(errno));
-          context.TryCancel();
-          stream->Finish().IgnoreError();  // cancelled: the file stays as it was
-          return 1;
-        }
-        if (n == 0) break;
-        have += static_cast<size_t>(n);
-      }
-      chunk.set_data(piece.data(), have);
-      chunk.set_last(have < piece.size());
-      if (!stream->Write(chunk) || chunk.last()) break;  // a refusal comes with Finish
-      chunk.clear_session_id();
-      chunk.clear_path();
-      chunk.clear_mode();
-    }
-    stream->WritesDone();
-    grpc::Status status = stream->Finish();
+    grpc::Status status = UploadFd(STDIN_FILENO, chunk, *stream, context);
     return status.ok() ? 0 : DaemonError(status);
   }
   v1::ReadFileStreamRequest request;

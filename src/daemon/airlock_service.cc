@@ -485,6 +485,38 @@ class CancelWhenSilent {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// The messages after the first of an upload call (WriteFileStream, Images.Import): the next
+// one, or why there is none: the client went silent for kFileStreamIdle (the call is cancelled
+// then), cancelled, or half-closed before a message with `last`. `left` says what airlockd
+// did with what came.
+template <typename Chunk>
+class UploadMessages {
+ public:
+  UploadMessages(grpc::ServerContext* context, grpc::ServerReader<Chunk>* reader, std::string left)
+      : context_(context),
+        reader_(reader),
+        left_(std::move(left)),
+        silence_(context, kFileStreamIdle) {}
+  absl::Status Next(Chunk* chunk) {
+    if (reader_->Read(chunk)) {
+      silence_.Touch();
+      return absl::OkStatus();
+    }
+    if (silence_.fired()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("nothing came for ", absl::FormatDuration(kFileStreamIdle), "; ", left_));
+    }
+    if (context_->IsCancelled()) return absl::CancelledError("the client cancelled; " + left_);
+    return absl::InvalidArgumentError("the stream ended before a message with last set; " + left_);
+  }
+
+ private:
+  grpc::ServerContext* context_;
+  grpc::ServerReader<Chunk>* reader_;
+  std::string left_;
+  CancelWhenSilent silence_;
+};
+
 }  // namespace
 
 grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
@@ -520,25 +552,13 @@ grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
         "WriteFileStream starts with a message naming the session and the file"));
   }
   if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
-  CancelWhenSilent silence(context, kFileStreamIdle);
+  UploadMessages<v1::WriteFileChunk> messages(context, reader, "the file was left as it was");
   bool first = true;
   absl::StatusOr<uint64_t> written = files_.Write(
       *who, chunk.session_id(), chunk.path(), chunk.mode(),
       [&](std::string* piece, bool* last) -> absl::Status {
         if (!first) {
-          if (!reader->Read(&chunk)) {
-            if (silence.fired()) {
-              return absl::DeadlineExceededError(absl::StrCat("nothing came for ",
-                                                              absl::FormatDuration(kFileStreamIdle),
-                                                              "; the file was left as it was"));
-            }
-            if (context->IsCancelled()) {
-              return absl::CancelledError("the client cancelled; the file was left as it was");
-            }
-            return absl::InvalidArgumentError(
-                "the stream ended before a message with last set; the file was left as it was");
-          }
-          silence.Touch();
+          if (absl::Status s = messages.Next(&chunk); !s.ok()) return s;
           if (!chunk.session_id().empty() || !chunk.path().empty() || chunk.mode() != 0) {
             return absl::InvalidArgumentError(
                 "only the first message of WriteFileStream names the session, path and mode");
@@ -1057,18 +1077,11 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   uint64_t cap = std::min(sessions_->RegistryAccessFor(*who).max_bytes, kMaxImageBytes);
   absl::StatusOr<UniqueFd> archive = UnnamedFile(paths_.scratch);
   if (!archive.ok()) return ToGrpc(archive.status());
-  CancelWhenSilent silence(context, kFileStreamIdle);
+  UploadMessages<v1::ImportImageChunk> messages(context, reader, "nothing was imported");
   uint64_t received = 0;
   for (bool first = true;; first = false) {
     if (!first) {
-      if (!reader->Read(&chunk)) {
-        return ToGrpc(silence.fired()
-                          ? absl::DeadlineExceededError("the client sent nothing for a minute")
-                          : absl::InvalidArgumentError(
-                                "the stream ended before a message with last set; nothing "
-                                "was imported"));
-      }
-      silence.Touch();
+      if (absl::Status s = messages.Next(&chunk); !s.ok()) return ToGrpc(s);
       if (!chunk.name().empty() || chunk.rootfs()) {
         return ToGrpc(absl::InvalidArgumentError(
             "only the first message of Import names the image and says what it is"));
