@@ -348,16 +348,18 @@ class ExecStream:
         async with self._lock:
             if self._write_closed:
                 return
-            if not self._started:
-                self._started = True
-                await self._call.write(pb.ExecRequest(start=self._start))
+            await self._write_start()
             await self._call.write(request)
+
+    async def _write_start(self) -> None:
+        """The ExecStart, once, before anything else (called under the lock)."""
+        if not self._started:
+            self._started = True
+            await self._call.write(pb.ExecRequest(start=self._start))
 
     async def _begin(self) -> None:
         async with self._lock:
-            if not self._started:
-                self._started = True
-                await self._call.write(pb.ExecRequest(start=self._start))
+            await self._write_start()
         if self._stdin is not None and self._feeder is None:
             self._feeder = asyncio.ensure_future(self._feed(self._stdin))
 
