@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -84,12 +85,12 @@ void Airlock::CloseStdin() {
   stdin_ = -1;
 }
 
-bool Airlock::ReadUntil(const std::function<bool()>& until) {
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+bool Airlock::ReadUntil(const std::function<bool()>& until, std::chrono::milliseconds limit) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
   while (!until() && (stdout_ >= 0 || stderr_ >= 0)) {
     if (std::chrono::steady_clock::now() > give_up) return false;
     pollfd fds[2] = {{stdout_, POLLIN, 0}, {stderr_, POLLIN, 0}};
-    if (poll(fds, 2, 1000) <= 0) continue;
+    if (poll(fds, 2, static_cast<int>(std::min<int64_t>(limit.count(), 1000))) <= 0) continue;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].revents == 0) continue;
       char buf[65536];

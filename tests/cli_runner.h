@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -32,8 +33,10 @@ class Airlock {
   void Write(const std::string& data);
   void CloseStdin();
   pid_t pid() const { return pid_; }
-  // Reads output until `until` holds or both streams end; false if 120 s pass first (a hang).
-  bool ReadUntil(const std::function<bool()>& until);
+  // Reads output until `until` holds or both streams end; false if `limit` passes first (by
+  // default 120 s: a hang).
+  bool ReadUntil(const std::function<bool()>& until,
+                 std::chrono::milliseconds limit = std::chrono::seconds(120));
   Result Finish();
   const Result& partial() const { return result_; }
   // Count stdout instead of keeping it (for floods).

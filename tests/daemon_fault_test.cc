@@ -68,7 +68,7 @@ TEST(DaemonFaultTest, KillDuringExecKeepsTheSessionItsFilesAndItsProcesses) {
   Result e = exec.Finish();
   EXPECT_EQ(e.exit_code, 125);
   EXPECT_NE(e.err.find("carry on once airlockd is back"), std::string::npos) << e.err;
-  Result r = RunAirlock({"ls"});  // starts a new daemon, which finds the VM again
+  Result r = RunAirlock({"ls", "-a"});  // starts a new daemon, which finds the VM again
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(SessionLine(r.out, id).find("running"), std::string::npos) << r.out;
   r = RunAirlock({"exec", id, "--", "cat", "/tmp/kept"});
@@ -93,8 +93,8 @@ TEST(DaemonFaultTest, KillDuringExecKeepsTheSessionItsFilesAndItsProcesses) {
 }
 
 TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
-  RunAirlock({"ls"});  // make sure a daemon runs
-  Result before = RunAirlock({"ls", "-q"});
+  RunAirlock({"ls", "-a"});  // make sure a daemon runs
+  Result before = RunAirlock({"ls", "-a", "-q"});
   // A VM shape of its own: no template exists yet, so the daemon boots one (slowly enough to
   // be caught in the middle).
   Airlock create({"session", "create", "--memory", "320m"});
@@ -104,7 +104,7 @@ TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
   KillDaemon();
   Result c = create.Finish();
   EXPECT_NE(c.exit_code, 0);
-  Result after = RunAirlock({"ls"});
+  Result after = RunAirlock({"ls", "-a"});
   ASSERT_EQ(after.exit_code, 0) << after.err;
   // The session the daemon had recorded is there, failed with the reason; its VM was ended.
   int failed = 0;
@@ -122,14 +122,14 @@ TEST(DaemonFaultTest, KillDuringCreateLeavesTheSessionAccountedFor) {
 }
 
 TEST(DaemonFaultTest, AOneShotRunGoesWithTheDaemon) {
-  RunAirlock({"ls"});
-  Result before = RunAirlock({"ls", "-q"});
+  RunAirlock({"ls", "-a"});
+  Result before = RunAirlock({"ls", "-a", "-q"});
   Airlock run({"run", "--", "sh", "-c", "echo running; sleep 300"});
   ASSERT_TRUE(run.ReadUntil([&] { return run.partial().out == "running\n"; }));
   KillDaemon();
   EXPECT_EQ(run.Finish().exit_code, 125);
   // Its caller is gone: the next daemon removes the session and ends the VM.
-  Result after = RunAirlock({"ls", "-q"});
+  Result after = RunAirlock({"ls", "-a", "-q"});
   EXPECT_EQ(after.out, before.out);
   EXPECT_EQ(QemuLeftAfterWaiting(), 0);
 }
@@ -141,14 +141,14 @@ TEST(DaemonFaultTest, KillAtRandomMomentsLeavesEverySessionConsistent) {
   unsigned seed = seed_source();
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
-  RunAirlock({"ls"});
+  RunAirlock({"ls", "-a"});
   std::set<std::string> before;
-  for (const auto& [id, state] : States(RunAirlock({"ls"}).out)) before.insert(id);
+  for (const auto& [id, state] : States(RunAirlock({"ls", "-a"}).out)) before.insert(id);
   std::vector<std::string> ops = {"create", "exec", "pause", "resume", "fork", "rm"};
   std::map<std::string, int> outcomes;
   for (int i = 0; i < 32; ++i) {
     std::vector<std::string> ids;  // running or paused
-    for (const auto& [id, state] : States(RunAirlock({"ls"}).out)) {
+    for (const auto& [id, state] : States(RunAirlock({"ls", "-a"}).out)) {
       if (!before.contains(id) && (state == "running" || state == "paused")) ids.push_back(id);
     }
     std::string op = ops[rng() % ops.size()];
@@ -167,7 +167,7 @@ TEST(DaemonFaultTest, KillAtRandomMomentsLeavesEverySessionConsistent) {
     Result done = work.Finish();
     outcomes[op + (done.exit_code == 0 ? " done" : " cut")]++;
 
-    Result ls = RunAirlock({"ls"});
+    Result ls = RunAirlock({"ls", "-a"});
     ASSERT_EQ(ls.exit_code, 0) << ls.err;
     int running = 0;
     std::vector<std::string> to_remove;
@@ -195,7 +195,7 @@ TEST(DaemonFaultTest, KillAtRandomMomentsLeavesEverySessionConsistent) {
     for (size_t k = 4; k < kept.size(); ++k) to_remove.push_back(kept[k]);
     for (const std::string& id : to_remove) RunAirlock({"rm", id});
   }
-  for (const auto& [id, state] : States(RunAirlock({"ls"}).out)) {
+  for (const auto& [id, state] : States(RunAirlock({"ls", "-a"}).out)) {
     if (!before.contains(id)) RunAirlock({"rm", id});
   }
   std::ostringstream summary;

@@ -401,7 +401,7 @@ TEST(EgressTest, AFloodOfQuestionsAndConnectionsHitsTheCapsNotTheHost) {
 }
 
 TEST(EgressTest, MalformedRulesAreRefusedBeforeAnythingIsMade) {
-  std::string before = RunAirlock({"ls", "-q"}).out;
+  std::string before = RunAirlock({"ls", "-a", "-q"}).out;
   for (const char* bad : {"*foo", "*.", "https://pypi.org", "::/0", "10.20.1.0/16"}) {
     Result r = RunAirlock({"session", "create", "--allow", bad});
     EXPECT_NE(r.exit_code, 0) << bad;
@@ -413,7 +413,7 @@ TEST(EgressTest, MalformedRulesAreRefusedBeforeAnythingIsMade) {
   Result r = RunAirlock({"run", "--allow-preset", "nosuch", "--", "true"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("pypi"), std::string::npos) << r.err;
-  EXPECT_EQ(RunAirlock({"ls", "-q"}).out, before);
+  EXPECT_EQ(RunAirlock({"ls", "-a", "-q"}).out, before);
 }
 
 }  // namespace

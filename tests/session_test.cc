@@ -74,7 +74,7 @@ TEST(SessionTest, StateLastsBetweenExecsAndLogsOutliveTheVm) {
   for (const char* dir : {"/sys/fs/cgroup/airlock/", "/sys/fs/cgroup/memory/airlock/"}) {
     EXPECT_NE(access((dir + id).c_str(), F_OK), 0) << dir << id << " is left behind";
   }
-  r = RunAirlock({"ls"});
+  r = RunAirlock({"ls", "-a"});
   EXPECT_NE(r.out.find(id + "  airlock/bookworm-python   stopped"), std::string::npos) << r.out;
   r = RunAirlock({"exec", id, "--", "true"});
   EXPECT_EQ(r.exit_code, 125);
@@ -276,21 +276,58 @@ TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   Result r;
   for (int i = 0; i < 50; ++i) {
-    r = RunAirlock({"ls"});
+    r = RunAirlock({"ls", "-a"});
     if (r.out.find(id + "  airlock/bookworm-python   failed") != std::string::npos) break;
     usleep(100000);
   }
   EXPECT_NE(r.out.find("killed by signal 9"), std::string::npos) << r.out;
+  // `ls` shows the sessions that live; `ls -a` the ended ones too.
+  EXPECT_EQ(RunAirlock({"ls"}).out.find(id), std::string::npos);
+  EXPECT_EQ(RunAirlock({"ls", "-q"}).out.find(id), std::string::npos);
+  EXPECT_NE(RunAirlock({"ls", "-a", "--json"}).out.find("\"" + id + "\""), std::string::npos);
   r = RunAirlock({"logs", id});
   EXPECT_NE(r.out.find("killed by signal 9"), std::string::npos) << r.out;
   RunAirlock({"rm", id});
+}
+
+TEST(SessionTest, WatchShowsWhatHappensToASessionAsItHappens) {
+  std::string id = Create();
+  Airlock watch({"watch", id, "--json"});
+  auto seen = [&](const std::string& text) {
+    return [&watch, text] { return watch.partial().out.find(text) != std::string::npos; };
+  };
+  // Watch sees nothing from before it began: run commands until it is listening.
+  bool listening = false;
+  for (int i = 0; i < 30 && !listening; ++i) {
+    ASSERT_EQ(RunAirlock({"exec", id, "--", "sh", "-c", "exit 7"}).exit_code, 7);
+    listening = watch.ReadUntil(seen("\"exit_code\":7"), std::chrono::seconds(1)) &&
+                seen("\"exit_code\":7")();
+  }
+  ASSERT_TRUE(listening) << watch.partial().out << watch.partial().err;
+  EXPECT_TRUE(seen("\"kind\":\"exec_start\"")()) << watch.partial().out;
+  EXPECT_TRUE(seen("\"argv\":[\"sh\",\"-c\",\"exit 7\"]")()) << watch.partial().out;
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  EXPECT_TRUE(watch.ReadUntil(seen("\"state\":\"paused\"")) && seen("\"state\":\"paused\"")())
+      << watch.partial().out;
+  ASSERT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  EXPECT_TRUE(watch.ReadUntil(seen("\"state\":\"stopped\"")) && seen("\"state\":\"stopped\"")())
+      << watch.partial().out;
+  // Every line is one JSON object about this session.
+  for (absl::string_view line : absl::StrSplit(watch.partial().out, '\n', absl::SkipEmpty())) {
+    EXPECT_NE(line.find("\"session_id\":\"" + id + "\""), absl::string_view::npos) << line;
+  }
+  kill(watch.pid(), SIGINT);
+  watch.Finish();
+  Result bad = RunAirlock({"watch", "not-an-id"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("12 lowercase hex digits"), std::string::npos) << bad.err;
 }
 
 TEST(SessionTest, TheTtlEndsTheSession) {
   std::string id = Create({"--ttl", "3s"});
   Result r;
   for (int i = 0; i < 100; ++i) {
-    r = RunAirlock({"ls"});
+    r = RunAirlock({"ls", "-a"});
     if (r.out.find(id + "  airlock/bookworm-python   stopped") != std::string::npos) break;
     usleep(100000);
   }

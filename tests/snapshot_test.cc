@@ -38,7 +38,7 @@ std::string Exec(const std::string& id, const std::string& script) {
 }
 
 std::string SessionLine(const std::string& id) {
-  std::string ls = RunAirlock({"ls"}).out;
+  std::string ls = RunAirlock({"ls", "-a"}).out;
   size_t at = ls.find(id);
   if (at == std::string::npos) return "";
   return ls.substr(at, ls.find('\n', at) - at);

@@ -312,7 +312,7 @@ TEST(WorkspaceTest, PlainDirectoriesRunAndDiffButDoNotPromote) {
 
 TEST(WorkspaceTest, BadProjectsAreRefusedBeforeAnySessionStarts) {
   TestDir dir;
-  std::string sessions_before = RunAirlock({"ls", "-q"}).out;
+  std::string sessions_before = RunAirlock({"ls", "-a", "-q"}).out;
   mkdir((dir.path + "/node_modules").c_str(), 0755);
   WriteFile(dir.path + "/node_modules/huge.js", std::string(300000, 'x'));
   WriteFile(dir.path + "/small", "x");
@@ -331,7 +331,7 @@ TEST(WorkspaceTest, BadProjectsAreRefusedBeforeAnySessionStarts) {
   r = RunAirlock({"run", "--workspace", dir.path, "--workspace-max", "100k", "--", "ls", "-A"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, ".airlockignore\nsmall\n");
-  EXPECT_EQ(RunAirlock({"ls", "-q"}).out, sessions_before);
+  EXPECT_EQ(RunAirlock({"ls", "-a", "-q"}).out, sessions_before);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ int LogsCommand(const std::vector<std::string>& args);
 int LogCommand(const std::vector<std::string>& args);
 int AgentCommand(const std::vector<std::string>& args);
 int MetricsCommand(const std::vector<std::string>& args);
+int WatchCommand(const std::vector<std::string>& args);
 int RemoveCommand(const std::vector<std::string>& args);
 int PauseCommand(const std::vector<std::string>& args);
 int ResumeCommand(const std::vector<std::string>& args);

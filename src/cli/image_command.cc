@@ -490,6 +490,10 @@ bool PullIfMissing(const std::string& image, const char* command) {
 
 int ImageCommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("missing subcommand");
+  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kImageUsage, stdout);
+    return 0;
+  }
   ImageStore store(DefaultHostPaths().images);
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "import") return Import(rest);

@@ -21,7 +21,8 @@ constexpr char kUsage[] =
     "                 [--workspace DIR]  (DIR appears read-only under a writable /workspace)\n"
     "                               start a durable session; prints its id\n"
     "  exec [-i] [-t] ID -- CMD ARGS...  run a command in a session (-it: on a terminal)\n"
-    "  ls [--json|-q]               your sessions: state, limits, last use\n"
+    "  ls [-a] [--json|-q]          your live sessions (-a: stopped and failed ones too)\n"
+    "  watch [ID] [--json]          what happens to your sessions, as it happens\n"
     "  ps [--json]                  live VM processes: pid, accelerator, host CPU and memory\n"
     "  quota [--json]               what your sessions may hold at once, and what they use\n"
     "  logs [-f] [-n N] [--since D] ID   output of a session's commands, with timestamps\n"
@@ -44,12 +45,15 @@ constexpr char kUsage[] =
     "                               key kept outside (airlock agent --help)\n"
     "  mcp                          serve the Model Context Protocol on stdio (airlock mcp -h)\n"
     "  doctor                       check the host: accelerator, QEMU, kernel, images\n"
-    "  image import --rootfs TAR --tag NAME   make an image from a root filesystem tar\n"
+    "  image pull REF               fetch an image from its registry (python:3.11-slim)\n"
+    "  image import ARCHIVE [--tag NAME] | --rootfs TAR --tag NAME   import an image\n"
+    "  image build --debian SUITE [--packages P,...] [--npm PKG] --tag NAME   build one\n"
+    "  image push ARCHIVE REF       upload an image archive to a registry\n"
     "  image ls [--json]            list images\n"
-    "  image rm NAME...             remove images\n"
+    "  image rm NAME... | prune     remove images, free what nothing uses (airlock image -h)\n"
     "\n"
-    "Everything but doctor and image goes through airlockd, started on first use when run\n"
-    "as root (or run it yourself as a service).\n"
+    "Everything but doctor, image build and image push goes through airlockd, started on\n"
+    "first use when run as root (or run it yourself as a service).\n"
     "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_SOCKET (default\n"
     "/run/airlock/airlockd.sock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS, AIRLOCK_QEMU,\n"
     "AIRLOCK_ACCEL=kvm|tcg\n";
@@ -79,6 +83,7 @@ int main(int argc, char** argv) {
   if (command == "network") return airlock::NetworkCommand(args);
   if (command == "secret") return airlock::SecretCommand(args);
   if (command == "metrics") return airlock::MetricsCommand(args);
+  if (command == "watch") return airlock::WatchCommand(args);
   if (command == "rm") return airlock::RemoveCommand(args);
   if (command == "pause") return airlock::PauseCommand(args);
   if (command == "resume") return airlock::ResumeCommand(args);

@@ -211,15 +211,27 @@ int Exec(const std::vector<std::string>& args) {
   return StreamExec(*client, start);
 }
 
+constexpr char kListUsage[] =
+    "usage: airlock ls [-a] [--json|-q]\n"
+    "Your sessions, newest first: those that are creating, running or paused; with -a (--all)\n"
+    "also the stopped and failed ones, whose records, logs and timelines are kept. -q prints\n"
+    "only their ids, --json all their fields.\n";
+
 int List(const std::vector<std::string>& args) {
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, all = false;
   for (const std::string& a : args) {
-    if (a == "--json")
+    if (a == "--json") {
       json = true;
-    else if (a == "-q" || a == "--quiet")
+    } else if (a == "-q" || a == "--quiet") {
       quiet = true;
-    else
-      return Usage("usage: airlock ls [--json|-q]\n", "unexpected argument " + a);
+    } else if (a == "-a" || a == "--all") {
+      all = true;
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kListUsage, stdout);
+      return 0;
+    } else {
+      return Usage(kListUsage, "unexpected argument " + a);
+    }
   }
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
@@ -227,20 +239,27 @@ int List(const std::vector<std::string>& args) {
   v1::ListSessionsResponse response;
   grpc::Status status = client->sessions->List(&context, {}, &response);
   if (!status.ok()) return DaemonError(status);
+  std::vector<const v1::Session*> shown;
+  for (const v1::Session& s : response.sessions()) {
+    bool live = s.state() == v1::SESSION_STATE_CREATING || s.state() == v1::SESSION_STATE_RUNNING ||
+                s.state() == v1::SESSION_STATE_PAUSED;
+    if (all || live) shown.push_back(&s);
+  }
   if (quiet) {
-    for (const v1::Session& s : response.sessions()) std::printf("%s\n", s.id().c_str());
+    for (const v1::Session* s : shown) std::printf("%s\n", s->id().c_str());
     return 0;
   }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const v1::Session& s : response.sessions()) out.push_back(SessionToJson(s));
+    for (const v1::Session* s : shown) out.push_back(SessionToJson(*s));
     std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   int64_t now = NowMs();
   std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4s  %-6s  %-5s  %-6s  %s\n", "ID", "IMAGE",
               "STATE", "CREATED", "LAST USED", "CPUS", "MEMORY", "PIDS", "DISK", "REASON");
-  for (const v1::Session& s : response.sessions()) {
+  for (const v1::Session* sp : shown) {
+    const v1::Session& s = *sp;
     std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4u  %-6s  %-5u  %-6s  %s\n", s.id().c_str(),
                 s.image().c_str(), StateName(s.state()),
                 FormatAgo(s.created_unix_ms(), now).c_str(),
@@ -615,6 +634,90 @@ int File(const std::vector<std::string>& args) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+constexpr char kWatchUsage[] =
+    "usage: airlock watch [ID] [--json]\n"
+    "What happens to your sessions (or to session ID) from now on, one line each, until\n"
+    "interrupted: state changes with their reason, commands starting and ending, egress\n"
+    "denials, removals. --json prints each event as a JSON object on its own line.\n";
+
+int Watch(const std::vector<std::string>& args) {
+  v1::WatchRequest request;
+  bool json = false;
+  for (const std::string& a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kWatchUsage, stdout);
+      return 0;
+    } else if (a[0] != '-' && request.session_id().empty()) {
+      request.set_session_id(a);
+    } else {
+      return Usage(kWatchUsage, "unexpected argument " + a);
+    }
+  }
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader =
+      client->sessions->Watch(&context, request);
+  v1::SessionEvent e;
+  while (reader->Read(&e)) {
+    const char* kind = e.kind() == v1::SessionEvent::KIND_STATE        ? "state"
+                       : e.kind() == v1::SessionEvent::KIND_EXEC_START ? "exec_start"
+                       : e.kind() == v1::SessionEvent::KIND_EXEC_EXIT  ? "exec_exit"
+                       : e.kind() == v1::SessionEvent::KIND_DENIED     ? "denied"
+                       : e.kind() == v1::SessionEvent::KIND_REMOVED    ? "removed"
+                                                                       : "unknown";
+    std::string argv;
+    for (const std::string& a : e.argv()) absl::StrAppend(&argv, argv.empty() ? "" : " ", a);
+    if (json) {
+      nlohmann::json out = {
+          {"kind", kind}, {"unix_ms", e.unix_ms()}, {"session_id", e.session_id()}};
+      if (e.kind() == v1::SessionEvent::KIND_STATE) out["state"] = StateName(e.state());
+      if (!e.reason().empty()) out["reason"] = e.reason();
+      if (e.exec_id() != 0) out["exec_id"] = e.exec_id();
+      if (e.kind() == v1::SessionEvent::KIND_EXEC_START) out["argv"] = e.argv();
+      if (e.kind() == v1::SessionEvent::KIND_EXEC_EXIT) out["exit_code"] = e.exit_code();
+      if (!e.destination().empty()) out["destination"] = e.destination();
+      if (e.lost() != 0) out["lost"] = e.lost();
+      std::printf("%s\n",
+                  out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      time_t t = static_cast<time_t>(e.unix_ms() / 1000);
+      char when[32];
+      strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime(&t));
+      std::string what;
+      switch (e.kind()) {
+        case v1::SessionEvent::KIND_STATE:
+          what = absl::StrCat(StateName(e.state()), e.reason().empty() ? "" : ": ", e.reason());
+          break;
+        case v1::SessionEvent::KIND_EXEC_START:
+          what = absl::StrCat("exec ", e.exec_id(), " started: ", argv);
+          break;
+        case v1::SessionEvent::KIND_EXEC_EXIT:
+          what = absl::StrCat("exec ", e.exec_id(), " exited ", e.exit_code(),
+                              e.reason().empty() ? "" : ": ", e.reason());
+          break;
+        case v1::SessionEvent::KIND_DENIED:
+          what = absl::StrCat("denied ", e.destination(), ": ", e.reason());
+          break;
+        case v1::SessionEvent::KIND_REMOVED:
+          what = "removed";
+          break;
+        default:
+          what = "an event this airlock does not know (upgrade it)";
+      }
+      if (e.lost() != 0)
+        std::printf("(%llu events lost here)\n", static_cast<unsigned long long>(e.lost()));
+      std::printf("%s.%03dZ %s %s\n", when, static_cast<int>(e.unix_ms() % 1000),
+                  e.session_id().c_str(), what.c_str());
+    }
+    std::fflush(stdout);
+  }
+  grpc::Status status = reader->Finish();
+  return status.ok() ? 0 : DaemonError(status);
+}
+
 }  // namespace
 
 int FileCommand(const std::vector<std::string>& args) { return File(args); }
@@ -634,6 +737,7 @@ int PsCommand(const std::vector<std::string>& args) { return Ps(args); }
 int QuotaCommand(const std::vector<std::string>& args) { return Quota(args); }
 int LogsCommand(const std::vector<std::string>& args) { return Logs(args); }
 int MetricsCommand(const std::vector<std::string>& args) { return Metrics(args); }
+int WatchCommand(const std::vector<std::string>& args) { return Watch(args); }
 int RemoveCommand(const std::vector<std::string>& args) { return Remove(args); }
 
 }  // namespace airlock
