@@ -84,28 +84,33 @@ for _ in $(seq "$rounds"); do
   unpack+=($(( $(now_ms) - t0 )))
 done
 
+# An airlockd of its own for a fresh home (pulls run in airlockd), on its own socket.
+start_daemon() {
+  export AIRLOCK_HOME=$1 AIRLOCK_SOCKET=$1/airlockd.sock
+  mkdir -p "$AIRLOCK_HOME/kernel"
+  ln -sf "$kernel" "$AIRLOCK_HOME/kernel/vmlinux"
+  "$root/build/airlockd" --socket "$AIRLOCK_SOCKET" 2>>"$work/airlockd.log" &
+  daemon_pid=$!
+  for _ in $(seq 100); do [ -S "$AIRLOCK_SOCKET" ] && break; sleep 0.05; done
+}
+stop_daemon() { kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=; }
+
 # airlock image pull into an empty store, each round; then once more into a full one.
 pull=()
 for i in $(seq "$rounds"); do
-  export AIRLOCK_HOME=$work/home-$i
-  mkdir -p "$AIRLOCK_HOME"
+  [ -z "$daemon_pid" ] || stop_daemon
+  start_daemon "$work/home-$i"
   pull+=("$(time_ms $airlock image pull "$ref")")
 done
 again=$(time_ms $airlock image pull "$ref")
 size_mib=$(( $(stat -c %s "$(ls "$AIRLOCK_HOME"/images/blobs/*/rootfs.ext4)") / 1048576 ))
 
 # First and second `airlock run` of the pulled image, and of the default image (the host's
-# store, linked in), through a daemon of this home.
-mkdir -p "$AIRLOCK_HOME/kernel"
-ln -sf "$kernel" "$AIRLOCK_HOME/kernel/vmlinux"
+# store, linked in), through the daemon of this home.
 cp "$host_images"/refs/* "$AIRLOCK_HOME/images/refs/"
 for b in "$host_images"/blobs/*; do
   [ -e "$AIRLOCK_HOME/images/blobs/$(basename "$b")" ] || ln -s "$b" "$AIRLOCK_HOME/images/blobs/"
 done
-export AIRLOCK_SOCKET=$AIRLOCK_HOME/airlockd.sock
-"$root/build/airlockd" --socket "$AIRLOCK_SOCKET" 2>>"$work/airlockd.log" &
-daemon_pid=$!
-for _ in $(seq 100); do [ -S "$AIRLOCK_SOCKET" ] && break; sleep 0.05; done
 first=$(time_ms $airlock run "$ref")
 $airlock run -- true >/dev/null  # the default image's template
 second=() default=()

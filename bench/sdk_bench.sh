@@ -3,6 +3,8 @@
 #   exec round trip of `true` through the Python SDK (sync and asyncio) against a bare gRPC call
 #   of the same stubs and against the CLI (`airlock exec ID -- true`)
 #   256 MiB of stdout through the Python SDK against the same through the bare stubs
+#   a 64 MiB file written and read through files (WriteFileStream/ReadFileStream) against the
+#   same bytes through a command's stdin (cat > FILE) and stdout (cat FILE)
 # Usage: bench/sdk_bench.sh [ROUNDS]   (after scripts/setup.sh; as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ for _ in $(seq "$rounds"); do clis+=("$(time_ms "$airlock" exec "$id" -- true)")
 cli=$(printf '%s\n' "${clis[@]}" | median)
 
 PYTHONPATH=sdk/python /usr/bin/python3 - "$id" "$rounds" "$cli" <<'PY'
-import asyncio, statistics, sys, time
+import asyncio, os, statistics, sys, time
 import airlock, airlock.aio
 from airlock.v1 import airlock_pb2 as pb, airlock_pb2_grpc as rpc
 
@@ -51,6 +53,11 @@ with airlock.Client() as c:
     t_bare = ms(lambda: bare(reading))
     t_sdk = ms(lambda: sdk_stream(reading))
     t_sdk_exec = ms(lambda: s.exec(reading))
+    blob = os.urandom(64 << 20)
+    t_stdin = ms(lambda: s.exec(["sh", "-c", "cat > /tmp/bench-stdin.bin"], stdin=blob))
+    t_write = ms(lambda: s.files.write("/tmp/bench.bin", blob))
+    t_cat = ms(lambda: s.exec(["cat", "/tmp/bench.bin"]))
+    t_read = ms(lambda: s.files.read("/tmp/bench.bin"))
 
 async def aio_rtt():
     async with airlock.aio.Client() as c:
@@ -71,5 +78,10 @@ print(f"{'exec true: airlock exec ID -- true (CLI process)':<56} {cli:8.1f} ms  
 print(f"{'256 MiB stdout: bare gRPC call (baseline)':<56} {mbps(t_bare):6.0f} MB/s")
 print(f"{'256 MiB stdout: Python SDK exec_stream':<56} {mbps(t_sdk):6.0f} MB/s  {t_bare / t_sdk:.2f}x")
 print(f"{'256 MiB stdout: Python SDK exec (collected)':<56} {mbps(t_sdk_exec):6.0f} MB/s  {t_bare / t_sdk_exec:.2f}x")
+fmbps = lambda t: (64 << 20) / 1e6 / (t / 1000)
+print(f"{'64 MiB into the guest: exec stdin, cat > FILE (baseline)':<56} {fmbps(t_stdin):6.0f} MB/s")
+print(f"{'64 MiB into the guest: files.write':<56} {fmbps(t_write):6.0f} MB/s  {t_stdin / t_write:.2f}x")
+print(f"{'64 MiB out of the guest: exec stdout, cat FILE (baseline)':<56} {fmbps(t_cat):6.0f} MB/s")
+print(f"{'64 MiB out of the guest: files.read':<56} {fmbps(t_read):6.0f} MB/s  {t_cat / t_read:.2f}x")
 PY
 $airlock rm "$id" >/dev/null

@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "src/common/utf8.h"
+#include "src/daemon/daemon_log.h"
 #include "src/daemon/timeline.h"
 
 namespace airlock {
@@ -287,8 +288,9 @@ void TranscriptCollector::Poll() {
   // No directory yet (the agent has written nothing), or the VM is going: nothing to add.
   if (!records.ok()) return;
   std::vector<AgentEvent> events = follower_.Take(*records, NowUnixMs());
-  // A store that fails says so on the next write that matters; the command goes on.
-  store_->AppendAgentEvents(session_, events).IgnoreError();
+  // The command goes on either way.
+  LogIfFailed(store_->AppendAgentEvents(session_, events),
+              absl::StrCat("session ", session_.id, ": agent events not stored"));
 }
 
 }  // namespace airlock

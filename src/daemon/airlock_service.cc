@@ -19,6 +19,7 @@
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
 #include "src/daemon/agent_transcripts.h"
+#include "src/daemon/daemon_log.h"
 #include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_to_ext4.h"
@@ -135,8 +136,9 @@ class LogBatch {
   void Flush() {
     if (pending_.empty()) return;
     // Output is best effort, not state: a failure to store it does not fail the command.
-    store_->AppendLogs(session_, std::vector<LogRecord>(pending_.begin(), pending_.end()))
-        .IgnoreError();
+    LogIfFailed(
+        store_->AppendLogs(session_, std::vector<LogRecord>(pending_.begin(), pending_.end())),
+        absl::StrCat("session ", session_.id, ": command output not stored"));
     pending_.clear();
     bytes_ = 0;
   }
@@ -634,8 +636,10 @@ grpc::Status SessionsService::Exec(
     std::string id;
     ~OneShot() {
       if (id.empty()) return;
-      sessions->Remove(who, id, "its one command ended").IgnoreError();
-      store->DeleteSession(who, who.Tenant(), id).IgnoreError();
+      LogIfFailed(sessions->Remove(who, id, "its one command ended"),
+                  absl::StrCat("one-shot session ", id, " not removed"));
+      LogIfFailed(store->DeleteSession(who, who.Tenant(), id),
+                  absl::StrCat("one-shot session ", id, ": its record not deleted"));
     }
   } one_shot{sessions_, store_, *who, ""};
   if (session_id.empty()) {
@@ -701,10 +705,10 @@ grpc::Status SessionsService::Exec(
   if (!exec_id.ok()) return ToGrpc(exec_id.status());
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) {
-    store_
-        ->EndExec((*live)->record, *exec_id, kExitAirlockError,
-                  std::string(started.status().message()))
-        .IgnoreError();  // the caller gets the reason either way
+    LogIfFailed(store_->EndExec((*live)->record, *exec_id, kExitAirlockError,
+                                std::string(started.status().message())),
+                absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
+                             " not recorded"));
     return ToGrpc(started.status());
   }
   std::shared_ptr<ExecStream> exec(std::move(*started));
@@ -730,17 +734,23 @@ grpc::Status SessionsService::Exec(
       if (message.has_stdin() && stdin_open) {
         if (!exec->WriteStdin(message.stdin()).ok()) stdin_open = false;
       } else if (message.has_stdin_eof() && stdin_open) {
-        exec->CloseStdin().IgnoreError();
+        exec->CloseStdin()
+            .IgnoreError();  // a channel that failed ends the command, and Next() says so
         stdin_open = false;
       } else if (message.has_signal()) {
         int sig = message.signal();
-        if (sig > 0 && sig < NSIG) exec->Signal(sig).IgnoreError();
+        if (sig > 0 && sig < NSIG)
+          exec->Signal(sig)
+              .IgnoreError();  // a channel that failed ends the command, and Next() says so
       } else if (message.has_resize() && start.tty() && ValidTerminalSize(message.resize())) {
         // A bad size is dropped: the terminal keeps its size, the command goes on.
-        exec->Resize(message.resize().rows(), message.resize().cols()).IgnoreError();
+        exec->Resize(message.resize().rows(), message.resize().cols())
+            .IgnoreError();  // a channel that failed ends the command, and Next() says so
       }
     }
-    if (!finished && context->IsCancelled()) exec->Signal(SIGKILL).IgnoreError();
+    if (!finished && context->IsCancelled())
+      exec->Signal(SIGKILL)
+          .IgnoreError();  // a channel that failed ends the command, and Next() says so
     if (stdin_open) exec->CloseStdin().IgnoreError();  // half-close ends stdin too
     std::lock_guard<std::mutex> lock(mu);
     reader_done = true;
@@ -767,9 +777,12 @@ grpc::Status SessionsService::Exec(
   bool timed_out = false;
   for (;;) {
     if (context->IsCancelled()) {
-      exec->Signal(SIGKILL).IgnoreError();
+      exec->Signal(SIGKILL)
+          .IgnoreError();  // a channel that failed ends the command, and Next() says so
       logs.Add(LogStream::kEvent, "client went away; command killed");
-      store_->EndExec((*live)->record, *exec_id, 128 + SIGKILL, "client went away").IgnoreError();
+      LogIfFailed(store_->EndExec((*live)->record, *exec_id, 128 + SIGKILL, "client went away"),
+                  absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
+                               " not recorded"));
       return finish(grpc::Status::CANCELLED);
     }
     absl::StatusOr<ExecEvent> event =
@@ -779,7 +792,9 @@ grpc::Status SessionsService::Exec(
     auto fail = [&](const std::string& why) {
       logs.Add(LogStream::kEvent, why);
       logs.Flush();
-      store_->EndExec((*live)->record, *exec_id, kExitAirlockError, why).IgnoreError();
+      LogIfFailed(store_->EndExec((*live)->record, *exec_id, kExitAirlockError, why),
+                  absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
+                               " not recorded"));
       v1::ExecResponse response;
       response.mutable_exit()->set_code(kExitAirlockError);
       response.mutable_exit()->set_message(why);
@@ -794,7 +809,8 @@ grpc::Status SessionsService::Exec(
       if (absl::Now() < deadline) continue;
       if (!timed_out) {
         timed_out = true;
-        exec->Signal(SIGKILL).IgnoreError();
+        exec->Signal(SIGKILL)
+            .IgnoreError();  // a channel that failed ends the command, and Next() says so
         deadline = absl::Now() + absl::Seconds(10);  // for the exit to come back
         continue;
       }
@@ -822,7 +838,9 @@ grpc::Status SessionsService::Exec(
       logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
                                                exit.message().empty() ? "" : ": ", exit.message()));
       logs.Flush();
-      store_->EndExec((*live)->record, *exec_id, exit.code(), exit.message()).IgnoreError();
+      LogIfFailed(store_->EndExec((*live)->record, *exec_id, exit.code(), exit.message()),
+                  absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
+                               " not recorded"));
       *response.mutable_exit() = exit;
       stream->Write(response);
       return finish(grpc::Status::OK);
@@ -1044,11 +1062,10 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
   absl::StatusOr<ImageInfo> info = request->if_missing()
                                        ? images.ResolveOrPull(ref, progress, access)
                                        : images.Pull(ref, progress, access);
-  store_
-      ->Audit(*who, who->Tenant(), "image.pull", ref,
-              info.ok() ? absl::StrCat("ok; ", info->digest)
-                        : absl::StrCat("failed: ", info.status().message()))
-      .IgnoreError();  // the pull happened either way; the store's failure shows on its writes
+  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.pull", ref,
+                            info.ok() ? absl::StrCat("ok; ", info->digest)
+                                      : absl::StrCat("failed: ", info.status().message())),
+              absl::StrCat("image pull of ", ref, " not audited"));
   if (!info.ok()) return ToGrpc(info.status());
   ToProto(*info, last.mutable_image());
   writer->Write(last);
@@ -1106,11 +1123,10 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   ImageStore images(paths_.images, who->ImageScope());
   absl::StatusOr<ImageInfo> info =
       rootfs ? images.ImportRootfsTar(path, name) : images.ImportArchive(path, name);
-  store_
-      ->Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
-              info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
-                        : absl::StrCat("failed: ", info.status().message()))
-      .IgnoreError();  // as for pulls
+  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
+                            info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
+                                      : absl::StrCat("failed: ", info.status().message())),
+              absl::StrCat("image import of ", name, " not audited"));
   if (!info.ok()) return ToGrpc(info.status());
   ToProto(*info, response);
   return grpc::Status::OK;
@@ -1144,7 +1160,8 @@ void ImagesService::RemoveTemplatesOf(const std::vector<std::string>& digests) {
     }
   }
   closedir(dir);
-  for (const std::string& path : stale) RemoveTree(path).IgnoreError();
+  for (const std::string& path : stale)
+    LogIfFailed(RemoveTree(path), absl::StrCat("template ", path, " not removed"));
 }
 
 grpc::Status ImagesService::Prune(grpc::ServerContext* context,
@@ -1159,10 +1176,10 @@ grpc::Status ImagesService::Prune(grpc::ServerContext* context,
   RemoveTemplatesOf(pruned->removed);
   for (const std::string& d : pruned->removed) response->add_removed(d);
   response->set_freed_bytes(pruned->freed_bytes);
-  store_
-      ->Audit(who, who.Tenant(), "images.prune", "",
-              absl::StrCat(pruned->removed.size(), " removed, ", pruned->freed_bytes, " bytes"))
-      .IgnoreError();
+  LogIfFailed(store_->Audit(who, who.Tenant(), "images.prune", "",
+                            absl::StrCat(pruned->removed.size(), " removed, ", pruned->freed_bytes,
+                                         " bytes")),
+              "image prune not audited");
   return grpc::Status::OK;
 }
 
@@ -1194,11 +1211,11 @@ grpc::Status ImagesService::Remove(grpc::ServerContext* context,
     out->set_freed_bytes(removed->freed_bytes);
     out->set_sessions(
         static_cast<uint32_t>(std::count(in_use.begin(), in_use.end(), removed->digest)));
-    store_
-        ->Audit(who, who.Tenant(), "images.remove", "",
-                absl::StrCat(name, " ", removed->digest,
-                             removed->freed ? " freed" : " kept for sessions or other tags"))
-        .IgnoreError();
+    LogIfFailed(
+        store_->Audit(who, who.Tenant(), "images.remove", "",
+                      absl::StrCat(name, " ", removed->digest,
+                                   removed->freed ? " freed" : " kept for sessions or other tags")),
+        absl::StrCat("removal of image ", name, " not audited"));
   }
   return grpc::Status::OK;
 }

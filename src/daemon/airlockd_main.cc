@@ -15,6 +15,7 @@
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/airlock_service.h"
+#include "src/daemon/daemon_log.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
@@ -25,6 +26,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
+    "                [--log-level debug|info|warning|error]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "                [--quota-file FILE]\n"
@@ -32,6 +34,8 @@ constexpr char kUsage[] =
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
     "  --log-cap BYTES  command output kept per session (default 16 MiB)\n"
+    "  --log-level L    the least level of airlockd's own log on stderr: debug, info\n"
+    "                   (default), warning or error (or $AIRLOCK_LOG_LEVEL)\n"
     "  --no-templates   boot every VM instead of restoring the image's ready snapshot\n"
     "                   (slower; for measuring cold boots and for debugging)\n"
     "  --listen-tcp     also listen on TCP; refused unless all three TLS files are given, and\n"
@@ -83,7 +87,7 @@ absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> LoadCeiling(
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "airlockd: %s\n", message.c_str());
+  airlock::LogError(message);
   return 1;
 }
 
@@ -110,6 +114,8 @@ int main(int argc, char** argv) {
   std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
+  const char* env_level = std::getenv("AIRLOCK_LOG_LEVEL");
+  std::string log_level = env_level ? env_level : "info";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string* out) {
@@ -141,6 +147,8 @@ int main(int argc, char** argv) {
       ok = value(&quota_file);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
+    else if (arg == "--log-level")
+      ok = value(&log_level);
     else if (arg == "--no-templates")
       templates = false;
     else if (arg == "--help" || arg == "-h") {
@@ -154,6 +162,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::optional<airlock::LogLevel> level = airlock::ParseLogLevel(log_level);
+  if (!level) {
+    std::fprintf(stderr, "airlockd: --log-level %s: give debug, info, warning or error\n",
+                 log_level.c_str());
+    return 2;
+  }
+  airlock::SetLogLevel(*level);
   if (!tcp.empty() && (cert.empty() || key.empty() || client_ca.empty())) {
     return Fail(
         "refusing to listen on TCP without mutual TLS: give --tls-cert, --tls-key and "
@@ -246,8 +261,7 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return Fail(std::string(s.message()));
   }
-  std::fprintf(stderr, "airlockd: serving on %s (state in %s)\n", socket_path.c_str(),
-               paths.home.c_str());
+  airlock::LogInfo(absl::StrCat("serving on ", socket_path, " (state in ", paths.home, ")"));
 
   if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return Fail("pipe failed");
   struct sigaction action = {};
@@ -264,15 +278,14 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> reloaded =
         LoadCeiling(ceiling_file);
     if (!reloaded.ok()) {
-      std::fprintf(stderr, "airlockd: egress ceiling not reloaded: %s\n",
-                   std::string(reloaded.status().message()).c_str());
+      airlock::LogError(absl::StrCat("egress ceiling not reloaded: ", reloaded.status().message()));
       continue;
     }
     sessions.set_ceiling(*std::move(reloaded));
-    std::fprintf(stderr, "airlockd: egress ceiling reloaded from %s\n",
-                 ceiling_file.empty() ? "(default)" : ceiling_file.c_str());
+    airlock::LogInfo(absl::StrCat("egress ceiling reloaded from ",
+                                  ceiling_file.empty() ? "(default)" : ceiling_file));
   }
-  std::fprintf(stderr, "airlockd: shutting down\n");
+  airlock::LogInfo("shutting down");
   (*listener)->Stop();
   unlink(pid_file.c_str());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -281,9 +294,8 @@ int main(int argc, char** argv) {
   auto [paused, busy] = sessions.PauseAll();
   sessions.DetachAll();
   if (paused + busy > 0) {
-    std::fprintf(stderr,
-                 "airlockd: paused %d running session(s); %d could not be paused and run on\n",
-                 paused, busy);
+    airlock::LogInfo(absl::StrCat("paused ", paused, " running session(s); ", busy,
+                                  " could not be paused and run on"));
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/daemon/daemon_log.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock {
@@ -89,14 +90,11 @@ absl::StatusOr<uint64_t> SessionFiles::Read(const Principal& who, const std::str
 void SessionFiles::Audit(const Principal& who, const std::string& action,
                          const std::string& session_id, const std::string& path,
                          const absl::StatusOr<uint64_t>& result) {
-  // The operation happened either way; an audit store that fails says so on the writes that
-  // change state (creating, removing), where the caller is told.
-  store_
-      ->Audit(who, who.Tenant(), action, session_id,
-              absl::StrCat(path.substr(0, 512), ": ",
-                           result.ok() ? absl::StrCat(*result, " bytes")
-                                       : std::string(result.status().message())))
-      .IgnoreError();
+  LogIfFailed(store_->Audit(who, who.Tenant(), action, session_id,
+                            absl::StrCat(path.substr(0, 512), ": ",
+                                         result.ok() ? absl::StrCat(*result, " bytes")
+                                                     : std::string(result.status().message()))),
+              absl::StrCat("session ", session_id, ": ", action, " not audited"));
 }
 
 }  // namespace airlock

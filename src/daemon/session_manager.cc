@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/daemon/daemon_log.h"
 #include "src/image/image_store.h"
 #include "src/image/registry_client.h"
 #include "src/vm/snapshot.h"
@@ -177,7 +178,8 @@ absl::Status SessionManager::Recover() {
     if (access(SessionFile(s.id, kOneShotMarker).c_str(), F_OK) == 0) {
       // Its one call ended with the last daemon: remove it as that call would have.
       driver_->Destroy(vm_dir);
-      RemoveTree(SessionDir(s.id)).IgnoreError();
+      LogIfFailed(RemoveTree(SessionDir(s.id)),
+                  absl::StrCat("session ", s.id, ": files of its ended one-shot run not removed"));
       absl::Status st =
           store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kStopped,
                                   "airlockd stopped while its command ran", 0, "session.recover");
@@ -193,8 +195,7 @@ absl::Status SessionManager::Recover() {
         running_on.insert(s.id);
         continue;
       }
-      std::fprintf(stderr, "airlockd: session %s: its VM is lost: %s\n", s.id.c_str(),
-                   std::string(vm_lost.message()).c_str());
+      LogWarning(absl::StrCat("session ", s.id, ": its VM is lost: ", vm_lost.message()));
     }
     driver_->Destroy(vm_dir);
     if (s.state == SessionState::kPaused && whole) continue;
@@ -215,11 +216,13 @@ absl::Status SessionManager::Recover() {
                                        lost),
                     0, "session.recover");
     if (!st.ok()) return st;
-    if (!whole) RemoveTree(SessionDir(s.id)).IgnoreError();
+    if (!whole)
+      LogIfFailed(RemoveTree(SessionDir(s.id)),
+                  absl::StrCat("session ", s.id, ": files not removed"));
     if (whole) unlink(LiveDiskPath(s.id).c_str());  // the snapshot holds the disk now
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
-  RemoveTree(paths_.home + "/forks").IgnoreError();
+  LogIfFailed(RemoveTree(paths_.home + "/forks"), "half-made forks not removed");
   if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
     std::vector<std::string> leftovers;
     std::vector<std::string> stray_vms;
@@ -240,7 +243,8 @@ absl::Status SessionManager::Recover() {
       }
     }
     closedir(d);
-    for (const std::string& path : leftovers) RemoveTree(path).IgnoreError();
+    for (const std::string& path : leftovers)
+      LogIfFailed(RemoveTree(path), absl::StrCat("leftover ", path, " not removed"));
     // VMs of sessions that were stopped, failed or never recorded as started.
     for (const std::string& path : stray_vms) driver_->Destroy(path);
   }
@@ -276,11 +280,13 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
                       .stream = LogStream::kEvent,
                       .data = absl::StrCat("secrets: ", refreshed.message())});
   }
-  store_->AppendLogs(running, events).IgnoreError();
+  LogIfFailed(store_->AppendLogs(running, events),
+              absl::StrCat("session ", s.id, ": its recovery not logged"));
   if (s.state == SessionState::kPaused) {
     // The last daemon stopped after restoring it, before it was recorded as running: the
     // snapshot is used up (its disk is the VM's now).
-    RemoveTree(SessionDir(s.id) + "/snapshot").IgnoreError();
+    LogIfFailed(RemoveTree(SessionDir(s.id) + "/snapshot"),
+                absl::StrCat("session ", s.id, ": its used snapshot not removed"));
   }
   std::lock_guard<std::mutex> lock(mu_);
   live_[s.id] = *std::move(live);
@@ -355,11 +361,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   SessionRecord owner = record;
   // Denials and connections go to the session's log, where `airlock logs` shows them.
   options.on_events = [this, owner](std::vector<net::NetEvent> events) {
-    absl::Status stored = store_->AppendNetEvents(owner, events);
-    if (!stored.ok()) {
-      std::fprintf(stderr, "airlockd: session %s: egress events not stored: %s\n", owner.id.c_str(),
-                   std::string(stored.message()).c_str());
-    }
+    LogIfFailed(store_->AppendNetEvents(owner, events),
+                absl::StrCat("session ", owner.id, ": egress events not stored"));
     std::vector<LogRecord> logs;
     for (const net::NetEvent& e : events) {
       // A secret sent is audited (the daemon acted on the session's behalf): which, and where.
@@ -367,10 +370,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
         absl::Status audited =
             store_->Audit(kDaemonPrincipal, owner.tenant, "secret.use", owner.id,
                           absl::StrCat(e.rule, " to ", e.name, ":", e.port, " (", e.reason, ")"));
-        if (!audited.ok()) {
-          std::fprintf(stderr, "airlockd: session %s: secret use not audited: %s\n",
-                       owner.id.c_str(), std::string(audited.message()).c_str());
-        }
+        LogIfFailed(audited, absl::StrCat("session ", owner.id, ": secret use not audited"));
       }
       if (e.allowed && e.reason.empty()) continue;  // `network log` has those
       LogRecord log;
@@ -379,11 +379,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
       log.data = net::DescribeNetEvent(e);
       logs.push_back(std::move(log));
     }
-    absl::Status s = store_->AppendLogs(owner, logs);
-    if (!s.ok()) {
-      std::fprintf(stderr, "airlockd: session %s: egress events not stored: %s\n", owner.id.c_str(),
-                   std::string(s.message()).c_str());
-    }
+    LogIfFailed(store_->AppendLogs(owner, logs),
+                absl::StrCat("session ", owner.id, ": egress events not logged"));
   };
   absl::StatusOr<std::shared_ptr<net::EgressProxy>> proxy = net::EgressProxy::Start(
       live->vm->channel().shared_from_this(), PolicyFor(record), std::move(options));
@@ -592,10 +589,7 @@ void SessionManager::ExpireEgress(int64_t now) {
     // A change that adds and removes nothing drops what expired, and tells the proxy.
     absl::StatusOr<SessionRecord> changed =
         ChangeEgressOf(kDaemonPrincipal, record->tenant, record->id, {}, {}, "network.expire");
-    if (!changed.ok()) {
-      std::fprintf(stderr, "airlockd: session %s: expiring network rules: %s\n", record->id.c_str(),
-                   std::string(changed.status().message()).c_str());
-    }
+    LogIfFailed(changed.status(), absl::StrCat("session ", record->id, ": expiring network rules"));
   }
 }
 
@@ -608,10 +602,8 @@ void SessionManager::set_egress(EgressSettings settings) {
   if (mine.ok()) {
     host_addresses_ = *std::move(mine);
   } else {
-    std::fprintf(stderr,
-                 "airlockd: the host's addresses are unknown (%s); egress still refuses "
-                 "internal ranges\n",
-                 std::string(mine.status().message()).c_str());
+    LogWarning(absl::StrCat("the host's addresses are unknown (", mine.status().message(),
+                            "); egress still refuses internal ranges"));
   }
 }
 
@@ -675,10 +667,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
         store_->Audit(who, who.Tenant(), "image.pull", name,
                       info.ok() ? absl::StrCat("ok; ", info->digest)
                                 : absl::StrCat("failed: ", info.status().message()));
-    if (!audited.ok()) {
-      std::fprintf(stderr, "airlockd: image pull of %s not audited: %s\n", name.c_str(),
-                   std::string(audited.message()).c_str());
-    }
+    LogIfFailed(audited, absl::StrCat("image pull of ", name, " not audited"));
   }
   if (!info.ok()) return info.status();
   SessionRecord s;
@@ -722,10 +711,9 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   }
   if (!live.ok()) {
     secrets_->Forget(s.id);
-    store_
-        ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                          std::string(live.status().message()), 0, "session.boot")
-        .IgnoreError();
+    LogIfFailed(store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
+                                        std::string(live.status().message()), 0, "session.boot"),
+                absl::StrCat("session ", s.id, ": its failure not recorded"));
     return live.status();
   }
   if (absl::Status st = store_->SetSessionState(who, s.tenant, s.id, SessionState::kRunning, "",
@@ -808,10 +796,7 @@ absl::StatusOr<QuotaReservations::Hold> SessionManager::Admit(const Principal& w
   if (!hold.ok()) {
     absl::Status audited =
         store_->Audit(who, tenant, "quota.refuse", what, std::string(hold.status().message()));
-    if (!audited.ok()) {
-      std::fprintf(stderr, "airlockd: quota refusal not audited: %s\n",
-                   std::string(audited.message()).c_str());
-    }
+    LogIfFailed(audited, "quota refusal not audited");
   }
   return hold;
 }
@@ -930,7 +915,8 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   LogRecord event{.unix_ms = NowUnixMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session paused: ", reason)};
-  store_->AppendLogs(record, {event}).IgnoreError();
+  LogIfFailed(store_->AppendLogs(record, {event}),
+              absl::StrCat("session ", record.id, ": its pause not logged"));
   return store_->GetSession(record.tenant, record.id);
 }
 
@@ -977,10 +963,9 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   if (!manifest.ok()) {
     // Never loaded: the session cannot come back, and says why.
     std::string why(manifest.status().message());
-    store_
-        ->SetSessionState(who, record.tenant, record.id, SessionState::kFailed, why, 0,
-                          "session.resume")
-        .IgnoreError();
+    LogIfFailed(store_->SetSessionState(who, record.tenant, record.id, SessionState::kFailed, why,
+                                        0, "session.resume"),
+                absl::StrCat("session ", record.id, ": its failure not recorded"));
     return absl::DataLossError(absl::StrCat("session ", record.id, " cannot be resumed: ", why));
   }
   absl::StatusOr<ImageInfo> image =
@@ -1011,11 +996,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
     // disk no longer matches and verification will refuse it).
     if (rename(live_path.c_str(), disk_path.c_str()) != 0) {
-      store_
-          ->SetSessionState(who, record.tenant, record.id, SessionState::kFailed,
-                            absl::StrCat("resuming failed: ", vm.status().message()), 0,
-                            "session.resume")
-          .IgnoreError();
+      LogIfFailed(store_->SetSessionState(who, record.tenant, record.id, SessionState::kFailed,
+                                          absl::StrCat("resuming failed: ", vm.status().message()),
+                                          0, "session.resume"),
+                  absl::StrCat("session ", record.id, ": its failure not recorded"));
     }
     return absl::Status(vm.status().code(), absl::StrCat("could not resume session ", record.id,
                                                          ": ", vm.status().message()));
@@ -1026,7 +1010,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
     LogRecord event{.unix_ms = NowUnixMs(),
                     .stream = LogStream::kEvent,
                     .data = absl::StrCat("secrets: ", refreshed.message())};
-    store_->AppendLogs(record, {event}).IgnoreError();  // the resume goes on without the value
+    LogIfFailed(
+        store_->AppendLogs(record, {event}),
+        absl::StrCat("session ", record.id,
+                     ": the secrets problem not logged"));  // the resume goes on without the value
   }
   SessionRecord running = record;
   running.state = SessionState::kRunning;
@@ -1041,7 +1028,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
       !st.ok()) {
     return st;
   }
-  RemoveTree(dir).IgnoreError();
+  LogIfFailed(RemoveTree(dir),
+              absl::StrCat("session ", record.id, ": its used snapshot not removed"));
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_[record.id] = live;
@@ -1059,10 +1047,9 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (uint64_t most = quotas_.For(who.Tenant()).forks_per_call; count > most) {
     absl::Status over = absl::ResourceExhaustedError(
         absl::StrCat("over the forks quota of ", most, " per call: asked for ", count));
-    store_
-        ->Audit(who, who.Tenant(), "quota.refuse", "session.fork " + id,
-                std::string(over.message()))
-        .IgnoreError();  // the refusal stands either way
+    LogIfFailed(store_->Audit(who, who.Tenant(), "quota.refuse", "session.fork " + id,
+                              std::string(over.message())),
+                "quota refusal not audited");  // the refusal stands either way
     return over;
   }
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
@@ -1102,7 +1089,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   }
   counters_.snapshots++;
   absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
-  RemoveTree(dir).IgnoreError();
+  LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
   return forks;
 }
 
@@ -1135,7 +1122,9 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
   }
   std::vector<SessionRecord> made;
   auto undo = [&](const absl::Status& why) {
-    for (const SessionRecord& s : made) Remove(who, s.id, "its fork failed").IgnoreError();
+    for (const SessionRecord& s : made)
+      LogIfFailed(Remove(who, s.id, "its fork failed"),
+                  absl::StrCat("fork ", s.id, " not removed after a sibling failed"));
     return absl::Status(why.code(),
                         absl::StrCat("could not fork session ", source.id, ": ", why.message()));
   };
@@ -1198,10 +1187,10 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
   for (uint32_t i = 0; i < count; ++i) {
     SessionRecord& s = records[i];
     if (!vms[i].ok()) {
-      store_
-          ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                            std::string(vms[i].status().message()), 0, "session.fork")
-          .IgnoreError();
+      LogIfFailed(
+          store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
+                                  std::string(vms[i].status().message()), 0, "session.fork"),
+          absl::StrCat("fork ", s.id, ": its failure not recorded"));
       if (first_error.ok()) first_error = vms[i].status();
       continue;
     }
@@ -1210,10 +1199,9 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.pid = vms[i]->vm->pid();
     absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(s, *std::move(vms[i]), *image);
     if (!made.ok()) {
-      store_
-          ->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                            std::string(made.status().message()), 0, "session.fork")
-          .IgnoreError();
+      LogIfFailed(store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
+                                          std::string(made.status().message()), 0, "session.fork"),
+                  absl::StrCat("fork ", s.id, ": its failure not recorded"));
       if (first_error.ok()) first_error = made.status();
       continue;
     }
@@ -1247,7 +1235,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
     }
   }
   if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
-  RemoveTree(SessionDir(id)).IgnoreError();
+  LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
   SessionState end =
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
@@ -1269,16 +1257,17 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
     live_.erase(it);
   }
   live->vm->Kill(absl::UnavailableError(reason));
-  RemoveTree(SessionDir(id)).IgnoreError();
+  LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
-  store_
-      ->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
-                        state == SessionState::kFailed ? "session.fail" : "session.expire")
-      .IgnoreError();
+  LogIfFailed(
+      store_->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
+                              state == SessionState::kFailed ? "session.fail" : "session.expire"),
+      absl::StrCat("session ", id, ": its end not recorded"));
   LogRecord event{.unix_ms = NowUnixMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session ", SessionStateName(state), ": ", reason)};
-  store_->AppendLogs(live->record, {event}).IgnoreError();
+  LogIfFailed(store_->AppendLogs(live->record, {event}),
+              absl::StrCat("session ", id, ": its end not logged"));
 }
 
 void SessionManager::ExpirePaused() {
@@ -1293,13 +1282,14 @@ void SessionManager::ExpirePaused() {
     }
     std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
     std::lock_guard<std::mutex> guard(*session_lock);
-    RemoveTree(SessionDir(r.id)).IgnoreError();
+    LogIfFailed(RemoveTree(SessionDir(r.id)),
+                absl::StrCat("session ", r.id, ": files not removed"));
     secrets_->Forget(r.id);
-    store_
-        ->SetSessionState(kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
-                          absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"),
-                          0, "session.expire")
-        .IgnoreError();
+    LogIfFailed(store_->SetSessionState(
+                    kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
+                    absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"), 0,
+                    "session.expire"),
+                absl::StrCat("session ", r.id, ": its expiry not recorded"));
   }
 }
 

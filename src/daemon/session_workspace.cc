@@ -129,7 +129,7 @@ absl::StatusOr<GuestRun> RunInGuest(GuestChannel& channel, const std::vector<std
   for (;;) {
     absl::StatusOr<ExecEvent> event = (*exec)->Next(deadline);
     if (!event.ok()) {
-      (*exec)->Signal(SIGKILL).IgnoreError();
+      (*exec)->Signal(SIGKILL).IgnoreError();  // a failed channel ends it anyway
       if (absl::IsDeadlineExceeded(event.status())) {
         return absl::DeadlineExceededError(
             absl::StrCat(argv[0], " did not finish within ", absl::FormatDuration(timeout)));
@@ -140,11 +140,11 @@ absl::StatusOr<GuestRun> RunInGuest(GuestChannel& channel, const std::vector<std
       case ExecEvent::Type::kStdout:
         if (sink) {
           if (absl::Status s = sink(event->data); !s.ok()) {
-            (*exec)->Signal(SIGKILL).IgnoreError();
+            (*exec)->Signal(SIGKILL).IgnoreError();  // a failed channel ends it anyway
             return s;
           }
         } else if (run.output.size() + event->data.size() > max_output) {
-          (*exec)->Signal(SIGKILL).IgnoreError();
+          (*exec)->Signal(SIGKILL).IgnoreError();  // a failed channel ends it anyway
           return absl::ResourceExhaustedError(
               absl::StrCat(argv[0], " in the guest wrote more than ", max_output, " bytes"));
         } else {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/channel_frame.h"
 #include "src/common/file_util.h"
+#include "src/daemon/daemon_log.h"
 #include "src/vm/accelerator.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
@@ -81,7 +82,9 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
         }
       }
       closedir(d);
-      for (const std::string& path : stale) RemoveTree(path).IgnoreError();
+      for (const std::string& path : stale) {
+        LogIfFailed(RemoveTree(path), absl::StrCat("stale template ", path, " not removed"));
+      }
     }
   }
   return Template{dir, *std::move(manifest), std::move(files)};
@@ -108,7 +111,7 @@ absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,
 
 void Templates::Discard(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mu_);
-  RemoveTree(dir).IgnoreError();
+  LogIfFailed(RemoveTree(dir), absl::StrCat("discarded template ", dir, " not removed"));
 }
 
 }  // namespace airlock

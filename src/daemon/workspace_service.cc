@@ -14,6 +14,7 @@
 #include "src/common/file_util.h"
 #include "src/common/workspace_change.h"
 #include "src/daemon/airlock_service.h"
+#include "src/daemon/daemon_log.h"
 #include "src/daemon/session_workspace.h"
 #include "src/image/image_store.h"
 #include "src/vm/snapshot.h"
@@ -196,11 +197,10 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
         return absl::OkStatus();
       });
   // In the session's timeline: who looked at its work, and what there was.
-  store_
-      ->Audit(*who, who->Tenant(), "workspace.diff", record->id,
-              listed.ok() ? absl::StrCat(changes, " changed paths")
-                          : absl::StrCat("failed: ", listed.message()))
-      .IgnoreError();  // the diff was shown either way
+  LogIfFailed(store_->Audit(*who, who->Tenant(), "workspace.diff", record->id,
+                            listed.ok() ? absl::StrCat(changes, " changed paths")
+                                        : absl::StrCat("failed: ", listed.message())),
+              absl::StrCat("session ", record->id, ": its diff not audited"));
   return ToGrpc(listed);
 }
 
@@ -239,7 +239,8 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
                                            info->base_commit(), "..", info->head_commit(),
                                            " for branch ", request->branch(), ", bundle ", *digest)
                             : absl::StrCat("failed: ", digest.status().message());
-  store_->Audit(*who, who->Tenant(), "workspace.promote", record->id, outcome).IgnoreError();
+  LogIfFailed(store_->Audit(*who, who->Tenant(), "workspace.promote", record->id, outcome),
+              absl::StrCat("session ", record->id, ": its promote not audited"));
   return ToGrpc(digest.status());
 }
 
