@@ -119,6 +119,7 @@ TEST(SessionTest, FilesOfAnySizeGoInAndOutWholeAndInPlace) {
   r = RunAirlock({"file", "write", id, "relative"}, "x");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("absolute path"), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
 }
 
 TEST(SessionTest, LogsFollowStreamsUntilTheSessionStops) {
@@ -269,10 +270,8 @@ TEST(SessionTest, EachVmIsJailedUnderAUidOfItsOwn) {
 
 TEST(SessionTest, AKilledVmMarksItsSessionFailedWithTheReason) {
   std::string id = Create();
-  Result ps = RunAirlock({"ps", "--json"});
-  size_t at = ps.out.find("\"pid\": ");
-  ASSERT_NE(at, std::string::npos) << ps.out;
-  pid_t pid = std::stoi(ps.out.substr(at + 7));
+  pid_t pid = QemuPidOf(id);
+  ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   Result r;
   for (int i = 0; i < 50; ++i) {
@@ -297,11 +296,16 @@ TEST(SessionTest, WatchShowsWhatHappensToASessionAsItHappens) {
     return [&watch, text] { return watch.partial().out.find(text) != std::string::npos; };
   };
   // Watch sees nothing from before it began: run commands until it is listening.
+  // (It may begin between a command's start and its end: then the next command shows both.)
+  auto both = [&] {
+    return seen("\"argv\":[\"sh\",\"-c\",\"exit 7\"]")() &&
+           watch.partial().out.find("\"exit_code\":7", watch.partial().out.find("\"argv\":[")) !=
+               std::string::npos;
+  };
   bool listening = false;
   for (int i = 0; i < 30 && !listening; ++i) {
     ASSERT_EQ(RunAirlock({"exec", id, "--", "sh", "-c", "exit 7"}).exit_code, 7);
-    listening = watch.ReadUntil(seen("\"exit_code\":7"), std::chrono::seconds(1)) &&
-                seen("\"exit_code\":7")();
+    listening = watch.ReadUntil(both, std::chrono::seconds(1)) && both();
   }
   ASSERT_TRUE(listening) << watch.partial().out << watch.partial().err;
   EXPECT_TRUE(seen("\"kind\":\"exec_start\"")()) << watch.partial().out;
@@ -382,9 +386,12 @@ TEST(SessionTest, AirlockdRefusesTcpWithoutMutualTls) {
 }
 
 TEST(SessionTest, ClearErrors) {
-  Result r = RunAirlock({"exec", "nosuchsession", "--", "true"});
+  Result r = RunAirlock({"exec", "0123456789ab", "--", "true"});
   EXPECT_EQ(r.exit_code, 125);
-  EXPECT_NE(r.err.find("no session nosuchsession"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no session 0123456789ab"), std::string::npos) << r.err;
+  r = RunAirlock({"exec", "nosuchsession", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("\"nosuchsession\" is not a session id"), std::string::npos) << r.err;
   r = RunAirlock({"session", "create", "--memory", "lots"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("512m"), std::string::npos) << r.err;
