@@ -421,6 +421,7 @@ class InterceptTest : public EgressProxyTest {
     timeval limit = {20, 0};
     setsockopt(g_.guest_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
     std::string plain;
+    bool ended = false;
     for (;;) {
       Frame f = g_.ReceiveRequest();
       if (f.type == FrameType{}) return plain + "NO ANSWER";
@@ -432,9 +433,12 @@ class InterceptTest : public EgressProxyTest {
       bool closed = false;
       absl::Status s = tls->Receive(f.payload, &plain, &back, &closed);
       EXPECT_TRUE(s.ok()) << s;
-      if (!back.empty()) g_.Send(FrameType::kData, id, back);
-      // One request, one response: end our side once it has arrived whole.
-      if (plain.find("you sent") != std::string::npos || plain.find("HTTP/1.1 502") == 0) {
+      if (!back.empty() && !ended) g_.Send(FrameType::kData, id, back);
+      // One request, one response: end our side once it has arrived whole, and only once
+      // (data or a second end after the end breaks the channel's protocol, as from a guest).
+      if (!ended &&
+          (plain.find("you sent") != std::string::npos || plain.find("HTTP/1.1 502") == 0)) {
+        ended = true;
         std::string bye;
         tls->Close(&bye);
         g_.Send(FrameType::kData, id, bye);
