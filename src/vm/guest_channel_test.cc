@@ -331,6 +331,15 @@ TEST(GuestChannelTest, AFileWriteTheGuestRefusesFailsWithTheGuestsReason) {
   Frame open = g.ReceiveRequest();
   g.Send(FrameType::kExit, open.stream,
          PayloadWriter().U32(1).I32(ENOENT).Str("No such file or directory").bytes());
+  // As a real guest does, it goes on reading its channel (and drops what it refused): a
+  // guest that stops reading is a stalled channel, another failure.
+  timeval limit = {1, 0};
+  setsockopt(g.guest_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  std::thread drain([&g] {
+    char buf[65536];
+    while (read(g.guest_.get(), buf, sizeof(buf)) > 0) {
+    }
+  });
   // The window lets the first pieces go before the refusal is seen; a later one reports it.
   absl::Status status;
   std::string piece(64 * 1024, 'x');
@@ -340,6 +349,7 @@ TEST(GuestChannelTest, AFileWriteTheGuestRefusesFailsWithTheGuestsReason) {
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_NE(status.message().find("write /no/such/dir/f in the guest"), std::string::npos);
   EXPECT_FALSE((*file)->Finish(absl::Now() + absl::Seconds(5)).ok());
+  drain.join();
 }
 
 TEST(GuestChannelTest, AFileReadComesInPiecesAndCanBeCancelled) {
