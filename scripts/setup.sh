@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
-  libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev
+  libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev libcli11-dev
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
   openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "tests/cli_runner.h"
 
@@ -393,6 +395,72 @@ TEST_F(ApiInputTest, AnImportThatIsNotWholeOrNotAnImageImportsNothing) {
   while (reader->Read(&progress)) {
   }
   expect_invalid(reader->Finish(), "name an image to pull");
+}
+
+// A build whose fields are not what they should be is refused before anything runs (no
+// mmdebstrap, no npm, no build VM), each with what to write instead, and adds no image.
+TEST_F(ApiInputTest, ABuildWithABadFieldIsRefusedBeforeItRuns) {
+  auto images = v1::Images::NewStub(channel_);
+  auto listed = [&] {
+    grpc::ClientContext c;
+    v1::ListImagesResponse out;
+    EXPECT_TRUE(images->List(&c, {}, &out).ok());
+    return out.images_size();
+  };
+  int before = listed();
+  auto good = [] {
+    v1::BuildImageRequest r;
+    r.set_suite("bookworm");
+    r.add_packages("python3");
+    r.add_npm("opencode-ai@1.0.0");
+    r.add_env("A=1");
+    r.set_tag("api-test/build:1");
+    return r;
+  };
+  auto expect_invalid = [&](const v1::BuildImageRequest& r, const std::string& says) {
+    absl::Time start = absl::Now();
+    grpc::Status status = StreamStatus<v1::BuildProgress>(
+        [&](grpc::ClientContext* c) { return images->Build(c, r); });
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find(says), std::string::npos) << status.error_message();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "refused only after it ran: " << says;
+  };
+  v1::BuildImageRequest r = good();
+  r.clear_suite();
+  expect_invalid(r, "name the Debian suite");
+  for (const char* suite : {"Bookworm", "../etc", "-bookworm", "bookworm stable"}) {
+    r = good();
+    r.set_suite(suite);
+    expect_invalid(r, "is not a Debian suite name");
+  }
+  for (const char* package : {"", "Python3", "python3=3.11", "git,curl", "--include=x", "a b"}) {
+    r = good();
+    r.add_packages(package);
+    expect_invalid(r, "is not a Debian package name");
+  }
+  for (const char* npm : {"", "./local", "file:../x", "git+https://x/y.git", "-g", "a b"}) {
+    r = good();
+    r.add_npm(npm);
+    expect_invalid(r, "give a package of the registry");
+  }
+  for (const char* env : {"NOVALUE", "=1", "A B=1", "\x01=1"}) {
+    r = good();
+    r.add_env(env);
+    expect_invalid(r, "is not KEY=VALUE");
+  }
+  r = good();
+  r.add_env(std::string("A=") + std::string(1, '\0'));
+  expect_invalid(r, "is not KEY=VALUE");
+  r = good();
+  r.clear_tag();
+  expect_invalid(r, "give the image a name");
+  r = good();
+  r.set_tag("Not A Name");
+  expect_invalid(r, "invalid image name");
+  r = good();
+  for (int i = 0; i < 600; ++i) r.add_packages("p" + std::to_string(i));
+  expect_invalid(r, "name fewer");
+  EXPECT_EQ(listed(), before);
 }
 
 // Streams that end the wrong way on a real session: the file is never half-written, and the

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -184,6 +185,56 @@ func (c *Client) PullImage(ctx context.Context, reference string, progress func(
 		}
 		if progress != nil {
 			progress(p.DoneBytes, p.TotalBytes)
+		}
+	}
+}
+
+// ImageBuild describes an image for Client.BuildImage.
+type ImageBuild struct {
+	Tag      string            // its name in the caller's images, like team/devbox:1
+	Suite    string            // a Debian suite: bookworm, trixie...
+	Packages []string          // Debian packages besides minbase, like python3, git
+	Npm      []string          // npm packages: NAME or @SCOPE/NAME, optionally @VERSION (adds Node.js)
+	Env      map[string]string // the image's environment
+}
+
+// BuildImage has airlockd build an image from Debian packages (mmdebstrap: minbase of
+// b.Suite plus b.Packages) and, with b.Npm, Node.js and those npm packages, whose install
+// scripts run in a build VM without network. It is tagged b.Tag in the caller's images
+// (root's are everyone's, anyone else's their own). progress, if not nil, is called with
+// each step and the build VM's output. Bad input is refused (ErrInvalidArgument) before
+// anything runs; a build takes minutes (mmdebstrap's result is cached on the host), and
+// cancelling ctx stops it.
+func (c *Client) BuildImage(ctx context.Context, b ImageBuild, progress func(line string)) (Image, error) {
+	if b.Tag == "" {
+		return Image{}, invalid("give the image a name (tag), like team/devbox:1")
+	}
+	request := &airlockv1.BuildImageRequest{Suite: b.Suite, Packages: b.Packages, Npm: b.Npm, Tag: b.Tag}
+	keys := make([]string, 0, len(b.Env))
+	for k := range b.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same image for the same map
+	for _, k := range keys {
+		request.Env = append(request.Env, k+"="+b.Env[k])
+	}
+	stream, err := c.images.Build(ctx, request)
+	if err != nil {
+		return Image{}, fromRPC(err)
+	}
+	for {
+		p, err := stream.Recv()
+		if err == io.EOF {
+			return Image{}, &Error{Kind: ErrUnavailable, Message: "airlockd ended the build without the image"}
+		}
+		if err != nil {
+			return Image{}, fromRPC(err)
+		}
+		if p.Image != nil {
+			return imageOf(p.Image), nil
+		}
+		if progress != nil {
+			progress(p.Line)
 		}
 	}
 }

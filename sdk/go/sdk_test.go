@@ -360,6 +360,19 @@ func TestImagesComeInThroughAirlockd(t *testing.T) {
 	if _, err := c.PullImage(ctx, "", nil); !errors.Is(err, airlock.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
+	// A build: bad input is refused by airlockd before anything runs (a real one takes minutes).
+	var lines []string
+	_, err = c.BuildImage(ctx, airlock.ImageBuild{Tag: name, Suite: "Bookworm!", Packages: []string{"git"}},
+		func(line string) { lines = append(lines, line) })
+	if !errors.Is(err, airlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "is not a Debian suite name") {
+		t.Fatal(err)
+	}
+	if _, err := c.BuildImage(ctx, airlock.ImageBuild{Tag: name, Suite: "bookworm", Env: map[string]string{"A B": "1"}}, nil); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if len(lines) != 0 || listed() {
+		t.Fatal("a refused build ran", lines)
+	}
 }
 
 func TestFilesListingsAndOneShotRuns(t *testing.T) {

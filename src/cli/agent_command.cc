@@ -12,6 +12,7 @@
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
+#include "src/cli/session_options.h"
 #include "src/cli/workspace_client.h"
 #include "src/common/exit_codes.h"
 
@@ -47,77 +48,50 @@ const std::vector<AgentPreset>& Presets() {
   return *presets;
 }
 
-constexpr char kAgentUsage[] =
-    "usage: airlock agent claude [--workspace DIR] [--session ID] [--image NAME]\n"
-    "                            [--allow RULE]... [--key-env VAR] [--memory SIZE] [--cpus N]\n"
-    "                            [-- ARGS...]\n"
+constexpr char kAgentFooter[] =
     "Runs Claude Code in a session: a new one from the agent's image (airlock/claude), or ID.\n"
     "The project DIR is copied in at /workspace (DIR itself is never touched); the session may\n"
     "reach only the agent's API (api.anthropic.com) and what --allow adds; ANTHROPIC_API_KEY\n"
     "(or VAR's value, from here) is a secret: the agent holds a placeholder and the key is put\n"
     "into its requests to the API on the way out. ARGS go to claude, e.g. -- -p \"fix the\n"
     "failing test\" --dangerously-skip-permissions. On a terminal it is interactive.\n"
+    "Defaults for a new session: 2 vCPUs, 2g memory, 8g disk.\n"
     "When the agent exits the session keeps running: `airlock diff ID` shows its work,\n"
     "`airlock promote ID` takes its commits, `airlock log ID` shows what it did, `airlock rm\n"
     "ID` ends it (or its idle timeout pauses it).\n"
     "Build the image once with:\n"
     "  airlock image build --debian bookworm --packages git --npm @anthropic-ai/claude-code \\\n"
-    "      --tag airlock/claude\n";
+    "      --tag airlock/claude";
 
 int Usage(const std::string& problem) {
-  std::fprintf(stderr, "airlock agent: %s\n%s", problem.c_str(), kAgentUsage);
+  std::fprintf(stderr, "airlock agent: %s\nsee: airlock agent claude --help\n", problem.c_str());
   return kExitAirlockError;
 }
 
-}  // namespace
+struct AgentArgs {
+  SessionOptions session;
+  std::string session_id, key_env;
+  std::vector<std::string> agent_args;
+};
 
-int AgentCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kAgentUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? kExitAirlockError : 0;
-  }
-  const AgentPreset* agent = nullptr;
-  for (const AgentPreset& p : Presets()) {
-    if (args[0] == p.name) agent = &p;
-  }
-  if (agent == nullptr) return Usage("no agent \"" + args[0] + "\" (airlock knows: claude)");
-  std::string workspace, session_id, image = agent->image, key_env = agent->key_var;
-  uint64_t memory = 2ull << 30;
-  uint32_t cpus = 2;
-  std::vector<std::string> allow, agent_args;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "--") {
-      agent_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-      break;
-    } else if (a == "--workspace" && has_value) {
-      workspace = args[++i];
-    } else if (a == "--session" && has_value) {
-      session_id = args[++i];
-    } else if (a == "--image" && has_value) {
-      image = args[++i];
-    } else if (a == "--allow" && has_value) {
-      allow.push_back(args[++i]);
-    } else if (a == "--key-env" && has_value) {
-      key_env = args[++i];
-    } else if (a == "--memory" && has_value) {
-      absl::StatusOr<uint64_t> bytes = ParseSize(args[++i]);
-      if (!bytes.ok()) return Usage(std::string(bytes.status().message()));
-      memory = *bytes;
-    } else if (a == "--cpus" && has_value) {
-      if (!absl::SimpleAtoi(args[++i], &cpus) || cpus < 1 || cpus > 64) {
-        return Usage("--cpus needs a number between 1 and 64");
-      }
-    } else {
-      return Usage("unexpected argument " + a);
-    }
-  }
-  if (!session_id.empty() && (!workspace.empty() || !allow.empty() || image != agent->image)) {
+int Agent(const AgentPreset* agent, AgentArgs& args) {
+  std::string session_id = args.session_id;
+  const std::string& key_env = args.key_env.empty() ? agent->key_var : args.key_env;
+  SessionOptions& o = args.session;
+  if (!session_id.empty() &&
+      (!o.workspace.empty() || !o.allow.empty() || !o.image.empty() || !o.allow_presets.empty() ||
+       !o.secrets.empty() || o.limits.ByteSizeLong() != 0)) {
     return Usage(
-        "--session reuses a session as it is: --workspace, --allow and --image are "
+        "--session reuses a session as it is: --workspace, --allow, --image and the limits are "
         "for a new one");
   }
+  const std::string image = o.image.empty() ? agent->image : o.image;
+  o.image = image;
+  if (o.limits.memory_bytes() == 0) o.limits.set_memory_bytes(2ull << 30);
+  if (o.limits.vcpus() == 0) o.limits.set_vcpus(2);
+  if (o.limits.disk_bytes() == 0) o.limits.set_disk_bytes(8ull << 30);
+  o.allow_presets.push_back(agent->preset);
+  o.secrets.push_back(absl::StrCat(agent->key_var, "=env:", key_env, "@", agent->key_host));
   std::optional<DaemonClient> client = Connect();
   if (!client) return kExitAirlockError;
   if (session_id.empty()) {
@@ -130,25 +104,8 @@ int AgentCommand(const std::vector<std::string>& args) {
     }
     if (!PullIfMissing(image, "agent")) return kExitAirlockError;
     v1::CreateSessionRequest create;
-    create.set_image(image);
-    create.mutable_limits()->set_memory_bytes(memory);
-    create.mutable_limits()->set_vcpus(cpus);
-    create.mutable_limits()->set_disk_bytes(8ull << 30);
-    create.add_allow_preset(agent->preset);
-    for (const std::string& rule : allow) create.add_allow(rule);
-    if (absl::Status s =
-            AddSecretBinding(absl::StrCat(agent->key_var, "=env:", key_env, "@", agent->key_host),
-                             create.mutable_secrets());
-        !s.ok()) {
+    if (absl::Status s = ApplySessionOptions(*client, o, &create); !s.ok()) {
       return Usage(std::string(s.message()));
-    }
-    if (!workspace.empty()) {
-      absl::StatusOr<std::string> token = UploadWorkspace(*client, workspace, 2ull << 30);
-      if (!token.ok()) {
-        std::fprintf(stderr, "airlock agent: %s\n", std::string(token.status().message()).c_str());
-        return kExitAirlockError;
-      }
-      create.set_workspace(*token);
     }
     grpc::ClientContext context;
     v1::Session session;
@@ -166,9 +123,9 @@ int AgentCommand(const std::vector<std::string>& args) {
   start.set_session_id(session_id);
   start.set_agent(agent->name);
   start.add_argv(agent->command);
-  for (const std::string& a : agent_args) start.add_argv(a);
+  for (const std::string& a : args.agent_args) start.add_argv(a);
   for (const std::string& e : agent->env) start.add_env(e);
-  if (!workspace.empty()) start.set_cwd("/workspace");
+  if (!o.workspace.empty()) start.set_cwd("/workspace");
   // On a terminal the agent is interactive; otherwise (e.g. -p in a script) it reads nothing.
   if (isatty(STDIN_FILENO)) {
     start.set_stdin(true);
@@ -181,6 +138,31 @@ int AgentCommand(const std::vector<std::string>& args) {
                session_id.c_str(), session_id.c_str(), session_id.c_str(), session_id.c_str(),
                session_id.c_str());
   return code;
+}
+
+}  // namespace
+
+void AddAgentCommand(Cli& cli) {
+  CLI::App* group = cli.Group("agent", "a coding agent in a session: agent claude");
+  for (const AgentPreset& preset : Presets()) {
+    auto args = std::make_shared<AgentArgs>();
+    const AgentPreset* agent = &preset;
+    CLI::App* app = cli.Add(
+        group, preset.name,
+        absl::StrCat("Claude Code in a session: only its API, its key kept outside"),
+        [agent, args] { return Agent(agent, *args); }, kExitAirlockError);
+    app->footer(kAgentFooter);
+    app->add_option("--session", args->session_id, "run it in this session, as it is")
+        ->type_name("ID");
+    app->add_option("--image", args->session.image,
+                    absl::StrCat("the image of a new session (default ", preset.image, ")"));
+    app->add_option(
+           "--key-env", args->key_env,
+           absl::StrCat("the variable here that holds the API key (default ", preset.key_var, ")"))
+        ->type_name("VAR");
+    AddSessionOptions(app, &args->session, /*durable=*/true);
+    cli.TakesCommand(app, &args->agent_args);
+  }
 }
 
 }  // namespace airlock

@@ -1,36 +1,25 @@
-// The `airlock` subcommands. Each takes the arguments after its name and returns the exit code.
+// The `airlock` commands, each file adding its own to the command tree.
 #ifndef AIRLOCK_CLI_CLI_COMMANDS_H_
 #define AIRLOCK_CLI_CLI_COMMANDS_H_
 
 #include <string>
-#include <vector>
+
+#include "src/cli/cli_app.h"
 
 namespace airlock {
 
-int RunCommand(const std::vector<std::string>& args);
-int DoctorCommand(const std::vector<std::string>& args);
-int ImageCommand(const std::vector<std::string>& args);
-int SessionCommand(const std::vector<std::string>& args);
-int ExecCommand(const std::vector<std::string>& args);
-int ListCommand(const std::vector<std::string>& args);
-int PsCommand(const std::vector<std::string>& args);
-int QuotaCommand(const std::vector<std::string>& args);
-int LogsCommand(const std::vector<std::string>& args);
-int LogCommand(const std::vector<std::string>& args);
-int AgentCommand(const std::vector<std::string>& args);
-int MetricsCommand(const std::vector<std::string>& args);
-int WatchCommand(const std::vector<std::string>& args);
-int RemoveCommand(const std::vector<std::string>& args);
-int PauseCommand(const std::vector<std::string>& args);
-int ResumeCommand(const std::vector<std::string>& args);
-int ForkCommand(const std::vector<std::string>& args);
-int McpCommand(const std::vector<std::string>& args);
-int FileCommand(const std::vector<std::string>& args);
-int NetworkCommand(const std::vector<std::string>& args);
-int SecretCommand(const std::vector<std::string>& args);
-int DiffCommand(const std::vector<std::string>& args);
-int PromoteCommand(const std::vector<std::string>& args);
-int SyncCommand(const std::vector<std::string>& args);
+// Each adds its commands, their options and help to the tree (src/cli/cli_app.h).
+void AddRunCommand(Cli& cli);
+void AddSessionCommands(Cli& cli);  // session create, exec, ls, ps, quota, logs, metrics, rm,
+                                    // pause, resume, fork, file, watch
+void AddLogCommand(Cli& cli);
+void AddAgentCommand(Cli& cli);
+void AddNetworkCommand(Cli& cli);
+void AddSecretCommand(Cli& cli);
+void AddWorkspaceCommands(Cli& cli);  // diff, promote, sync
+void AddMcpCommand(Cli& cli);
+void AddDoctorCommand(Cli& cli);
+void AddImageCommand(Cli& cli);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

@@ -117,9 +117,4 @@ int DaemonError(const grpc::Status& status) {
   return 1;
 }
 
-int Usage(const char* usage, const std::string& problem) {
-  std::fprintf(stderr, "airlock: %s\n%s", problem.c_str(), usage);
-  return 2;
-}
-
 }  // namespace airlock

@@ -39,8 +39,6 @@ std::string Describe(const grpc::Status& status);
 std::optional<DaemonClient> Connect();
 // Prints the daemon's error; returns the exit code 1.
 int DaemonError(const grpc::Status& status);
-// Prints the problem and the usage; returns the exit code 2.
-int Usage(const char* usage, const std::string& problem);
 
 // Sends everything fd gives through an upload call (WriteFileStream, Images.Import) and ends
 // it: `first` names what is sent; the content follows in pieces of 1 MiB, the last with `last`

@@ -19,11 +19,9 @@
 
 namespace airlock {
 
-int DoctorCommand(const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    std::fprintf(stderr, "usage: airlock doctor\n");
-    return 2;
-  }
+namespace {
+
+int Doctor() {
   HostPaths paths = DefaultHostPaths();
   std::vector<std::string> missing;
   AcceleratorChoice accel = ChooseAccelerator();
@@ -88,6 +86,12 @@ int DoctorCommand(const std::vector<std::string>& args) {
   std::printf("missing:\n");
   for (const std::string& m : missing) std::printf("  %s\n", m.c_str());
   return 1;
+}
+
+}  // namespace
+
+void AddDoctorCommand(Cli& cli) {
+  cli.Add(&cli.app(), "doctor", "check the host: accelerator, QEMU, kernel, images", Doctor);
 }
 
 }  // namespace airlock

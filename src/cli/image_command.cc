@@ -1,4 +1,4 @@
-// `airlock image`: pull, import, list and remove images through airlockd; build and push here.
+// `airlock image`: pull, import, build, list and remove images through airlockd; push here.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -17,7 +19,6 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
-#include "src/cli/exec_client.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
@@ -26,21 +27,11 @@
 #include "src/image/npm_layer.h"
 #include "src/image/oci_archive.h"
 #include "src/image/registry_client.h"
-#include "src/image/tar_to_ext4.h"
 
 namespace airlock {
 namespace {
 
-constexpr char kImageUsage[] =
-    "usage: airlock image import ARCHIVE [--tag NAME]\n"
-    "       airlock image import --rootfs TAR --tag NAME\n"
-    "       airlock image build --debian SUITE [--packages P1,P2] [--npm PKG]... [--env K=V]...\n"
-    "                           --tag NAME\n"
-    "       airlock image pull REF\n"
-    "       airlock image push ARCHIVE REF\n"
-    "       airlock image ls [--json]\n"
-    "       airlock image rm NAME...\n"
-    "       airlock image prune\n"
+constexpr char kImageFooter[] =
     "import ARCHIVE takes an OCI image layout or a `docker save` archive (tar, any compression):\n"
     "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
@@ -48,44 +39,29 @@ constexpr char kImageUsage[] =
     "build makes an image from Debian packages with mmdebstrap (minbase plus the packages, from\n"
     "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock);\n"
     "--env sets a variable of the image's environment (as an OCI image's Env).\n"
-    "--npm adds an npm package (and Node.js): fetched here by npm with --ignore-scripts, so no\n"
-    "package's code runs on this host; its install scripts run in a build VM without network,\n"
+    "--npm adds an npm package (and Node.js): fetched by npm with --ignore-scripts, so no\n"
+    "package's code runs on the host; its install scripts run in a build VM without network,\n"
     "and /usr/local comes back out of it. Cached in $AIRLOCK_CACHE/npm by the packages as\n"
     "written: pin versions (@anthropic-ai/claude-code@2.1.197) to control updates. E.g.\n"
     "airlock image build --debian bookworm --packages git --npm @anthropic-ai/claude-code\n"
     "  --tag airlock/claude\n"
     "pull REF fetches an image from its registry (Docker Hub by default: python:3.11-slim;\n"
     "or ghcr.io/org/tool:1, localhost:5000/team/app@sha256:...); push uploads an image\n"
-    "archive there. import and pull go through airlockd: what root adds is every user's, what\n"
-    "another user adds is their own (within their images quota; `airlock quota`). Logins for\n"
-    "pulls are airlockd's, used for root's pulls only (AIRLOCK_REGISTRY_USER/\n"
+    "archive there. import, pull and build go through airlockd: what root adds is every user's,\n"
+    "what another user adds is their own (within their images quota; `airlock quota`). Logins\n"
+    "for pulls are airlockd's, used for root's pulls only (AIRLOCK_REGISTRY_USER/\n"
     "AIRLOCK_REGISTRY_PASSWORD in its environment, or root's ~/.config/airlock/auth.json:\n"
     "{\"HOST\": \"USER:PASSWORD\"}); push uses this shell's. AIRLOCK_REGISTRY_MIRROR replaces\n"
     "Docker Hub; AIRLOCK_INSECURE_REGISTRIES (HOST:PORT,...) allows plain http.\n"
     "rm removes tags, and an image's files with its last tag unless a session still uses it;\n"
-    "prune frees images no tag and no session uses (both through airlockd, as root).\n";
+    "prune frees images no tag and no session uses (both through airlockd, as root).";
 
-int Usage(const char* problem) {
-  std::fprintf(stderr, "airlock image: %s\n%s", problem, kImageUsage);
-  return 2;
-}
+struct ImportArgs {
+  std::string archive, rootfs, tag;
+};
 
-int Import(const std::vector<std::string>& args) {
-  std::string tar, tag, archive;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if ((args[i] == "--rootfs" || args[i] == "--tag") && i + 1 < args.size()) {
-      (args[i] == "--rootfs" ? tar : tag) = args[i + 1];
-      ++i;
-    } else if (args[i][0] != '-' && archive.empty()) {
-      archive = args[i];
-    } else {
-      return Usage(("unexpected argument " + args[i]).c_str());
-    }
-  }
-  if (tar.empty() == archive.empty()) {
-    return Usage("import needs an image ARCHIVE, or --rootfs TAR and --tag NAME");
-  }
-  if (!tar.empty() && tag.empty()) return Usage("import --rootfs needs --tag NAME");
+int Import(const ImportArgs& args) {
+  const std::string &tar = args.rootfs, &tag = args.tag, &archive = args.archive;
   const std::string& path = archive.empty() ? tar : archive;
   UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) {
@@ -111,185 +87,46 @@ int Import(const std::vector<std::string>& args) {
   return 0;
 }
 
-// The output of a command in the build VM: stdout into a file (at most a cap), stderr to ours.
-class BuildIo : public ExecIo {
- public:
-  BuildIo(int out_fd, uint64_t cap) : out_fd_(out_fd), cap_(cap) {}
-  void Stdout(const std::string& data) override {
-    if (out_fd_ < 0 || failed_) return;
-    written_ += data.size();
-    if (written_ > cap_ ||
-        write(out_fd_, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-      failed_ = true;
-    }
-  }
-  void Stderr(const std::string& data) override {
-    (void)!write(STDERR_FILENO, data.data(), data.size());
-  }
-  bool failed() const { return failed_; }
-
- private:
-  int out_fd_;
-  uint64_t cap_;
-  uint64_t written_ = 0;
-  bool failed_ = false;
-};
-
-// Runs argv in session id; its stdout into out_fd (if >= 0). Fails with what went wrong.
-absl::Status RunInBuildVm(DaemonClient& client, const std::string& id,
-                          const std::vector<std::string>& argv, int out_fd, uint64_t cap) {
-  v1::ExecStart start;
-  start.set_session_id(id);
-  for (const std::string& a : argv) start.add_argv(a);
-  BuildIo io(out_fd, cap);
+// Builds an image through airlockd (Images.Build) into the caller's images: each progress
+// line goes to on_line as it comes. Errors keep airlockd's code and message.
+absl::StatusOr<v1::Image> BuildThroughDaemon(
+    DaemonClient& client, const v1::BuildImageRequest& request,
+    const std::function<void(const std::string&)>& on_line) {
   grpc::ClientContext context;
-  ExecOutcome outcome = RunExec(client, start, io, context);
-  if (!outcome.exit) return absl::UnavailableError(Describe(outcome.status));
-  if (io.failed()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the build VM's output did not fit (at most ", FormatBytes(cap), ")"));
+  std::unique_ptr<grpc::ClientReader<v1::BuildProgress>> stream =
+      client.images->Build(&context, request);
+  v1::BuildProgress progress;
+  std::optional<v1::Image> image;
+  while (stream->Read(&progress)) {
+    if (progress.has_image()) {
+      image = progress.image();
+    } else if (on_line) {
+      on_line(progress.line());
+    }
   }
-  if (outcome.exit->code() != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "`", absl::StrJoin(argv, " "), "` failed in the build VM (exit ", outcome.exit->code(), ")",
-        outcome.exit->message().empty() ? "" : ": ", outcome.exit->message()));
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), Describe(status));
   }
-  return absl::OkStatus();
+  if (!image) return absl::UnavailableError("airlockd ended the build without the image");
+  return *image;
 }
 
-// The npm layer of an image: packages fetched on the host without their scripts, then
-// installed for real in a build VM of the base image (scripts run there, with no network),
-// and /usr/local taken back out as a tar (parsed like any image layer). Cached under
-// cache/npm keyed by the base and the specs as written.
-absl::StatusOr<std::string> NpmLayer(ImageStore& store, const std::string& rootfs_tar,
-                                     const std::vector<std::string>& specs, const std::string& tag,
-                                     const std::string& cache) {
-  absl::StatusOr<std::string> base_digest = Sha256File(rootfs_tar);
-  if (!base_digest.ok()) return base_digest.status();
-  std::string key =
-      Sha256String(absl::StrCat("npm-layer-v1\n", *base_digest, "\n", absl::StrJoin(specs, "\n")));
-  std::string layer = absl::StrCat(cache, "/npm/", key.substr(0, 24), ".tar");
-  if (access(layer.c_str(), F_OK) == 0) return layer;
-  if (absl::Status s = MakeDirectories(cache + "/npm", 0700); !s.ok()) return s;
-  std::string fetched = layer + ".fetched";
-  std::fprintf(stderr, "airlock image build: fetching %s with npm (no scripts run here)\n",
-               absl::StrJoin(specs, " ").c_str());
-  if (absl::Status s = FetchNpmLayer(specs, cache, fetched); !s.ok()) return s;
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() { unlink(path.c_str()); }
-  } fetched_cleanup{fetched};
-  std::string build_tag = tag + "-npm-build";
-  absl::StatusOr<ImageInfo> base = store.ImportRootfsLayers({rootfs_tar, fetched}, build_tag);
-  if (!base.ok()) return base.status();
+// `airlock image build` once its arguments are parsed: progress on stderr, the image on stdout.
+// Returns the exit code: 2 for a request airlockd refused as invalid, 1 for other failures.
+int BuildImage(const v1::BuildImageRequest& request) {
   std::optional<DaemonClient> client = Connect();
-  if (!client) return absl::UnavailableError("the build VM needs airlockd");
-  v1::CreateSessionRequest create;
-  create.set_image(build_tag);
-  create.mutable_limits()->set_vcpus(2);
-  create.mutable_limits()->set_memory_bytes(2ull << 30);
-  create.mutable_limits()->set_disk_bytes(16ull << 30);
-  create.mutable_limits()->set_idle_timeout_seconds(0);
-  v1::Session session;
-  grpc::ClientContext create_context;
-  grpc::Status created = client->sessions->Create(&create_context, create, &session);
-  if (!created.ok()) return absl::UnavailableError("build VM: " + Describe(created));
-  struct RemoveSession {
-    DaemonClient& client;
-    std::string id;
-    std::string tag;
-    ~RemoveSession() {
-      grpc::ClientContext context;
-      v1::RemoveSessionRequest request;
-      request.set_id(id);
-      v1::RemoveSessionResponse response;
-      client.sessions->Remove(&context, request, &response);
-      grpc::ClientContext images_context;
-      v1::RemoveImagesRequest images;
-      images.add_names(tag);
-      v1::RemoveImagesResponse removed;
-      client.images->Remove(&images_context, images, &removed);
-    }
-  } remove{*client, session.id(), build_tag};
-  std::fprintf(stderr, "airlock image build: running the packages' install scripts in VM %s\n",
-               session.id().c_str());
-  if (absl::Status s = RunInBuildVm(*client, session.id(),
-                                    {"npm", "rebuild", "--global", "--prefix", "/usr/local",
-                                     "--foreground-scripts", "--no-update-notifier"},
-                                    -1, 0);
-      !s.ok()) {
-    return s;
+  if (!client) return 1;
+  absl::StatusOr<v1::Image> image =
+      BuildThroughDaemon(*client, request, [](const std::string& line) {
+        std::fprintf(stderr, "airlock image build: %s\n", line.c_str());
+      });
+  if (!image.ok()) {
+    std::fprintf(stderr, "airlock image build: %s\n",
+                 std::string(image.status().message()).c_str());
+    return absl::IsInvalidArgument(image.status()) ? 2 : 1;
   }
-  std::string tmp = layer + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("create ", tmp));
-  absl::Status taken = RunInBuildVm(*client, session.id(),
-                                    {"tar", "--create", "--file=-", "--directory=/", "usr/local"},
-                                    fd, kMaxImageBytes);
-  close(fd);
-  if (taken.ok()) taken = CommitFile(tmp, layer);
-  if (!taken.ok()) {
-    unlink(tmp.c_str());
-    return taken;
-  }
-  return layer;
-}
-
-int Build(const std::vector<std::string>& args, ImageStore& store) {
-  std::string suite, packages, tag;
-  std::vector<std::string> env, npm;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--env" && i + 1 < args.size()) {
-      env.push_back(args[++i]);
-      continue;
-    }
-    if (args[i] == "--npm" && i + 1 < args.size()) {
-      if (absl::Status s = ValidateNpmSpec(args[++i]); !s.ok()) {
-        return Usage(std::string(s.message()).c_str());
-      }
-      npm.push_back(args[i]);
-      continue;
-    }
-    std::string* value = args[i] == "--debian"     ? &suite
-                         : args[i] == "--packages" ? &packages
-                         : args[i] == "--tag"      ? &tag
-                                                   : nullptr;
-    if (value == nullptr || i + 1 >= args.size()) {
-      return Usage(("unexpected argument " + args[i]).c_str());
-    }
-    *value = args[++i];
-  }
-  if (suite.empty() || tag.empty()) return Usage("build needs --debian SUITE and --tag NAME");
-  std::vector<std::string> list;
-  for (absl::string_view p : absl::StrSplit(packages, ',', absl::SkipEmpty())) {
-    list.emplace_back(p);
-  }
-  // npm packages need Node.js and npm in the image (their scripts run there), and the
-  // registry's certificates for the agents that use them.
-  for (const char* needed : {"nodejs", "npm", "ca-certificates"}) {
-    if (!npm.empty() && std::find(list.begin(), list.end(), needed) == list.end()) {
-      list.push_back(needed);
-    }
-  }
-  const char* cache_env = std::getenv("AIRLOCK_CACHE");
-  std::string cache = cache_env ? cache_env : "/var/cache/airlock";
-  std::fprintf(stderr, "airlock image build: debian %s + %s%s%s\n", suite.c_str(),
-               list.empty() ? "nothing" : absl::StrJoin(list, ",").c_str(),
-               npm.empty() ? "" : " + npm ", absl::StrJoin(npm, " ").c_str());
-  absl::StatusOr<ImageInfo> info;
-  if (npm.empty()) {
-    info = store.BuildDebian(suite, list, tag, cache, env);
-  } else {
-    absl::StatusOr<std::string> rootfs = ImageStore::DebianRootfs(suite, list, cache);
-    absl::StatusOr<std::string> layer =
-        rootfs.ok() ? NpmLayer(store, *rootfs, npm, tag, cache) : rootfs.status();
-    info = layer.ok() ? store.ImportRootfsLayers({*rootfs, *layer}, tag, env) : layer.status();
-  }
-  if (!info.ok()) {
-    std::fprintf(stderr, "airlock image build: %s\n", std::string(info.status().message()).c_str());
-    return 1;
-  }
-  std::printf("%s %s\n", info->name.c_str(), info->digest.c_str());
+  std::printf("%s %s\n", image->name().c_str(), image->digest().c_str());
   return 0;
 }
 
@@ -352,11 +189,10 @@ absl::StatusOr<v1::Image> PullThroughDaemon(DaemonClient& client, const std::str
   return image;
 }
 
-int Pull(const std::vector<std::string>& args) {
-  if (args.size() != 1 || args[0][0] == '-') return Usage("pull takes one image reference");
+int Pull(const std::string& ref) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
-  absl::StatusOr<v1::Image> image = PullThroughDaemon(*client, args[0], /*if_missing=*/false);
+  absl::StatusOr<v1::Image> image = PullThroughDaemon(*client, ref, /*if_missing=*/false);
   if (!image.ok()) {
     std::fprintf(stderr, "airlock image pull: %s\n", std::string(image.status().message()).c_str());
     return 1;
@@ -365,9 +201,8 @@ int Pull(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Push(const std::vector<std::string>& args) {
-  if (args.size() != 2) return Usage("push takes an image ARCHIVE and a REF to push it to");
-  absl::StatusOr<ImageReference> ref = ParseImageReference(args[1]);
+int Push(const std::string& archive, const std::string& to) {
+  absl::StatusOr<ImageReference> ref = ParseImageReference(to);
   if (!ref.ok()) {
     std::fprintf(stderr, "airlock image push: %s\n", std::string(ref.status().message()).c_str());
     return 2;
@@ -378,7 +213,7 @@ int Push(const std::vector<std::string>& args) {
     return 1;
   }
   std::string work = tmpl;
-  absl::StatusOr<ArchiveImage> image = ReadImageArchive(args[0], work + "/members");
+  absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive, work + "/members");
   absl::StatusOr<std::string> digest =
       image.ok() ? RegistryClient().Push(*ref, image->layers, image->config_json)
                  : absl::StatusOr<std::string>(image.status());
@@ -392,8 +227,7 @@ int Push(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Prune(const std::vector<std::string>& args) {
-  if (!args.empty()) return Usage("prune takes no arguments");
+int Prune() {
   absl::StatusOr<DaemonClient> client = ConnectToDaemon();
   if (!client.ok()) {
     std::fprintf(stderr, "airlock image prune: %s\n",
@@ -413,7 +247,6 @@ int Prune(const std::vector<std::string>& args) {
 }
 
 int Remove(const std::vector<std::string>& args) {
-  if (args.empty()) return Usage("rm needs at least one image name");
   absl::StatusOr<DaemonClient> client = ConnectToDaemon();
   if (!client.ok()) {
     std::fprintf(stderr, "airlock image rm: %s\n", std::string(client.status().message()).c_str());
@@ -440,9 +273,7 @@ int Remove(const std::vector<std::string>& args) {
   return 0;
 }
 
-int List(const std::vector<std::string>& args) {
-  bool json = args.size() == 1 && args[0] == "--json";
-  if (!args.empty() && !json) return Usage("ls takes only --json");
+int List(bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -488,22 +319,99 @@ bool PullIfMissing(const std::string& image, const char* command) {
   return false;
 }
 
-int ImageCommand(const std::vector<std::string>& args) {
-  if (args.empty()) return Usage("missing subcommand");
-  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-    std::fputs(kImageUsage, stdout);
-    return 0;
-  }
-  ImageStore store(DefaultHostPaths().images);
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "import") return Import(rest);
-  if (args[0] == "pull") return Pull(rest);
-  if (args[0] == "build") return Build(rest, store);
-  if (args[0] == "prune") return Prune(rest);
-  if (args[0] == "push") return Push(rest);
-  if (args[0] == "ls") return List(rest);
-  if (args[0] == "rm") return Remove(rest);
-  return Usage(("unknown subcommand " + args[0]).c_str());
+void AddImageCommand(Cli& cli) {
+  CLI::App* group = cli.Group("image", "images: pull, import, build, push, ls, rm, prune");
+  group->footer(kImageFooter);
+
+  auto pull = std::make_shared<std::string>();
+  CLI::App* p = cli.Add(group, "pull", "fetch an image from its registry (python:3.11-slim)",
+                        [pull] { return Pull(*pull); });
+  p->add_option("REF", *pull, "the image reference")->required();
+
+  auto import = std::make_shared<ImportArgs>();
+  CLI::App* i =
+      cli.Add(group, "import", "import an image archive (OCI, docker save) or a root filesystem",
+              [import] { return Import(*import); });
+  CLI::Option* archive =
+      i->add_option("ARCHIVE", import->archive, "an OCI image layout or `docker save` archive");
+  CLI::Option* rootfs = i->add_option("--rootfs", import->rootfs,
+                                      "a root filesystem tar (mmdebstrap --format=tar) instead")
+                            ->type_name("TAR")
+                            ->excludes(archive);
+  CLI::Option* tag = i->add_option("--tag", import->tag, "the image's name")->type_name("NAME");
+  rootfs->needs(tag);
+  i->callback([archive, rootfs] {
+    if (archive->count() == 0 && rootfs->count() == 0) {
+      throw CLI::ValidationError("import needs an image ARCHIVE, or --rootfs TAR and --tag NAME");
+    }
+  });
+
+  struct BuildArgs {
+    v1::BuildImageRequest request;
+  };
+  auto build = std::make_shared<BuildArgs>();
+  CLI::App* b = cli.Add(group, "build", "build one from Debian packages (and npm packages)",
+                        [build] { return BuildImage(build->request); });
+  b->footer(kImageFooter);
+  b->add_option_function<std::string>(
+       "--debian", [build](const std::string& v) { build->request.set_suite(v); },
+       "the Debian suite (bookworm)")
+      ->type_name("SUITE")
+      ->required();
+  b->add_option_function<std::string>(
+       "--packages",
+       [build](const std::string& v) {
+         for (absl::string_view p : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+           build->request.add_packages(std::string(p));
+         }
+       },
+       "Debian packages, comma-separated (python3,git)")
+      ->type_name("P1,P2");
+  AddCheckedList(
+      b, "--npm", nullptr,
+      [build](const std::string& v) {
+        absl::Status s = ValidateNpmSpec(v);
+        if (s.ok()) build->request.add_npm(v);
+        return s;
+      },
+      "an npm package (and Node.js), repeatable: its scripts run in a build VM")
+      ->type_name("PKG");
+  AddCheckedList(
+      b, "--env", nullptr,
+      [build](const std::string& v) {
+        if (v.find('=') == std::string::npos || v[0] == '=') {
+          return absl::InvalidArgumentError("--env needs KEY=VALUE");
+        }
+        build->request.add_env(v);
+        return absl::OkStatus();
+      },
+      "a variable of the image's environment, repeatable")
+      ->type_name("KEY=VALUE");
+  b->add_option_function<std::string>(
+       "--tag", [build](const std::string& v) { build->request.set_tag(v); }, "the image's name")
+      ->type_name("NAME")
+      ->required();
+
+  struct PushArgs {
+    std::string archive, ref;
+  };
+  auto push = std::make_shared<PushArgs>();
+  CLI::App* pu = cli.Add(group, "push", "upload an image archive to a registry",
+                         [push] { return Push(push->archive, push->ref); });
+  pu->add_option("ARCHIVE", push->archive, "an OCI image layout or `docker save` archive")
+      ->required();
+  pu->add_option("REF", push->ref, "where to, like localhost:5000/team/app:1")->required();
+
+  auto ls_json = std::make_shared<bool>(false);
+  CLI::App* l = cli.Add(group, "ls", "list images", [ls_json] { return List(*ls_json); });
+  AddJsonFlag(l, ls_json.get());
+
+  auto rm = std::make_shared<std::vector<std::string>>();
+  CLI::App* r = cli.Add(group, "rm", "remove images (their files once no session uses them)",
+                        [rm] { return Remove(*rm); });
+  r->add_option("NAME", *rm, "the images")->required();
+
+  cli.Add(group, "prune", "free the images no tag and no session uses", Prune);
 }
 
 }  // namespace airlock

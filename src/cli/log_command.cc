@@ -15,24 +15,20 @@
 namespace airlock {
 namespace {
 
-constexpr char kLogUsage[] =
-    "usage: airlock log ID [--json | --html FILE [--open]] [--lines N] [--output-bytes N]\n"
+constexpr char kLogFooter[] =
     "Everything session ID did, oldest first: created, paused, resumed, forked, removed or\n"
     "failed; each command (who ran it, as whom, where, how long, its exit and output); files\n"
     "written and read through the API; egress allowed and denied and secrets sent; workspace\n"
     "sync and promote; and what coding agents in it said and did. Kept after the session is\n"
-    "removed. (`airlock logs ID` is the raw output of its commands.)\n"
-    "  --json            one JSON array of events, for programs\n"
-    "  --html FILE       one self-contained page (search, filters, collapsible output; it\n"
-    "                    loads nothing and runs nothing but its own script); --open shows it\n"
-    "                    in a browser if this machine has one\n"
-    "  --lines N         output lines shown per command in the text form (default 20)\n"
-    "  --output-bytes N  output kept per command (default 65536, at most 1048576)\n";
+    "removed. (`airlock logs ID` is the raw output of its commands.) The HTML page loads\n"
+    "nothing and runs nothing but its own script.";
 
-int Usage(const std::string& problem) {
-  std::fprintf(stderr, "airlock log: %s\n%s", problem.c_str(), kLogUsage);
-  return 2;
-}
+struct LogArgs {
+  v1::TimelineRequest request;
+  bool json = false, open = false;
+  std::string html;
+  size_t lines = 20;
+};
 
 // Opens path in the desktop's browser, if there is a desktop and a way to ask it.
 bool OpenInBrowser(const std::string& path) {
@@ -48,42 +44,11 @@ bool OpenInBrowser(const std::string& path) {
   return r.ok() && r->exit_code == 0;
 }
 
-}  // namespace
-
-int LogCommand(const std::vector<std::string>& args) {
-  v1::TimelineRequest request;
-  bool json = false, open = false;
-  std::string html;
-  size_t lines = 20;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--html" && has_value) {
-      html = args[++i];
-    } else if (a == "--open") {
-      open = true;
-    } else if (a == "--lines" && has_value) {
-      if (!absl::SimpleAtoi(args[++i], &lines)) return Usage("--lines needs a number");
-    } else if (a == "--output-bytes" && has_value) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n) || n > (1u << 20)) {
-        return Usage("--output-bytes needs a number of bytes up to 1048576");
-      }
-      request.set_output_bytes(n);
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kLogUsage, stdout);
-      return 0;
-    } else if (a[0] != '-' && request.session_id().empty()) {
-      request.set_session_id(a);
-    } else {
-      return Usage("unexpected argument " + a);
-    }
-  }
-  if (request.session_id().empty()) return Usage("which session? give its ID");
-  if (json && !html.empty()) return Usage("choose one of --json and --html");
-  if (open && html.empty()) return Usage("--open goes with --html FILE");
+int Log(const LogArgs& args) {
+  const v1::TimelineRequest& request = args.request;
+  const bool json = args.json, open = args.open;
+  const std::string& html = args.html;
+  const size_t lines = args.lines;
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -116,6 +81,33 @@ int LogCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "airlock log: no browser to open here; open %s in one\n", html.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+void AddLogCommand(Cli& cli) {
+  auto args = std::make_shared<LogArgs>();
+  CLI::App* app = cli.Add(&cli.app(), "log", "everything the session did: its timeline",
+                          [args] { return Log(*args); });
+  app->footer(kLogFooter);
+  app->add_option_function<std::string>(
+         "ID", [args](const std::string& v) { args->request.set_session_id(v); }, "the session")
+      ->required()
+      ->type_name("ID");
+  CLI::Option* json = AddJsonFlag(app, &args->json);
+  CLI::Option* html = app->add_option("--html", args->html,
+                                      "write one self-contained page (search, filters, "
+                                      "collapsible output) to FILE")
+                          ->type_name("FILE")
+                          ->excludes(json);
+  app->add_flag("--open", args->open, "show the --html page in a browser if this machine has one")
+      ->needs(html);
+  AddCountOption(
+      app, "--lines", [args](uint32_t n) { args->lines = n; }, 0, 1u << 30,
+      "output lines shown per command in the text form (default 20)");
+  AddCountOption(
+      app, "--output-bytes", [args](uint32_t n) { args->request.set_output_bytes(n); }, 0, 1u << 20,
+      "output kept per command (default 65536, at most 1048576)");
 }
 
 }  // namespace airlock

@@ -17,14 +17,13 @@
 namespace airlock {
 namespace {
 
-constexpr char kMcpUsage[] =
-    "usage: airlock mcp\n"
+constexpr char kMcpFooter[] =
     "Serves the Model Context Protocol on stdin/stdout for an AI agent: run code in a fresh\n"
     "sandbox, manage sessions (create, exec, pause, resume, fork, remove), read logs, metrics\n"
     "and files. Configure a client with\n"
     "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\"]}}}\n"
     "stdout carries protocol messages only; diagnostics go to stderr. When stdin ends, calls in\n"
-    "flight are cancelled and it exits.\n";
+    "flight are cancelled and it exits.";
 
 constexpr char kVersion[] = "0.4.0";
 
@@ -39,14 +38,7 @@ void WriteLine(const std::string& line) {
   }
 }
 
-}  // namespace
-
-int McpCommand(const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    bool help = args[0] == "--help" || args[0] == "-h";
-    std::fputs(kMcpUsage, help ? stdout : stderr);
-    return help ? 0 : 2;
-  }
+int Mcp() {
   signal(SIGPIPE, SIG_IGN);
   mcp::McpServer server(AirlockTools(), WriteLine, kVersion);
   server.set_log(
@@ -81,6 +73,12 @@ int McpCommand(const std::vector<std::string>& args) {
   // The client has gone: stop what it asked for rather than keep it waiting.
   server.CancelAllAndWait();
   return 0;
+}
+
+}  // namespace
+
+void AddMcpCommand(Cli& cli) {
+  cli.Add(&cli.app(), "mcp", "serve the Model Context Protocol on stdio", Mcp)->footer(kMcpFooter);
 }
 
 }  // namespace airlock

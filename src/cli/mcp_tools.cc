@@ -760,16 +760,7 @@ std::vector<Tool> AirlockTools() {
     std::string text;
     v1::NetworkEvent e;
     while (reader->Read(&e)) {
-      events.push_back({{"unix_ms", e.unix_ms()},
-                        {"kind", e.kind()},
-                        {"name", e.name()},
-                        {"address", e.address()},
-                        {"port", e.port()},
-                        {"allowed", e.allowed()},
-                        {"rule", e.rule()},
-                        {"reason", e.reason()},
-                        {"bytes_out", e.bytes_out()},
-                        {"bytes_in", e.bytes_in()}});
+      events.push_back(NetworkEventToJson(e));
       std::string where = e.name().empty() ? e.address() : e.name();
       if (e.port() != 0) absl::StrAppend(&where, ":", e.port());
       absl::StrAppend(&text, e.kind(), " ", where, " ",
@@ -817,16 +808,7 @@ std::vector<Tool> AirlockTools() {
     grpc::Status status = reader->Finish();
     if (!got) return RpcFailed(status);
     return ToolResult{
-        {{"session_id", s.session_id()},
-         {"cpu_percent", s.cpu_percent()},
-         {"memory_used_bytes", s.memory_used_bytes()},
-         {"memory_total_bytes", s.memory_total_bytes()},
-         {"processes", s.processes()},
-         {"disk_used_bytes", s.disk_used_bytes()},
-         {"disk_total_bytes", s.disk_total_bytes()},
-         {"net_bytes_out", s.net_bytes_out()},
-         {"net_bytes_in", s.net_bytes_in()},
-         {"net_denied", s.net_denied()}},
+        MetricsToJson(s),
         absl::StrCat("cpu ", static_cast<int>(s.cpu_percent()), "%, memory ",
                      s.memory_used_bytes() >> 20, " of ", s.memory_total_bytes() >> 20, " MiB, ",
                      s.processes(), " processes"),

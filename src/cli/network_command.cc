@@ -9,17 +9,13 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
+#include "src/cli/session_json.h"
 #include "src/net/egress_rule.h"
 
 namespace airlock {
 namespace {
 
-constexpr char kNetworkUsage[] =
-    "usage: airlock network ls ID [--json]\n"
-    "       airlock network allow ID RULE... [--preset NAME]... [--ttl DURATION]\n"
-    "       airlock network deny ID RULE... [--ttl DURATION]\n"
-    "       airlock network rm ID RULE...\n"
-    "       airlock network log ID [-f] [-n N] [--json]\n"
+constexpr char kNetworkFooter[] =
     "A session reaches only what its rules allow, within the operator's ceiling (ls shows\n"
     "both). RULE is HOST, *.DOMAIN, an IP address or CIDR ([v6] in brackets), each optionally\n"
     ":PORT (default ports 80 and 443), e.g. pypi.org, '*.example.com:8443', 10.20.0.0/16:5432;\n"
@@ -29,7 +25,7 @@ constexpr char kNetworkUsage[] =
     "rules expire by themselves (like 10m or 1h). rm removes rules as ls writes them.\n"
     "log lists every DNS answer and connection: time, name, address, port, bytes, and the\n"
     "rule that allowed it or why it was denied, and each secret sent (or left as a\n"
-    "placeholder, and why); -f follows new ones.\n";
+    "placeholder, and why); -f follows new ones.";
 
 std::string Time(int64_t unix_ms) {
   time_t t = static_cast<time_t>(unix_ms / 1000);
@@ -83,41 +79,13 @@ int List(const std::string& id, bool json) {
   return 0;
 }
 
-int Change(const std::string& verb, const std::string& id, const std::vector<std::string>& args) {
-  v1::ChangeNetworkRequest request;
-  request.set_session_id(id);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "--ttl" && has_value && verb != "rm") {
-      absl::StatusOr<uint64_t> ttl = ParseDurationSeconds(args[++i]);
-      if (!ttl.ok() || *ttl == 0) {
-        return Usage(kNetworkUsage, "--ttl needs a duration like 90s, 10m or 1h");
-      }
-      request.set_ttl_seconds(static_cast<double>(*ttl));
-    } else if (a == "--preset" && has_value && verb == "allow") {
-      if (absl::Status s = net::PresetRules(args[++i]).status(); !s.ok()) {
-        return Usage(kNetworkUsage, std::string(s.message()));
-      }
-      request.add_allow_preset(args[i]);
-    } else if (!a.empty() && a[0] == '-') {
-      return Usage(kNetworkUsage, "unexpected argument " + a);
-    } else if (verb == "allow") {
-      absl::StatusOr<net::EgressRule> rule = net::ParseSessionRule(a);
-      if (!rule.ok()) return Usage(kNetworkUsage, std::string(rule.status().message()));
-      request.add_allow(a);
-    } else if (verb == "deny") {
-      absl::StatusOr<net::EgressRule> rule =
-          net::ParseEgressRule(a, net::RuleContext::kCeilingDeny);
-      if (!rule.ok()) return Usage(kNetworkUsage, std::string(rule.status().message()));
-      request.add_deny(a);
-    } else {
-      request.add_remove(a);
-    }
-  }
+int Change(const v1::ChangeNetworkRequest& request, const std::string& verb) {
+  const std::string& id = request.session_id();
   if (request.allow().empty() && request.allow_preset().empty() && request.deny().empty() &&
       request.remove().empty()) {
-    return Usage(kNetworkUsage, verb + " needs at least one RULE");
+    std::fprintf(stderr, "airlock network %s: give at least one RULE (or --preset NAME)\n",
+                 verb.c_str());
+    return 2;
   }
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
@@ -130,24 +98,7 @@ int Change(const std::string& verb, const std::string& id, const std::vector<std
   return 0;
 }
 
-int Log(const std::string& id, const std::vector<std::string>& args) {
-  v1::NetworkLogRequest request;
-  request.set_session_id(id);
-  bool json = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-f" || a == "--follow") {
-      request.set_follow(true);
-    } else if (a == "--json") {
-      json = true;
-    } else if ((a == "-n" || a == "--tail") && i + 1 < args.size()) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n)) return Usage(kNetworkUsage, "-n needs a number");
-      request.set_tail(n);
-    } else {
-      return Usage(kNetworkUsage, "unexpected argument " + a);
-    }
-  }
+int Log(const v1::NetworkLogRequest& request, bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -156,11 +107,7 @@ int Log(const std::string& id, const std::vector<std::string>& args) {
   v1::NetworkEvent e;
   while (reader->Read(&e)) {
     if (json) {
-      nlohmann::json line = {{"unix_ms", e.unix_ms()},     {"kind", e.kind()},
-                             {"name", e.name()},           {"address", e.address()},
-                             {"port", e.port()},           {"allowed", e.allowed()},
-                             {"rule", e.rule()},           {"reason", e.reason()},
-                             {"bytes_out", e.bytes_out()}, {"bytes_in", e.bytes_in()}};
+      nlohmann::json line = NetworkEventToJson(e);
       std::printf("%s\n", line.dump().c_str());
     } else {
       std::string where = e.name().empty() ? e.address() : e.name();
@@ -182,26 +129,88 @@ int Log(const std::string& id, const std::vector<std::string>& args) {
 
 }  // namespace
 
-int NetworkCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kNetworkUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  const std::string& verb = args[0];
-  if (args.size() < 2 || args[1].empty() || args[1][0] == '-') {
-    return Usage(kNetworkUsage, "which session? give its ID after " + verb);
-  }
-  const std::string& id = args[1];
-  std::vector<std::string> rest(args.begin() + 2, args.end());
-  if (verb == "ls") {
-    if (rest.size() > 1 || (rest.size() == 1 && rest[0] != "--json")) {
-      return Usage(kNetworkUsage, "ls takes an ID and --json");
+void AddNetworkCommand(Cli& cli) {
+  CLI::App* group = cli.Group("network", "a session's egress rules and connections");
+  group->footer(kNetworkFooter);
+  auto id = [](CLI::App* app, std::function<void(const std::string&)> set) {
+    app->add_option_function<std::string>("ID", std::move(set), "the session")
+        ->required()
+        ->type_name("ID");
+  };
+
+  struct ListArgs {
+    std::string id;
+    bool json = false;
+  };
+  auto ls = std::make_shared<ListArgs>();
+  CLI::App* l = cli.Add(group, "ls", "the session's rules and the operator's ceiling",
+                        [ls] { return List(ls->id, ls->json); });
+  id(l, [ls](const std::string& v) { ls->id = v; });
+  AddJsonFlag(l, &ls->json);
+
+  for (const char* verb : {"allow", "deny", "rm"}) {
+    auto change = std::make_shared<v1::ChangeNetworkRequest>();
+    std::string v = verb;
+    CLI::App* c = cli.Add(group, verb,
+                          v == "allow"  ? "let the session reach more, at once"
+                          : v == "deny" ? "refuse destinations, at once (deny wins over allow)"
+                                        : "remove rules as ls writes them",
+                          [change, v] { return Change(*change, v); });
+    c->footer(kNetworkFooter);
+    id(c, [change](const std::string& s) { change->set_session_id(s); });
+    c->add_option_function<std::vector<std::string>>(
+         "RULE",
+         [change, v](const std::vector<std::string>& rules) {
+           for (const std::string& rule : rules) {
+             absl::Status ok =
+                 v == "allow"  ? net::ParseSessionRule(rule).status()
+                 : v == "deny" ? net::ParseEgressRule(rule, net::RuleContext::kCeilingDeny).status()
+                               : absl::OkStatus();
+             if (!ok.ok()) throw CLI::ValidationError(std::string(ok.message()));
+             if (v == "allow") change->add_allow(rule);
+             if (v == "deny") change->add_deny(rule);
+             if (v == "rm") change->add_remove(rule);
+           }
+         },
+         "HOST, *.DOMAIN, IP or CIDR, each optionally :PORT")
+        ->type_name("RULE");
+    if (v == "rm") continue;
+    AddDurationOption(
+        c, "--ttl",
+        [change](uint64_t ttl) {
+          if (ttl == 0) throw CLI::ValidationError("--ttl needs a duration like 90s, 10m or 1h");
+          change->set_ttl_seconds(static_cast<double>(ttl));
+        },
+        "the new rules expire by themselves after this long (like 10m or 1h)");
+    if (v == "allow") {
+      AddCheckedList(
+          c, "--preset", nullptr,
+          [change](const std::string& name) {
+            absl::Status s = net::PresetRules(name).status();
+            if (s.ok()) change->add_allow_preset(name);
+            return s;
+          },
+          "the hosts of an ecosystem: pypi, npm, github, debian, huggingface, crates, golang, "
+          "anthropic, openai")
+          ->type_name("NAME");
     }
-    return List(id, !rest.empty());
   }
-  if (verb == "allow" || verb == "deny" || verb == "rm") return Change(verb, id, rest);
-  if (verb == "log") return Log(id, rest);
-  return Usage(kNetworkUsage, "unknown network command " + verb);
+
+  struct LogArgs {
+    v1::NetworkLogRequest request;
+    bool json = false;
+  };
+  auto log = std::make_shared<LogArgs>();
+  CLI::App* lg = cli.Add(group, "log", "every DNS answer, connection and secret sent",
+                         [log] { return Log(log->request, log->json); });
+  lg->footer(kNetworkFooter);
+  id(lg, [log](const std::string& v) { log->request.set_session_id(v); });
+  lg->add_flag_function(
+      "-f,--follow", [log](int64_t) { log->request.set_follow(true); }, "follow new ones");
+  AddCountOption(
+      lg, "-n,--tail", [log](uint32_t n) { log->request.set_tail(n); }, 0, 1u << 30,
+      "only the last N");
+  AddJsonFlag(lg, &log->json);
 }
 
 }  // namespace airlock

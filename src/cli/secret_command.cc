@@ -10,14 +10,12 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/daemon_client.h"
 #include "src/secrets/secret_source.h"
+#include "src/secrets/secret_spec.h"
 
 namespace airlock {
 namespace {
 
-constexpr char kSecretUsage[] =
-    "usage: airlock secret ls ID [--json]\n"
-    "       airlock secret set ID NAME=SOURCE@HOST[,HOST...][?body]...\n"
-    "       airlock secret rm ID NAME...\n"
+constexpr char kSecretFooter[] =
     "A secret's value never enters the guest: commands see NAME=<placeholder>, and airlockd\n"
     "puts the value in place of the placeholder only in HTTPS requests to the hosts it is\n"
     "bound to (in headers; in bodies too with ?body), and puts the placeholder back in place\n"
@@ -25,7 +23,7 @@ constexpr char kSecretUsage[] =
     "SOURCE is env:VAR or file:PATH (read here, by this command) or op://VAULT/ITEM/FIELD\n"
     "(read by airlockd with 1Password's `op`, again at each resume).\n"
     "set binds new secrets or gives bound ones a new source or value (the placeholder stays);\n"
-    "ls shows names, sources, hosts, placeholders and when each was last sent.\n";
+    "ls shows names, sources, hosts, placeholders and when each was last sent.";
 
 std::string Time(int64_t unix_ms) {
   if (unix_ms == 0) return "never";
@@ -85,63 +83,72 @@ absl::Status AddSecretBinding(const std::string& text,
   return absl::OkStatus();
 }
 
-int SecretCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kSecretUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  const std::string& verb = args[0];
-  if (args.size() < 2 || args[1].empty() || args[1][0] == '-') {
-    return Usage(kSecretUsage, "which session? give its ID after " + verb);
-  }
-  const std::string& id = args[1];
-  std::vector<std::string> rest(args.begin() + 2, args.end());
+namespace {
+
+struct SecretArgs {
+  std::string id;
+  std::vector<std::string> items;  // specs for set, names for rm
+  bool json = false;
+};
+
+int Secret(const std::string& verb, const SecretArgs& args) {
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ListSecretsResponse response;
+  grpc::Status status;
   if (verb == "ls") {
-    if (rest.size() > 1 || (rest.size() == 1 && rest[0] != "--json")) {
-      return Usage(kSecretUsage, "ls takes an ID and --json");
-    }
-    std::optional<DaemonClient> client = Connect();
-    if (!client) return 1;
-    grpc::ClientContext context;
     v1::ListSecretsRequest request;
-    request.set_session_id(id);
-    v1::ListSecretsResponse response;
-    grpc::Status status = client->secrets->List(&context, request, &response);
-    if (!status.ok()) return DaemonError(status);
-    return Print(response, !rest.empty());
-  }
-  if (verb == "set") {
-    if (rest.empty()) return Usage(kSecretUsage, "set needs NAME=SOURCE@HOST");
+    request.set_session_id(args.id);
+    status = client->secrets->List(&context, request, &response);
+  } else if (verb == "set") {
     v1::SetSecretsRequest request;
-    request.set_session_id(id);
-    for (const std::string& text : rest) {
+    request.set_session_id(args.id);
+    for (const std::string& text : args.items) {
       if (absl::Status s = AddSecretBinding(text, request.mutable_secrets()); !s.ok()) {
-        return Usage(kSecretUsage, std::string(s.message()));
+        std::fprintf(stderr, "airlock secret set: %s\n", std::string(s.message()).c_str());
+        return 2;
       }
     }
-    std::optional<DaemonClient> client = Connect();
-    if (!client) return 1;
-    grpc::ClientContext context;
-    v1::ListSecretsResponse response;
-    grpc::Status status = client->secrets->Set(&context, request, &response);
+    status = client->secrets->Set(&context, request, &response);
     for (v1::SecretBinding& b : *request.mutable_secrets()) secrets::Wipe(*b.mutable_value());
-    if (!status.ok()) return DaemonError(status);
-    return Print(response, false);
-  }
-  if (verb == "rm") {
-    if (rest.empty()) return Usage(kSecretUsage, "rm needs the NAME of a secret");
+  } else {
     v1::RemoveSecretsRequest request;
-    request.set_session_id(id);
-    for (const std::string& name : rest) request.add_names(name);
-    std::optional<DaemonClient> client = Connect();
-    if (!client) return 1;
-    grpc::ClientContext context;
-    v1::ListSecretsResponse response;
-    grpc::Status status = client->secrets->Remove(&context, request, &response);
-    if (!status.ok()) return DaemonError(status);
-    return Print(response, false);
+    request.set_session_id(args.id);
+    for (const std::string& name : args.items) request.add_names(name);
+    status = client->secrets->Remove(&context, request, &response);
   }
-  return Usage(kSecretUsage, "unknown secret command " + verb);
+  if (!status.ok()) return DaemonError(status);
+  return Print(response, args.json);
+}
+
+}  // namespace
+
+void AddSecretCommand(Cli& cli) {
+  CLI::App* group = cli.Group("secret", "secrets the guest holds placeholders of");
+  group->footer(kSecretFooter);
+  for (const char* verb : {"ls", "set", "rm"}) {
+    std::string v = verb;
+    auto args = std::make_shared<SecretArgs>();
+    CLI::App* app = cli.Add(group, verb,
+                            v == "ls"    ? "the session's secrets: names, sources, hosts, last use"
+                            : v == "set" ? "bind secrets, or give bound ones a new value"
+                                         : "unbind secrets",
+                            [v, args] { return Secret(v, *args); });
+    app->footer(kSecretFooter);
+    app->add_option("ID", args->id, "the session")->required()->type_name("ID");
+    if (v == "set") {
+      AddCheckedList(
+          app, "SPEC", &args->items,
+          [](const std::string& text) { return secrets::ParseSecretSpec(text).status(); },
+          "NAME=SOURCE@HOST[,HOST...][?body]")
+          ->required()
+          ->allow_extra_args(true);
+    } else if (v == "rm") {
+      app->add_option("NAME", args->items, "the secrets' names")->required();
+    }
+    AddJsonFlag(app, &args->json);
+  }
 }
 
 }  // namespace airlock

@@ -14,11 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "src/cli/cli_app.h"
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
+#include "src/cli/run_args.h"
 #include "src/cli/session_json.h"
+#include "src/cli/session_options.h"
 #include "src/cli/workspace_client.h"
 #include "src/net/egress_rule.h"
 #include "src/workspace/workspace_capture.h"
@@ -32,104 +35,19 @@ int64_t NowMs() {
       .count();
 }
 
-constexpr char kCreateUsage[] =
-    "usage: airlock session create [IMAGE] [--cpus N] [--memory SIZE] [--pids N] [--disk SIZE]\n"
-    "                              [--ttl DURATION] [--idle-timeout DURATION]\n"
-    "                              [--allow RULE]... [--allow-preset NAME]... [--net-rate SIZE]\n"
-    "                              [--secret NAME=SOURCE@HOST[,HOST...][?body]]...\n"
-    "                              [--workspace DIR [--workspace-max SIZE]]\n"
+constexpr char kCreateFooter[] =
     "Starts a session (a durable microVM) and prints its id. Sizes like 512m or 2g, durations\n"
-    "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl.\n"
-    "  --idle-timeout D  pause the session after D without a command or stream (default 5m;\n"
-    "                    0: never). The next exec, logs -f or metrics resumes it.\n"
-    "  --allow RULE      let the session reach a destination (repeatable; default: none):\n"
-    "                    HOST, *.DOMAIN, IP or CIDR, each optionally :PORT (default 80\n"
-    "                    and 443), e.g. --allow pypi.org --allow '*.example.com:8443'\n"
-    "  --allow-preset P  the hosts of an ecosystem: pypi, npm, github, debian,\n"
-    "                    huggingface, crates, golang, anthropic, openai\n"
-    "  --net-rate SIZE   egress bandwidth per second, each way, all connections together\n"
-    "                    (like 10m; default: no limit)\n"
-    "  --secret SPEC     commands see NAME=<placeholder>; HTTPS requests to HOST carry the\n"
-    "                    value instead, e.g. OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com\n"
-    "                    (SOURCE: env:VAR, file:PATH, op://VAULT/ITEM/FIELD; see airlock\n"
-    "                    secret --help)\n"
-    "  --workspace DIR   capture the project DIR (with its .git) into the session: commands\n"
-    "                    see it at /workspace, writable, while DIR itself is never touched;\n"
-    "                    bring work back with airlock diff / promote. A .airlockignore in DIR\n"
-    "                    (patterns as in .gitignore) leaves paths out.\n"
-    "  --workspace-max SIZE  refuse a project with more file content than this (default 2g)\n";
+    "like 90s, 30m or 1h. Defaults: 1 vCPU, 512m, 1024 processes, 1g disk, no ttl, paused\n"
+    "after 5m idle.";
 
-int SessionCreate(const std::vector<std::string>& args) {
-  v1::CreateSessionRequest request;
-  std::string workspace;
-  uint64_t workspace_max = kDefaultWorkspaceMaxBytes;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "--cpus" && has_value) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n) || n == 0)
-        return Usage(kCreateUsage, "--cpus needs a number");
-      request.mutable_limits()->set_vcpus(n);
-    } else if ((a == "--memory" || a == "--disk") && has_value) {
-      absl::StatusOr<uint64_t> size = ParseSize(args[++i]);
-      if (!size.ok()) return Usage(kCreateUsage, std::string(size.status().message()));
-      if (a == "--memory") request.mutable_limits()->set_memory_bytes(*size);
-      if (a == "--disk") request.mutable_limits()->set_disk_bytes(*size);
-    } else if (a == "--pids" && has_value) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n)) return Usage(kCreateUsage, "--pids needs a number");
-      request.mutable_limits()->set_pids(n);
-    } else if (a == "--ttl" && has_value) {
-      absl::StatusOr<uint64_t> ttl = ParseDurationSeconds(args[++i]);
-      if (!ttl.ok()) return Usage(kCreateUsage, std::string(ttl.status().message()));
-      request.mutable_limits()->set_ttl_seconds(*ttl);
-    } else if (a == "--net-rate" && has_value) {
-      absl::StatusOr<uint64_t> rate = ParseSize(args[++i]);
-      if (!rate.ok()) return Usage(kCreateUsage, std::string(rate.status().message()));
-      request.mutable_limits()->set_net_bytes_per_second(*rate);
-    } else if (a == "--idle-timeout" && has_value) {
-      absl::StatusOr<uint64_t> idle = ParseDurationSeconds(args[++i]);
-      if (!idle.ok()) return Usage(kCreateUsage, std::string(idle.status().message()));
-      request.mutable_limits()->set_idle_timeout_seconds(*idle);
-    } else if (a == "--allow" && has_value) {
-      absl::StatusOr<net::EgressRule> rule = net::ParseSessionRule(args[++i]);
-      if (!rule.ok()) return Usage(kCreateUsage, std::string(rule.status().message()));
-      request.add_allow(args[i]);
-    } else if (a == "--allow-preset" && has_value) {
-      if (absl::Status s = net::PresetRules(args[++i]).status(); !s.ok()) {
-        return Usage(kCreateUsage, std::string(s.message()));
-      }
-      request.add_allow_preset(args[i]);
-    } else if (a == "--secret" && has_value) {
-      if (absl::Status s = AddSecretBinding(args[++i], request.mutable_secrets()); !s.ok()) {
-        return Usage(kCreateUsage, std::string(s.message()));
-      }
-    } else if (a == "--workspace" && has_value) {
-      workspace = args[++i];
-    } else if (a == "--workspace-max" && has_value) {
-      absl::StatusOr<uint64_t> size = ParseSize(args[++i]);
-      if (!size.ok()) return Usage(kCreateUsage, std::string(size.status().message()));
-      workspace_max = *size;
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kCreateUsage, stdout);
-      return 0;
-    } else if (a[0] != '-' && request.image().empty()) {
-      request.set_image(a);
-    } else {
-      return Usage(kCreateUsage, "unexpected argument " + a);
-    }
-  }
-  if (!PullIfMissing(request.image(), "session create")) return 1;
+int SessionCreate(const SessionOptions& options) {
+  if (!PullIfMissing(options.image, "session create")) return 1;
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
-  if (!workspace.empty()) {
-    absl::StatusOr<std::string> token = UploadWorkspace(*client, workspace, workspace_max);
-    if (!token.ok()) {
-      std::fprintf(stderr, "airlock: %s\n", std::string(token.status().message()).c_str());
-      return 1;
-    }
-    request.set_workspace(*token);
+  v1::CreateSessionRequest request;
+  if (absl::Status s = ApplySessionOptions(*client, options, &request); !s.ok()) {
+    std::fprintf(stderr, "airlock: %s\n", std::string(s.message()).c_str());
+    return 1;
   }
   grpc::ClientContext context;
   v1::Session session;
@@ -139,67 +57,38 @@ int SessionCreate(const std::vector<std::string>& args) {
   return 0;
 }
 
-constexpr char kExecUsage[] =
-    "usage: airlock exec [-i] [-t] [-e KEY=VALUE] [-w DIR] [-u USER[:GROUP]] [--timeout SECONDS]\n"
-    "       [--agent NAME] ID -- COMMAND [ARG...]\n"
+constexpr char kExecFooter[] =
     "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
-    "  -i  pass stdin to the command (otherwise it reads /dev/null)\n"
-    "  -t  run it on a terminal in the guest, the size of this one (with -i, this terminal is\n"
-    "      raw while it runs: ^C, ^Z and every other key go to the command; stdout and stderr\n"
-    "      come back together). `airlock exec -it ID -- bash` is a shell.\n"
-    "  -u  run as this user of the image, by name or id (default: the image's User, else root)\n"
-    "  --agent claude  COMMAND is (or starts) this coding agent: while it runs, its own\n"
-    "      transcripts in the guest go into the session's timeline (airlock log ID)\n";
+    "`airlock exec -it ID -- bash` is a shell: with -i and -t this terminal is raw while it\n"
+    "runs (^C, ^Z and every other key go to the command; stdout and stderr come back\n"
+    "together).";
 
-int Exec(const std::vector<std::string>& args) {
+struct ExecArgs {
+  std::string id;
+  std::vector<std::string> command;
+  std::vector<std::string> env;
+  std::string workdir, user, agent;
+  double timeout_seconds = 0;
+  bool interactive = false, tty = false;
+};
+
+int Exec(const ExecArgs& args) {
   v1::ExecStart start;
-  bool tty = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "-i" || a == "--interactive") {
-      start.set_stdin(true);
-    } else if (a == "-t" || a == "--tty") {
-      tty = true;
-    } else if (a == "--agent" && has_value) {
-      start.set_agent(args[++i]);
-    } else if (a == "-it" || a == "-ti") {
-      start.set_stdin(true);
-      tty = true;
-    } else if ((a == "-e" || a == "--env") && has_value) {
-      const std::string& kv = args[++i];
-      if (kv.find('=') == std::string::npos || kv[0] == '=') {
-        return Usage(kExecUsage, "-e needs KEY=VALUE");
-      }
-      start.add_env(kv);
-    } else if ((a == "-w" || a == "--workdir") && has_value) {
-      start.set_cwd(args[++i]);
-    } else if ((a == "-u" || a == "--user") && has_value) {
-      start.set_user(args[++i]);
-    } else if (a == "--timeout" && has_value) {
-      double t;
-      if (!absl::SimpleAtod(args[++i], &t) || !(t > 0)) {
-        return Usage(kExecUsage, "--timeout needs a positive number of seconds");
-      }
-      start.set_timeout_seconds(t);
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kExecUsage, stdout);
-      return 0;
-    } else if (a == "--") {
-      ++i;
-      break;
-    } else if (a[0] != '-' && start.session_id().empty()) {
-      start.set_session_id(a);
-    } else if (a[0] != '-') {
-      break;  // the command, without a "--"
-    } else {
-      return Usage(kExecUsage, "unexpected argument " + a);
-    }
+  start.set_session_id(args.id);
+  for (const std::string& a : args.command) start.add_argv(a);
+  for (const std::string& e : args.env) start.add_env(e);
+  start.set_cwd(args.workdir);
+  start.set_user(args.user);
+  start.set_agent(args.agent);
+  start.set_stdin(args.interactive);
+  start.set_timeout_seconds(args.timeout_seconds);
+  if (start.argv().empty()) {
+    std::fprintf(stderr,
+                 "airlock exec: no command given; put it after --, e.g. airlock exec "
+                 "ID -- ls\n");
+    return 2;
   }
-  for (; i < args.size(); ++i) start.add_argv(args[i]);
-  if (start.session_id().empty()) return Usage(kExecUsage, "which session? give its ID");
-  if (start.argv().empty()) return Usage(kExecUsage, "no command given; put it after --");
+  bool tty = args.tty;
   if (tty) {
     if (absl::Status s = UseTerminal(&start); !s.ok()) {
       std::fprintf(stderr, "airlock exec: %s\n", std::string(s.message()).c_str());
@@ -211,28 +100,11 @@ int Exec(const std::vector<std::string>& args) {
   return StreamExec(*client, start);
 }
 
-constexpr char kListUsage[] =
-    "usage: airlock ls [-a] [--json|-q]\n"
+constexpr char kListFooter[] =
     "Your sessions, newest first: those that are creating, running or paused; with -a (--all)\n"
-    "also the stopped and failed ones, whose records, logs and timelines are kept. -q prints\n"
-    "only their ids, --json all their fields.\n";
+    "also the stopped and failed ones, whose records, logs and timelines are kept.";
 
-int List(const std::vector<std::string>& args) {
-  bool json = false, quiet = false, all = false;
-  for (const std::string& a : args) {
-    if (a == "--json") {
-      json = true;
-    } else if (a == "-q" || a == "--quiet") {
-      quiet = true;
-    } else if (a == "-a" || a == "--all") {
-      all = true;
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kListUsage, stdout);
-      return 0;
-    } else {
-      return Usage(kListUsage, "unexpected argument " + a);
-    }
-  }
+int List(bool all, bool quiet, bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -270,9 +142,7 @@ int List(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Ps(const std::vector<std::string>& args) {
-  bool json = args.size() == 1 && args[0] == "--json";
-  if (!args.empty() && !json) return Usage("usage: airlock ps [--json]\n", "unexpected argument");
+int Ps(bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -306,16 +176,12 @@ int Ps(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Quota(const std::vector<std::string>& args) {
-  bool json = args.size() == 1 && args[0] == "--json";
-  if (!args.empty() && !json) {
-    return Usage(
-        "usage: airlock quota [--json]\n"
-        "Shows what your sessions may hold at once on this host and what they use now. A\n"
-        "create, resume or fork over a quota fails and names it; the operator sets them\n"
-        "(airlockd --quota-file).\n",
-        "unexpected argument");
-  }
+constexpr char kQuotaFooter[] =
+    "Shows what your sessions may hold at once on this host and what they use now. A create,\n"
+    "resume or fork over a quota fails and names it; the operator sets them (airlockd\n"
+    "--quota-file).";
+
+int Quota(bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -346,35 +212,7 @@ int Quota(const std::vector<std::string>& args) {
   return 0;
 }
 
-constexpr char kLogsUsage[] =
-    "usage: airlock logs [-f] [-n N] [--since DURATION] ID\n"
-    "Prints the output of every command of session ID with timestamps (also after it stopped).\n"
-    "  -f          keep printing new output until the session stops\n"
-    "  -n N        only the last N entries\n"
-    "  --since D   only entries from the last D (like 10m or 1h)\n";
-
-int Logs(const std::vector<std::string>& args) {
-  v1::LogsRequest request;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has_value = i + 1 < args.size();
-    if (a == "-f" || a == "--follow") {
-      request.set_follow(true);
-    } else if ((a == "-n" || a == "--tail") && has_value) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n)) return Usage(kLogsUsage, "-n needs a number");
-      request.set_tail(n);
-    } else if (a == "--since" && has_value) {
-      absl::StatusOr<uint64_t> d = ParseDurationSeconds(args[++i]);
-      if (!d.ok()) return Usage(kLogsUsage, std::string(d.status().message()));
-      request.set_since_unix_ms(NowMs() - static_cast<int64_t>(*d) * 1000);
-    } else if (a[0] != '-' && request.session_id().empty()) {
-      request.set_session_id(a);
-    } else {
-      return Usage(kLogsUsage, "unexpected argument " + a);
-    }
-  }
-  if (request.session_id().empty()) return Usage(kLogsUsage, "which session? give its ID");
+int Logs(const v1::LogsRequest& request) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -404,17 +242,7 @@ int Logs(const std::vector<std::string>& args) {
   return status.ok() ? 0 : DaemonError(status);
 }
 
-int Metrics(const std::vector<std::string>& args) {
-  bool watch = false;
-  std::vector<std::string> ids;
-  for (const std::string& a : args) {
-    if (a == "--watch" || a == "-w")
-      watch = true;
-    else if (a[0] != '-')
-      ids.push_back(a);
-    else
-      return Usage("usage: airlock metrics [--watch] [ID...]\n", "unexpected argument " + a);
-  }
+int Metrics(const std::vector<std::string>& ids, bool watch, bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   bool tty = isatty(STDOUT_FILENO);
@@ -443,6 +271,17 @@ int Metrics(const std::vector<std::string>& args) {
         if (!ids.empty()) return DaemonError(status);
       }
     }
+    if (json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const v1::MetricsSample& s : samples) {
+        out.push_back(MetricsToJson(s));
+      }
+      // --watch: one array per line, a stream a program can read line by line.
+      std::printf("%s\n", out.dump(watch ? -1 : 2).c_str());
+      std::fflush(stdout);
+      if (watch) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
     if (watch && tty) std::printf("\033[H\033[2J");
     std::printf("%-12s  %6s  %-17s  %5s  %-17s  %-19s  %s\n", "SESSION", "CPU%", "MEMORY", "PROCS",
                 "DISK", "NET OUT / IN", "DENIED");
@@ -467,7 +306,6 @@ int Metrics(const std::vector<std::string>& args) {
 }
 
 int Remove(const std::vector<std::string>& args) {
-  if (args.empty()) return Usage("usage: airlock rm ID...\n", "which session? give its ID");
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   int code = 0;
@@ -487,25 +325,8 @@ int Remove(const std::vector<std::string>& args) {
   return code;
 }
 
-constexpr char kPauseUsage[] =
-    "usage: airlock pause ID...\n"
-    "Snapshots each session to disk and ends its VM (no process, no host memory). Every\n"
-    "process and file comes back with `airlock resume ID`, or on the next exec.\n";
-constexpr char kResumeUsage[] =
-    "usage: airlock resume ID...\n"
-    "Restores paused sessions from their snapshots, every process and file as it was.\n";
-
 // pause and resume: one RPC per id, which it prints on success.
 int PauseOrResume(const std::vector<std::string>& args, bool pause) {
-  const char* usage = pause ? kPauseUsage : kResumeUsage;
-  if (args.empty()) return Usage(usage, "which session? give its ID");
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    }
-    if (a[0] == '-') return Usage(usage, "unexpected argument " + a);
-  }
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   int code = 0;
@@ -533,32 +354,12 @@ int PauseOrResume(const std::vector<std::string>& args, bool pause) {
   return code;
 }
 
-constexpr char kForkUsage[] =
-    "usage: airlock fork ID [-n N]\n"
-    "Makes N (default 1, at most 64) independent copies of session ID, running or paused,\n"
-    "from one snapshot of it: each with its own disk, id and hostname and a reseeded RNG.\n"
-    "Prints the new ids, one per line. The source session goes on as it was.\n";
+constexpr char kForkFooter[] =
+    "Makes N independent copies of session ID, running or paused, from one snapshot of it:\n"
+    "each with its own disk, id and hostname and a reseeded RNG. Prints the new ids, one per\n"
+    "line. The source session goes on as it was.";
 
-int Fork(const std::vector<std::string>& args) {
-  v1::ForkSessionRequest request;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if ((a == "-n" || a == "--count") && i + 1 < args.size()) {
-      uint32_t n;
-      if (!absl::SimpleAtoi(args[++i], &n) || n == 0 || n > 64) {
-        return Usage(kForkUsage, "-n needs a number from 1 to 64");
-      }
-      request.set_count(n);
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kForkUsage, stdout);
-      return 0;
-    } else if (a[0] != '-' && request.id().empty()) {
-      request.set_id(a);
-    } else {
-      return Usage(kForkUsage, "unexpected argument " + a);
-    }
-  }
-  if (request.id().empty()) return Usage(kForkUsage, "which session? give its ID");
+int Fork(const v1::ForkSessionRequest& request) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -569,38 +370,11 @@ int Fork(const std::vector<std::string>& args) {
   return 0;
 }
 
-constexpr char kFileUsage[] =
-    "usage: airlock file write [--mode 0644] ID PATH < DATA\n"
-    "       airlock file read ID PATH > DATA\n"
-    "Writes stdin to a file in session ID, of any size, or prints a file of it. PATH is\n"
-    "absolute in the guest. The file is created or replaced (missing directories are made)\n"
-    "once all of stdin is in: an interrupted write leaves the old file.\n";
+constexpr char kFileFooter[] =
+    "PATH is absolute in the guest. The file is created or replaced (missing directories are\n"
+    "made) once all of stdin is in: an interrupted write leaves the old file.";
 
-int File(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kFileUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  bool write = args[0] == "write";
-  if (!write && args[0] != "read") return Usage(kFileUsage, "file write or file read?");
-  uint32_t mode = 0;
-  std::vector<std::string> rest;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (write && args[i] == "--mode" && i + 1 < args.size()) {
-      const std::string& text = args[++i];
-      char* end = nullptr;
-      unsigned long parsed = std::strtoul(text.c_str(), &end, 8);
-      mode = static_cast<uint32_t>(parsed);
-      if (text.empty() || *end != '\0' || parsed > 07777) {
-        return Usage(kFileUsage, "--mode needs octal permission bits like 0755");
-      }
-    } else if (args[i][0] == '-') {
-      return Usage(kFileUsage, "unexpected argument " + args[i]);
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
-  if (rest.size() != 2) return Usage(kFileUsage, "give the session's ID and the file's PATH");
+int File(bool write, const std::string& id, const std::string& path, uint32_t mode) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -609,15 +383,15 @@ int File(const std::vector<std::string>& args) {
     std::unique_ptr<grpc::ClientWriter<v1::WriteFileChunk>> stream =
         client->sessions->WriteFileStream(&context, &response);
     v1::WriteFileChunk chunk;
-    chunk.set_session_id(rest[0]);
-    chunk.set_path(rest[1]);
+    chunk.set_session_id(id);
+    chunk.set_path(path);
     chunk.set_mode(mode);
     grpc::Status status = UploadFd(STDIN_FILENO, chunk, *stream, context);
     return status.ok() ? 0 : DaemonError(status);
   }
   v1::ReadFileStreamRequest request;
-  request.set_session_id(rest[0]);
-  request.set_path(rest[1]);
+  request.set_session_id(id);
+  request.set_path(path);
   std::unique_ptr<grpc::ClientReader<v1::ReadFileChunk>> stream =
       client->sessions->ReadFileStream(&context, request);
   v1::ReadFileChunk chunk;
@@ -634,27 +408,12 @@ int File(const std::vector<std::string>& args) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
-constexpr char kWatchUsage[] =
-    "usage: airlock watch [ID] [--json]\n"
+constexpr char kWatchFooter[] =
     "What happens to your sessions (or to session ID) from now on, one line each, until\n"
     "interrupted: state changes with their reason, commands starting and ending, egress\n"
-    "denials, removals. --json prints each event as a JSON object on its own line.\n";
+    "denials, removals. --json prints each event as a JSON object on its own line.";
 
-int Watch(const std::vector<std::string>& args) {
-  v1::WatchRequest request;
-  bool json = false;
-  for (const std::string& a : args) {
-    if (a == "--json") {
-      json = true;
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kWatchUsage, stdout);
-      return 0;
-    } else if (a[0] != '-' && request.session_id().empty()) {
-      request.set_session_id(a);
-    } else {
-      return Usage(kWatchUsage, "unexpected argument " + a);
-    }
-  }
+int Watch(const v1::WatchRequest& request, bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
@@ -720,24 +479,168 @@ int Watch(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int FileCommand(const std::vector<std::string>& args) { return File(args); }
-int PauseCommand(const std::vector<std::string>& args) { return PauseOrResume(args, true); }
-int ResumeCommand(const std::vector<std::string>& args) { return PauseOrResume(args, false); }
-int ForkCommand(const std::vector<std::string>& args) { return Fork(args); }
+void AddSessionCommands(Cli& cli) {
+  CLI::App* root = &cli.app();
+  auto id = [](CLI::App* app, std::string* out) {
+    return app->add_option("ID", *out, "the session")->required()->type_name("ID");
+  };
+  auto ids = [](CLI::App* app, std::vector<std::string>* out) {
+    return app->add_option("ID", *out, "the sessions")->required()->type_name("ID");
+  };
 
-int SessionCommand(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "create") {
-    return SessionCreate(std::vector<std::string>(args.begin() + 1, args.end()));
+  CLI::App* session = cli.Group("session", "durable sessions: session create");
+  auto create = std::make_shared<SessionOptions>();
+  CLI::App* c = cli.Add(session, "create", "start a durable session; prints its id",
+                        [create] { return SessionCreate(*create); });
+  c->footer(kCreateFooter);
+  c->add_option("IMAGE", create->image, "the image (default: airlock/bookworm-python)");
+  AddSessionOptions(c, create.get(), /*durable=*/true);
+
+  auto exec = std::make_shared<ExecArgs>();
+  CLI::App* e = cli.Add(root, "exec", "run a command in a session: exec [-i] [-t] ID -- CMD",
+                        [exec] { return Exec(*exec); });
+  e->footer(kExecFooter);
+  id(e, &exec->id);
+  e->add_flag("-i,--interactive", exec->interactive,
+              "pass stdin to the command (otherwise it reads /dev/null)");
+  e->add_flag("-t,--tty", exec->tty, "run it on a terminal in the guest, the size of this one");
+  AddEnvOption(e, &exec->env);
+  AddWorkdirOption(e, &exec->workdir);
+  AddUserOption(e, &exec->user);
+  AddSecondsOption(e, "--timeout", &exec->timeout_seconds,
+                   "end the command after this wall-clock time (exit 124)");
+  e->add_option("--agent", exec->agent,
+                "COMMAND is (or starts) this coding agent (claude): while it runs, its own "
+                "transcripts in the guest go into the session's timeline (airlock log ID)")
+      ->type_name("NAME");
+  cli.TakesCommand(e, &exec->command);
+
+  struct ListArgs {
+    bool all = false, quiet = false, json = false;
+  };
+  auto ls = std::make_shared<ListArgs>();
+  CLI::App* l = cli.Add(root, "ls", "your live sessions (-a: stopped and failed ones too)",
+                        [ls] { return List(ls->all, ls->quiet, ls->json); });
+  l->footer(kListFooter);
+  l->add_flag("-a,--all", ls->all, "also stopped and failed sessions");
+  l->add_flag("-q,--quiet", ls->quiet, "only their ids");
+  AddJsonFlag(l, &ls->json)->excludes("-q");
+
+  auto ps_json = std::make_shared<bool>(false);
+  CLI::App* p = cli.Add(root, "ps", "live VM processes: pid, accelerator, host CPU and memory",
+                        [ps_json] { return Ps(*ps_json); });
+  AddJsonFlag(p, ps_json.get());
+
+  auto quota_json = std::make_shared<bool>(false);
+  CLI::App* q = cli.Add(root, "quota", "what your sessions may hold at once, and what they use",
+                        [quota_json] { return Quota(*quota_json); });
+  q->footer(kQuotaFooter);
+  AddJsonFlag(q, quota_json.get());
+
+  auto logs = std::make_shared<v1::LogsRequest>();
+  CLI::App* lg = cli.Add(root, "logs", "output of a session's commands, with timestamps",
+                         [logs] { return Logs(*logs); });
+  lg->footer(
+      "Prints the output of every command of session ID with timestamps (also after it\n"
+      "stopped).");
+  lg->add_option_function<std::string>(
+        "ID", [logs](const std::string& v) { logs->set_session_id(v); }, "the session")
+      ->required()
+      ->type_name("ID");
+  lg->add_flag_function(
+      "-f,--follow", [logs](int64_t) { logs->set_follow(true); },
+      "keep printing new output until the session stops");
+  AddCountOption(
+      lg, "-n,--tail", [logs](uint32_t n) { logs->set_tail(n); }, 0, 1u << 30,
+      "only the last N entries");
+  AddDurationOption(
+      lg, "--since",
+      [logs](uint64_t d) { logs->set_since_unix_ms(NowMs() - static_cast<int64_t>(d) * 1000); },
+      "only entries from the last D (like 10m or 1h)");
+
+  struct MetricsArgs {
+    std::vector<std::string> ids;
+    bool watch = false, json = false;
+  };
+  auto metrics = std::make_shared<MetricsArgs>();
+  CLI::App* m = cli.Add(root, "metrics", "guest CPU, memory, processes, disk and network",
+                        [metrics] { return Metrics(metrics->ids, metrics->watch, metrics->json); });
+  m->add_option("ID", metrics->ids, "the sessions (default: every running one)")->type_name("ID");
+  m->add_flag("-w,--watch", metrics->watch, "again every half second until interrupted");
+  AddJsonFlag(m, &metrics->json);
+
+  auto rm = std::make_shared<std::vector<std::string>>();
+  CLI::App* r =
+      cli.Add(root, "rm", "destroy sessions (their logs stay)", [rm] { return Remove(*rm); });
+  ids(r, rm.get());
+
+  auto pause = std::make_shared<std::vector<std::string>>();
+  CLI::App* pa = cli.Add(root, "pause", "snapshot sessions to disk and free their VMs",
+                         [pause] { return PauseOrResume(*pause, true); });
+  pa->footer(
+      "Snapshots each session to disk and ends its VM (no process, no host memory). Every\n"
+      "process and file comes back with `airlock resume ID`, or on the next exec.");
+  ids(pa, pause.get());
+  auto resume = std::make_shared<std::vector<std::string>>();
+  CLI::App* re = cli.Add(root, "resume", "bring paused sessions back (exec does it too)",
+                         [resume] { return PauseOrResume(*resume, false); });
+  re->footer("Restores paused sessions from their snapshots, every process and file as it was.");
+  ids(re, resume.get());
+
+  auto fork = std::make_shared<v1::ForkSessionRequest>();
+  CLI::App* f = cli.Add(root, "fork", "independent copies of a session; prints their ids",
+                        [fork] { return Fork(*fork); });
+  f->footer(kForkFooter);
+  f->add_option_function<std::string>(
+       "ID", [fork](const std::string& v) { fork->set_id(v); }, "the session")
+      ->required()
+      ->type_name("ID");
+  AddCountOption(
+      f, "-n,--count", [fork](uint32_t n) { fork->set_count(n); }, 1, 64,
+      "how many copies (default 1)");
+
+  struct FileArgs {
+    std::string id, path;
+    uint32_t mode = 0;
+  };
+  auto file = std::make_shared<FileArgs>();
+  CLI::App* fi = cli.Group("file", "write a file into a session, or read one of it");
+  CLI::App* fw =
+      cli.Add(fi, "write", "write stdin to PATH in session ID: file write ID PATH < DATA",
+              [file] { return File(true, file->id, file->path, file->mode); });
+  CLI::App* fr = cli.Add(fi, "read", "print PATH of session ID: file read ID PATH > DATA",
+                         [file] { return File(false, file->id, file->path, 0); });
+  for (CLI::App* app : {fw, fr}) {
+    app->footer(kFileFooter);
+    id(app, &file->id);
+    app->add_option("PATH", file->path, "an absolute path in the guest")->required();
   }
-  return Usage(kCreateUsage, "usage: airlock session create ...");
+  fw->add_option_function<std::string>(
+        "--mode",
+        [file](const std::string& text) {
+          char* end = nullptr;
+          unsigned long parsed = std::strtoul(text.c_str(), &end, 8);
+          if (text.empty() || *end != '\0' || parsed > 07777) {
+            throw CLI::ValidationError("--mode needs octal permission bits like 0755");
+          }
+          file->mode = static_cast<uint32_t>(parsed);
+        },
+        "the new file's permission bits, in octal (default 0644, or the old file's)")
+      ->type_name("MODE");
+
+  struct WatchArgs {
+    v1::WatchRequest request;
+    bool json = false;
+  };
+  auto watch = std::make_shared<WatchArgs>();
+  CLI::App* w = cli.Add(root, "watch", "what happens to your sessions, as it happens",
+                        [watch] { return Watch(watch->request, watch->json); });
+  w->footer(kWatchFooter);
+  w->add_option_function<std::string>(
+       "ID", [watch](const std::string& v) { watch->request.set_session_id(v); },
+       "only this session")
+      ->type_name("ID");
+  AddJsonFlag(w, &watch->json);
 }
-int ExecCommand(const std::vector<std::string>& args) { return Exec(args); }
-int ListCommand(const std::vector<std::string>& args) { return List(args); }
-int PsCommand(const std::vector<std::string>& args) { return Ps(args); }
-int QuotaCommand(const std::vector<std::string>& args) { return Quota(args); }
-int LogsCommand(const std::vector<std::string>& args) { return Logs(args); }
-int MetricsCommand(const std::vector<std::string>& args) { return Metrics(args); }
-int WatchCommand(const std::vector<std::string>& args) { return Watch(args); }
-int RemoveCommand(const std::vector<std::string>& args) { return Remove(args); }
 
 }  // namespace airlock

@@ -44,4 +44,24 @@ nlohmann::json SessionToJson(const v1::Session& s) {
   return out;
 }
 
+nlohmann::json MetricsToJson(const v1::MetricsSample& s) {
+  return {{"session_id", s.session_id()},
+          {"cpu_percent", s.cpu_percent()},
+          {"memory_used_bytes", s.memory_used_bytes()},
+          {"memory_total_bytes", s.memory_total_bytes()},
+          {"processes", s.processes()},
+          {"disk_used_bytes", s.disk_used_bytes()},
+          {"disk_total_bytes", s.disk_total_bytes()},
+          {"net_bytes_out", s.net_bytes_out()},
+          {"net_bytes_in", s.net_bytes_in()},
+          {"net_denied", s.net_denied()}};
+}
+
+nlohmann::json NetworkEventToJson(const v1::NetworkEvent& e) {
+  return {{"unix_ms", e.unix_ms()},  {"kind", e.kind()},     {"name", e.name()},
+          {"address", e.address()},  {"port", e.port()},     {"allowed", e.allowed()},
+          {"rule", e.rule()},        {"reason", e.reason()}, {"bytes_out", e.bytes_out()},
+          {"bytes_in", e.bytes_in()}};
+}
+
 }  // namespace airlock

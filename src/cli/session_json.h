@@ -1,4 +1,4 @@
-// A session as JSON, one shape for `airlock ls --json` and the MCP tools.
+// Sessions and what is said of them as JSON: one shape for the CLI's --json and the MCP tools.
 #ifndef AIRLOCK_CLI_SESSION_JSON_H_
 #define AIRLOCK_CLI_SESSION_JSON_H_
 
@@ -11,6 +11,10 @@ namespace airlock {
 const char* StateName(v1::SessionState state);
 
 nlohmann::json SessionToJson(const v1::Session& s);
+// One metrics sample (`airlock metrics --json`, the metrics tool).
+nlohmann::json MetricsToJson(const v1::MetricsSample& s);
+// One egress event (`airlock network log --json`, the network log tool).
+nlohmann::json NetworkEventToJson(const v1::NetworkEvent& e);
 
 }  // namespace airlock
 

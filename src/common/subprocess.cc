@@ -36,6 +36,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   pid_t pid = fork();
   if (pid < 0) return ErrnoStatus("fork");
   if (pid == 0) {
+    if (options.cancelled) setpgid(0, 0);  // so that a cancel ends its children too
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out[1], 1) < 0 ||
         dup2(options.separate_stderr ? err[1] : out[1], 2) < 0) {
@@ -44,6 +45,9 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
+  // Both sides set the group, so that it exists before a cancel can come (after the child's
+  // exec this fails with EACCES, by when the child has set it itself).
+  if (options.cancelled) (void)setpgid(pid, pid);
   out_write.reset();
   err_write.reset();
   ProcessResult result;
@@ -63,9 +67,16 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
       wait_ms = static_cast<int>(
           std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 60000));
     }
+    if (options.cancelled) wait_ms = wait_ms < 0 ? 250 : std::min(wait_ms, 250);
     int ready = poll(fds.data(), fds.size(), wait_ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return ErrnoStatus("poll");
+    if (options.cancelled && options.cancelled()) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);  // in case it had left its group
+      result.cancelled = true;
+      break;
+    }
     if (ready == 0 && absl::Now() >= deadline) {
       kill(pid, SIGKILL);
       result.timed_out = true;

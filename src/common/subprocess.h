@@ -2,6 +2,7 @@
 #ifndef AIRLOCK_COMMON_SUBPROCESS_H_
 #define AIRLOCK_COMMON_SUBPROCESS_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ struct ProcessResult {
   std::string output;        // stdout (and stderr, unless separate_stderr), at most max_output
   std::string error_output;  // stderr when separate_stderr, at most max_output
   bool timed_out = false;    // killed (SIGKILL) when the timeout passed
+  bool cancelled = false;    // killed (SIGKILL) because `cancelled` said so
 };
 
 struct ProcessOptions {
@@ -23,6 +25,9 @@ struct ProcessOptions {
   size_t max_output = 1 << 20;  // per stream; more is read and discarded
   bool separate_stderr = false;
   absl::Duration timeout = absl::InfiniteDuration();
+  // Asked at least every 250 ms while the process runs; true kills its process group (the
+  // process runs in a group of its own when this is set) with SIGKILL.
+  std::function<bool()> cancelled;
 };
 
 // argv[0] must be an absolute path. stdin is /dev/null.

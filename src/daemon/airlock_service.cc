@@ -1132,6 +1132,47 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status ImagesService::Build(grpc::ServerContext* context,
+                                  const v1::BuildImageRequest* request,
+                                  grpc::ServerWriter<v1::BuildProgress>* writer) {
+  std::optional<Principal> who = Caller(context, peers_);
+  if (!who) return Unauthenticated();
+  ImageBuildSpec spec;
+  spec.suite = request->suite();
+  spec.packages.assign(request->packages().begin(), request->packages().end());
+  spec.npm.assign(request->npm().begin(), request->npm().end());
+  spec.env.assign(request->env().begin(), request->env().end());
+  spec.tag = request->tag();
+  // Every field before anything runs.
+  if (absl::Status s = ValidateImageBuild(spec); !s.ok()) return ToGrpc(s);
+  // Progress lines as they come; a client that went away stops the build (ImageBuilder says
+  // which steps cannot be stopped mid-way).
+  bool listening = true;
+  auto progress = [&](const std::string& line) {
+    if (!listening) return;
+    v1::BuildProgress p;
+    p.set_line(line);
+    listening = !context->IsCancelled() && writer->Write(p);
+  };
+  auto cancelled = [&] { return context->IsCancelled(); };
+  absl::StatusOr<ImageInfo> info = builder_.Build(*who, spec, progress, cancelled);
+  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.build", spec.tag,
+                            info.ok() ? absl::StrCat("ok; ", info->digest, "; debian ", spec.suite)
+                                      : absl::StrCat("failed: ", info.status().message())),
+              absl::StrCat("image build of ", spec.tag, " not audited"));
+  if (!info.ok()) {
+    if (!absl::IsCancelled(info.status()) && !absl::IsInvalidArgument(info.status())) {
+      LogWarning(absl::StrCat("image build of ", spec.tag, " for ", who->Name(),
+                              " failed: ", info.status().message()));
+    }
+    return ToGrpc(info.status());
+  }
+  v1::BuildProgress last;
+  ToProto(*info, last.mutable_image());
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
 grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, const char* what,
                                                  Principal* who, std::vector<std::string>* in_use) {
   std::optional<Principal> caller = Caller(context, peers_);

@@ -6,6 +6,7 @@
 
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/host_paths.h"
+#include "src/daemon/image_builds.h"
 #include "src/daemon/session_events.h"
 #include "src/daemon/session_files.h"
 #include "src/daemon/session_manager.h"
@@ -125,7 +126,12 @@ class ImagesService final : public v1::Images::Service {
  public:
   ImagesService(HostPaths paths, SessionManager* sessions, StateStore* store,
                 const PeerRegistry* peers)
-      : paths_(std::move(paths)), sessions_(sessions), store_(store), peers_(peers) {}
+      : paths_(std::move(paths)),
+        sessions_(sessions),
+        store_(store),
+        peers_(peers),
+        builder_(paths_, sessions, store,
+                 [this](const std::vector<std::string>& digests) { RemoveTemplatesOf(digests); }) {}
   grpc::Status List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                     v1::ListImagesResponse* response) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullImageRequest* request,
@@ -133,6 +139,8 @@ class ImagesService final : public v1::Images::Service {
   grpc::Status Import(grpc::ServerContext* context,
                       grpc::ServerReader<v1::ImportImageChunk>* reader,
                       v1::Image* response) override;
+  grpc::Status Build(grpc::ServerContext* context, const v1::BuildImageRequest* request,
+                     grpc::ServerWriter<v1::BuildProgress>* writer) override;
   grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
                      v1::PruneImagesResponse* response) override;
   grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveImagesRequest* request,
@@ -149,6 +157,7 @@ class ImagesService final : public v1::Images::Service {
   SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
+  ImageBuilder builder_;
 };
 
 // Egress of a session: thin over SessionManager's policy and the state store's event log.

@@ -42,7 +42,7 @@ std::string TmpSuffix() {
 
 // Bump when the converter's output for the same input changes.
 constexpr char kConverterVersion[] = "ext4-v1";
-// Bump when BuildDebian's mmdebstrap recipe changes.
+// Bump when DebianRootfs's mmdebstrap recipe changes.
 constexpr char kDebianRecipe[] = "mmdebstrap-minbase-v1";
 constexpr size_t kMaxMetadata = 1 << 20;
 
@@ -409,17 +409,6 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
       {{"manifest.json", image->manifest_json}, {"config.json", image->config_json}});
   if (!built.ok()) return built;
   return Tag(image->digest.substr(7), reference);
-}
-
-absl::StatusOr<ImageInfo> ImageStore::BuildDebian(const std::string& suite,
-                                                  const std::vector<std::string>& packages,
-                                                  const std::string& name,
-                                                  const std::string& cache_dir,
-                                                  const std::vector<std::string>& env) {
-  if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  absl::StatusOr<std::string> tar = DebianRootfs(suite, packages, cache_dir);
-  if (!tar.ok()) return tar.status();
-  return ImportRootfsTar(*tar, name, env);
 }
 
 absl::StatusOr<std::string> ImageStore::DebianRootfs(const std::string& suite,

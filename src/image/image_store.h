@@ -67,15 +67,9 @@ class ImageStore {
   // the archive gives.
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportArchive(const std::string& archive_path,
                                                         const std::string& name);
-  // Builds an image from Debian packages: mmdebstrap (minbase of `suite` plus `packages`, the
-  // host's apt sources) writes a root filesystem tar, cached under cache_dir/rootfs keyed by
-  // the inputs, which is then imported like import --rootfs, with env as its environment.
-  [[nodiscard]] absl::StatusOr<ImageInfo> BuildDebian(const std::string& suite,
-                                                      const std::vector<std::string>& packages,
-                                                      const std::string& name,
-                                                      const std::string& cache_dir,
-                                                      const std::vector<std::string>& env = {});
-  // BuildDebian's root filesystem tar (made by mmdebstrap unless cached): its path.
+  // The root filesystem tar of an image of Debian packages: mmdebstrap (minbase of `suite` plus
+  // `packages`, the host's apt sources) writes it, cached under cache_dir/rootfs keyed by the
+  // inputs (airlockd's image builds import it like import --rootfs): its path.
   [[nodiscard]] static absl::StatusOr<std::string> DebianRootfs(
       const std::string& suite, const std::vector<std::string>& packages,
       const std::string& cache_dir);

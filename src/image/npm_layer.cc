@@ -123,7 +123,7 @@ absl::Status TarDirectory(const std::string& dir, const std::string& prefix,
 }
 
 absl::Status FetchNpmLayer(const std::vector<std::string>& specs, const std::string& cache_dir,
-                           const std::string& out_tar) {
+                           const std::string& out_tar, const NpmFetchOptions& fetch) {
   for (const std::string& spec : specs) {
     if (absl::Status s = ValidateNpmSpec(spec); !s.ok()) return s;
   }
@@ -161,13 +161,29 @@ absl::Status FetchNpmLayer(const std::vector<std::string>& specs, const std::str
                                    "--"};
   argv.insert(argv.end(), specs.begin(), specs.end());
   ProcessOptions options;
-  // npm runs as the user would run it: their settings (a registry mirror, credentials in
-  // ~/.npmrc, proxies, NODE_EXTRA_CA_CERTS) all apply.
-  for (char** e = environ; *e != nullptr; ++e) options.env.push_back(*e);
+  if (fetch.own_settings) {
+    // npm runs as the user would run it: their settings (a registry mirror, credentials in
+    // ~/.npmrc, proxies, NODE_EXTRA_CA_CERTS) all apply.
+    for (char** e = environ; *e != nullptr; ++e) options.env.push_back(*e);
+  } else {
+    // The site's network settings only; an empty home, so no ~/.npmrc and no one's login.
+    std::string home = scratch + "/home";
+    if (absl::Status s = MakeDirectories(home, 0700); !s.ok()) return s;
+    options.env = {"HOME=" + home, "LC_ALL=C",
+                   absl::StrCat("PATH=", path_env ? path_env : "/usr/local/bin:/usr/bin:/bin")};
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                             "no_proxy", "NODE_EXTRA_CA_CERTS"}) {
+      if (const char* value = std::getenv(name); value != nullptr) {
+        options.env.push_back(absl::StrCat(name, "=", value));
+      }
+    }
+  }
   options.timeout = absl::Minutes(30);
   options.max_output = 64 << 10;
+  options.cancelled = fetch.cancelled;
   absl::StatusOr<ProcessResult> r = RunProcess(argv, options);
   if (!r.ok()) return r.status();
+  if (r->cancelled) return absl::CancelledError("npm was stopped: the build was cancelled");
   if (r->exit_code != 0) {
     std::string out = r->output;
     return absl::UnavailableError(

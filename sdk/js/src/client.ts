@@ -18,7 +18,7 @@ import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent
 import type { VmsClient } from './generated/airlock/v1/Vms.js';
 import { api } from './rpc.js';
 import type {
-  ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
+  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
   SessionInfo, SessionOptions, StreamOptions, Vm,
 } from './types.js';
 
@@ -203,6 +203,30 @@ export class Client {
       throw fromServiceError(error);
     }
     if (!result) throw new AirlockError('airlockd ended the pull without the image');
+    return result;
+  }
+
+  /**
+   * Has airlockd build an image from Debian packages (mmdebstrap: minbase of `suite` plus
+   * `packages`) and, with `npm`, Node.js and those npm packages, whose install scripts run in a
+   * build VM without network; `env` is the image's environment. Tagged `tag` in your images
+   * (root's are everyone's, anyone else's their own). `onProgress(line)` gets each step and the
+   * build VM's output. Bad input rejects with InvalidArgument before anything runs; a build
+   * takes minutes (mmdebstrap's result is cached on the host).
+   */
+  async buildImage(options: BuildImageOptions, onProgress?: (line: string) => void): Promise<Image> {
+    const stream = this.imagesStub.Build(c.buildRequest(options));
+    stream.on('error', () => undefined);  // surfaced by the iterator
+    let result: Image | undefined;
+    try {
+      for await (const p of stream as AsyncIterable<{ line: string; image?: c.ImageProto }>) {
+        if (p.image) result = c.image(p.image);
+        else onProgress?.(p.line);
+      }
+    } catch (error) {
+      throw fromServiceError(error);
+    }
+    if (!result) throw new AirlockError('airlockd ended the build without the image');
     return result;
   }
 

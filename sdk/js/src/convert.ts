@@ -10,7 +10,7 @@ import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy
 import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type {
-  ExecEvent, ExecOptions, ExecResult, Exit, Image, NetworkRule, SessionEvent, SessionInfo,
+  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Image, NetworkRule, SessionEvent, SessionInfo,
   SessionOptions, SessionState, Size, StreamOptions,
 } from './types.js';
 
@@ -98,6 +98,24 @@ export function secrets(map: SessionOptions['secrets']): SecretBinding[] {
     if (source.startsWith('file:')) return { spec, value: readFileSync(source.slice(5)) };
     return { spec };
   });
+}
+
+/** An Images.Build request; airlockd checks what the strings say. */
+export function buildRequest(o: BuildImageOptions): { suite: string; packages: string[]; npm: string[]; env: string[]; tag: string } {
+  checkOptions(o, 'build options');
+  if (o === undefined || typeof o.tag !== 'string' || !o.tag) {
+    throw new InvalidArgument('give the image a name (tag), like team/devbox:1');
+  }
+  if (typeof o.suite !== 'string') throw new InvalidArgument('suite is a Debian suite name, like bookworm');
+  let env: string[] = [];
+  if (o.env !== undefined) {
+    if (typeof o.env !== 'object' || o.env === null) throw new InvalidArgument('env is an object of names to values');
+    env = Object.entries(o.env).map(([k, v]) => {
+      if (typeof v !== 'string') throw new InvalidArgument(`env ${k} must be a string`);
+      return `${k}=${v}`;
+    });
+  }
+  return { suite: o.suite, packages: strings(o.packages, 'packages'), npm: strings(o.npm, 'npm'), env, tag: o.tag };
 }
 
 export function checkOptions(o: unknown, what: string): void {

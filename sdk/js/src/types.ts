@@ -54,6 +54,20 @@ export interface SessionInfo {
   limits: Limits;
 }
 
+/** What Client.buildImage builds. */
+export interface BuildImageOptions {
+  /** The image's name in your images, like team/devbox:1. */
+  tag: string;
+  /** A Debian suite: bookworm, trixie... */
+  suite: string;
+  /** Debian packages besides minbase, like ['python3', 'git']. */
+  packages?: string[];
+  /** npm packages: NAME or @SCOPE/NAME, optionally @VERSION (adds Node.js). */
+  npm?: string[];
+  /** The image's environment. */
+  env?: Record<string, string>;
+}
+
 /** What a new session gets; unset fields take airlockd's defaults. */
 export interface SessionOptions {
   /** An image airlockd has; default: its default image. */

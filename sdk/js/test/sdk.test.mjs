@@ -212,6 +212,14 @@ test('images come in through airlockd, and a broken one imports nothing', () => 
   await assert.rejects(c.importImage(archive, { rootfs: true }), airlock.InvalidArgument);
   await assert.rejects(c.importImage(archive, { name: 'Not A Name', rootfs: true }), airlock.InvalidArgument);
   await assert.rejects(c.pullImage(42), airlock.InvalidArgument);
+  // A build: bad input is refused by airlockd before anything runs (a real one takes minutes).
+  const lines = [];
+  await assert.rejects(c.buildImage({ tag: name, suite: 'Bookworm!', packages: ['git'] }, (l) => lines.push(l)),
+    (e) => e instanceof airlock.InvalidArgument && /is not a Debian suite name/.test(e.message));
+  await assert.rejects(c.buildImage({ tag: name, suite: 'bookworm', npm: ['./local'] }), airlock.InvalidArgument);
+  await assert.rejects(c.buildImage({ tag: name, suite: 'bookworm', packages: 'git' }), airlock.InvalidArgument);
+  assert.deepEqual(lines, []);
+  assert.ok(!(await c.images()).some((i) => i.name === name));
 }));
 
 test('errors are typed, and wrong types never reach the wire', () => withClient(async (c) => {

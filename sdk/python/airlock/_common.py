@@ -524,6 +524,29 @@ def check_reference(reference) -> str:
     return reference
 
 
+def build_request(tag, suite, packages, npm, env) -> pb.BuildImageRequest:
+    """An Images.Build request; airlockd checks what the strings say."""
+    def strings(value, what):
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise InvalidArgument(f"{what} is a list of strings")
+        return list(value)
+    if not isinstance(tag, str) or not tag:
+        raise InvalidArgument("give the image a name (tag), like team/devbox:1")
+    if not isinstance(suite, str):
+        raise InvalidArgument("suite is a Debian suite name, like bookworm")
+    request = pb.BuildImageRequest(suite=suite, tag=tag,
+                                   packages=strings(packages, "packages"),
+                                   npm=strings(npm, "npm"))
+    if env:
+        if not isinstance(env, Mapping):
+            raise InvalidArgument("env is a mapping of names to values")
+        for k, v in env.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidArgument("env maps strings to strings")
+            request.env.append(f"{k}={v}")
+    return request
+
+
 @dataclass(frozen=True)
 class Event:
     """Something that happened to a session (Client.watch): ``kind`` is "state" (the session is

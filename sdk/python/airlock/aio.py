@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator, Callable, Dict, Iterable, List, Optional, Union
+from typing import (AsyncIterator, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
+                    Union)
 
 import grpc
 import grpc.aio
@@ -140,6 +141,24 @@ class Client:
             raise from_rpc_error(e) from None
         if result is None:
             raise AirlockError("airlockd ended the pull without the image")
+        return result
+
+    async def build_image(self, tag: str, *, suite: str, packages: Sequence[str] = (),
+                          npm: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+                          progress: Optional[Callable[[str], None]] = None) -> c.Image:
+        """As Client.build_image."""
+        request = c.build_request(tag, suite, packages, npm, env)
+        result = None
+        try:
+            async for p in self._images.Build(request):
+                if p.HasField("image"):
+                    result = c.image(p.image)
+                elif progress is not None:
+                    progress(p.line)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        if result is None:
+            raise AirlockError("airlockd ended the build without the image")
         return result
 
     async def import_image(self, data, name: str = "", rootfs: bool = False) -> c.Image:

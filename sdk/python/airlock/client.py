@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
@@ -139,6 +139,28 @@ class Client:
                     progress(p.done_bytes, p.total_bytes)
         if result is None:
             raise AirlockError("airlockd ended the pull without the image")
+        return result
+
+    def build_image(self, tag: str, *, suite: str, packages: Sequence[str] = (),
+                    npm: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+                    progress: Optional[Callable[[str], None]] = None) -> c.Image:
+        """Has airlockd build an image from Debian packages (mmdebstrap: minbase of ``suite``
+        plus ``packages``) and, with ``npm`` (``NAME``, ``@SCOPE/NAME``, optionally
+        ``@VERSION``), Node.js and those packages, whose install scripts run in a build VM
+        without network; ``env`` is the image's environment. Tagged ``tag`` in your images
+        (root's are everyone's, anyone else's their own). ``progress(line)`` is called with
+        each step and the build VM's output. Bad input raises InvalidArgument before anything
+        runs; a build takes minutes (mmdebstrap's result is cached on the host)."""
+        request = c.build_request(tag, suite, packages, npm, env)
+        result = None
+        with _translated():
+            for p in self._images.Build(request):
+                if p.HasField("image"):
+                    result = c.image(p.image)
+                elif progress is not None:
+                    progress(p.line)
+        if result is None:
+            raise AirlockError("airlockd ended the build without the image")
         return result
 
     def import_image(self, data: c.FileData, name: str = "", rootfs: bool = False) -> c.Image:

@@ -266,6 +266,18 @@ class SessionTest(unittest.TestCase):
             self.client.import_image(archive, name="Not A Name", rootfs=True)
         with self.assertRaises(airlock.InvalidArgument):
             self.client.pull_image(42)
+        # A build: bad input is refused by airlockd before anything runs (a real one takes
+        # minutes of mmdebstrap; scripts/setup.sh and test.sh build through the same call).
+        lines = []
+        with self.assertRaisesRegex(airlock.InvalidArgument, "is not a Debian suite name"):
+            self.client.build_image(name, suite="Bookworm!", packages=["git"],
+                                    progress=lines.append)
+        with self.assertRaisesRegex(airlock.InvalidArgument, "is not KEY=VALUE"):
+            self.client.build_image(name, suite="bookworm", env={"A B": "1"})
+        with self.assertRaises(airlock.InvalidArgument):
+            self.client.build_image(name, suite="bookworm", packages="git")  # before the wire
+        self.assertEqual(lines, [])
+        self.assertNotIn(name, [i.name for i in self.client.images()])
 
     def test_errors_are_typed_and_say_what_to_do(self):
         with self.assertRaises(airlock.NotFound):

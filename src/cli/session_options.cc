@@ -1,0 +1,102 @@
+#include "src/cli/session_options.h"
+
+#include "src/cli/cli_app.h"
+#include "src/cli/workspace_client.h"
+#include "src/net/egress_rule.h"
+#include "src/secrets/secret_spec.h"
+#include "src/workspace/workspace_capture.h"
+
+namespace airlock {
+
+void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
+  v1::Limits* limits = &o->limits;
+  AddCountOption(
+      app, "--cpus", [limits](uint32_t n) { limits->set_vcpus(n); }, 1, 64,
+      "virtual CPUs (default 1)");
+  AddSizeOption(
+      app, "--memory", [limits](uint64_t v) { limits->set_memory_bytes(v); },
+      "guest memory, like 512m or 2g; a plain number is MiB (default 512m)");
+  AddSizeOption(
+      app, "--disk", [limits](uint64_t v) { limits->set_disk_bytes(v); },
+      "the session's writable disk (default 1g)");
+  AddCountOption(
+      app, "--pids", [limits](uint32_t n) { limits->set_pids(n); }, 1, 1u << 22,
+      "processes the guest may hold at once (default 1024)");
+  AddSizeOption(
+      app, "--net-rate", [limits](uint64_t v) { limits->set_net_bytes_per_second(v); },
+      "egress bandwidth per second, each way, all connections together (like 10m; default: "
+      "no limit)");
+  if (durable) {
+    AddDurationOption(
+        app, "--ttl", [limits](uint64_t s) { limits->set_ttl_seconds(s); },
+        "destroy the session this long after it was created (like 1h; default: never)");
+    AddDurationOption(
+        app, "--idle-timeout", [limits](uint64_t s) { limits->set_idle_timeout_seconds(s); },
+        "pause the session after this long without a command or stream (default 5m; 0: "
+        "never); the next exec, logs -f or metrics resumes it");
+  }
+  AddCheckedList(
+      app, "--allow", &o->allow,
+      [](const std::string& v) { return net::ParseSessionRule(v).status(); },
+      "let the session reach a destination (repeatable; default: none): HOST, *.DOMAIN, IP or "
+      "CIDR, each optionally :PORT (default 80 and 443), e.g. --allow pypi.org")
+      ->type_name("RULE");
+  AddCheckedList(
+      app, "--allow-preset", &o->allow_presets,
+      [](const std::string& v) { return net::PresetRules(v).status(); },
+      "the hosts of an ecosystem: pypi, npm, github, debian, huggingface, crates, golang, "
+      "anthropic, openai")
+      ->type_name("NAME");
+  AddCheckedList(
+      app, "--secret", &o->secrets,
+      [](const std::string& v) { return secrets::ParseSecretSpec(v).status(); },
+      "commands see NAME=<placeholder>; HTTPS requests to HOST carry the value instead, e.g. "
+      "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com (SOURCE: env:VAR, file:PATH, "
+      "op://VAULT/ITEM/FIELD; see airlock secret --help)")
+      ->type_name("NAME=SOURCE@HOST[,HOST...][?body]");
+  app->add_option("--workspace", o->workspace,
+                  "capture the project DIR (with its .git) into the session at /workspace, "
+                  "writable there while DIR itself is never touched; bring work back with "
+                  "airlock diff / promote. A .airlockignore in DIR (patterns as in .gitignore) "
+                  "leaves paths out")
+      ->type_name("DIR")
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("--workspace needs a directory") : std::string();
+      });
+  AddSizeOption(app, "--workspace-max", &o->workspace_max,
+                "refuse a project with more file content than this (default 2g)");
+}
+
+namespace {
+
+template <typename Request>
+absl::Status Apply(DaemonClient& client, const SessionOptions& o, Request* request) {
+  request->set_image(o.image);
+  *request->mutable_limits() = o.limits;
+  for (const std::string& rule : o.allow) request->add_allow(rule);
+  for (const std::string& preset : o.allow_presets) request->add_allow_preset(preset);
+  for (const std::string& secret : o.secrets) {
+    if (absl::Status s = AddSecretBinding(secret, request->mutable_secrets()); !s.ok()) return s;
+  }
+  if (!o.workspace.empty()) {
+    absl::StatusOr<std::string> token = UploadWorkspace(
+        client, o.workspace, o.workspace_max == 0 ? kDefaultWorkspaceMaxBytes : o.workspace_max);
+    if (!token.ok()) return token.status();
+    request->set_workspace(*token);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplySessionOptions(DaemonClient& client, const SessionOptions& o,
+                                 v1::CreateSessionRequest* request) {
+  return Apply(client, o, request);
+}
+
+absl::Status ApplySessionOptions(DaemonClient& client, const SessionOptions& o,
+                                 v1::ExecStart* request) {
+  return Apply(client, o, request);
+}
+
+}  // namespace airlock

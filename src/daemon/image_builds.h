@@ -1,0 +1,68 @@
+// Image builds in airlockd (Images.Build): a Debian root filesystem from mmdebstrap and, with npm
+// packages, a layer of them whose install scripts ran in a build VM. The build VM is a one-shot
+// session of the caller (within its quotas) made with airlockd's own SessionManager, and removed
+// with its image whatever happens; the image is tagged in the caller's view of the store, as an
+// import is (root's are everyone's, another user's theirs alone).
+//
+// Files: $AIRLOCK_CACHE (default /var/cache/airlock)/rootfs (mmdebstrap's tars, keyed by suite
+// and packages), npm/ (the npm layers, keyed by base and packages as written), npm-cache/
+// (npm's own). Thread-safe: builds may run at once (work in progress has names of its own).
+#ifndef AIRLOCK_DAEMON_IMAGE_BUILDS_H_
+#define AIRLOCK_DAEMON_IMAGE_BUILDS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/common/host_paths.h"
+#include "src/daemon/session_manager.h"
+#include "src/daemon/state_store.h"
+#include "src/image/image_store.h"
+
+namespace airlock {
+
+struct ImageBuildSpec {
+  std::string suite;                  // bookworm
+  std::vector<std::string> packages;  // Debian packages besides minbase
+  std::vector<std::string> npm;       // npm specs (ValidateNpmSpec)
+  std::vector<std::string> env;       // KEY=VALUE, the image's environment
+  std::string tag;                    // the image's name
+};
+
+// Checks every field of a build request (client input) before anything runs: INVALID_ARGUMENT
+// saying what to write instead.
+[[nodiscard]] absl::Status ValidateImageBuild(const ImageBuildSpec& spec);
+
+class ImageBuilder {
+ public:
+  // remove_templates: deletes the templates of images freed (the build VM's image has one).
+  ImageBuilder(HostPaths paths, SessionManager* sessions, StateStore* store,
+               std::function<void(const std::vector<std::string>&)> remove_templates);
+
+  // A line for the client: the step that runs, or a line of the build VM's output.
+  using Progress = std::function<void(const std::string& line)>;
+  // Whether the client gave up: asked between steps, while npm runs and while the build VM
+  // runs a command. mmdebstrap is not stopped mid-way (see Build in image_builds.cc).
+  using Cancelled = std::function<bool()>;
+
+  // Builds spec (ValidateImageBuild first) for who and tags it in who's images.
+  [[nodiscard]] absl::StatusOr<ImageInfo> Build(const Principal& who, const ImageBuildSpec& spec,
+                                                const Progress& progress,
+                                                const Cancelled& cancelled);
+
+ private:
+  // The npm layer of an image (a tar of usr/local), cached under cache/npm.
+  absl::StatusOr<std::string> NpmLayer(const Principal& who, const std::string& rootfs_tar,
+                                       const std::vector<std::string>& specs, uint64_t cap,
+                                       const Progress& progress, const Cancelled& cancelled);
+  HostPaths paths_;
+  SessionManager* sessions_;
+  StateStore* store_;
+  std::function<void(const std::vector<std::string>&)> remove_templates_;
+  std::string cache_;  // $AIRLOCK_CACHE or /var/cache/airlock
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_IMAGE_BUILDS_H_
