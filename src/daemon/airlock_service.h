@@ -6,6 +6,7 @@
 
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/host_paths.h"
+#include "src/daemon/exec_runner.h"
 #include "src/daemon/image_builds.h"
 #include "src/daemon/session_events.h"
 #include "src/daemon/session_files.h"
@@ -25,7 +26,8 @@ class SessionsService final : public v1::Sessions::Service {
         peers_(peers),
         uploads_(uploads),
         events_(events),
-        files_(sessions, store) {}
+        files_(sessions, store),
+        exec_(sessions, store, uploads) {}
 
   grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
                       v1::Session* response) override;
@@ -65,15 +67,13 @@ class SessionsService final : public v1::Sessions::Service {
                      grpc::ServerWriter<v1::SessionEvent>* writer) override;
 
  private:
-  // The session's workspace named by a request's upload token (nullptr when it names none).
-  absl::StatusOr<std::unique_ptr<PendingWorkspace>> TakeWorkspace(const Principal& who,
-                                                                  const std::string& token);
   SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
   WorkspaceUploads* uploads_;
   SessionEventHub* events_;
   SessionFiles files_;
+  ExecRunner exec_;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin
@@ -200,6 +200,8 @@ class SecretsService final : public v1::Secrets::Service {
   const PeerRegistry* peers_;
 };
 
+// Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
+SessionLimits FromProto(const v1::Limits& limits);
 // Secret bindings as a request carries them.
 std::vector<SecretRequest> FromProto(
     const google::protobuf::RepeatedPtrField<v1::SecretBinding>& bindings);
@@ -208,9 +210,6 @@ std::vector<SecretRequest> FromProto(
 // by the common name of the verified client certificate; never from anything the request says.
 std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers);
 grpc::Status Unauthenticated();
-
-// Checks the first message of an Exec call (client input).
-[[nodiscard]] absl::Status ValidateExecStart(const v1::ExecStart& start);
 
 // absl::Status -> grpc::Status with the same code and message.
 grpc::Status ToGrpc(const absl::Status& status);

@@ -50,4 +50,12 @@ absl::StatusOr<PendingWorkspace> WorkspaceUploads::Take(const std::string& tenan
   return upload;
 }
 
+absl::StatusOr<std::unique_ptr<PendingWorkspace>> WorkspaceUploads::TakeFor(
+    const std::string& tenant, const std::string& token) {
+  if (token.empty()) return std::unique_ptr<PendingWorkspace>();
+  absl::StatusOr<PendingWorkspace> taken = Take(tenant, token);
+  if (!taken.ok()) return taken.status();
+  return std::make_unique<PendingWorkspace>(*std::move(taken));
+}
+
 }  // namespace airlock

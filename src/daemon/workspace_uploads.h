@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -38,6 +39,9 @@ class WorkspaceUploads {
   // used, or is another tenant's.
   [[nodiscard]] absl::StatusOr<PendingWorkspace> Take(const std::string& tenant,
                                                       const std::string& token);
+  // The workspace a request's token names, for a new session: nullptr for no token.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<PendingWorkspace>> TakeFor(const std::string& tenant,
+                                                                          const std::string& token);
 
  private:
   void DropExpiredLocked(int64_t now);
