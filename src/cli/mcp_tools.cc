@@ -903,8 +903,8 @@ std::vector<Tool> AirlockTools() {
 
   Tool write{
       "file_write", "Write a file into a session",
-      "Creates or replaces a file in a session's guest (its directory must exist), e.g. "
-      "source code to run next. At most 3 MiB.",
+      "Creates or replaces a file in a session's guest (missing directories are made), e.g. "
+      "source code to run next. As large as a message may carry (about 8 MiB).",
       Object({{"session_id", Prop("string", "")},
               {"path", Prop("string", "absolute path in the guest, like /root/main.py")},
               {"content", Prop("string", "the file's text")},
@@ -916,18 +916,34 @@ std::vector<Tool> AirlockTools() {
   write.idempotent = true;
   write.run = [schema = write.input_schema](ToolCall& call) {
     Args args(call.arguments(), schema);
-    v1::WriteFileRequest request;
-    request.set_session_id(args.Str("session_id", true));
-    request.set_path(args.Str("path", true));
-    request.set_content(args.Str("content", true));
-    request.set_mode(static_cast<uint32_t>(args.Uint("mode", 0644, 0, 07777)));
-    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::WriteFile, request,
-                 [&request](const v1::WriteFileResponse& response) {
-                   return ToolResult{
-                       {{"path", request.path()}, {"bytes", response.bytes()}},
-                       absl::StrCat("wrote ", response.bytes(), " bytes to ", request.path()),
-                       false};
-                 });
+    v1::WriteFileChunk first;
+    first.set_session_id(args.Str("session_id", true));
+    first.set_path(args.Str("path", true));
+    std::string content = args.Str("content", true);
+    first.set_mode(static_cast<uint32_t>(args.Uint("mode", 0644, 0, 07777)));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    // The content goes as a stream of pieces, as any file does; the file changes only once
+    // the last one is in.
+    grpc::ClientContext context;
+    v1::WriteFileResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::WriteFileChunk>> stream =
+        (*client)->sessions->WriteFileStream(&context, &response);
+    v1::WriteFileChunk chunk = first;
+    constexpr size_t kPiece = 1 << 20;
+    for (size_t at = 0;; at += kPiece) {
+      chunk.set_data(content.substr(std::min(at, content.size()), kPiece));
+      chunk.set_last(at + kPiece >= content.size());
+      if (!stream->Write(chunk) || chunk.last()) break;
+      chunk = v1::WriteFileChunk();
+    }
+    stream->WritesDone();
+    grpc::Status status = stream->Finish();
+    if (!status.ok()) return RpcFailed(status);
+    return ToolResult{{{"path", first.path()}, {"bytes", response.bytes()}},
+                      absl::StrCat("wrote ", response.bytes(), " bytes to ", first.path()),
+                      false};
   };
   tools.push_back(write);
 
@@ -938,7 +954,7 @@ std::vector<Tool> AirlockTools() {
                     {"path", Prop("string", "absolute path in the guest")},
                     {"max_bytes", Prop("integer",
                                        "refuse files larger than this (default "
-                                       "1048576, at most 3145728)")}},
+                                       "1048576, at most 4194304)")}},
                    {"session_id", "path"}),
             Object({{"path", Prop("string", "")},
                     {"content", Prop("string", "")},
@@ -948,22 +964,30 @@ std::vector<Tool> AirlockTools() {
   read.read_only = read.idempotent = true;
   read.run = [schema = read.input_schema](ToolCall& call) {
     Args args(call.arguments(), schema);
-    v1::ReadFileRequest request;
+    v1::ReadFileStreamRequest request;
     request.set_session_id(args.Str("session_id", true));
     request.set_path(args.Str("path", true));
-    request.set_max_bytes(args.Uint("max_bytes", kMaxOutputCap, 1, 3 << 20));
-    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::ReadFile, request,
-                 [&request](const v1::ReadFileResponse& response) {
-                   bool escaped = false;
-                   std::string content = mcp::EscapeInvalidUtf8(response.content(), &escaped);
-                   return ToolResult{{{"path", request.path()},
-                                      {"content", content},
-                                      {"bytes", response.content().size()},
-                                      {"escaped", escaped}},
-                                     absl::StrCat(request.path(), " (", response.content().size(),
-                                                  " bytes):\n", Tail(content, 8192)),
-                                     false};
-                 });
+    request.set_max_bytes(args.Uint("max_bytes", kMaxOutputCap, 1, kMaxFileToolBytes));
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::ReadFileChunk>> stream =
+        (*client)->sessions->ReadFileStream(&context, request);
+    std::string data;
+    v1::ReadFileChunk chunk;
+    while (stream->Read(&chunk)) data += chunk.data();  // airlockd holds it to max_bytes
+    grpc::Status status = stream->Finish();
+    if (!status.ok()) return RpcFailed(status);
+    bool escaped = false;
+    std::string content = mcp::EscapeInvalidUtf8(data, &escaped);
+    return ToolResult{
+        {{"path", request.path()},
+         {"content", content},
+         {"bytes", data.size()},
+         {"escaped", escaped}},
+        absl::StrCat(request.path(), " (", data.size(), " bytes):\n", Tail(content, 8192)),
+        false};
   };
   tools.push_back(read);
   return tools;

@@ -16,6 +16,8 @@ namespace airlock {
 // Output kept per stream unless a call asks for another cap (up to the maximum).
 inline constexpr size_t kDefaultOutputCap = 64 * 1024;
 inline constexpr size_t kMaxOutputCap = 1024 * 1024;
+// The most file_read returns: what a reply carries whole, escaped, within a message line.
+inline constexpr size_t kMaxFileToolBytes = 4 * 1024 * 1024;
 
 std::vector<mcp::Tool> AirlockTools();
 

@@ -22,8 +22,12 @@ void WriteTar(const std::string& path, const std::vector<TarEntry>& entries,
               Compression compression) {
   archive* a = archive_write_new();
   archive_write_set_format_pax(a);
-  if (compression == Compression::kGzip) ASSERT_EQ(archive_write_add_filter_gzip(a), ARCHIVE_OK);
-  if (compression == Compression::kZstd) ASSERT_EQ(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+  if (compression == Compression::kGzip) {
+    ASSERT_EQ(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+  }
+  if (compression == Compression::kZstd) {
+    ASSERT_EQ(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+  }
   ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
   for (const TarEntry& e : entries) {
     archive_entry* entry = archive_entry_new();

@@ -206,6 +206,20 @@ test('a session: files, commands, pause, resume, fork, logs, metrics, removal', 
   const f = await ok('file_read', { session_id: id, path: '/root/main.py' });
   assert.equal(f.content, 'print("from file")\n');
   assert.equal((await call('file_read', { session_id: id, path: '/root/none' })).isError, true);
+  // Files go as streams: larger than one message of the API, into directories made for them,
+  // and empty ones too.
+  const big = 'x'.repeat(5 * 1024 * 1024);
+  assert.equal((await ok('file_write', { session_id: id, path: '/root/new/dir/big', content: big })).bytes,
+    big.length);
+  await ok('file_write', { session_id: id, path: '/root/empty', content: '' });
+  r = await ok('session_exec', { session_id: id, command: ['sh', '-c', 'wc -c < /root/new/dir/big; wc -c < /root/empty'] });
+  assert.equal(r.stdout, `${big.length}\n0\n`);
+  // Read back whole up to 4 MiB (more than one unary reply could carry); past max_bytes, refused.
+  const mid = 'y'.repeat(3.5 * 1024 * 1024);
+  await ok('file_write', { session_id: id, path: '/root/mid', content: mid });
+  assert.equal((await ok('file_read', { session_id: id, path: '/root/mid', max_bytes: 4194304 })).content, mid);
+  assert.equal((await call('file_read', { session_id: id, path: '/root/new/dir/big', max_bytes: 4194304 })).isError,
+    true);
 
   assert.equal((await ok('session_pause', { session_id: id })).state, 'paused');
   assert.equal((await ok('session_get', { session_id: id })).state, 'paused');

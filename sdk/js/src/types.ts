@@ -62,7 +62,7 @@ export interface BuildImageOptions {
   suite: string;
   /** Debian packages besides minbase, like ['python3', 'git']. */
   packages?: string[];
-  /** npm packages: NAME or @SCOPE/NAME, optionally @VERSION (adds Node.js). */
+  /** npm packages, like `left-pad` or `@scope/name`, each with an optional `@1.2.3` version (adds Node.js). */
   npm?: string[];
   /** The image's environment. */
   env?: Record<string, string>;
