@@ -48,6 +48,9 @@ std::string PathOf(const CLI::App* app) {
   return absl::StrJoin(names, " ");
 }
 
+// The type name of a session id positional: what completion looks for.
+constexpr char kSessionIdType[] = "ID";
+
 void ThrowIfBad(const absl::Status& s) {
   if (!s.ok()) throw CLI::ValidationError(std::string(s.message()));
 }
@@ -185,7 +188,7 @@ void Cli::PrintBashCompletion() const {
     }
     for (const CLI::Option* opt : app->get_options()) {
       if (opt->get_positional()) {
-        node.ids |= opt->get_type_name() == "ID";
+        node.ids |= opt->get_type_name() == kSessionIdType;
         continue;
       }
       for (const std::string& n : opt->get_lnames()) {
@@ -325,6 +328,22 @@ CLI::Option* AddCheckedList(CLI::App* app, const std::string& name, std::vector<
           },
           description)
       ->allow_extra_args(false);  // repeated as --allow A --allow B; what follows A is not B
+}
+
+CLI::Option* AddSessionId(CLI::App* app, std::function<void(const std::string&)> set,
+                          bool required) {
+  CLI::Option* id = app->add_option_function<std::string>("ID", std::move(set), "the session")
+                        ->type_name(kSessionIdType);
+  return required ? id->required() : id;
+}
+
+CLI::Option* AddSessionId(CLI::App* app, std::string* id) {
+  return AddSessionId(app, [id](const std::string& v) { *id = v; });
+}
+
+CLI::Option* AddSessionIds(CLI::App* app, std::vector<std::string>* ids, bool required) {
+  CLI::Option* option = app->add_option("ID", *ids, "the sessions")->type_name(kSessionIdType);
+  return required ? option->required() : option;
 }
 
 CLI::Option* AddJsonFlag(CLI::App* app, bool* json) {

@@ -74,6 +74,13 @@ CLI::Option* AddCountOption(CLI::App* app, const std::string& name,
 CLI::Option* AddCheckedList(CLI::App* app, const std::string& name, std::vector<std::string>* out,
                             std::function<absl::Status(const std::string&)> check,
                             const std::string& description);
+// The ID positional that names a session (`required` unless the command can do without one).
+// Bash completion offers the ids `airlock ls -q` prints wherever a command has one.
+CLI::Option* AddSessionId(CLI::App* app, std::function<void(const std::string&)> set,
+                          bool required = true);
+CLI::Option* AddSessionId(CLI::App* app, std::string* id);
+// Several of them (rm, pause, resume, metrics).
+CLI::Option* AddSessionIds(CLI::App* app, std::vector<std::string>* ids, bool required = true);
 // --json: the command prints JSON instead of its table.
 CLI::Option* AddJsonFlag(CLI::App* app, bool* json);
 

@@ -90,10 +90,7 @@ void AddLogCommand(Cli& cli) {
   CLI::App* app = cli.Add(&cli.app(), "log", "everything the session did: its timeline",
                           [args] { return Log(*args); });
   app->footer(kLogFooter);
-  app->add_option_function<std::string>(
-         "ID", [args](const std::string& v) { args->request.set_session_id(v); }, "the session")
-      ->required()
-      ->type_name("ID");
+  AddSessionId(app, [args](const std::string& v) { args->request.set_session_id(v); });
   CLI::Option* json = AddJsonFlag(app, &args->json);
   CLI::Option* html = app->add_option("--html", args->html,
                                       "write one self-contained page (search, filters, "

@@ -132,11 +132,6 @@ int Log(const v1::NetworkLogRequest& request, bool json) {
 void AddNetworkCommand(Cli& cli) {
   CLI::App* group = cli.Group("network", "a session's egress rules and connections");
   group->footer(kNetworkFooter);
-  auto id = [](CLI::App* app, std::function<void(const std::string&)> set) {
-    app->add_option_function<std::string>("ID", std::move(set), "the session")
-        ->required()
-        ->type_name("ID");
-  };
 
   struct ListArgs {
     std::string id;
@@ -145,7 +140,7 @@ void AddNetworkCommand(Cli& cli) {
   auto ls = std::make_shared<ListArgs>();
   CLI::App* l = cli.Add(group, "ls", "the session's rules and the operator's ceiling",
                         [ls] { return List(ls->id, ls->json); });
-  id(l, [ls](const std::string& v) { ls->id = v; });
+  AddSessionId(l, [ls](const std::string& v) { ls->id = v; });
   AddJsonFlag(l, &ls->json);
 
   for (const char* verb : {"allow", "deny", "rm"}) {
@@ -157,7 +152,7 @@ void AddNetworkCommand(Cli& cli) {
                                         : "remove rules as ls writes them",
                           [change, v] { return Change(*change, v); });
     c->footer(kNetworkFooter);
-    id(c, [change](const std::string& s) { change->set_session_id(s); });
+    AddSessionId(c, [change](const std::string& s) { change->set_session_id(s); });
     c->add_option_function<std::vector<std::string>>(
          "RULE",
          [change, v](const std::vector<std::string>& rules) {
@@ -204,7 +199,7 @@ void AddNetworkCommand(Cli& cli) {
   CLI::App* lg = cli.Add(group, "log", "every DNS answer, connection and secret sent",
                          [log] { return Log(log->request, log->json); });
   lg->footer(kNetworkFooter);
-  id(lg, [log](const std::string& v) { log->request.set_session_id(v); });
+  AddSessionId(lg, [log](const std::string& v) { log->request.set_session_id(v); });
   lg->add_flag_function(
       "-f,--follow", [log](int64_t) { log->request.set_follow(true); }, "follow new ones");
   AddCountOption(

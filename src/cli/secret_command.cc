@@ -136,7 +136,7 @@ void AddSecretCommand(Cli& cli) {
                                          : "unbind secrets",
                             [v, args] { return Secret(v, *args); });
     app->footer(kSecretFooter);
-    app->add_option("ID", args->id, "the session")->required()->type_name("ID");
+    AddSessionId(app, &args->id);
     if (v == "set") {
       AddCheckedList(
           app, "SPEC", &args->items,

@@ -481,12 +481,6 @@ int Watch(const v1::WatchRequest& request, bool json) {
 
 void AddSessionCommands(Cli& cli) {
   CLI::App* root = &cli.app();
-  auto id = [](CLI::App* app, std::string* out) {
-    return app->add_option("ID", *out, "the session")->required()->type_name("ID");
-  };
-  auto ids = [](CLI::App* app, std::vector<std::string>* out) {
-    return app->add_option("ID", *out, "the sessions")->required()->type_name("ID");
-  };
 
   CLI::App* session = cli.Group("session", "durable sessions: session create");
   auto create = std::make_shared<SessionOptions>();
@@ -500,7 +494,7 @@ void AddSessionCommands(Cli& cli) {
   CLI::App* e = cli.Add(root, "exec", "run a command in a session: exec [-i] [-t] ID -- CMD",
                         [exec] { return Exec(*exec); });
   e->footer(kExecFooter);
-  id(e, &exec->id);
+  AddSessionId(e, &exec->id);
   e->add_flag("-i,--interactive", exec->interactive,
               "pass stdin to the command (otherwise it reads /dev/null)");
   e->add_flag("-t,--tty", exec->tty, "run it on a terminal in the guest, the size of this one");
@@ -543,10 +537,7 @@ void AddSessionCommands(Cli& cli) {
   lg->footer(
       "Prints the output of every command of session ID with timestamps (also after it\n"
       "stopped).");
-  lg->add_option_function<std::string>(
-        "ID", [logs](const std::string& v) { logs->set_session_id(v); }, "the session")
-      ->required()
-      ->type_name("ID");
+  AddSessionId(lg, [logs](const std::string& v) { logs->set_session_id(v); });
   lg->add_flag_function(
       "-f,--follow", [logs](int64_t) { logs->set_follow(true); },
       "keep printing new output until the session stops");
@@ -565,14 +556,15 @@ void AddSessionCommands(Cli& cli) {
   auto metrics = std::make_shared<MetricsArgs>();
   CLI::App* m = cli.Add(root, "metrics", "guest CPU, memory, processes, disk and network",
                         [metrics] { return Metrics(metrics->ids, metrics->watch, metrics->json); });
-  m->add_option("ID", metrics->ids, "the sessions (default: every running one)")->type_name("ID");
+  AddSessionIds(m, &metrics->ids, /*required=*/false)
+      ->description("the sessions (default: every running one)");
   m->add_flag("-w,--watch", metrics->watch, "again every half second until interrupted");
   AddJsonFlag(m, &metrics->json);
 
   auto rm = std::make_shared<std::vector<std::string>>();
   CLI::App* r =
       cli.Add(root, "rm", "destroy sessions (their logs stay)", [rm] { return Remove(*rm); });
-  ids(r, rm.get());
+  AddSessionIds(r, rm.get());
 
   auto pause = std::make_shared<std::vector<std::string>>();
   CLI::App* pa = cli.Add(root, "pause", "snapshot sessions to disk and free their VMs",
@@ -580,21 +572,18 @@ void AddSessionCommands(Cli& cli) {
   pa->footer(
       "Snapshots each session to disk and ends its VM (no process, no host memory). Every\n"
       "process and file comes back with `airlock resume ID`, or on the next exec.");
-  ids(pa, pause.get());
+  AddSessionIds(pa, pause.get());
   auto resume = std::make_shared<std::vector<std::string>>();
   CLI::App* re = cli.Add(root, "resume", "bring paused sessions back (exec does it too)",
                          [resume] { return PauseOrResume(*resume, false); });
   re->footer("Restores paused sessions from their snapshots, every process and file as it was.");
-  ids(re, resume.get());
+  AddSessionIds(re, resume.get());
 
   auto fork = std::make_shared<v1::ForkSessionRequest>();
   CLI::App* f = cli.Add(root, "fork", "independent copies of a session; prints their ids",
                         [fork] { return Fork(*fork); });
   f->footer(kForkFooter);
-  f->add_option_function<std::string>(
-       "ID", [fork](const std::string& v) { fork->set_id(v); }, "the session")
-      ->required()
-      ->type_name("ID");
+  AddSessionId(f, [fork](const std::string& v) { fork->set_id(v); });
   AddCountOption(
       f, "-n,--count", [fork](uint32_t n) { fork->set_count(n); }, 1, 64,
       "how many copies (default 1)");
@@ -612,7 +601,7 @@ void AddSessionCommands(Cli& cli) {
                          [file] { return File(false, file->id, file->path, 0); });
   for (CLI::App* app : {fw, fr}) {
     app->footer(kFileFooter);
-    id(app, &file->id);
+    AddSessionId(app, &file->id);
     app->add_option("PATH", file->path, "an absolute path in the guest")->required();
   }
   fw->add_option_function<std::string>(
@@ -636,10 +625,9 @@ void AddSessionCommands(Cli& cli) {
   CLI::App* w = cli.Add(root, "watch", "what happens to your sessions, as it happens",
                         [watch] { return Watch(watch->request, watch->json); });
   w->footer(kWatchFooter);
-  w->add_option_function<std::string>(
-       "ID", [watch](const std::string& v) { watch->request.set_session_id(v); },
-       "only this session")
-      ->type_name("ID");
+  AddSessionId(
+      w, [watch](const std::string& v) { watch->request.set_session_id(v); }, /*required=*/false)
+      ->description("only this session");
   AddJsonFlag(w, &watch->json);
 }
 

@@ -97,7 +97,7 @@ void AddWorkspaceCommands(Cli& cli) {
   CLI::App* d = cli.Add(root, "diff", "what the session changed in /workspace",
                         [diff] { return Diff(diff->id, diff->stat, diff->json); });
   d->footer(kDiffFooter);
-  d->add_option("ID", diff->id, "the session")->required()->type_name("ID");
+  AddSessionId(d, &diff->id);
   CLI::Option* stat = d->add_flag("--stat", diff->stat, "one line per file with its counts");
   AddJsonFlag(d, &diff->json)->excludes(stat);
 
@@ -109,7 +109,7 @@ void AddWorkspaceCommands(Cli& cli) {
   CLI::App* p = cli.Add(root, "promote", "the session's commits -> branch airlock/ID/NAME",
                         [promote] { return Promote(promote->id, promote->options); });
   p->footer(kPromoteFooter);
-  p->add_option("ID", promote->id, "the session")->required()->type_name("ID");
+  AddSessionId(p, &promote->id);
   p->add_option("--branch", promote->options.branch, "the branch's NAME")
       ->type_name("NAME")
       ->check([](const std::string& v) {
@@ -129,7 +129,7 @@ void AddWorkspaceCommands(Cli& cli) {
   CLI::App* sy = cli.Add(root, "sync", "host changes since the session's base -> the session",
                          [sync] { return Sync(sync->id, sync->dry_run, sync->max_bytes); });
   sy->footer(kSyncFooter);
-  sy->add_option("ID", sync->id, "the session")->required()->type_name("ID");
+  AddSessionId(sy, &sync->id);
   sy->add_flag("-n,--dry-run", sync->dry_run, "show what would be copied; change nothing");
   AddSizeOption(sy, "--workspace-max", &sync->max_bytes,
                 "refuse a project with more file content than this (default 2g)");

@@ -38,16 +38,6 @@ constexpr size_t kMaxLineBytes = 500;
 constexpr absl::Duration kBuildCommandTimeout = absl::Hours(1);
 constexpr char kGuestPath[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-// Lowercase letters, digits and `extra`, starting with a letter or digit, 1 to 100 bytes: what
-// ImageStore::DebianRootfs takes (Debian policy's package names, and suite names).
-bool PlainWord(const std::string& word, const char* extra) {
-  if (word.empty() || word.size() > 100 || !absl::ascii_isalnum(word[0])) return false;
-  for (char c : word) {
-    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && !strchr(extra, c)) return false;
-  }
-  return true;
-}
-
 // Client input, quoted in a message: at most 100 bytes, valid UTF-8.
 std::string Quote(const std::string& s) {
   return absl::StrCat("\"", EscapeInvalidUtf8(s.substr(0, 100)), s.size() > 100 ? "..." : "", "\"");
@@ -198,7 +188,7 @@ absl::Status ValidateImageBuild(const ImageBuildSpec& spec) {
   if (spec.suite.empty()) {
     return absl::InvalidArgumentError("name the Debian suite to build from, like bookworm");
   }
-  if (!PlainWord(spec.suite, "-")) {
+  if (!IsDebianSuiteName(spec.suite)) {
     return absl::InvalidArgumentError(
         absl::StrCat("suite ", Quote(spec.suite),
                      " is not a Debian suite name; give one like bookworm or trixie (lowercase "
@@ -209,7 +199,7 @@ absl::Status ValidateImageBuild(const ImageBuildSpec& spec) {
         absl::StrCat("at most ", kMaxPackages, " Debian packages; name fewer"));
   }
   for (const std::string& p : spec.packages) {
-    if (!PlainWord(p, "+-.")) {
+    if (!IsDebianPackageName(p)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "package ", Quote(p),
           " is not a Debian package name; give names like python3 or libssl3 (lowercase "

@@ -411,22 +411,32 @@ absl::StatusOr<ImageInfo> ImageStore::Pull(const std::string& reference,
   return Tag(image->digest.substr(7), reference);
 }
 
+namespace {
+
+// Lowercase letters, digits and `extra`, starting with a letter or digit, 1 to 100 bytes.
+bool PlainWord(const std::string& word, const char* extra) {
+  if (word.empty() || word.size() > 100 || !absl::ascii_isalnum(word[0])) return false;
+  for (char c : word) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && !strchr(extra, c)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsDebianSuiteName(const std::string& word) { return PlainWord(word, "-"); }
+
+bool IsDebianPackageName(const std::string& word) { return PlainWord(word, "+-."); }
+
 absl::StatusOr<std::string> ImageStore::DebianRootfs(const std::string& suite,
                                                      const std::vector<std::string>& packages,
                                                      const std::string& cache_dir) {
-  auto plain = [](const std::string& word, const char* extra) {
-    if (word.empty() || word.size() > 100 || !absl::ascii_isalnum(word[0])) return false;
-    for (char c : word) {
-      if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && !strchr(extra, c)) return false;
-    }
-    return true;
-  };
-  if (!plain(suite, "-")) {
+  if (!IsDebianSuiteName(suite)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", suite, "\" is not a Debian suite name (like bookworm)"));
   }
   for (const std::string& p : packages) {
-    if (!plain(p, "+-.")) {
+    if (!IsDebianPackageName(p)) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", p, "\" is not a Debian package name (like python3)"));
     }

@@ -29,6 +29,11 @@
 
 namespace airlock {
 
+// What DebianRootfs takes: a suite name (bookworm) and package names as Debian policy writes
+// them (lowercase letters, digits, and - or + - . respectively; at most 100 bytes).
+bool IsDebianSuiteName(const std::string& word);
+bool IsDebianPackageName(const std::string& word);
+
 struct ImageInfo {
   std::string name;
   std::string digest;       // "sha256:<hex>" of the source plus converter version
