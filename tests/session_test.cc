@@ -398,6 +398,13 @@ TEST(SessionTest, ClearErrors) {
   r = RunAirlock({"session", "create", "--memory", "64m"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("between 128 MiB"), std::string::npos) << r.err;
+  // The limits are airlockd's to check (one place for CLI, MCP and SDKs); the CLI shows its answer.
+  r = RunAirlock({"session", "create", "--cpus", "65"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("at most 64 vCPUs"), std::string::npos) << r.err;
+  r = RunAirlock({"session", "create", "--pids", "8"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("between 16 and 1000000"), std::string::npos) << r.err;
   r = RunAirlock({"session", "create", "no/such-image"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("not in the store"), std::string::npos) << r.err;

@@ -128,9 +128,10 @@ TEST(SnapshotTest, ForksAreIndependentWithTheirOwnIdentityAndRandomness) {
   EXPECT_EQ(Exec(third, "cat /root/file"), "source\n");
   EXPECT_NE(SessionLine(source).find("paused"), std::string::npos);
 
+  // How many is airlockd's to say; the CLI shows its answer.
   r = RunAirlock({"fork", source, "-n", "65"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("1 to 64"), std::string::npos) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("at most 64 forks at once"), std::string::npos) << r.err;
   for (const std::string& id : {source, forks[0], forks[1], third}) RunAirlock({"rm", id});
 }
 

@@ -3,26 +3,29 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/cli/cli_flags.h"
 
 namespace airlock {
 namespace {
 
 constexpr char kDescription[] =
-    "Runs untrusted code in microVMs, each with its own kernel and no network device; egress\n"
-    "goes only to the destinations a session is allowed (--allow). `airlock COMMAND --help`\n"
+    "Runs untrusted code in microVMs, each with its own kernel and no network device; egress "
+    "goes only to the destinations a session is allowed (--allow). `airlock COMMAND --help` "
     "tells more about each command.";
 
 constexpr char kFooter[] =
-    "Everything but doctor, completion and image push goes through airlockd, started on first\n"
+    "Everything but doctor, completion and image push goes through airlockd, started on first "
     "use when run as root (or run it yourself as a service).\n"
-    "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_SOCKET (default\n"
-    "/run/airlock/airlockd.sock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS, AIRLOCK_QEMU,\n"
+    "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_SOCKET (default "
+    "/run/airlock/airlockd.sock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS, AIRLOCK_QEMU, "
     "AIRLOCK_ACCEL=kvm|tcg";
 
 // The command the line named: the deepest subcommand that was parsed.
@@ -51,6 +54,54 @@ std::string PathOf(const CLI::App* app) {
 // The type name of a session id positional: what completion looks for.
 constexpr char kSessionIdType[] = "ID";
 
+// Help is laid out for 80 columns: names in the first kNameColumns, descriptions wrapped at
+// word boundaries in the rest (a word longer than a line stays whole).
+constexpr size_t kHelpColumns = 80;
+constexpr size_t kNameColumns = 34;
+
+std::string Wrap(const std::string& text, size_t width) {
+  std::string out;
+  for (absl::string_view paragraph : absl::StrSplit(text, '\n')) {
+    if (!out.empty()) out += '\n';
+    size_t line = 0;
+    for (absl::string_view word : absl::StrSplit(paragraph, ' ', absl::SkipEmpty())) {
+      if (line > 0 && line + 1 + word.size() > width) {
+        out += '\n';
+        line = 0;
+      } else if (line > 0) {
+        out += ' ';
+        ++line;
+      }
+      absl::StrAppend(&out, word);
+      line += word.size();
+    }
+  }
+  return out;
+}
+
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  WrappingFormatter() { column_width(kNameColumns); }
+  std::string make_option_desc(const CLI::Option* option) const override {
+    return Wrap(option->get_description(), kHelpColumns - kNameColumns);
+  }
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_display_name(true),
+                             Wrap(sub->get_description(), kHelpColumns - kNameColumns),
+                             kNameColumns);
+    return out.str();
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    std::string footer = app->get_footer();
+    return footer.empty() ? "" : Wrap(footer, kHelpColumns) + "\n";
+  }
+  std::string make_description(const CLI::App* app) const override {
+    std::string description = app->get_description();
+    return description.empty() ? "" : Wrap(description, kHelpColumns) + "\n\n";
+  }
+};
+
 void ThrowIfBad(const absl::Status& s) {
   if (!s.ok()) throw CLI::ValidationError(std::string(s.message()));
 }
@@ -60,7 +111,8 @@ void ThrowIfBad(const absl::Status& s) {
 Cli::Cli() : app_(kDescription, "airlock") {
   app_.require_subcommand(1);
   app_.footer(kFooter);
-  app_.get_formatter()->column_width(34);
+  // Subcommands share it (they take their parent's formatter).
+  app_.formatter(std::make_shared<WrappingFormatter>());
 }
 
 void Cli::AddCompletion() {
@@ -78,7 +130,6 @@ void Cli::AddCompletion() {
 CLI::App* Cli::Add(CLI::App* parent, const std::string& name, const std::string& description,
                    std::function<int()> run, int usage_exit) {
   CLI::App* command = parent->add_subcommand(name, description);
-  command->get_formatter()->column_width(34);
   if (run != nullptr) runs_[command] = std::move(run);
   usage_exit_[command] = usage_exit;
   return command;
@@ -305,8 +356,10 @@ CLI::Option* AddCountOption(CLI::App* app, const std::string& name,
           [set, min, max, flag](const std::string& v) {
             uint32_t value = 0;
             if (!absl::SimpleAtoi(v, &value) || value < min || value > max) {
-              throw CLI::ValidationError(absl::StrCat(flag, " needs a number from ", min, " to ",
-                                                      max, ", not \"", v, "\""));
+              std::string range = max == UINT32_MAX
+                                      ? absl::StrCat("a whole number from ", min)
+                                      : absl::StrCat("a number from ", min, " to ", max);
+              throw CLI::ValidationError(absl::StrCat(flag, " needs ", range, ", not \"", v, "\""));
             }
             set(value);
           },

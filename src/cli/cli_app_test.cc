@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "src/cli/cli_commands.h"
 #include "src/common/file_util.h"
 #include "src/common/subprocess.h"
@@ -60,6 +61,12 @@ TEST(CliAppTest, EveryCommandAnswersHelp) {
     EXPECT_TRUE(s.ok()) << words[0] << ": " << s;
     EXPECT_TRUE(cli.help_shown()) << words[0];
     EXPECT_NE(help.find("Usage:"), std::string::npos) << help;
+    // Laid out for 80 columns: only a word that long itself (a path, an example) goes past.
+    for (absl::string_view line : absl::StrSplit(help, '\n')) {
+      size_t last_space = line.rfind(' ');
+      bool one_long_word = last_space != absl::string_view::npos && line.size() - last_space > 40;
+      EXPECT_TRUE(line.size() <= 80 || one_long_word) << words[0] << ": " << line;
+    }
   }
 }
 
@@ -91,7 +98,7 @@ TEST(CliAppTest, MistakesNameTheProblem) {
   };
   for (const Case& c : std::vector<Case>{
            {{"ls", "--bogus"}, "--bogus"},
-           {{"fork", "0123456789ab", "-n", "65"}, "1 to 64"},
+           {{"fork", "0123456789ab", "-n", "0"}, "--count needs a whole number from 1, not \"0\""},
            {{"session", "create", "--memory", "lots"}, "512m"},
            {{"session", "create", "--idle-timeout", "soon"}, "is not a duration"},
            {{"ls", "--json", "-q"}, "excludes"},

@@ -17,6 +17,11 @@
 namespace airlock {
 namespace {
 
+// Limits are airlockd's to check: its message comes back as the tool's error. These bounds only
+// keep a number inside the field it travels in.
+constexpr uint64_t kAnyMib = UINT64_MAX >> 20;
+constexpr uint64_t kAnyU32 = UINT32_MAX;
+
 using json = nlohmann::json;
 using mcp::Tool;
 using mcp::ToolCall;
@@ -75,13 +80,13 @@ class Args {
   uint64_t Uint(const char* key, uint64_t fallback, uint64_t min, uint64_t max) {
     if (!Has(key)) return fallback;
     const json& v = args_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < static_cast<int64_t>(min) ||
-        (v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>())) >
-            max) {
+    bool negative = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
+    uint64_t n = v.is_number_integer() && !negative ? v.get<uint64_t>() : 0;
+    if (!v.is_number_integer() || negative || n < min || n > max) {
       Fail(absl::StrCat("\"", key, "\" must be a whole number from ", min, " to ", max));
       return fallback;
     }
-    return v.get<uint64_t>();
+    return n;
   }
   double Seconds(const char* key, double fallback, double max) {
     if (!Has(key)) return fallback;
@@ -358,8 +363,8 @@ ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
     for (const std::string& rule : args.StrList("allow")) start.add_allow(rule);
     AddSecrets(args, start.mutable_secrets());
     v1::Limits* limits = start.mutable_limits();
-    limits->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
-    limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
+    limits->set_memory_bytes(args.Uint("memory_mb", 0, 0, kAnyMib) << 20);
+    limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 0, kAnyU32)));
     if (limits->memory_bytes() == 0 && limits->vcpus() == 0) start.clear_limits();
   }
   if (!args.error().empty()) return ToolError(args.error());
@@ -467,13 +472,13 @@ std::vector<Tool> AirlockTools() {
     v1::CreateSessionRequest request;
     request.set_image(args.Str("image"));
     v1::Limits* l = request.mutable_limits();
-    l->set_memory_bytes(args.Uint("memory_mb", 0, 128, 65536) << 20);
-    l->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 1, 64)));
-    l->set_pids(static_cast<uint32_t>(args.Uint("pids", 0, 16, 1000000)));
-    l->set_disk_bytes(args.Uint("disk_mb", 0, 32, 1 << 20) << 20);
-    l->set_ttl_seconds(args.Uint("ttl_seconds", 0, 0, 365ull * 86400));
+    l->set_memory_bytes(args.Uint("memory_mb", 0, 0, kAnyMib) << 20);
+    l->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 0, kAnyU32)));
+    l->set_pids(static_cast<uint32_t>(args.Uint("pids", 0, 0, kAnyU32)));
+    l->set_disk_bytes(args.Uint("disk_mb", 0, 0, kAnyMib) << 20);
+    l->set_ttl_seconds(args.Uint("ttl_seconds", 0, 0, UINT64_MAX));
     if (args.Has("idle_timeout_seconds")) {
-      l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, 30ull * 86400));
+      l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, UINT64_MAX));
     }
     for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
     AddSecrets(args, request.mutable_secrets());

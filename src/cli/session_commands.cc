@@ -585,7 +585,7 @@ void AddSessionCommands(Cli& cli) {
   f->footer(kForkFooter);
   AddSessionId(f, [fork](const std::string& v) { fork->set_id(v); });
   AddCountOption(
-      f, "-n,--count", [fork](uint32_t n) { fork->set_count(n); }, 1, 64,
+      f, "-n,--count", [fork](uint32_t n) { fork->set_count(n); }, 1, UINT32_MAX,
       "how many copies (default 1)");
 
   struct FileArgs {

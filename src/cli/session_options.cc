@@ -11,7 +11,7 @@ namespace airlock {
 void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
   v1::Limits* limits = &o->limits;
   AddCountOption(
-      app, "--cpus", [limits](uint32_t n) { limits->set_vcpus(n); }, 1, 64,
+      app, "--cpus", [limits](uint32_t n) { limits->set_vcpus(n); }, 1, UINT32_MAX,
       "virtual CPUs (default 1)");
   AddSizeOption(
       app, "--memory", [limits](uint64_t v) { limits->set_memory_bytes(v); },
@@ -20,7 +20,7 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
       app, "--disk", [limits](uint64_t v) { limits->set_disk_bytes(v); },
       "the session's writable disk (default 1g)");
   AddCountOption(
-      app, "--pids", [limits](uint32_t n) { limits->set_pids(n); }, 1, 1u << 22,
+      app, "--pids", [limits](uint32_t n) { limits->set_pids(n); }, 1, UINT32_MAX,
       "processes the guest may hold at once (default 1024)");
   AddSizeOption(
       app, "--net-rate", [limits](uint64_t v) { limits->set_net_bytes_per_second(v); },

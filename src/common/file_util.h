@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +37,9 @@ namespace airlock {
 
 // Removes a directory tree (no symlinks followed). Missing is not an error.
 [[nodiscard]] absl::Status RemoveTree(const std::string& path);
+
+// The names in a directory, sorted, without . and .. (none when it cannot be read).
+std::vector<std::string> ListDirectory(const std::string& dir);
 
 // The directory part of a path ("." if none).
 std::string DirName(const std::string& path);

@@ -680,9 +680,13 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
     listening = !context->IsCancelled() && writer->Write(p);
   };
   RegistryAccess access = sessions_->RegistryAccessFor(*who);
+  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(*who);
   absl::StatusOr<ImageInfo> info = request->if_missing()
                                        ? images.ResolveOrPull(ref, progress, access)
                                        : images.Pull(ref, progress, access);
+  if (info.ok()) {
+    if (absl::Status s = within_quota(*info); !s.ok()) info = s;
+  }
   LogIfFailed(store_->Audit(*who, who->Tenant(), "image.pull", ref,
                             info.ok() ? absl::StrCat("ok; ", info->digest)
                                       : absl::StrCat("failed: ", info.status().message())),
@@ -742,8 +746,12 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   // The unnamed file by its /proc name: nothing to clean up, whatever happens next.
   std::string path = absl::StrCat("/proc/self/fd/", archive->get());
   ImageStore images(paths_.images, who->ImageScope());
+  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(*who);
   absl::StatusOr<ImageInfo> info =
       rootfs ? images.ImportRootfsTar(path, name) : images.ImportArchive(path, name);
+  if (info.ok()) {
+    if (absl::Status s = within_quota(*info); !s.ok()) info = s;
+  }
   LogIfFailed(store_->Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
                             info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
                                       : absl::StrCat("failed: ", info.status().message())),
@@ -803,10 +811,9 @@ grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, c
                         absl::StrCat("only root may ", what, " images (they are the host's)"));
   }
   *who = *caller;
-  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->SessionsInState(
-      {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
-  if (!sessions.ok()) return ToGrpc(sessions.status());
-  for (const SessionRecord& s : *sessions) in_use->push_back(s.image_digest);
+  absl::StatusOr<std::vector<std::string>> digests = sessions_->ImagesInUse();
+  if (!digests.ok()) return ToGrpc(digests.status());
+  *in_use = *std::move(digests);
   return grpc::Status::OK;
 }
 

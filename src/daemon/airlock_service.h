@@ -132,6 +132,8 @@ class ImagesService final : public v1::Images::Service {
         peers_(peers),
         builder_(paths_, sessions, store,
                  [this](const std::vector<std::string>& digests) { RemoveTemplatesOf(digests); }) {}
+  // What builds of an earlier airlockd left (ImageBuilder::RemoveLeftovers). Call at start.
+  void RemoveBuildLeftovers() { builder_.RemoveLeftovers(); }
   grpc::Status List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                     v1::ListImagesResponse* response) override;
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullImageRequest* request,

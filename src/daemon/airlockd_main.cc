@@ -226,6 +226,7 @@ int main(int argc, char** argv) {
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
   airlock::ImagesService images_service(paths, &sessions, store->get(), &peers);
+  images_service.RemoveBuildLeftovers();
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
   airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
   grpc::ServerBuilder builder;

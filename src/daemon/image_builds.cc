@@ -36,6 +36,10 @@ constexpr int kMaxOutputLines = 500;
 constexpr size_t kMaxLineBytes = 500;
 // One command in the build VM (npm rebuild under TCG is slow, but ends).
 constexpr absl::Duration kBuildCommandTimeout = absl::Hours(1);
+// Builds at once on the host (each per tenant: one).
+constexpr size_t kMaxBuildsAtOnce = 2;
+// The tags of builds' own images (a base with npm packages, for the build VM).
+constexpr char kBuildTagPrefix[] = "airlock-build/";
 constexpr char kGuestPath[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 // Client input, quoted in a message: at most 100 bytes, valid UTF-8.
@@ -184,6 +188,26 @@ absl::Status RunInBuildVm(LiveSession& live, const std::vector<std::string>& arg
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<void>> BuildSlots::Take(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_.contains(tenant)) {
+    return absl::ResourceExhaustedError(
+        "an image build of yours is running; wait for it to end (one build at a time per user)");
+  }
+  if (running_.size() >= host_max_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(running_.size(),
+                     " image builds are running on this host, the most at once; "
+                     "try again when one has ended"));
+  }
+  running_.insert(tenant);
+  // No object: the deleter runs when the last copy goes, and frees the slot.
+  return std::shared_ptr<void>(nullptr, [this, tenant](void*) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_.erase(tenant);
+  });
+}
+
 absl::Status ValidateImageBuild(const ImageBuildSpec& spec) {
   if (spec.suite.empty()) {
     return absl::InvalidArgumentError("name the Debian suite to build from, like bookworm");
@@ -242,15 +266,56 @@ ImageBuilder::ImageBuilder(HostPaths paths, SessionManager* sessions, StateStore
     : paths_(std::move(paths)),
       sessions_(sessions),
       store_(store),
-      remove_templates_(std::move(remove_templates)) {
+      remove_templates_(std::move(remove_templates)),
+      slots_(kMaxBuildsAtOnce) {
   const char* cache = std::getenv("AIRLOCK_CACHE");
   cache_ = cache != nullptr && *cache != '\0' ? cache : "/var/cache/airlock";
+}
+
+void ImageBuilder::RemoveBuildTag(ImageStore& images, const std::string& tag) {
+  absl::StatusOr<std::vector<std::string>> in_use = sessions_->ImagesInUse();
+  LogIfFailed(in_use.status(), "image build: the sessions' images not listed");
+  if (!in_use.ok()) {
+    in_use.emplace();
+    absl::StatusOr<ImageInfo> info = images.Resolve(tag);
+    if (info.ok()) in_use->push_back(info->digest);  // Prune frees it later
+  }
+  absl::StatusOr<ImageStore::RemoveResult> removed = images.Remove(tag, *in_use);
+  LogIfFailed(removed.status(), absl::StrCat("image build: build image ", tag, " not removed"));
+  if (removed.ok() && removed->freed) remove_templates_({removed->digest});
+}
+
+void ImageBuilder::RemoveLeftovers() {
+  for (const std::string& tenant : ImageStore::Tenants(paths_.images)) {
+    ImageStore images(paths_.images, tenant);
+    for (const std::string& name : images.OwnNames()) {
+      if (!name.starts_with(kBuildTagPrefix)) continue;
+      LogInfo(absl::StrCat("image build: removing ", name, ", left by a build that did not end"));
+      RemoveBuildTag(images, name);
+    }
+  }
+  // "<layer>.fetched-<pid>-<n>" and "<layer>.tmp-<pid>-<n>": written by airlockd <pid>, which
+  // may be another one sharing the cache (only a process that is gone left them).
+  std::string dir = cache_ + "/npm";
+  for (const std::string& file : ListDirectory(dir)) {
+    size_t dot = file.find(".fetched-");
+    if (dot == std::string::npos) dot = file.find(".tmp-");
+    if (dot == std::string::npos) continue;
+    size_t pid_at = file.find('-', dot) + 1;
+    std::string pid = file.substr(pid_at, file.find('-', pid_at) - pid_at);
+    if (pid.empty() || access(("/proc/" + pid).c_str(), F_OK) == 0) continue;
+    if (unlink((dir + "/" + file).c_str()) != 0 && errno != ENOENT) {
+      LogWarning(absl::StrCat("image build: ", dir, "/", file, " not removed: ", strerror(errno)));
+    }
+  }
 }
 
 absl::StatusOr<ImageInfo> ImageBuilder::Build(const Principal& who, const ImageBuildSpec& spec,
                                               const Progress& progress,
                                               const Cancelled& cancelled) {
   if (absl::Status s = ValidateImageBuild(spec); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<void>> slot = slots_.Take(who.Tenant());
+  if (!slot.ok()) return slot.status();
   std::vector<std::string> packages = spec.packages;
   // npm packages need Node.js and npm in the image (their scripts run there), and the
   // registry's certificates for the agents that use them.
@@ -295,8 +360,12 @@ absl::StatusOr<ImageInfo> ImageBuilder::Build(const Principal& who, const ImageB
   }
   progress("converting to an ext4 image");
   // Converting is not stopped mid-way either (it is quick, and leaves nothing half-made).
+  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(who);
   ImageStore images(paths_.images, who.ImageScope());
-  return images.ImportRootfsLayers(tars, spec.tag, spec.env);
+  absl::StatusOr<ImageInfo> info = images.ImportRootfsLayers(tars, spec.tag, spec.env);
+  if (!info.ok()) return info;
+  if (absl::Status s = within_quota(*info); !s.ok()) return s;
+  return info;
 }
 
 // The npm layer of an image: packages fetched on the host without their scripts, then
@@ -343,13 +412,13 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
   // and a one-shot session of it: removed, with the name, whatever happens.
   ImageStore images(paths_.images, who.ImageScope());
   std::string build_tag =
-      absl::StrCat("airlock-build/npm", suffix, "-", absl::ToUnixMillis(absl::Now()));
+      absl::StrCat(kBuildTagPrefix, "npm", suffix, "-", absl::ToUnixMillis(absl::Now()));
   struct BuildVm {
     ImageBuilder* builder;
     const Principal& who;
     ImageStore& images;
     std::string tag;
-    std::string digest;
+    bool tagged;
     std::string id;
     ~BuildVm() {
       if (!id.empty()) {
@@ -358,24 +427,12 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
         LogIfFailed(builder->store_->DeleteSession(who, who.Tenant(), id),
                     absl::StrCat("build VM ", id, ": its record not deleted"));
       }
-      if (digest.empty()) return;
-      // What sessions still use stays (Prune frees it later); if that is unknown, all does.
-      std::vector<std::string> in_use = {digest};
-      absl::StatusOr<std::vector<SessionRecord>> sessions = builder->store_->SessionsInState(
-          {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
-      LogIfFailed(sessions.status(), "image build: the sessions' images not listed");
-      if (sessions.ok()) {
-        in_use.clear();
-        for (const SessionRecord& s : *sessions) in_use.push_back(s.image_digest);
-      }
-      absl::StatusOr<ImageStore::RemoveResult> removed = images.Remove(tag, in_use);
-      LogIfFailed(removed.status(), absl::StrCat("image build: build image ", tag, " not removed"));
-      if (removed.ok() && removed->freed) builder->remove_templates_({removed->digest});
+      if (tagged) builder->RemoveBuildTag(images, tag);
     }
-  } build_vm{this, who, images, build_tag, "", ""};
+  } build_vm{this, who, images, build_tag, false, ""};
   absl::StatusOr<ImageInfo> base = images.ImportRootfsLayers({rootfs_tar, fetched}, build_tag);
   if (!base.ok()) return base.status();
-  build_vm.digest = base->digest;
+  build_vm.tagged = true;
   if (cancelled()) return absl::CancelledError("the client cancelled; no image was made");
   progress("npm: starting a build VM of the new image (2 vCPUs, 2 GiB, no network)");
   SessionLimits limits;

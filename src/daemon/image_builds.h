@@ -6,11 +6,15 @@
 //
 // Files: $AIRLOCK_CACHE (default /var/cache/airlock)/rootfs (mmdebstrap's tars, keyed by suite
 // and packages), npm/ (the npm layers, keyed by base and packages as written), npm-cache/
-// (npm's own). Thread-safe: builds may run at once (work in progress has names of its own).
+// (npm's own). Thread-safe: builds may run at once (work in progress has names of its own), one
+// per tenant and two on the host (BuildSlots).
 #ifndef AIRLOCK_DAEMON_IMAGE_BUILDS_H_
 #define AIRLOCK_DAEMON_IMAGE_BUILDS_H_
 
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +38,21 @@ struct ImageBuildSpec {
 // saying what to write instead.
 [[nodiscard]] absl::Status ValidateImageBuild(const ImageBuildSpec& spec);
 
+// How many image builds run at once: one per tenant, and at most host_max on the host (a build
+// holds mmdebstrap, npm or a build VM for minutes). Thread-safe.
+class BuildSlots {
+ public:
+  explicit BuildSlots(size_t host_max) : host_max_(host_max) {}
+  // A slot for tenant's build, held until the returned pointer (and its copies) go;
+  // RESOURCE_EXHAUSTED saying why when there is none.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<void>> Take(const std::string& tenant);
+
+ private:
+  const size_t host_max_;
+  std::mutex mu_;
+  std::set<std::string> running_;  // tenants with a build
+};
+
 class ImageBuilder {
  public:
   // remove_templates: deletes the templates of images freed (the build VM's image has one).
@@ -46,6 +65,12 @@ class ImageBuilder {
   // runs a command. mmdebstrap is not stopped mid-way (see Build in image_builds.cc).
   using Cancelled = std::function<bool()>;
 
+  // What builds of an earlier airlockd left when it stopped mid-way: their images' tags
+  // (airlock-build/...) in every view of the store, and npm layers half written by a process
+  // that is gone. Call at start, after SessionManager::Recover (whose sessions keep their
+  // images).
+  void RemoveLeftovers();
+
   // Builds spec (ValidateImageBuild first) for who and tags it in who's images.
   [[nodiscard]] absl::StatusOr<ImageInfo> Build(const Principal& who, const ImageBuildSpec& spec,
                                                 const Progress& progress,
@@ -56,11 +81,15 @@ class ImageBuilder {
   absl::StatusOr<std::string> NpmLayer(const Principal& who, const std::string& rootfs_tar,
                                        const std::vector<std::string>& specs, uint64_t cap,
                                        const Progress& progress, const Cancelled& cancelled);
+  // Removes a build's tag from images, and its image unless a session uses it (all of it
+  // stays when which ones do is unknown).
+  void RemoveBuildTag(ImageStore& images, const std::string& tag);
   HostPaths paths_;
   SessionManager* sessions_;
   StateStore* store_;
   std::function<void(const std::vector<std::string>&)> remove_templates_;
   std::string cache_;  // $AIRLOCK_CACHE or /var/cache/airlock
+  BuildSlots slots_;
 };
 
 }  // namespace airlock

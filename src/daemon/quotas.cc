@@ -33,7 +33,7 @@ const std::vector<Field>& Fields() {
       {"logs", true, &QuotaAmounts::log_bytes, nullptr,
        "stored command output (the oldest goes beyond it)"},
       {"images", true, &QuotaAmounts::image_bytes, nullptr,
-       "images your pulls named (a pull may take only what is left)"},
+       "images your pulls, imports and builds named, on disk (one over it is not kept)"},
       {"forks", false, nullptr, &Quota::forks_per_call, "forks one request makes"},
       {"pull", true, nullptr, &Quota::pull_bytes, "download size of one image pull"},
   };

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/common/errno_status.h"
+#include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/daemon/daemon_log.h"
 #include "src/image/image_store.h"
@@ -109,6 +110,9 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   }
   if (l.disk_bytes < (32ull << 20) || l.disk_bytes > (1ull << 40)) {
     return absl::InvalidArgumentError("disk must be between 32 MiB and 1 TiB");
+  }
+  if (l.ttl_seconds > 3650ull * 24 * 3600) {
+    return absl::InvalidArgumentError("the time to live must be at most 3650 days (0: none)");
   }
   if (l.idle_timeout_seconds > 30ull * 24 * 3600) {
     return absl::InvalidArgumentError("the idle timeout must be at most 30 days (0: never pause)");
@@ -661,7 +665,11 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   // An image not in the store yet is pulled from its registry on first use (and audited: what
   // the daemon fetched, for whom, from where).
   bool had = images.Resolve(name).status().code() != absl::StatusCode::kNotFound;
+  ImagesQuotaCheck within_quota = CheckImagesQuotaAfter(who);
   absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name, nullptr, RegistryAccessFor(who));
+  if (!had && info.ok()) {
+    if (absl::Status s = within_quota(*info); !s.ok()) info = s;
+  }
   if (!had && name != kDefaultImage) {
     absl::Status audited =
         store_->Audit(who, who.Tenant(), "image.pull", name,
@@ -766,6 +774,47 @@ RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
   return {.use_credentials = op,
           .internal_addresses = op || registry_internal_,
           .max_bytes = op ? quota.pull_bytes : std::min(quota.pull_bytes, left)};
+}
+
+absl::StatusOr<std::vector<std::string>> SessionManager::ImagesInUse() const {
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->SessionsInState(
+      {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
+  if (!sessions.ok()) return sessions.status();
+  std::vector<std::string> digests;
+  for (const SessionRecord& s : *sessions) digests.push_back(s.image_digest);
+  return digests;
+}
+
+SessionManager::ImagesQuotaCheck SessionManager::CheckImagesQuotaAfter(const Principal& who) {
+  if (who.IsOperator()) return [](const ImageInfo&) { return absl::OkStatus(); };
+  ImageStore before(paths_.images, who.ImageScope());
+  std::map<std::string, std::string> tags;  // the tenant's own, to digests
+  for (const std::string& name : before.OwnNames()) {
+    absl::StatusOr<ImageInfo> info = before.Resolve(name);
+    if (info.ok()) tags[name] = info->digest;
+  }
+  uint64_t quota = quotas_.For(who.Tenant()).limits.image_bytes;
+  return [this, scope = who.ImageScope(), tags = std::move(tags), was = before.OwnBytes(),
+          quota](const ImageInfo& made) -> absl::Status {
+    ImageStore images(paths_.images, scope);
+    uint64_t now = images.OwnBytes();
+    if (now <= quota || now <= was) return absl::OkStatus();
+    absl::Status undone;
+    if (auto it = tags.find(made.name); it != tags.end()) {
+      undone = images.TagDigest(made.name, it->second).status();
+    } else {
+      // What sessions use stays (Prune frees it later); if that is unknown, the new image does.
+      absl::StatusOr<std::vector<std::string>> in_use = ImagesInUse();
+      undone = images.Remove(made.name, in_use.ok() ? *in_use : std::vector{made.digest}).status();
+    }
+    LogIfFailed(undone, absl::StrCat("image ", made.name, " over the images quota not undone"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("image ", made.name, " takes ", FormatBytes(made.size_bytes),
+                     " on disk, and with your other images that is ", FormatBytes(now),
+                     ", over your images quota of ", FormatBytes(quota), "; so it was ",
+                     undone.ok() ? "not kept" : "made but could not be taken back",
+                     " (airlock quota shows what you use; airlock image rm frees some)"));
+  };
 }
 
 QuotaAmounts SessionManager::UsageOf(const std::string& tenant) {

@@ -37,6 +37,7 @@
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
 #include "src/daemon/workspace_uploads.h"
+#include "src/image/image_store.h"
 #include "src/image/oci.h"
 #include "src/net/egress_policy.h"
 #include "src/net/egress_proxy.h"
@@ -122,6 +123,16 @@ class SessionManager {
   // At shutdown, after PauseAll: the VMs still running run on without airlockd (the next one
   // finds them again; see Recover).
   void DetachAll();
+  // A tenant's images quota counts what its images take on disk, which a pull, import or build
+  // knows only once done (the download cap counts compressed bytes). Called before one, into
+  // images (who's view); the check it returns is called with what was made: over the quota,
+  // and more than before, the tag made is put back as it was and RESOURCE_EXHAUSTED says so.
+  // Root's images have no quota.
+  using ImagesQuotaCheck = std::function<absl::Status(const ImageInfo& made)>;
+  ImagesQuotaCheck CheckImagesQuotaAfter(const Principal& who);
+  // The digests of the images sessions (creating, running, paused) use: what removing a tag
+  // must not free.
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ImagesInUse() const;
   // Running sessions of the caller's tenant.
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
 

@@ -105,26 +105,18 @@ std::string ImageStore::RefPath(const std::string& name) const {
 
 std::vector<std::string> ImageStore::NamesIn(const std::string& dir) {
   std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string file = e->d_name;
-      if (file[0] == '.' || file.find(".tmp.") != std::string::npos) continue;
-      names.push_back(absl::StrReplaceAll(file, {{"%2F", "/"}, {"%3A", ":"}, {"%25", "%"}}));
-    }
-    closedir(d);
+  for (const std::string& file : ListDirectory(dir)) {
+    if (file[0] == '.' || file.find(".tmp.") != std::string::npos) continue;
+    names.push_back(absl::StrReplaceAll(file, {{"%2F", "/"}, {"%3A", ":"}, {"%25", "%"}}));
   }
-  std::sort(names.begin(), names.end());
   return names;
 }
 
 std::set<std::string> ImageStore::AllTaggedDigests() const {
   std::set<std::string> digests;
   std::vector<std::string> dirs = {root_ + "/refs"};
-  if (DIR* d = opendir((root_ + "/tenant-refs").c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.') dirs.push_back(absl::StrCat(root_, "/tenant-refs/", e->d_name));
-    }
-    closedir(d);
+  for (const std::string& tenant : ListDirectory(root_ + "/tenant-refs")) {
+    if (tenant[0] != '.') dirs.push_back(absl::StrCat(root_, "/tenant-refs/", tenant));
   }
   for (const std::string& dir : dirs) {
     for (const std::string& name : NamesIn(dir)) {
@@ -514,11 +506,35 @@ absl::StatusOr<ImageInfo> ImageStore::ImportArchive(const std::string& archive_p
   return Tag(image->digest.substr(7), tag);
 }
 
+absl::StatusOr<ImageInfo> ImageStore::TagDigest(const std::string& name,
+                                                const std::string& digest) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  std::string key = digest.substr(digest.find(':') + 1);
+  if (!digest.starts_with("sha256:") || key.size() != 64 ||
+      key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", digest, "\" is not an image digest"));
+  }
+  if (access(absl::StrCat(root_, "/blobs/", key).c_str(), F_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("no image ", digest, " in the store"));
+  }
+  return Tag(key, name);
+}
+
+std::vector<std::string> ImageStore::OwnNames() const {
+  return NamesIn(tenant_.empty() ? root_ + "/refs" : TenantRefs());
+}
+
+std::vector<std::string> ImageStore::Tenants(const std::string& root) {
+  std::vector<std::string> tenants = NamesIn(root + "/tenant-refs");
+  tenants.insert(tenants.begin(), "");
+  return tenants;
+}
+
 uint64_t ImageStore::OwnBytes() const {
   if (tenant_.empty()) return 0;
   std::set<std::string> counted;
   uint64_t bytes = 0;
-  for (const std::string& name : NamesIn(TenantRefs())) {
+  for (const std::string& name : OwnNames()) {
     absl::StatusOr<ImageInfo> info = ResolveRef(RefPath(name), name);
     if (info.ok() && counted.insert(info->digest).second) bytes += info->size_bytes;
   }

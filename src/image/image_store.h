@@ -93,8 +93,15 @@ class ImageStore {
   // the image it was made from).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
                                                         const std::string& digest) const;
+  // Points name (in this view) at an image the store holds, by digest ("sha256:<hex>").
+  [[nodiscard]] absl::StatusOr<ImageInfo> TagDigest(const std::string& name,
+                                                    const std::string& digest);
   // The images this view sees, by name.
   [[nodiscard]] absl::StatusOr<std::vector<ImageInfo>> List() const;
+  // The names this view tagged itself: the operator's tags, or the tenant's own.
+  std::vector<std::string> OwnNames() const;
+  // Every view that has tags of its own: the operator's ("") and each such tenant.
+  static std::vector<std::string> Tenants(const std::string& root);
   // The size of the images a tenant's view tagged itself, each blob once (0 for the operator's).
   uint64_t OwnBytes() const;
   struct RemoveResult {

@@ -192,6 +192,15 @@ test('bad arguments are errors a model can act on; an unknown tool is a protocol
   assert.match(r.content[0].text, /unknown argument "timeout"/);
   r = await call('session_get', { session_id: 'nope' });
   assert.equal(r.isError, true);
+  // Limits are airlockd's to check; the tool shows its answer.
+  r = await call('session_create', { memory_mb: 64 });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /memory must be between 128 MiB and 64 GiB/);
+  r = await call('run_code', { code: 'print(1)', cpus: 65 });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /at most 64 vCPUs/);
+  r = await call('session_create', { cpus: -1 });
+  assert.match(r.content[0].text, /"cpus" must be a whole number/);
   await assert.rejects(call('no_such_tool', {}), /unknown tool/);
 });
 
