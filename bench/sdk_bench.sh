@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SDK benchmarks against baselines measured in the same run, on a private airlockd:
-#   exec round trip of `true` through the Python SDK (sync and asyncio) against a bare gRPC call
-#   of the same stubs and against the CLI (`airlock exec ID -- true`)
+#   exec round trip of `true` through each SDK (Python sync and asyncio, TypeScript, Go) against
+#   a bare gRPC call of the Python stubs and against the CLI (`airlock exec ID -- true`)
 #   256 MiB of stdout through the Python SDK against the same through the bare stubs
 #   a 64 MiB file written and read through files (WriteFileStream/ReadFileStream) against the
 #   same bytes through a command's stdin (cat > FILE) and stdout (cat FILE)
@@ -18,12 +18,77 @@ clis=()
 for _ in $(seq "$rounds"); do clis+=("$(time_ms "$airlock" exec "$id" -- true)"); done
 cli=$(printf '%s\n' "${clis[@]}" | median)
 
-PYTHONPATH=sdk/python /usr/bin/python3 - "$id" "$rounds" "$cli" <<'PY'
+# The TypeScript and Go SDKs' medians (ms), each from its own program (built by scripts/test.sh
+# and CMake: sdk/js/dist, build/gopath).
+js=$(node --input-type=module - "$id" "$rounds" <<'JS'
+import { Client } from './sdk/js/dist/index.js';
+const [id, rounds] = [process.argv[2], Number(process.argv[3])];
+const c = await Client.connect();
+const s = await c.getSession(id);
+await s.exec(['true']);
+const times = [];
+for (let i = 0; i < rounds; i++) {
+  const t = process.hrtime.bigint();
+  await s.exec(['true']);
+  times.push(Number(process.hrtime.bigint() - t) / 1e6);
+}
+times.sort((a, b) => a - b);
+console.log(times[Math.floor(times.length / 2)].toFixed(1));
+c.close();
+JS
+)
+gobench=$(mktemp -d /tmp/airlock-gobench-XXXXXX)
+cat > "$gobench/main.go" <<'GO'
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	airlock "airlock.dev/sdk"
+)
+
+func main() {
+	ctx := context.Background()
+	rounds, _ := strconv.Atoi(os.Args[2])
+	c, err := airlock.Dial(ctx, "")
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	s, err := c.Sessions.Get(ctx, os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	times := []float64{}
+	for i := 0; i <= rounds; i++ {
+		t := time.Now()
+		if _, err := s.Exec(ctx, []string{"true"}, nil); err != nil {
+			panic(err)
+		}
+		if i > 0 { // the first warms the path
+			times = append(times, float64(time.Since(t).Microseconds())/1000)
+		}
+	}
+	sort.Float64s(times)
+	fmt.Printf("%.1f\n", times[len(times)/2])
+}
+GO
+go=$(env GO111MODULE=off GOPATH="$PWD/build/gopath:/usr/share/gocode" GOCACHE="$PWD/build/gocache" \
+  GOFLAGS=-buildvcs=false go run "$gobench/main.go" "$id" "$rounds")
+rm -rf "$gobench"
+
+PYTHONPATH=sdk/python /usr/bin/python3 - "$id" "$rounds" "$cli" "$js" "$go" <<'PY'
 import asyncio, os, statistics, sys, time
 import airlock, airlock.aio
 from airlock.v1 import airlock_pb2 as pb, airlock_pb2_grpc as rpc
 
 session_id, rounds, cli = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+js, go = float(sys.argv[4]), float(sys.argv[5])
 size = 256 << 20
 reading = ["head", "-c", str(size), "/dev/zero"]
 
@@ -74,6 +139,8 @@ print(f"{'measure (median of %d)' % rounds:<56} {'value':>10}  ratio")
 print(f"{'exec true: bare gRPC call of the stubs (baseline)':<56} {bare_rtt:8.1f} ms")
 print(f"{'exec true: Python SDK, sync':<56} {sdk_rtt:8.1f} ms  {sdk_rtt / bare_rtt:.2f}x")
 print(f"{'exec true: Python SDK, asyncio':<56} {aio:8.1f} ms  {aio / bare_rtt:.2f}x")
+print(f"{'exec true: TypeScript SDK':<56} {js:8.1f} ms  {js / bare_rtt:.2f}x")
+print(f"{'exec true: Go SDK':<56} {go:8.1f} ms  {go / bare_rtt:.2f}x")
 print(f"{'exec true: airlock exec ID -- true (CLI process)':<56} {cli:8.1f} ms  {cli / bare_rtt:.2f}x")
 print(f"{'256 MiB stdout: bare gRPC call (baseline)':<56} {mbps(t_bare):6.0f} MB/s")
 print(f"{'256 MiB stdout: Python SDK exec_stream':<56} {mbps(t_sdk):6.0f} MB/s  {t_bare / t_sdk:.2f}x")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshots against their targets (DESIGN.md, "Performance targets") and their baselines, all
+# Snapshots against their targets (ARCHITECTURE.md, "Performance targets") and their baselines, all
 # measured in this run: bare QEMU start-up (the floor for a restore), a cold boot of the same VM
 # (through an airlockd with --no-templates), restore (resume), `airlock run -- true` from the
 # template, fork x10, pause, and host memory of paused and idle sessions.
@@ -86,7 +86,7 @@ m() { printf '%s\n' "$@" | median; }
 cold_ms=$(m "${cold[@]}") resume_ms=$(m "${resume[@]}") bare_ms=$(m "${bare[@]}")
 fork_ms=$(m "${fork[@]}") run_ms=$(m "${run[@]}") pause_ms=$(m "${pause[@]}")
 row() { printf '%-44s %10s   %s\n' "$1" "$2" "$3"; }
-row "measure ($accel, median of $rounds)" "measured" "target (DESIGN.md)"
+row "measure ($accel, median of $rounds)" "measured" "target (ARCHITECTURE.md)"
 row "bare QEMU start-up, QMP, quit (floor)" "$bare_ms ms" "-"
 row "cold boot to ready (no template)" "$cold_ms ms" "-"
 row "restore (airlock resume)" "$resume_ms ms" "<= 100 ms; <= 1/20 of cold = $((cold_ms / 20)) ms"
