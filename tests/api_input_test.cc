@@ -342,6 +342,16 @@ TEST_F(ApiInputTest, MissingAndOversizedFieldsSayWhatToSend) {
     v1::Session out;
     EXPECT_EQ(sessions_->Create(&c, r, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
+  {  // more audit records than one call returns
+    grpc::ClientContext c;
+    auto audit = v1::Audit::NewStub(channel_);
+    v1::ListAuditRequest r;
+    r.set_limit(100001);
+    auto reader = audit->List(&c, r);
+    v1::AuditRecord record;
+    EXPECT_FALSE(reader->Read(&record));
+    expect_invalid(reader->Finish(), "at most 100000 records at once");
+  }
 }
 
 TEST_F(ApiInputTest, AnImportThatIsNotWholeOrNotAnImageImportsNothing) {

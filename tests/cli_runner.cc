@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 
 #include "nlohmann/json.hpp"
 #include "src/common/host_paths.h"
@@ -176,20 +176,20 @@ pid_t DaemonPid() {
 
 // Rows of the daemon's audit log as "principal action target".
 std::vector<std::string> AuditRows() {
+  // As root reads it: `airlock audit --json`, one record per line.
+  Result r = RunAirlock({"audit", "--json", "--limit", "100000"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> rows;
-  sqlite3* db = nullptr;
-  std::string path = DefaultHostPaths().home + "/state.db";
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return rows;
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db, "SELECT principal, action, target FROM audit ORDER BY seq", -1, &q,
-                     nullptr);
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    rows.push_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))) + " " +
-                   reinterpret_cast<const char*>(sqlite3_column_text(q, 1)) + " " +
-                   reinterpret_cast<const char*>(sqlite3_column_text(q, 2)));
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_discarded()) {
+      ADD_FAILURE() << "airlock audit --json wrote " << line;
+      continue;
+    }
+    rows.push_back(record.value("principal", "") + " " + record.value("action", "") + " " +
+                   record.value("target", ""));
   }
-  sqlite3_finalize(q);
-  sqlite3_close(db);
   return rows;
 }
 

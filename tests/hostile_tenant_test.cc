@@ -85,6 +85,17 @@ TEST(HostileTenantTest, AttacksOnAnotherUsersSessionAreRefusedAndAudited) {
   // Alice goes on as if nothing happened.
   r = RunAirlock({"exec", victim, "--", "cat", "/root/data"}, "", kAlice);
   EXPECT_EQ(r.out, "mine\n") << r.err;
+  // The host's audit log is root's to read: every user's records are in it.
+  r = RunAirlock({"audit"}, "", kMallory);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("only root may read the audit log"), std::string::npos) << r.err;
+  EXPECT_NE(RunAirlock({"audit", "--verify"}, "", kMallory).exit_code, 0);
+  r = RunAirlock({"audit", "--since", "1h"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("session.lookup"), std::string::npos) << r.out;
+  r = RunAirlock({"audit", "--verify"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("the chain is whole"), std::string::npos) << r.out;
   RunAirlock({"rm", own}, "", kMallory);
   RunAirlock({"rm", victim}, "", kAlice);
 }

@@ -26,6 +26,7 @@ void AddEverything(Cli& cli) {
   AddAgentCommand(cli);
   AddMcpCommand(cli);
   AddImageCommand(cli);
+  AddAuditCommand(cli);
   AddDoctorCommand(cli);
   cli.AddCompletion();
 }

@@ -20,6 +20,7 @@ void AddWorkspaceCommands(Cli& cli);  // diff, promote, sync
 void AddMcpCommand(Cli& cli);
 void AddDoctorCommand(Cli& cli);
 void AddImageCommand(Cli& cli);
+void AddAuditCommand(Cli& cli);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

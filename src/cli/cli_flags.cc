@@ -1,6 +1,7 @@
 #include "src/cli/cli_flags.h"
 
 #include <cctype>
+#include <ctime>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -54,6 +55,15 @@ std::string FormatAgo(int64_t unix_ms, int64_t now_ms) {
   if (s < 3600) return absl::StrCat(s / 60, "m ago");
   if (s < 86400) return absl::StrCat(s / 3600, "h ago");
   return absl::StrCat(s / 86400, "d ago");
+}
+
+std::string FormatUnixMs(int64_t unix_ms) {
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm utc;
+  gmtime_r(&t, &utc);
+  char when[32];
+  strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &utc);
+  return absl::StrFormat("%s.%03dZ", when, static_cast<int>(unix_ms % 1000));
 }
 
 }  // namespace airlock

@@ -16,6 +16,8 @@ namespace airlock {
 [[nodiscard]] absl::StatusOr<uint64_t> ParseDurationSeconds(const std::string& text);
 // "3m ago"
 std::string FormatAgo(int64_t unix_ms, int64_t now_ms);
+// "2026-12-01T23:05:28.123Z"
+std::string FormatUnixMs(int64_t unix_ms);
 
 }  // namespace airlock
 

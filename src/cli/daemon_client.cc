@@ -95,6 +95,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.network = v1::Network::NewStub(channel);
   client.secrets = v1::Secrets::NewStub(channel);
   client.workspaces = v1::Workspaces::NewStub(channel);
+  client.audit = v1::Audit::NewStub(channel);
   return client;
 }
 

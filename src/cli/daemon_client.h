@@ -26,6 +26,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Network::Stub> network;
   std::unique_ptr<v1::Secrets::Stub> secrets;
   std::unique_ptr<v1::Workspaces::Stub> workspaces;
+  std::unique_ptr<v1::Audit::Stub> audit;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();

@@ -27,13 +27,6 @@ constexpr char kNetworkFooter[] =
     "rule that allowed it or why it was denied, and each secret sent (or left as a\n"
     "placeholder, and why); -f follows new ones.";
 
-std::string Time(int64_t unix_ms) {
-  time_t t = static_cast<time_t>(unix_ms / 1000);
-  char when[32];
-  strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime(&t));
-  return absl::StrFormat("%s.%03dZ", when, static_cast<int>(unix_ms % 1000));
-}
-
 int List(const std::string& id, bool json) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
@@ -115,7 +108,7 @@ int Log(const v1::NetworkLogRequest& request, bool json) {
       std::string address = e.name().empty() || e.address().empty() ? "-" : e.address();
       std::string verdict = e.allowed() ? absl::StrCat("allowed by ", e.rule()) : "denied";
       if (e.kind() == "secret") verdict = absl::StrCat(e.allowed() ? "sent " : "", e.rule());
-      std::printf("%s %-7s %-40s %-15s %8llu %8llu %s%s%s\n", Time(e.unix_ms()).c_str(),
+      std::printf("%s %-7s %-40s %-15s %8llu %8llu %s%s%s\n", FormatUnixMs(e.unix_ms()).c_str(),
                   e.kind().c_str(), where.c_str(), address.c_str(),
                   static_cast<unsigned long long>(e.bytes_out()),
                   static_cast<unsigned long long>(e.bytes_in()), verdict.c_str(),

@@ -202,6 +202,22 @@ class SecretsService final : public v1::Secrets::Service {
   const PeerRegistry* peers_;
 };
 
+// The host's audit log, for root over the socket: thin over the state store's chain.
+class AuditService final : public v1::Audit::Service {
+ public:
+  AuditService(StateStore* store, const PeerRegistry* peers) : store_(store), peers_(peers) {}
+  grpc::Status List(grpc::ServerContext* context, const v1::ListAuditRequest* request,
+                    grpc::ServerWriter<v1::AuditRecord>* writer) override;
+  grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyAuditRequest* request,
+                      v1::AuditVerification* response) override;
+
+ private:
+  // The caller, if it is root over the socket; else the status to answer with.
+  grpc::Status Authorize(grpc::ServerContext* context, const char* what) const;
+  StateStore* store_;
+  const PeerRegistry* peers_;
+};
+
 // Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
 SessionLimits FromProto(const v1::Limits& limits);
 // Secret bindings as a request carries them.

@@ -229,6 +229,7 @@ int main(int argc, char** argv) {
   images_service.RemoveBuildLeftovers();
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
   airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
+  airlock::AuditService audit_service(store->get(), &peers);
   grpc::ServerBuilder builder;
   builder.RegisterService(&sessions_service);
   builder.RegisterService(&vms_service);
@@ -236,6 +237,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&network_service);
   builder.RegisterService(&secrets_service);
   builder.RegisterService(&workspaces_service);
+  builder.RegisterService(&audit_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);

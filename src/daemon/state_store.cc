@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/daemon/session_events.h"
+#include "src/image/image_store.h"
 
 namespace airlock {
 
@@ -146,7 +147,18 @@ CREATE TABLE agent_events(
   text BLOB NOT NULL);
 CREATE INDEX agent_events_by_session ON agent_events(session_id, seq);
 )sql",
+    // Version 8: the audit log is a hash chain (AuditHash). The records already there are
+    // chained by Migrate right after this, with the update trigger lifted meanwhile.
+    R"sql(
+DROP TRIGGER audit_no_update;
+ALTER TABLE audit ADD COLUMN hash TEXT NOT NULL DEFAULT '';
+)sql",
 };
+constexpr int64_t kAuditChainVersion = 8;
+constexpr char kAuditNoUpdate[] = R"sql(
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+)sql";
 
 std::string EncodeEgress(const std::vector<EgressGrant>& grants) {
   std::string out;
@@ -378,6 +390,48 @@ absl::Status StateStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
+std::string AuditHash(const std::string& previous, const AuditRecord& r) {
+  // Each field with its length first, so that no two records share an encoding.
+  std::string bytes = "airlock-audit-v1\n" + previous;
+  for (const std::string& field :
+       {absl::StrCat(r.unix_ms), r.principal, r.tenant, r.action, r.target, r.outcome}) {
+    absl::StrAppend(&bytes, "\n", field.size(), ":", field);
+  }
+  return Sha256String(bytes);
+}
+
+namespace {
+
+constexpr char kAuditColumns[] = "seq, unix_ms, principal, tenant, action, target, outcome, hash";
+
+AuditRecord ReadAudit(Stmt& q) {
+  return {.seq = q.Int(0),
+          .unix_ms = q.Int(1),
+          .principal = q.Text(2),
+          .tenant = q.Text(3),
+          .action = q.Text(4),
+          .target = q.Text(5),
+          .outcome = q.Text(6),
+          .hash = q.Text(7)};
+}
+
+}  // namespace
+
+absl::Status StateStore::ChainExistingAudit() {
+  std::vector<AuditRecord> records;
+  Stmt q(db_, absl::StrCat("SELECT ", kAuditColumns, " FROM audit ORDER BY seq").c_str());
+  while (q.Step()) records.push_back(ReadAudit(q));
+  if (!q.ok()) return q.status();
+  std::string previous;
+  for (const AuditRecord& r : records) {
+    previous = AuditHash(previous, r);
+    Stmt u(db_, "UPDATE audit SET hash = ? WHERE seq = ?");
+    u.Bind(1, previous).Bind(2, r.seq).Step();
+    if (!u.ok()) return u.status();
+  }
+  return Exec(kAuditNoUpdate);
+}
+
 absl::Status StateStore::Migrate() {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
@@ -392,6 +446,9 @@ absl::Status StateStore::Migrate() {
   }
   for (int64_t v = current; v < known; ++v) {
     if (absl::Status s = Exec(kMigrations[v]); !s.ok()) return s;
+    if (v + 1 == kAuditChainVersion) {
+      if (absl::Status s = ChainExistingAudit(); !s.ok()) return s;
+    }
   }
   if (absl::Status s = Exec(absl::StrCat("PRAGMA user_version=", known).c_str()); !s.ok()) return s;
   return tx.Commit();
@@ -400,12 +457,82 @@ absl::Status StateStore::Migrate() {
 absl::Status StateStore::AuditLocked(const Principal& who, const std::string& tenant,
                                      const std::string& action, const std::string& target,
                                      const std::string& outcome) {
+  return AppendAudit({.unix_ms = NowUnixMs(),
+                      .principal = who.Name(),
+                      .tenant = tenant,
+                      .action = action,
+                      .target = target,
+                      .outcome = outcome});
+}
+
+absl::Status StateStore::AppendAudit(AuditRecord r) {
+  // The one connection, under mu_: nothing comes between reading the last hash and the insert.
+  Stmt last(db_, "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1");
+  std::string previous = last.Step() ? last.Text(0) : "";
+  if (!last.ok()) return last.status();
+  r.hash = AuditHash(previous, r);
   Stmt q(db_,
-         "INSERT INTO audit(unix_ms, principal, tenant, action, target, outcome) "
-         "VALUES(?,?,?,?,?,?)");
-  q.Bind(1, NowUnixMs()).Bind(2, who.Name()).Bind(3, tenant).Bind(4, action).Bind(5, target);
-  q.Bind(6, outcome).Step();
+         "INSERT INTO audit(unix_ms, principal, tenant, action, target, outcome, hash) "
+         "VALUES(?,?,?,?,?,?,?)");
+  q.Bind(1, r.unix_ms).Bind(2, r.principal).Bind(3, r.tenant).Bind(4, r.action);
+  q.Bind(5, r.target).Bind(6, r.outcome).Bind(7, r.hash).Step();
   return q.status();
+}
+
+absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditSince(int64_t since_ms, size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The newest `limit`, oldest first.
+  Stmt q(db_, absl::StrCat("SELECT * FROM (SELECT ", kAuditColumns,
+                           " FROM audit WHERE unix_ms >= ? ORDER BY seq DESC LIMIT ?) ORDER BY seq")
+                  .c_str());
+  q.Bind(1, since_ms).Bind(2, static_cast<int64_t>(limit));
+  std::vector<AuditRecord> out;
+  while (q.Step()) out.push_back(ReadAudit(q));
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<AuditCheck> StateStore::VerifyAudit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A read transaction: one consistent view of the log and its sequence, however long it is.
+  Transaction tx(db_);
+  if (absl::Status s = tx.Begun(); !s.ok()) return s;
+  AuditCheck check;
+  Stmt q(db_, absl::StrCat("SELECT ", kAuditColumns, " FROM audit ORDER BY seq").c_str());
+  std::string previous;
+  int64_t previous_seq = 0;
+  while (q.Step()) {
+    AuditRecord r = ReadAudit(q);
+    ++check.records;
+    check.last_seq = r.seq;
+    if (!check.problem.empty()) continue;
+    if (r.seq != previous_seq + 1) {
+      check.problem =
+          absl::StrCat("records ", previous_seq + 1, " to ", r.seq - 1, " are missing (removed)");
+      check.first_bad_seq = previous_seq + 1;
+    } else if (r.hash != AuditHash(previous, r)) {
+      check.problem = absl::StrCat(
+          "record ", r.seq,
+          " does not follow from the one before it: it was changed, or the records around it "
+          "were moved");
+      check.first_bad_seq = r.seq;
+    }
+    previous = r.hash;
+    previous_seq = r.seq;
+  }
+  if (!q.ok()) return q.status();
+  // AUTOINCREMENT keeps the highest number ever given out: records removed from the end leave
+  // it above the last one.
+  Stmt top(db_, "SELECT seq FROM sqlite_sequence WHERE name = 'audit'");
+  int64_t given = top.Step() ? top.Int(0) : 0;
+  if (!top.ok()) return top.status();
+  if (check.problem.empty() && given > previous_seq) {
+    check.problem = absl::StrCat("records ", previous_seq + 1, " to ", given,
+                                 " are missing (removed from the end)");
+    check.first_bad_seq = previous_seq + 1;
+  }
+  check.ok = check.problem.empty();
+  return check;
 }
 
 absl::Status StateStore::Audit(const Principal& who, const std::string& tenant,
@@ -538,12 +665,13 @@ absl::StatusOr<SessionRecord> StateStore::GetSession(const std::string& tenant,
     if (last == denials_.end() || now - last->second >= 60000) {
       if (denials_.size() >= 10000) denials_.clear();
       denials_[key] = now;
-      Stmt audit(db_,
-                 "INSERT INTO audit(unix_ms, principal, tenant, action, target, outcome) "
-                 "VALUES(?,?,?,?,?,?)");
-      audit.Bind(1, now).Bind(2, tenant).Bind(3, owner.Text(0)).Bind(4, "session.lookup");
-      audit.Bind(5, id).Bind(6, "denied: the session is another tenant's").Step();
-      if (!audit.ok()) return audit.status();
+      absl::Status audited = AppendAudit({.unix_ms = now,
+                                          .principal = tenant,
+                                          .tenant = owner.Text(0),
+                                          .action = "session.lookup",
+                                          .target = id,
+                                          .outcome = "denied: the session is another tenant's"});
+      if (!audited.ok()) return audited;
     }
   }
   return absl::NotFoundError(absl::StrCat("no session ", id, "; `airlock ls` lists your sessions"));
@@ -702,14 +830,12 @@ absl::StatusOr<std::vector<AgentEvent>> StateStore::ReadAgentEvents(const std::s
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditOf(const std::string& tenant,
                                                              const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_,
-         "SELECT unix_ms, principal, tenant, action, target, outcome FROM audit WHERE target = ? "
-         "AND tenant = ? ORDER BY seq LIMIT ?");
+  Stmt q(db_, absl::StrCat("SELECT ", kAuditColumns,
+                           " FROM audit WHERE target = ? AND tenant = ? ORDER BY seq LIMIT ?")
+                  .c_str());
   q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
   std::vector<AuditRecord> out;
-  while (q.Step()) {
-    out.push_back({q.Int(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Text(5)});
-  }
+  while (q.Step()) out.push_back(ReadAudit(q));
   if (!q.ok()) return q.status();
   return out;
 }
@@ -967,14 +1093,12 @@ absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::
 
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditLog(const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_,
-         "SELECT unix_ms, principal, tenant, action, target, outcome FROM audit WHERE tenant = ? "
-         "ORDER BY seq");
+  Stmt q(
+      db_,
+      absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE tenant = ? ORDER BY seq").c_str());
   q.Bind(1, tenant);
   std::vector<AuditRecord> out;
-  while (q.Step()) {
-    out.push_back({q.Int(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Text(5)});
-  }
+  while (q.Step()) out.push_back(ReadAudit(q));
   if (!q.ok()) return q.status();
   return out;
 }

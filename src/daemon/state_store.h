@@ -155,13 +155,31 @@ struct AgentEvent {
   std::string text;
 };
 
+// One record of the audit log. The log is one hash chain per host: each record's hash covers
+// its fields and the hash of the record before it, so a record changed, removed or moved in the
+// database breaks the chain where it was (VerifyAudit).
 struct AuditRecord {
+  int64_t seq = 0;  // 1, 2, ... in the order they were written
   int64_t unix_ms = 0;
   std::string principal;
   std::string tenant;
   std::string action;
   std::string target;
   std::string outcome;
+  std::string hash;  // AuditHash(the previous record's hash, this one), hex
+};
+
+// SHA-256 (hex) of "airlock-audit-v1", the previous hash ("" for the first record) and each
+// field with its length before it.
+std::string AuditHash(const std::string& previous, const AuditRecord& record);
+
+// What VerifyAudit found.
+struct AuditCheck {
+  bool ok = false;
+  uint64_t records = 0;
+  int64_t last_seq = 0;
+  std::string problem;        // the first break in the chain, for people; empty when ok
+  int64_t first_bad_seq = 0;  // where it is
 };
 
 class SessionEventHub;
@@ -266,6 +284,14 @@ class StateStore {
                                    const std::string& action, const std::string& target,
                                    const std::string& outcome);
   [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditLog(const std::string& tenant);
+  // Every tenant's records from since_ms on: the newest `limit`, oldest first (the operator's
+  // `airlock audit`).
+  [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditSince(int64_t since_ms, size_t limit);
+  // Walks the whole chain: every record's hash against its content and the one before it, no
+  // number missing, none removed from the end (SQLite's AUTOINCREMENT counter). Detects what was
+  // done to the database alone; someone who rewrites every hash after a change (with this
+  // program's code) is not detected by it.
+  [[nodiscard]] absl::StatusOr<AuditCheck> VerifyAudit();
 
  private:
   StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
@@ -276,6 +302,10 @@ class StateStore {
   absl::Status AuditLocked(const Principal& who, const std::string& tenant,
                            const std::string& action, const std::string& target,
                            const std::string& outcome);
+  // Chains r (its seq and hash are filled in) after the last record. Under mu_.
+  absl::Status AppendAudit(AuditRecord r);
+  // Migration to version 8: hashes for the records written before there were any.
+  absl::Status ChainExistingAudit();
 
   std::mutex mu_;
   sqlite3* db_;

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "absl/strings/str_cat.h"
 #include "src/daemon/state_store_testing.h"
 #include "src/testing/test_util.h"
 
@@ -92,6 +93,108 @@ TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
   EXPECT_NE(sqlite3_exec(db, "DELETE FROM audit", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(db, "UPDATE audit SET outcome = 'no'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// A store with five audit records; then sql run on its file as someone with the file would
+// (the triggers that keep the log append-only are dropped first); then what VerifyAudit says.
+AuditCheck TamperAndVerify(const std::string& sql) {
+  testing::TempDir dir;
+  Principal alice{1001, 1001};
+  {
+    auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+    EXPECT_TRUE(store.ok());
+    for (int i = 1; i <= 5; ++i) {
+      EXPECT_TRUE((*store)->Audit(alice, alice.Tenant(), "test", absl::StrCat("x", i), "ok").ok());
+    }
+    absl::StatusOr<AuditCheck> before = (*store)->VerifyAudit();
+    EXPECT_TRUE(before.ok() && before->ok && before->records == 5) << before->problem;
+  }
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
+  std::string all = "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete; " + sql;
+  EXPECT_EQ(sqlite3_exec(db, all.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  EXPECT_TRUE(store.ok());
+  absl::StatusOr<AuditCheck> after = (*store)->VerifyAudit();
+  EXPECT_TRUE(after.ok()) << after.status();
+  return after.ok() ? *after : AuditCheck{};
+}
+
+TEST(StateStoreTest, TheAuditChainShowsARecordChangedRemovedOrMoved) {
+  AuditCheck check = TamperAndVerify("UPDATE audit SET outcome = 'denied' WHERE seq = 3");
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.first_bad_seq, 3);
+  EXPECT_NE(check.problem.find("record 3 does not follow"), std::string::npos) << check.problem;
+
+  check = TamperAndVerify("DELETE FROM audit WHERE seq = 3");
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.first_bad_seq, 3);
+  EXPECT_NE(check.problem.find("records 3 to 3 are missing"), std::string::npos) << check.problem;
+
+  // Two records swapped, hashes and all: the chain breaks at the first of them.
+  check = TamperAndVerify(
+      "UPDATE audit SET seq = 100 WHERE seq = 2; UPDATE audit SET seq = 2 WHERE seq = 3; "
+      "UPDATE audit SET seq = 3 WHERE seq = 100;");
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.first_bad_seq, 2);
+
+  check = TamperAndVerify("DELETE FROM audit WHERE seq >= 4");
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.records, 3u);
+  EXPECT_NE(check.problem.find("records 4 to 5 are missing (removed from the end)"),
+            std::string::npos)
+      << check.problem;
+
+  // A record added in the middle with a made-up hash.
+  check = TamperAndVerify(
+      "INSERT INTO audit(seq, unix_ms, principal, tenant, action, target, outcome, hash) "
+      "SELECT 6, unix_ms, principal, tenant, action, target, outcome, hash FROM audit "
+      "WHERE seq = 5; UPDATE sqlite_sequence SET seq = 6 WHERE name = 'audit'");
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.first_bad_seq, 6);
+}
+
+// A database from before the chain (schema version 7) gets its records chained when it is
+// opened, and verifies.
+TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
+  testing::TempDir dir;
+  Principal alice{1001, 1001};
+  {
+    auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+    ASSERT_TRUE(store.ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Audit(alice, "t", "test", "x", "ok").ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TRIGGER audit_no_update; ALTER TABLE audit DROP COLUMN hash; "
+                         "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT "
+                         "RAISE(ABORT, 'no'); END; PRAGMA user_version = 7;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Audit(alice, "t", "test", "y", "ok").ok());
+  absl::StatusOr<AuditCheck> check = (*store)->VerifyAudit();
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->ok) << check->problem;
+  EXPECT_EQ(check->records, 4u);
+  absl::StatusOr<std::vector<AuditRecord>> records = (*store)->AuditSince(0, 2);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 2u);  // the newest two, oldest first
+  EXPECT_EQ(records->front().seq, 3);
+  EXPECT_EQ(records->back().target, "y");
+  EXPECT_EQ(records->back().hash, AuditHash(records->front().hash, records->back()));
+  store->reset();
+  // Still append-only after the upgrade.
+  ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
   EXPECT_NE(sqlite3_exec(db, "UPDATE audit SET outcome = 'no'", nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
