@@ -1,5 +1,6 @@
-// airlockd over TCP with mutual TLS: a client with a certificate from the configured CA is its
-// own tenant (cert:CN); a client without one cannot even connect.
+// airlockd over TCP with TLS: a client with a certificate from the configured CA is its own
+// tenant (cert:CN), as is the subject of a bearer token from the configured OpenID Connect
+// provider (oidc:ISSUER#SUBJECT); a client with neither gets nothing.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -8,12 +9,19 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
+#include "src/testing/test_jwt.h"
+#include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
 #include "tests/test_certs.h"
 
@@ -24,50 +32,73 @@ constexpr char kServerName[] = "airlock-test-server";
 
 std::string Read(const std::string& path) { return *ReadFileToString(path, 1 << 20); }
 
-TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
-  char tmpl[] = "/tmp/airlock-tls-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string dir = tmpl;
-  chmod(dir.c_str(), 0755);  // the VMM (uid 65534) reads the image through here
-  MakeTestCa(dir);
-  Issue(dir, "server", kServerName);
-  Issue(dir, "client", "ci-agent");
-
-  // A second daemon with its own state, sharing the images and kernel of the first.
-  std::string home = dir + "/home";
-  ASSERT_EQ(mkdir(home.c_str(), 0755), 0);
-  HostPaths paths = DefaultHostPaths();
-  ASSERT_EQ(symlink(paths.images.c_str(), (home + "/images").c_str()), 0);
-  ASSERT_EQ(symlink(DirName(paths.kernel).c_str(), (home + "/kernel").c_str()), 0);
-  std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  std::string daemon = std::string(AIRLOCK_BINARY);
-  daemon = daemon.substr(0, daemon.rfind('/')) + "/airlockd";
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("AIRLOCK_HOME", home.c_str(), 1);
-    execl(daemon.c_str(), daemon.c_str(), "--socket", (dir + "/sock").c_str(), "--listen-tcp",
-          address.c_str(), "--tls-cert", (dir + "/server.pem").c_str(), "--tls-key",
-          (dir + "/server.key").c_str(), "--tls-client-ca", (dir + "/ca.pem").c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  struct Cleanup {
-    pid_t pid;
-    std::string dir;
-    ~Cleanup() {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-      RemoveTree(dir).IgnoreError();
+// A second daemon with its own state (in a directory of the test's own, with the TLS files
+// MakeTestCa and Issue write there), sharing the images and kernel of the first, listening on a
+// free port of loopback with `extra` arguments. Stopped and removed at the end.
+class TcpDaemon {
+ public:
+  // certificates: clients may show a certificate of the test CA (--tls-client-ca).
+  TcpDaemon(bool certificates, const std::vector<std::string>& extra) {
+    char tmpl[] = "/tmp/airlock-tls-XXXXXX";
+    EXPECT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    chmod(dir_.c_str(), 0755);  // the VMM (uid 65534) reads the image through here
+    MakeTestCa(dir_);
+    Issue(dir_, "server", kServerName);
+    Issue(dir_, "client", "ci-agent");
+    std::string home = dir_ + "/home";
+    EXPECT_EQ(mkdir(home.c_str(), 0755), 0);
+    HostPaths paths = DefaultHostPaths();
+    EXPECT_EQ(symlink(paths.images.c_str(), (home + "/images").c_str()), 0);
+    EXPECT_EQ(symlink(DirName(paths.kernel).c_str(), (home + "/kernel").c_str()), 0);
+    address_ = "127.0.0.1:" + std::to_string(FreePort());
+    std::string daemon = std::string(AIRLOCK_BINARY);
+    daemon = daemon.substr(0, daemon.rfind('/')) + "/airlockd";
+    std::vector<std::string> argv = {
+        daemon,       "--socket",           dir_ + "/sock", "--listen-tcp",      address_,
+        "--tls-cert", dir_ + "/server.pem", "--tls-key",    dir_ + "/server.key"};
+    if (certificates) argv.insert(argv.end(), {"--tls-client-ca", dir_ + "/ca.pem"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      setenv("AIRLOCK_HOME", home.c_str(), 1);
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
     }
-  } cleanup{pid, dir};
+  }
+  ~TcpDaemon() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    RemoveTree(dir_).IgnoreError();
+  }
+  const std::string& dir() const { return dir_; }
+  const std::string& address() const { return address_; }
+  // A channel to the TCP listener trusting the test CA, with the client certificate or not.
+  std::shared_ptr<grpc::Channel> Connect(bool with_certificate) const {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = Read(dir_ + "/ca.pem");
+    if (with_certificate) {
+      tls.pem_private_key = Read(dir_ + "/client.key");
+      tls.pem_cert_chain = Read(dir_ + "/client.pem");
+    }
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(kServerName);
+    return grpc::CreateCustomChannel(address_, grpc::SslCredentials(tls), args);
+  }
 
-  grpc::SslCredentialsOptions with_cert;
-  with_cert.pem_root_certs = Read(dir + "/ca.pem");
-  with_cert.pem_private_key = Read(dir + "/client.key");
-  with_cert.pem_cert_chain = Read(dir + "/client.pem");
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride(kServerName);
-  auto channel = grpc::CreateCustomChannel(address, grpc::SslCredentials(with_cert), args);
+ private:
+  std::string dir_;
+  std::string address_;
+  pid_t pid_ = -1;
+};
+
+TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
+  TcpDaemon daemon(/*certificates=*/true, {});
+  const std::string& dir = daemon.dir();
+  auto channel = daemon.Connect(/*with_certificate=*/true);
   ASSERT_TRUE(
       channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
   auto sessions = v1::Sessions::NewStub(channel);
@@ -91,9 +122,7 @@ TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
   setenv("AIRLOCK_SOCKET", (DefaultHostPaths().home + "/airlockd.sock").c_str(), 1);
 
   // Without a client certificate the TLS handshake fails: no call gets through.
-  grpc::SslCredentialsOptions no_cert;
-  no_cert.pem_root_certs = with_cert.pem_root_certs;
-  auto anonymous = grpc::CreateCustomChannel(address, grpc::SslCredentials(no_cert), args);
+  auto anonymous = daemon.Connect(/*with_certificate=*/false);
   auto anonymous_sessions = v1::Sessions::NewStub(anonymous);
   grpc::ClientContext anonymous_context;
   anonymous_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -105,6 +134,98 @@ TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
   rm.set_id(session.id());
   v1::RemoveSessionResponse removed;
   EXPECT_TRUE(sessions->Remove(&rm_context, rm, &removed).ok());
+}
+
+// Bearer tokens from an identity provider on the TCP listener: each names its subject as a
+// tenant of its own, client certificates keep working beside them, every bad token is refused
+// with its reason and audited, and the provider's new keys are taken up from its key set file.
+TEST(TlsTest, BearerTokensOfTheProviderNameTheirSubjectAndBadOnesAreRefused) {
+  testing::TempDir keys_dir;
+  std::string jwks = keys_dir.File("jwks.json");
+  testing::Pkey rsa = testing::NewRsaKey(), ec = testing::NewP256Key();
+  ASSERT_TRUE(
+      WriteFileAtomically(
+          jwks,
+          nlohmann::json({{"keys", {testing::Jwk(rsa.get(), "k1"), testing::Jwk(ec.get(), "k2")}}})
+              .dump(),
+          0644)
+          .ok());
+  TcpDaemon daemon(/*certificates=*/true, {"--oidc-issuer", "https://idp.test", "--oidc-audience",
+                                           "airlock", "--oidc-jwks", jwks});
+  auto anonymous = daemon.Connect(/*with_certificate=*/false);
+  ASSERT_TRUE(
+      anonymous->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
+  int64_t now = time(nullptr);
+  auto claims = [now](const std::string& sub) {
+    return nlohmann::json{
+        {"iss", "https://idp.test"}, {"aud", "airlock"}, {"sub", sub}, {"exp", now + 600}};
+  };
+  // The caller's tenant as airlockd sees it (Sessions.Quota names it), with this authorization.
+  auto tenant = [&](const std::shared_ptr<grpc::Channel>& channel,
+                    const std::string& authorization) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) c.AddMetadata("authorization", authorization);
+    v1::QuotaReport report;
+    grpc::Status status = v1::Sessions::NewStub(channel)->Quota(&c, {}, &report);
+    return status.ok() ? report.tenant() : "refused: " + status.error_message();
+  };
+  std::string alice =
+      testing::SignJwt(rsa.get(), {{"alg", "RS256"}, {"kid", "k1"}}, claims("alice"));
+  std::string bob = testing::SignJwt(ec.get(), {{"alg", "ES256"}, {"kid", "k2"}}, claims("bob"));
+  EXPECT_EQ(tenant(anonymous, "Bearer " + alice), "oidc:https://idp.test#alice");
+  EXPECT_EQ(tenant(anonymous, "bearer " + bob), "oidc:https://idp.test#bob");
+  // A certificate alone still names its holder; a token sent with one names the token's.
+  auto with_cert = daemon.Connect(/*with_certificate=*/true);
+  EXPECT_EQ(tenant(with_cert, ""), "cert:ci-agent");
+  EXPECT_EQ(tenant(with_cert, "Bearer " + alice), "oidc:https://idp.test#alice");
+  // Each call is its own: one connection may carry calls of several holders.
+  EXPECT_EQ(tenant(with_cert, ""), "cert:ci-agent");
+  EXPECT_EQ(tenant(with_cert, "Bearer " + bob), "oidc:https://idp.test#bob");
+
+  nlohmann::json expired = claims("alice");
+  expired["exp"] = now - 3600;
+  std::string good_header = testing::Base64Url(R"({"alg":"RS256","kid":"k1"})");
+  std::string forged = good_header + "." + testing::Base64Url(claims("root").dump()) +
+                       alice.substr(alice.rfind('.'));
+  nlohmann::json other_audience = claims("alice");
+  other_audience["aud"] = "someone-else";
+  std::vector<std::pair<std::string, std::string>> refusals = {
+      {"", "send a bearer token"},
+      {"Basic YWxpY2U6cHc=", "must be `Bearer JWT`"},
+      {"Bearer garbage", "not a JWT"},
+      {"Bearer " + testing::SignJwt(rsa.get(), {{"alg", "RS256"}, {"kid", "k1"}}, expired),
+       "it has expired"},
+      {"Bearer " + testing::SignJwt(rsa.get(), {{"alg", "RS256"}}, other_audience), "audience"},
+      {"Bearer " + forged, "signature does not verify"},
+      {"Bearer " + testing::Base64Url(R"({"alg":"none"})") + "." +
+           testing::Base64Url(claims("root").dump()) + ".",
+       "algorithm \"none\""},
+  };
+  for (const auto& [authorization, says] : refusals) {
+    std::string got = tenant(anonymous, authorization);
+    EXPECT_EQ(got.rfind("refused: ", 0), 0u) << authorization;
+    EXPECT_NE(got.find(says), std::string::npos) << authorization << ": " << got;
+  }
+
+  // The provider rotates its keys: a token of the new one is taken once the file has it.
+  testing::Pkey next = testing::NewP256Key();
+  std::string carol =
+      testing::SignJwt(next.get(), {{"alg", "ES256"}, {"kid", "k3"}}, claims("carol"));
+  ASSERT_TRUE(WriteFileAtomically(
+                  jwks, nlohmann::json({{"keys", {testing::Jwk(next.get(), "k3")}}}).dump(), 0644)
+                  .ok());
+  EXPECT_EQ(tenant(anonymous, "Bearer " + carol), "oidc:https://idp.test#carol");
+
+  // Root on the daemon's own socket reads every refusal, with its reason, in the audit log.
+  setenv("AIRLOCK_SOCKET", (daemon.dir() + "/sock").c_str(), 1);
+  Result audit = RunAirlock({"audit"});
+  setenv("AIRLOCK_SOCKET", (DefaultHostPaths().home + "/airlockd.sock").c_str(), 1);
+  EXPECT_EQ(audit.exit_code, 0) << audit.err;
+  for (const char* why : {"it has expired", "signature does not verify", "audience"}) {
+    EXPECT_NE(audit.out.find(why), std::string::npos) << why << "\n" << audit.out;
+  }
+  EXPECT_NE(audit.out.find("auth.refuse"), std::string::npos) << audit.out;
 }
 
 }  // namespace

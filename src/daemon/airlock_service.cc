@@ -20,6 +20,7 @@
 #include "src/common/file_util.h"
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/daemon_log.h"
+#include "src/daemon/oidc_auth.h"
 #include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_to_ext4.h"
@@ -74,6 +75,20 @@ SessionLimits FromProto(const v1::Limits& l) {
 std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers) {
   if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
   std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  // A bearer token names the caller of this call, even on a connection with a client
+  // certificate (a connection may carry calls of several token holders). OidcAuthenticator
+  // refused bad tokens before the call reached here, saying why.
+  if (OidcAuthenticator* oidc = peers->oidc()) {
+    auto header = context->client_metadata().find("authorization");
+    if (header != context->client_metadata().end()) {
+      absl::StatusOr<OidcIdentity> id = oidc->VerifyAuthorization(
+          absl::string_view(header->second.data(), header->second.size()));
+      if (!id.ok()) return std::nullopt;
+      Principal p;
+      p.oidc = absl::StrCat(id->issuer, "#", id->subject);
+      return p;
+    }
+  }
   if (auth && auth->IsPeerAuthenticated()) {
     std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
     if (!names.empty() && names[0].size() > 0 && names[0].size() <= 128) {
@@ -806,7 +821,7 @@ grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, c
                                                  Principal* who, std::vector<std::string>* in_use) {
   std::optional<Principal> caller = Caller(context, peers_);
   if (!caller) return Unauthenticated();
-  if (!caller->certificate.empty() || caller->uid != 0) {
+  if (!caller->IsOperator()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("only root may ", what, " images (they are the host's)"));
   }

@@ -16,6 +16,7 @@
 #include "src/common/host_paths.h"
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/daemon_log.h"
+#include "src/daemon/oidc_auth.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
@@ -27,7 +28,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--log-level debug|info|warning|error]\n"
-    "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM --tls-client-ca PEM]\n"
+    "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]\n"
+    "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "                [--quota-file FILE]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
@@ -38,8 +40,15 @@ constexpr char kUsage[] =
     "                   (default), warning or error (or $AIRLOCK_LOG_LEVEL)\n"
     "  --no-templates   boot every VM instead of restoring the image's ready snapshot\n"
     "                   (slower; for measuring cold boots and for debugging)\n"
-    "  --listen-tcp     also listen on TCP; refused unless all three TLS files are given, and\n"
-    "                   every client must present a certificate signed by --tls-client-ca\n"
+    "  --listen-tcp     also listen on TCP, with TLS (--tls-cert, --tls-key) and a way to\n"
+    "                   know each caller: a client certificate signed by --tls-client-ca (its\n"
+    "                   common name is the tenant: cert:NAME), or a bearer token from an OpenID\n"
+    "                   Connect provider, or either\n"
+    "  --oidc-issuer URL  the provider's issuer (the tokens' iss); with --oidc-audience ID (the\n"
+    "                   tokens' aud) and --oidc-jwks FILE (the provider's keys, from its\n"
+    "                   jwks_uri; read again when a token names a key it lacks). Tokens are\n"
+    "                   JWTs signed RS256 or ES256, sent as `authorization: Bearer JWT`; the\n"
+    "                   tenant is oidc:ISSUER#SUBJECT. Refused tokens are audited\n"
     "  --egress-ceiling FILE  what sessions may ever be allowed to reach: lines of\n"
     "                   `allow RULE` / `deny RULE` (RULE as in --allow, plus * for any name\n"
     "                   and :* for any port). Default: `allow *:*`, i.e. public addresses\n"
@@ -103,6 +112,7 @@ int main(int argc, char** argv) {
   std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
   std::string group = "airlock";
   std::string tcp, cert, key, client_ca;
+  airlock::OidcAuthenticator::Options oidc;
   // The egress files may also come from the environment (as for a daemon the CLI starts).
   const char* env_ceiling = std::getenv("AIRLOCK_EGRESS_CEILING");
   const char* env_hosts = std::getenv("AIRLOCK_EGRESS_HOSTS");
@@ -137,6 +147,12 @@ int main(int argc, char** argv) {
       ok = value(&key);
     else if (arg == "--tls-client-ca")
       ok = value(&client_ca);
+    else if (arg == "--oidc-issuer")
+      ok = value(&oidc.settings.issuer);
+    else if (arg == "--oidc-audience")
+      ok = value(&oidc.settings.audience);
+    else if (arg == "--oidc-jwks")
+      ok = value(&oidc.jwks_file);
     else if (arg == "--egress-ceiling")
       ok = value(&ceiling_file);
     else if (arg == "--egress-hosts")
@@ -169,10 +185,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   airlock::SetLogLevel(*level);
-  if (!tcp.empty() && (cert.empty() || key.empty() || client_ca.empty())) {
+  bool use_oidc =
+      !oidc.settings.issuer.empty() || !oidc.settings.audience.empty() || !oidc.jwks_file.empty();
+  if (!tcp.empty() && (cert.empty() || key.empty() || (client_ca.empty() && !use_oidc))) {
     return Fail(
-        "refusing to listen on TCP without mutual TLS: give --tls-cert, --tls-key and "
-        "--tls-client-ca (no unauthenticated network listener, ever)");
+        "refusing to listen on TCP without TLS and a way to know each caller: give --tls-cert, "
+        "--tls-key and --tls-client-ca (client certificates) or --oidc-issuer, --oidc-audience "
+        "and --oidc-jwks (bearer tokens), or both (no unauthenticated network listener, ever)");
+  }
+  if (use_oidc && tcp.empty()) {
+    return Fail("--oidc-* settings are for the TCP listener: give --listen-tcp too");
   }
   if (geteuid() != 0) return Fail("airlockd runs as root (it starts VMs and owns their files)");
   signal(SIGPIPE, SIG_IGN);
@@ -242,15 +264,36 @@ int main(int argc, char** argv) {
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);
     absl::StatusOr<std::string> key_pem = airlock::ReadFileToString(key, 1 << 20);
-    absl::StatusOr<std::string> ca_pem = airlock::ReadFileToString(client_ca, 1 << 20);
+    absl::StatusOr<std::string> ca_pem =
+        client_ca.empty() ? "" : airlock::ReadFileToString(client_ca, 1 << 20);
     for (const auto* pem : {&cert_pem, &key_pem, &ca_pem}) {
       if (!pem->ok()) return Fail(std::string(pem->status().message()));
     }
+    // Certificates alone: every client has one. With tokens too: a certificate, if sent, must
+    // verify; the token is checked for every call.
     grpc::SslServerCredentialsOptions tls(
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+        client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+        : use_oidc        ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     tls.pem_root_certs = *ca_pem;
     tls.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
-    builder.AddListeningPort(tcp, grpc::SslServerCredentials(tls));
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(tls);
+    if (use_oidc) {
+      oidc.certificates_accepted = !client_ca.empty();
+      airlock::StateStore* audit = store->get();
+      oidc.refused = [audit](const std::string& why) {
+        airlock::Principal unknown;
+        unknown.oidc = "(refused token)";
+        airlock::LogIfFailed(audit->Audit(unknown, "", "auth.refuse", "bearer token", why),
+                             "refused bearer token not audited");
+      };
+      absl::StatusOr<std::shared_ptr<airlock::OidcAuthenticator>> authenticator =
+          airlock::OidcAuthenticator::Create(std::move(oidc));
+      if (!authenticator.ok()) return Fail(std::string(authenticator.status().message()));
+      credentials->SetAuthMetadataProcessor(*authenticator);
+      peers.set_oidc(*authenticator);
+    }
+    builder.AddListeningPort(tcp, credentials);
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail("could not start the gRPC server");

@@ -33,17 +33,21 @@ struct Principal {
   uint32_t uid = 0;
   uint32_t gid = 0;
   std::string certificate;  // common name of a TLS client certificate; empty for Unix callers
-  // "uid:1000" or "cert:NAME"; every principal is its own tenant for now.
+  std::string oidc;         // ISSUER#SUBJECT of a verified bearer token (oidc_auth.h)
+  // A caller over the Unix socket, named by its uid.
+  bool Local() const { return certificate.empty() && oidc.empty(); }
+  // "uid:1000", "cert:NAME" or "oidc:ISSUER#SUBJECT"; every principal is its own tenant.
   std::string Tenant() const {
-    return certificate.empty() ? "uid:" + std::to_string(uid) : "cert:" + certificate;
+    return !oidc.empty() ? "oidc:" + oidc
+           : Local()     ? "uid:" + std::to_string(uid)
+                         : "cert:" + certificate;
   }
   std::string Name() const {
-    return certificate.empty() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid)
-                               : "cert:" + certificate;
+    return Local() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid) : Tenant();
   }
   // Root on this host (over the Unix socket): the operator, whose image tags and registry
   // logins are the host's.
-  bool IsOperator() const { return certificate.empty() && uid == 0; }
+  bool IsOperator() const { return Local() && uid == 0; }
   // The image store's view for this principal (image_store.h): "" is the operator's.
   std::string ImageScope() const { return IsOperator() ? "" : Tenant(); }
 };

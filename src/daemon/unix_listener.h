@@ -21,15 +21,21 @@ namespace airlock {
 
 // Credentials of each connection gRPC serves, by descriptor. A descriptor stays open (and so
 // cannot be reused by another connection) while any call on it runs. Thread-safe.
+class OidcAuthenticator;
+
 class PeerRegistry {
  public:
   void Register(int fd, const Principal& who);
   // The principal behind a gRPC peer string "fd:N"; nullopt for anything else.
   std::optional<Principal> Lookup(const std::string& peer) const;
+  // Callers over TCP may name themselves with bearer tokens it verifies (set before serving).
+  void set_oidc(std::shared_ptr<OidcAuthenticator> oidc) { oidc_ = std::move(oidc); }
+  OidcAuthenticator* oidc() const { return oidc_.get(); }
 
  private:
   mutable std::mutex mu_;
   std::map<int, Principal> peers_;
+  std::shared_ptr<OidcAuthenticator> oidc_;
 };
 
 class UnixListener {

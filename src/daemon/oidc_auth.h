@@ -1,0 +1,60 @@
+// OpenID Connect callers on airlockd's TCP listener. As a gRPC AuthMetadataProcessor it checks
+// the `authorization: Bearer JWT` metadata of every call on that listener (oidc_token.h) before
+// the call reaches a service: a call with a bad token is refused (UNAUTHENTICATED, saying why)
+// and the refusal audited; a call without one goes on to the client certificate, when the
+// listener takes certificates. Caller() then names the caller from the same metadata
+// (VerifyAuthorization): the tenant is oidc:ISSUER#SUBJECT. (Not from a property of the
+// AuthContext: gRPC keeps those per connection, and one connection may carry calls of several
+// token holders.)
+#ifndef AIRLOCK_DAEMON_OIDC_AUTH_H_
+#define AIRLOCK_DAEMON_OIDC_AUTH_H_
+
+#include <grpcpp/security/auth_metadata_processor.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/daemon/oidc_token.h"
+
+namespace airlock {
+
+class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
+ public:
+  struct Options {
+    OidcSettings settings;
+    std::string jwks_file;               // the provider's keys (its jwks_uri, saved)
+    bool certificates_accepted = false;  // the listener also verifies client certificates
+    // Told of each refused token, at most once a minute for the same reason.
+    std::function<void(const std::string& why)> refused;
+  };
+  // Reads the key set once to fail early: INVALID_ARGUMENT saying what is wrong with it.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<OidcAuthenticator>> Create(Options options);
+
+  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
+                       OutputMetadata* consumed, OutputMetadata* response) override;
+
+  // The identity the value of an authorization header ("Bearer JWT") proves now.
+  absl::StatusOr<OidcIdentity> VerifyAuthorization(absl::string_view value);
+
+ private:
+  explicit OidcAuthenticator(Options options) : options_(std::move(options)) {}
+  // The key set; read again from its file (at most every 30 s) when a token names a key it
+  // does not hold: the provider rotated its keys.
+  std::shared_ptr<const Jwks> Keys(bool reread);
+  absl::StatusOr<OidcIdentity> Verify(absl::string_view token);
+  void Refused(const std::string& why);
+
+  const Options options_;
+  std::mutex mu_;
+  std::shared_ptr<const Jwks> keys_;
+  int64_t reread_unix_ = 0;  // when a token's unknown key id last made it read the file
+  std::map<std::string, int64_t> refusals_;  // reason -> when last reported
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_OIDC_AUTH_H_
