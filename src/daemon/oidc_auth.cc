@@ -11,6 +11,7 @@ namespace airlock {
 namespace {
 
 constexpr int64_t kRereadSeconds = 30;
+constexpr int kMaxRefusalRecordsPerMinute = 30;
 
 absl::StatusOr<std::shared_ptr<const Jwks>> ReadKeys(const std::string& file) {
   absl::StatusOr<std::string> text = ReadFileToString(file, kMaxJwksBytes);
@@ -67,15 +68,29 @@ absl::StatusOr<OidcIdentity> OidcAuthenticator::VerifyAuthorization(absl::string
 
 void OidcAuthenticator::Refused(const std::string& why) {
   if (!options_.refused) return;
+  std::string record = why;
   {
     std::lock_guard<std::mutex> lock(mu_);
     int64_t now = time(nullptr);
+    // Anyone who reaches the port can send tokens: what they cost the audit log is bounded, by
+    // reason and in all, and what was left out is counted in the next record.
+    if (now - window_start_ >= 60) {
+      window_start_ = now;
+      window_records_ = 0;
+    }
     auto last = refusals_.find(why);
-    if (last != refusals_.end() && now - last->second < 60) return;
+    if ((last != refusals_.end() && now - last->second < 60) ||
+        window_records_ >= kMaxRefusalRecordsPerMinute) {
+      ++unrecorded_;
+      return;
+    }
     if (refusals_.size() >= 1000) refusals_.clear();
     refusals_[why] = now;
+    ++window_records_;
+    if (unrecorded_ > 0) absl::StrAppend(&record, " (and ", unrecorded_, " refusals not recorded)");
+    unrecorded_ = 0;
   }
-  options_.refused(why);
+  options_.refused(record);
 }
 
 grpc::Status OidcAuthenticator::Process(const InputMetadata& metadata, grpc::AuthContext* context,

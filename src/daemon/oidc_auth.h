@@ -28,7 +28,8 @@ class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
     OidcSettings settings;
     std::string jwks_file;               // the provider's keys (its jwks_uri, saved)
     bool certificates_accepted = false;  // the listener also verifies client certificates
-    // Told of each refused token, at most once a minute for the same reason.
+    // Told of refused tokens: each reason at most once a minute, at most 30 in a minute in
+    // all (the next one says how many were left out).
     std::function<void(const std::string& why)> refused;
   };
   // Reads the key set once to fail early: INVALID_ARGUMENT saying what is wrong with it.
@@ -53,6 +54,9 @@ class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
   std::shared_ptr<const Jwks> keys_;
   int64_t reread_unix_ = 0;  // when a token's unknown key id last made it read the file
   std::map<std::string, int64_t> refusals_;  // reason -> when last reported
+  int64_t window_start_ = 0;                 // this minute of refusal records
+  int window_records_ = 0;
+  uint64_t unrecorded_ = 0;  // refusals since the last record, not in one
 };
 
 }  // namespace airlock
