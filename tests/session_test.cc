@@ -382,7 +382,8 @@ TEST(SessionTest, AirlockdRefusesTcpWithoutMutualTls) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-  EXPECT_NE(std::string(buf, n > 0 ? n : 0).find("without mutual TLS"), std::string::npos);
+  EXPECT_NE(std::string(buf, n > 0 ? n : 0).find("without TLS and a way to know each caller"),
+            std::string::npos);
 }
 
 TEST(SessionTest, ClearErrors) {
