@@ -665,7 +665,8 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   // An image not in the store yet is pulled from its registry on first use (and audited: what
   // the daemon fetched, for whom, from where).
   bool had = images.Resolve(name).status().code() != absl::StatusCode::kNotFound;
-  ImagesQuotaCheck within_quota = CheckImagesQuotaAfter(who);
+  // Only a pull adds to the images quota: an image already there costs the create nothing.
+  ImagesQuotaCheck within_quota = had ? nullptr : CheckImagesQuotaAfter(who);
   absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name, nullptr, RegistryAccessFor(who));
   if (!had && info.ok()) {
     if (absl::Status s = within_quota(*info); !s.ok()) info = s;
