@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -88,7 +90,9 @@ TEST(HostileTenantTest, AttacksOnAnotherUsersSessionAreRefusedAndAudited) {
   // The host's audit log is root's to read: every user's records are in it.
   r = RunAirlock({"audit"}, "", kMallory);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("only root may read the audit log"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("only root and read-only operators may read the audit log"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(RunAirlock({"audit", "--verify"}, "", kMallory).exit_code, 0);
   r = RunAirlock({"audit", "--since", "1h"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -98,6 +102,76 @@ TEST(HostileTenantTest, AttacksOnAnotherUsersSessionAreRefusedAndAudited) {
   EXPECT_NE(r.out.find("the chain is whole"), std::string::npos) << r.out;
   RunAirlock({"rm", own}, "", kMallory);
   RunAirlock({"rm", victim}, "", kAlice);
+}
+
+// uid 61010 is a read-only operator (AIRLOCK_OPERATORS in tests/vm_test_env.cc): it sees every
+// tenant's sessions, VMs, timelines and the audit log, never wakes a paused session, and every
+// change it tries is refused.
+TEST(HostileTenantTest, AReadOnlyOperatorSeesEveryTenantAndChangesNothing) {
+  const RunAs kOperator{61010, 61010};
+  RunAirlock({"ls"});
+  Result r = RunAirlock({"session", "create"}, "", kAlice);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string hers(absl::StripTrailingAsciiWhitespace(r.out));
+  ASSERT_EQ(RunAirlock({"exec", hers, "--", "echo", "<b>hi</b>"}, "", kAlice).exit_code, 0);
+  r = RunAirlock({"session", "create"}, "", kMallory);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string paused(absl::StripTrailingAsciiWhitespace(r.out));
+  ASSERT_EQ(RunAirlock({"pause", paused}, "", kMallory).exit_code, 0);
+
+  r = RunAirlock({"ls", "-a", "--all-tenants", "--json"}, "", kOperator);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json listed = nlohmann::json::parse(r.out);
+  std::map<std::string, std::string> tenant_of, state_of;
+  for (const nlohmann::json& s : listed) {
+    tenant_of[s["id"]] = s["tenant"];
+    state_of[s["id"]] = s["state"];
+  }
+  EXPECT_EQ(tenant_of[hers], "uid:61001");
+  EXPECT_EQ(tenant_of[paused], "uid:61004");
+  EXPECT_EQ(RunAirlock({"ls", "-q"}, "", kOperator).out, "");  // it owns nothing itself
+  r = RunAirlock({"ps", "--all-tenants"}, "", kOperator);
+  EXPECT_NE(r.out.find(hers), std::string::npos) << r.out << r.err;
+  r = RunAirlock({"log", hers}, "", kOperator);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("<b>hi</b>"), std::string::npos) << r.out;
+  r = RunAirlock({"metrics", hers}, "", kOperator);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Looking is not using: a paused session stays paused.
+  r = RunAirlock({"metrics", paused}, "", kOperator);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("paused, not running"), std::string::npos) << r.err;
+  r = RunAirlock({"ls", "-a", "--all-tenants", "--json"}, "", kOperator);
+  EXPECT_NE(r.out.find("\"paused\""), std::string::npos) << r.out;
+  r = RunAirlock({"audit", "--verify"}, "", kOperator);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  std::vector<std::vector<std::string>> changes = {
+      {"session", "create"},
+      {"exec", hers, "--", "true"},
+      {"file", "write", hers, "/tmp/x"},
+      {"pause", hers},
+      {"resume", paused},
+      {"fork", hers},
+      {"network", "allow", hers, "example.com"},
+      {"secret", "set", hers, "K=env:HOME@example.com"},
+      {"rm", hers},
+      {"image", "rm", "nothing-here"},
+  };
+  for (const std::vector<std::string>& change : changes) {
+    r = RunAirlock(change, "x", kOperator);
+    EXPECT_NE(r.exit_code, 0) << change[0];
+    EXPECT_NE(r.err.find("read-only operator"), std::string::npos) << change[0] << ": " << r.err;
+  }
+  // Everyone else sees only their own.
+  r = RunAirlock({"ls", "--all-tenants"}, "", kAlice);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("only root and read-only operators"), std::string::npos) << r.err;
+  r = RunAirlock({"ls", "-a", "--all-tenants", "-q"});  // root sees every tenant too
+  EXPECT_NE(r.out.find(hers), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"exec", hers, "--", "true"}, "", kAlice).exit_code, 0);
+  RunAirlock({"rm", hers}, "", kAlice);
+  RunAirlock({"rm", paused}, "", kMallory);
 }
 
 TEST(HostileTenantTest, ATenantCannotTakeTheHostsResources) {

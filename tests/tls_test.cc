@@ -76,13 +76,15 @@ class TcpDaemon {
   }
   const std::string& dir() const { return dir_; }
   const std::string& address() const { return address_; }
-  // A channel to the TCP listener trusting the test CA, with the client certificate or not.
-  std::shared_ptr<grpc::Channel> Connect(bool with_certificate) const {
+  // A channel to the TCP listener trusting the test CA, with the client certificate `client`
+  // (as Issue wrote it in dir()) or none.
+  std::shared_ptr<grpc::Channel> Connect(bool with_certificate,
+                                         const std::string& client = "client") const {
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = Read(dir_ + "/ca.pem");
     if (with_certificate) {
-      tls.pem_private_key = Read(dir_ + "/client.key");
-      tls.pem_cert_chain = Read(dir_ + "/client.pem");
+      tls.pem_private_key = Read(dir_ + "/" + client + ".key");
+      tls.pem_cert_chain = Read(dir_ + "/" + client + ".pem");
     }
     grpc::ChannelArguments args;
     args.SetSslTargetNameOverride(kServerName);
@@ -136,6 +138,56 @@ TEST(TlsTest, CertificateHoldersAreTheirOwnTenantAndOthersCannotConnect) {
   EXPECT_TRUE(sessions->Remove(&rm_context, rm, &removed).ok());
 }
 
+// A client certificate named as a read-only operator (AIRLOCK_OPERATORS in vm_test_env.cc
+// names cert:dashboard), as the dashboard connects: it lists every tenant's sessions and is
+// refused every change.
+TEST(TlsTest, AnOperatorsCertificateReadsEveryTenantAndChangesNothing) {
+  TcpDaemon daemon(/*certificates=*/true, {});
+  Issue(daemon.dir(), "dashboard", "dashboard");
+  auto agent = v1::Sessions::NewStub(daemon.Connect(/*with_certificate=*/true));
+  auto dashboard = v1::Sessions::NewStub(daemon.Connect(true, "dashboard"));
+  grpc::ClientContext create_context;
+  create_context.set_wait_for_ready(true);
+  v1::Session session;
+  grpc::Status status = agent->Create(&create_context, {}, &session);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  grpc::ClientContext list_context;
+  v1::ListSessionsRequest every;
+  every.set_all_tenants(true);
+  v1::ListSessionsResponse listed;
+  status = dashboard->List(&list_context, every, &listed);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(listed.sessions_size(), 1);
+  EXPECT_EQ(listed.sessions(0).id(), session.id());
+  EXPECT_EQ(listed.sessions(0).tenant(), "cert:ci-agent");
+  grpc::ClientContext get_context;
+  v1::GetSessionRequest get;
+  get.set_id(session.id());
+  v1::Session got;
+  EXPECT_TRUE(dashboard->Get(&get_context, get, &got).ok());
+
+  grpc::ClientContext denied_context;
+  v1::ListSessionsResponse nothing;
+  status = agent->List(&denied_context, every, &nothing);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  grpc::ClientContext create_denied;
+  v1::Session none;
+  status = dashboard->Create(&create_denied, {}, &none);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("cert:dashboard is a read-only operator"),
+            std::string::npos)
+      << status.error_message();
+  v1::RemoveSessionRequest rm;
+  rm.set_id(session.id());
+  v1::RemoveSessionResponse removed;
+  grpc::ClientContext rm_denied;
+  EXPECT_EQ(dashboard->Remove(&rm_denied, rm, &removed).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  grpc::ClientContext rm_context;
+  EXPECT_TRUE(agent->Remove(&rm_context, rm, &removed).ok());
+}
+
 // Bearer tokens from an identity provider on the TCP listener: each names its subject as a
 // tenant of its own, client certificates keep working beside them, every bad token is refused
 // with its reason and audited, and the provider's new keys are taken up from its key set file.
@@ -150,8 +202,9 @@ TEST(TlsTest, BearerTokensOfTheProviderNameTheirSubjectAndBadOnesAreRefused) {
               .dump(),
           0644)
           .ok());
-  TcpDaemon daemon(/*certificates=*/true, {"--oidc-issuer", "https://idp.test", "--oidc-audience",
-                                           "airlock", "--oidc-jwks", jwks});
+  TcpDaemon daemon(/*certificates=*/true,
+                   {"--oidc-issuer", "https://idp.test", "--oidc-audience", "airlock",
+                    "--oidc-jwks", jwks, "--operator", "oidc-group:sre"});
   auto anonymous = daemon.Connect(/*with_certificate=*/false);
   ASSERT_TRUE(
       anonymous->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
@@ -182,6 +235,20 @@ TEST(TlsTest, BearerTokensOfTheProviderNameTheirSubjectAndBadOnesAreRefused) {
   // Each call is its own: one connection may carry calls of several holders.
   EXPECT_EQ(tenant(with_cert, ""), "cert:ci-agent");
   EXPECT_EQ(tenant(with_cert, "Bearer " + bob), "oidc:https://idp.test#bob");
+  // A token whose groups include one named by --operator oidc-group: sees every tenant.
+  auto list_all = [&](const std::string& token) {
+    grpc::ClientContext c;
+    c.AddMetadata("authorization", "Bearer " + token);
+    v1::ListSessionsRequest every;
+    every.set_all_tenants(true);
+    v1::ListSessionsResponse listed;
+    return v1::Sessions::NewStub(anonymous)->List(&c, every, &listed).error_code();
+  };
+  nlohmann::json sre = claims("dana");
+  sre["groups"] = {"dev", "sre"};
+  EXPECT_EQ(list_all(testing::SignJwt(rsa.get(), {{"alg", "RS256"}, {"kid", "k1"}}, sre)),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(list_all(alice), grpc::StatusCode::PERMISSION_DENIED);
 
   nlohmann::json expired = claims("alice");
   expired["exp"] = now - 3600;

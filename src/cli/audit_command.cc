@@ -1,4 +1,5 @@
-// airlock audit: the host's audit log and a check of its hash chain (root only).
+// airlock audit: the host's audit log and a check of its hash chain (root and read-only
+// operators).
 #include <cstdio>
 #include <memory>
 
@@ -20,8 +21,8 @@ constexpr char kAuditFooter[] =
     "log is one hash chain: each record's hash covers its fields and the record before it, so "
     "--verify finds a record that was changed, removed or moved in airlockd's database "
     "(exit 1, saying where). It does not catch someone who rewrites every hash after a change; "
-    "keep a copy elsewhere for that. Root only; your own sessions' records are in airlock log "
-    "ID.";
+    "keep a copy elsewhere for that. Root and read-only operators (airlockd --operator) only; "
+    "your own sessions' records are in airlock log ID.";
 
 struct AuditOptions {
   uint64_t since_seconds = 0;  // 0: all
@@ -100,7 +101,7 @@ int Audit(const AuditOptions& o) {
 
 void AddAuditCommand(Cli& cli) {
   auto o = std::make_shared<AuditOptions>();
-  CLI::App* a = cli.Add(&cli.app(), "audit", "the host's audit log, every user's (root only)",
+  CLI::App* a = cli.Add(&cli.app(), "audit", "the host's audit log, every user's (root, operators)",
                         [o] { return Audit(*o); });
   a->footer(kAuditFooter);
   AddDurationOption(

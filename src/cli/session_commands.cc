@@ -102,14 +102,17 @@ int Exec(const ExecArgs& args) {
 
 constexpr char kListFooter[] =
     "Your sessions, newest first: those that are creating, running or paused; with -a (--all)\n"
-    "also the stopped and failed ones, whose records, logs and timelines are kept.";
+    "also the stopped and failed ones, whose records, logs and timelines are kept.\n"
+    "--all-tenants (root and read-only operators) lists every tenant's, with a TENANT column.";
 
-int List(bool all, bool quiet, bool json) {
+int List(bool all, bool quiet, bool json, bool all_tenants) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
+  v1::ListSessionsRequest request;
+  request.set_all_tenants(all_tenants);
   v1::ListSessionsResponse response;
-  grpc::Status status = client->sessions->List(&context, {}, &response);
+  grpc::Status status = client->sessions->List(&context, request, &response);
   if (!status.ok()) return DaemonError(status);
   std::vector<const v1::Session*> shown;
   for (const v1::Session& s : response.sessions()) {
@@ -128,10 +131,12 @@ int List(bool all, bool quiet, bool json) {
     return 0;
   }
   int64_t now = NowMs();
+  if (all_tenants) std::printf("%-20s  ", "TENANT");
   std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4s  %-6s  %-5s  %-6s  %s\n", "ID", "IMAGE",
               "STATE", "CREATED", "LAST USED", "CPUS", "MEMORY", "PIDS", "DISK", "REASON");
   for (const v1::Session* sp : shown) {
     const v1::Session& s = *sp;
+    if (all_tenants) std::printf("%-20s  ", s.tenant().c_str());
     std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4u  %-6s  %-5u  %-6s  %s\n", s.id().c_str(),
                 s.image().c_str(), StateName(s.state()),
                 FormatAgo(s.created_unix_ms(), now).c_str(),
@@ -142,17 +147,20 @@ int List(bool all, bool quiet, bool json) {
   return 0;
 }
 
-int Ps(bool json) {
+int Ps(bool json, bool all_tenants) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
   grpc::ClientContext context;
+  v1::ListVmsRequest request;
+  request.set_all_tenants(all_tenants);
   v1::ListVmsResponse response;
-  grpc::Status status = client->vms->List(&context, {}, &response);
+  grpc::Status status = client->vms->List(&context, request, &response);
   if (!status.ok()) return DaemonError(status);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const v1::Vm& vm : response.vms()) {
       out.push_back({{"session_id", vm.session_id()},
+                     {"tenant", vm.tenant()},
                      {"pid", vm.pid()},
                      {"accelerator", vm.accelerator()},
                      {"vcpus", vm.vcpus()},
@@ -162,9 +170,11 @@ int Ps(bool json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
+  if (all_tenants) std::printf("%-20s  ", "TENANT");
   std::printf("%-12s  %-8s  %-5s  %-5s  %-8s  %s\n", "SESSION", "PID", "ACCEL", "VCPUS", "CPU%",
               "RSS");
   for (const v1::Vm& vm : response.vms()) {
+    if (all_tenants) std::printf("%-20s  ", vm.tenant().c_str());
     std::printf("%-12s  %-8d  %-5s  %-5u  %-8.1f  %s\n", vm.session_id().c_str(), vm.pid(),
                 vm.accelerator().c_str(), vm.vcpus(), vm.host_cpu_percent(),
                 FormatBytes(vm.host_rss_bytes()).c_str());
@@ -264,8 +274,11 @@ int Metrics(const std::vector<std::string>& ids, bool watch, bool json) {
       std::unique_ptr<grpc::ClientReader<v1::MetricsSample>> reader =
           client->sessions->Metrics(&context, request);
       v1::MetricsSample sample;
-      if (reader->Read(&sample)) samples.push_back(sample);
-      context.TryCancel();
+      // One sample is all this needs; without one, Finish says why (not cancelled by us).
+      if (reader->Read(&sample)) {
+        samples.push_back(sample);
+        context.TryCancel();
+      }
       grpc::Status status = reader->Finish();
       if (samples.empty() || samples.back().session_id() != id) {
         if (!ids.empty()) return DaemonError(status);
@@ -411,7 +424,9 @@ int File(bool write, const std::string& id, const std::string& path, uint32_t mo
 constexpr char kWatchFooter[] =
     "What happens to your sessions (or to session ID) from now on, one line each, until\n"
     "interrupted: state changes with their reason, commands starting and ending, egress\n"
-    "denials, removals. --json prints each event as a JSON object on its own line.";
+    "denials, removals. --json prints each event as a JSON object on its own line.\n"
+    "--all-tenants (root and read-only operators): every tenant's sessions, each line naming\n"
+    "the tenant after the session.";
 
 int Watch(const v1::WatchRequest& request, bool json) {
   std::optional<DaemonClient> client = Connect();
@@ -432,6 +447,7 @@ int Watch(const v1::WatchRequest& request, bool json) {
     if (json) {
       nlohmann::json out = {
           {"kind", kind}, {"unix_ms", e.unix_ms()}, {"session_id", e.session_id()}};
+      if (request.all_tenants()) out["tenant"] = e.tenant();
       if (e.kind() == v1::SessionEvent::KIND_STATE) out["state"] = StateName(e.state());
       if (!e.reason().empty()) out["reason"] = e.reason();
       if (e.exec_id() != 0) out["exec_id"] = e.exec_id();
@@ -468,8 +484,9 @@ int Watch(const v1::WatchRequest& request, bool json) {
       }
       if (e.lost() != 0)
         std::printf("(%llu events lost here)\n", static_cast<unsigned long long>(e.lost()));
-      std::printf("%s.%03dZ %s %s\n", when, static_cast<int>(e.unix_ms() % 1000),
-                  e.session_id().c_str(), what.c_str());
+      std::printf("%s.%03dZ %s%s%s %s\n", when, static_cast<int>(e.unix_ms() % 1000),
+                  e.session_id().c_str(), request.all_tenants() ? " " : "",
+                  request.all_tenants() ? e.tenant().c_str() : "", what.c_str());
     }
     std::fflush(stdout);
   }
@@ -510,20 +527,27 @@ void AddSessionCommands(Cli& cli) {
   cli.TakesCommand(e, &exec->command);
 
   struct ListArgs {
-    bool all = false, quiet = false, json = false;
+    bool all = false, quiet = false, json = false, all_tenants = false;
   };
   auto ls = std::make_shared<ListArgs>();
   CLI::App* l = cli.Add(root, "ls", "your live sessions (-a: stopped and failed ones too)",
-                        [ls] { return List(ls->all, ls->quiet, ls->json); });
+                        [ls] { return List(ls->all, ls->quiet, ls->json, ls->all_tenants); });
+  l->add_flag("--all-tenants", ls->all_tenants,
+              "every tenant's sessions (root and read-only operators)");
   l->footer(kListFooter);
   l->add_flag("-a,--all", ls->all, "also stopped and failed sessions");
   l->add_flag("-q,--quiet", ls->quiet, "only their ids");
   AddJsonFlag(l, &ls->json)->excludes("-q");
 
-  auto ps_json = std::make_shared<bool>(false);
+  struct PsArgs {
+    bool json = false, all_tenants = false;
+  };
+  auto ps = std::make_shared<PsArgs>();
   CLI::App* p = cli.Add(root, "ps", "live VM processes: pid, accelerator, host CPU and memory",
-                        [ps_json] { return Ps(*ps_json); });
-  AddJsonFlag(p, ps_json.get());
+                        [ps] { return Ps(ps->json, ps->all_tenants); });
+  p->add_flag("--all-tenants", ps->all_tenants,
+              "every tenant's VMs (root and read-only operators)");
+  AddJsonFlag(p, &ps->json);
 
   auto quota_json = std::make_shared<bool>(false);
   CLI::App* q = cli.Add(root, "quota", "what your sessions may hold at once, and what they use",
@@ -628,6 +652,9 @@ void AddSessionCommands(Cli& cli) {
   AddSessionId(
       w, [watch](const std::string& v) { watch->request.set_session_id(v); }, /*required=*/false)
       ->description("only this session");
+  w->add_flag_function(
+      "--all-tenants", [watch](int64_t) { watch->request.set_all_tenants(true); },
+      "every tenant's sessions (root and read-only operators)");
   AddJsonFlag(w, &watch->json);
 }
 

@@ -25,6 +25,7 @@ nlohmann::json SessionToJson(const v1::Session& s) {
                         {"state", StateName(s.state())},
                         {"reason", s.reason()},
                         {"hostname", s.hostname()},
+                        {"tenant", s.tenant()},
                         {"created_unix_ms", s.created_unix_ms()},
                         {"last_used_unix_ms", s.last_used_unix_ms()},
                         {"limits",

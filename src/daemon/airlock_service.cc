@@ -37,6 +37,7 @@ void FillSession(const SessionRecord& r, v1::Session* out) {
   out->set_created_unix_ms(r.created_ms);
   out->set_last_used_unix_ms(r.last_used_ms);
   out->set_hostname(r.hostname);
+  out->set_tenant(r.tenant);
   v1::Limits* l = out->mutable_limits();
   l->set_vcpus(r.limits.vcpus);
   l->set_memory_bytes(r.limits.memory_bytes);
@@ -70,9 +71,11 @@ SessionLimits FromProto(const v1::Limits& l) {
   return limits;
 }
 
-// Unix callers by their peer credentials; TCP callers (mutual TLS only) by the common name of
-// the verified client certificate. Never from anything the request says.
-std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers) {
+namespace {
+
+// The caller and, for a bearer token, the groups it names.
+std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers,
+                                std::vector<std::string>* groups) {
   if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
   std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
   // A bearer token names the caller of this call, even on a connection with a client
@@ -86,6 +89,7 @@ std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry
       if (!id.ok()) return std::nullopt;
       Principal p;
       p.oidc = absl::StrCat(id->issuer, "#", id->subject);
+      *groups = std::move(id->groups);
       return p;
     }
   }
@@ -100,9 +104,29 @@ std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry
   return std::nullopt;
 }
 
-grpc::Status Unauthenticated() {
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "airlockd could not identify the caller of this connection");
+}  // namespace
+
+absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegistry* peers,
+                                    Access access) {
+  std::vector<std::string> groups;
+  std::optional<Principal> who = Caller(context, peers, &groups);
+  if (!who) {
+    return absl::UnauthenticatedError("airlockd could not identify the caller of this connection");
+  }
+  who->read_only_operator = peers->operators().Names(*who, groups);
+  if (access == Access::kChange && who->read_only_operator) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(who->Tenant(),
+                     " is a read-only operator (airlockd --operator): it may look at every "
+                     "tenant's sessions but not change anything"));
+  }
+  return *std::move(who);
+}
+
+std::string TenantForLookup(const Principal& who, StateStore& store, const std::string& id) {
+  if (!who.SeesEveryTenant()) return who.Tenant();
+  absl::StatusOr<std::string> owner = store.SessionTenant(id);
+  return owner.ok() ? *owner : who.Tenant();
 }
 
 std::vector<SecretRequest> FromProto(
@@ -112,6 +136,16 @@ std::vector<SecretRequest> FromProto(
   return out;
 }
 
+namespace {
+
+grpc::Status EveryTenantDenied() {
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "only root and read-only operators (airlockd --operator) may see every "
+                      "tenant's sessions; leave out all_tenants (--all-tenants) to see your own");
+}
+
+}  // namespace
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -120,8 +154,8 @@ grpc::Status ToGrpc(const absl::Status& status) {
 grpc::Status SessionsService::Create(grpc::ServerContext* context,
                                      const v1::CreateSessionRequest* request,
                                      v1::Session* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   absl::StatusOr<std::vector<EgressGrant>> egress = sessions_->ResolveEgress(
       {request->allow().begin(), request->allow().end()},
       {request->allow_preset().begin(), request->allow_preset().end()}, "create");
@@ -139,10 +173,11 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
 
 grpc::Status SessionsService::Get(grpc::ServerContext* context,
                                   const v1::GetSessionRequest* request, v1::Session* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->id());
+  absl::StatusOr<SessionRecord> session =
+      store_->GetSession(TenantForLookup(*who, *store_, request->id()), request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -151,9 +186,12 @@ grpc::Status SessionsService::Get(grpc::ServerContext* context,
 grpc::Status SessionsService::List(grpc::ServerContext* context,
                                    const v1::ListSessionsRequest* request,
                                    v1::ListSessionsResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
-  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListSessions(who->Tenant());
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (request->all_tenants() && !who->SeesEveryTenant()) return EveryTenantDenied();
+  absl::StatusOr<std::vector<SessionRecord>> sessions = request->all_tenants()
+                                                            ? store_->ListEveryTenantsSessions()
+                                                            : store_->ListSessions(who->Tenant());
   if (!sessions.ok()) return ToGrpc(sessions.status());
   for (const SessionRecord& s : *sessions) FillSession(s, response->add_sessions());
   return grpc::Status::OK;
@@ -162,16 +200,16 @@ grpc::Status SessionsService::List(grpc::ServerContext* context,
 grpc::Status SessionsService::Remove(grpc::ServerContext* context,
                                      const v1::RemoveSessionRequest* request,
                                      v1::RemoveSessionResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   return ToGrpc(sessions_->Remove(*who, request->id()));
 }
 
 grpc::Status SessionsService::Pause(grpc::ServerContext* context,
                                     const v1::PauseSessionRequest* request, v1::Session* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = sessions_->Pause(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
@@ -182,8 +220,8 @@ grpc::Status SessionsService::Pause(grpc::ServerContext* context,
 grpc::Status SessionsService::Resume(grpc::ServerContext* context,
                                      const v1::ResumeSessionRequest* request,
                                      v1::Session* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = sessions_->Resume(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
@@ -194,8 +232,8 @@ grpc::Status SessionsService::Resume(grpc::ServerContext* context,
 grpc::Status SessionsService::Fork(grpc::ServerContext* context,
                                    const v1::ForkSessionRequest* request,
                                    v1::ForkSessionResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<std::vector<SessionRecord>> forks =
       sessions_->Fork(*who, request->id(), request->count());
@@ -207,15 +245,16 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
 grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
                                        const v1::TimelineRequest* request,
                                        grpc::ServerWriter<v1::TimelineEvent>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->output_bytes() > kTimelineMaxOutputBytes) {
     return ToGrpc(absl::InvalidArgumentError(
         absl::StrCat("output_bytes is at most ", kTimelineMaxOutputBytes, " (1 MiB)")));
   }
   absl::StatusOr<std::vector<v1::TimelineEvent>> events =
-      BuildTimeline(*store_, who->Tenant(), request->session_id(), request->output_bytes());
+      BuildTimeline(*store_, TenantForLookup(*who, *store_, request->session_id()),
+                    request->session_id(), request->output_bytes());
   if (!events.ok()) return ToGrpc(events.status());
   for (const v1::TimelineEvent& e : *events) {
     if (!writer->Write(e)) return grpc::Status::CANCELLED;
@@ -225,17 +264,20 @@ grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
 
 grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                                     grpc::ServerWriter<v1::SessionEvent>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (!request->session_id().empty()) {
     if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   }
+  bool every_tenant = request->all_tenants() && request->session_id().empty();
+  if (every_tenant && !who->SeesEveryTenant()) return EveryTenantDenied();
+  std::string tenant = every_tenant ? SessionEventHub::kEveryTenant
+                                    : TenantForLookup(*who, *store_, request->session_id());
   // Subscribed before the check, so that nothing between the two is missed.
   std::shared_ptr<SessionEventHub::Subscription> events =
-      events_->Subscribe(who->Tenant(), request->session_id());
+      events_->Subscribe(tenant, request->session_id());
   if (!request->session_id().empty()) {
-    absl::StatusOr<SessionRecord> session =
-        store_->GetSession(who->Tenant(), request->session_id());
+    absl::StatusOr<SessionRecord> session = store_->GetSession(tenant, request->session_id());
     if (!session.ok()) return ToGrpc(session.status());
   }
   while (!context->IsCancelled()) {
@@ -254,6 +296,7 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
     out.set_exit_code(e->exit_code);
     out.set_destination(e->destination);
     out.set_lost(e->lost);
+    out.set_tenant(e->tenant);
     if (!writer->Write(out)) break;
   }
   return grpc::Status::OK;
@@ -262,8 +305,8 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
 grpc::Status SessionsService::Quota(grpc::ServerContext* context,
                                     const v1::GetQuotaRequest* /*request*/,
                                     v1::QuotaReport* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   auto [quota, used] = sessions_->QuotaOf(*who);
   response->set_tenant(who->Tenant());
   for (const QuotaLine& line : DescribeQuota(quota, used)) {
@@ -368,8 +411,8 @@ class UploadMessages {
 grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
                                         const v1::WriteFileRequest* request,
                                         v1::WriteFileResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->content().size() > kMaxFileBytes) {
     return ToGrpc(absl::InvalidArgumentError(
@@ -390,8 +433,8 @@ grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
 grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
                                               grpc::ServerReader<v1::WriteFileChunk>* reader,
                                               v1::WriteFileResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   v1::WriteFileChunk chunk;
   if (!reader->Read(&chunk)) {
     return ToGrpc(absl::InvalidArgumentError(
@@ -423,8 +466,8 @@ grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
 grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
                                        const v1::ReadFileRequest* request,
                                        v1::ReadFileResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   uint64_t max = request->max_bytes() == 0
                      ? kMaxFileBytes
@@ -442,8 +485,8 @@ grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
 grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
                                              const v1::ReadFileStreamRequest* request,
                                              grpc::ServerWriter<v1::ReadFileChunk>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   v1::ReadFileChunk chunk;
   absl::StatusOr<uint64_t> read =
@@ -462,8 +505,8 @@ grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
 grpc::Status SessionsService::Exec(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   v1::ExecRequest first;
   if (!stream->Read(&first) || !first.has_start()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -490,8 +533,8 @@ grpc::Status SessionsService::Exec(
 
 grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsRequest* request,
                                    grpc::ServerWriter<v1::LogEntry>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
@@ -537,14 +580,18 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
 grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
                                       const v1::MetricsRequest* request,
                                       grpc::ServerWriter<v1::MetricsSample>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   uint32_t interval = request->interval_ms() == 0 ? 1000 : std::max(100u, request->interval_ms());
+  // Another tenant's session (for root and operators) is only looked at: never woken from a
+  // pause, and its idle clock keeps running.
+  std::string tenant = TenantForLookup(*who, *store_, request->session_id());
   std::optional<GuestMetrics> previous;
   for (;;) {
     absl::StatusOr<std::shared_ptr<LiveSession>> live =
-        sessions_->Live(*who, request->session_id());
+        tenant == who->Tenant() ? sessions_->Live(*who, request->session_id())
+                                : sessions_->Running(tenant, request->session_id());
     if (!live.ok()) return previous ? grpc::Status::OK : ToGrpc(live.status());
     absl::StatusOr<GuestMetrics> m = (*live)->vm->channel().Metrics(absl::Now() + absl::Seconds(5));
     if (!m.ok()) return ToGrpc(m.status());
@@ -561,7 +608,7 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
       sample.set_processes(m->processes);
       sample.set_disk_used_bytes(m->disk_used_bytes);
       sample.set_disk_total_bytes(m->disk_total_bytes);
-      net::EgressProxy::Counters net = sessions_->EgressCounters(*who, request->session_id());
+      net::EgressProxy::Counters net = sessions_->EgressCounters(tenant, request->session_id());
       sample.set_net_bytes_out(net.bytes_out);
       sample.set_net_bytes_in(net.bytes_in);
       sample.set_net_connections(net.connections);
@@ -611,9 +658,11 @@ uint64_t ProcessRss(pid_t pid) {
 
 grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
                               v1::ListVmsResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
-  std::vector<std::shared_ptr<LiveSession>> live = sessions_->LiveSessions(*who);
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (request->all_tenants() && !who->SeesEveryTenant()) return EveryTenantDenied();
+  std::vector<std::shared_ptr<LiveSession>> live = sessions_->LiveSessions(
+      request->all_tenants() ? SessionEventHub::kEveryTenant : who->Tenant());
   response->set_boots(sessions_->counters().boots);
   response->set_restores(sessions_->counters().restores);
   response->set_snapshots(sessions_->counters().snapshots);
@@ -626,6 +675,7 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
     const LiveSession& s = *live[i];
     v1::Vm* vm = response->add_vms();
     vm->set_session_id(s.record.id);
+    vm->set_tenant(s.record.tenant);
     vm->set_pid(s.vm->pid());
     vm->set_accelerator(s.vm->accelerator());
     vm->set_vcpus(s.record.limits.vcpus);
@@ -651,8 +701,8 @@ void ToProto(const ImageInfo& info, v1::Image* image) {
 
 grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListImagesRequest* request,
                                  v1::ListImagesResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   // The operator's images and the caller's own pulls; never another tenant's names.
   absl::StatusOr<std::vector<ImageInfo>> images =
       ImageStore(paths_.images, who->ImageScope()).List();
@@ -663,8 +713,8 @@ grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListIma
 
 grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullImageRequest* request,
                                  grpc::ServerWriter<v1::ImageProgress>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   const std::string& ref = request->reference();
   if (ref.empty() || ref.size() > 1024) {
     return ToGrpc(absl::InvalidArgumentError(
@@ -715,8 +765,8 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
 grpc::Status ImagesService::Import(grpc::ServerContext* context,
                                    grpc::ServerReader<v1::ImportImageChunk>* reader,
                                    v1::Image* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   v1::ImportImageChunk chunk;
   if (!reader->Read(&chunk)) {
     return ToGrpc(absl::InvalidArgumentError("Import starts with a message naming the image"));
@@ -752,7 +802,7 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
     if (received > cap) {
       return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
           "the archive is larger than ", FormatBytes(cap),
-          who->IsOperator() ? ", the most an image may be"
+          who->IsHostRoot() ? ", the most an image may be"
                             : ", what your images quota has left (airlock quota shows it)")));
     }
     if (absl::Status s = WriteAll(archive->get(), chunk.data()); !s.ok()) return ToGrpc(s);
@@ -779,8 +829,8 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
 grpc::Status ImagesService::Build(grpc::ServerContext* context,
                                   const v1::BuildImageRequest* request,
                                   grpc::ServerWriter<v1::BuildProgress>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   ImageBuildSpec spec;
   spec.suite = request->suite();
   spec.packages.assign(request->packages().begin(), request->packages().end());
@@ -819,9 +869,9 @@ grpc::Status ImagesService::Build(grpc::ServerContext* context,
 
 grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, const char* what,
                                                  Principal* who, std::vector<std::string>* in_use) {
-  std::optional<Principal> caller = Caller(context, peers_);
-  if (!caller) return Unauthenticated();
-  if (!caller->IsOperator()) {
+  absl::StatusOr<Principal> caller = Authorize(context, peers_, Access::kChange);
+  if (!caller.ok()) return ToGrpc(caller.status());
+  if (!caller->IsHostRoot()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("only root may ", what, " images (they are the host's)"));
   }

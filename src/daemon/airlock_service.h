@@ -224,10 +224,19 @@ SessionLimits FromProto(const v1::Limits& limits);
 std::vector<SecretRequest> FromProto(
     const google::protobuf::RepeatedPtrField<v1::SecretBinding>& bindings);
 
-// The caller of a call: Unix callers by their peer credentials, TCP callers (mutual TLS only)
-// by the common name of the verified client certificate; never from anything the request says.
-std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry* peers);
-grpc::Status Unauthenticated();
+// What a call does. Every handler says which before it does anything: a read-only operator
+// (operators.h) may make kRead calls only.
+enum class Access { kRead, kChange };
+
+// The caller of a call: Unix callers by their peer credentials, TCP callers by a verified bearer
+// token or the common name of the verified client certificate; never from anything the request
+// says. UNAUTHENTICATED when it cannot tell; PERMISSION_DENIED for a read-only operator's kChange.
+absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegistry* peers,
+                                    Access access);
+
+// The tenant a session id is looked up in for `who`: its own, or for a caller who sees every
+// tenant (Principal::SeesEveryTenant) the tenant that holds the session, if any.
+std::string TenantForLookup(const Principal& who, StateStore& store, const std::string& id);
 
 // absl::Status -> grpc::Status with the same code and message.
 grpc::Status ToGrpc(const absl::Status& status);

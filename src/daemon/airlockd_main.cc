@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/airlock_service.h"
@@ -31,7 +32,7 @@ constexpr char kUsage[] =
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]\n"
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
-    "                [--quota-file FILE]\n"
+    "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -68,6 +69,11 @@ constexpr char kUsage[] =
     "                   memory=32g disk=512g logs=1g images=32g forks=16 pull=8g.\n"
     "                   `airlock quota` shows a tenant its own\n"
     "                   (or $AIRLOCK_QUOTA_FILE)\n"
+    "  --operator PRINCIPAL  a read-only operator (repeat for more): sees every tenant's\n"
+    "                   sessions, VMs, metrics, events and the audit log, and may change\n"
+    "                   nothing (the dashboard connects as one). PRINCIPAL is uid:UID,\n"
+    "                   cert:COMMON-NAME, oidc:ISSUER#SUBJECT or oidc-group:NAME\n"
+    "                   (or $AIRLOCK_OPERATORS, entries separated by spaces)\n"
     "Pulls airlockd makes for users other than root never use the host's registry logins, and\n"
     "reach registries on loopback, private or link-local addresses only with\n"
     "AIRLOCK_REGISTRY_ALLOW_INTERNAL=1.\n";
@@ -112,6 +118,14 @@ int main(int argc, char** argv) {
   std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
   std::string group = "airlock";
   std::string tcp, cert, key, client_ca;
+  airlock::OperatorList operators;
+  if (const char* env_operators = std::getenv("AIRLOCK_OPERATORS")) {
+    for (absl::string_view entry : absl::StrSplit(env_operators, ' ', absl::SkipEmpty())) {
+      if (absl::Status s = operators.Add(entry); !s.ok()) {
+        return Fail(absl::StrCat("$AIRLOCK_OPERATORS: ", s.message()));
+      }
+    }
+  }
   airlock::OidcAuthenticator::Options oidc;
   // The egress files may also come from the environment (as for a daemon the CLI starts).
   const char* env_ceiling = std::getenv("AIRLOCK_EGRESS_CEILING");
@@ -165,7 +179,13 @@ int main(int argc, char** argv) {
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
     else if (arg == "--log-level")
       ok = value(&log_level);
-    else if (arg == "--no-templates")
+    else if (arg == "--operator") {
+      std::string entry;
+      ok = value(&entry);
+      if (ok) {
+        if (absl::Status s = operators.Add(entry); !s.ok()) return Fail(std::string(s.message()));
+      }
+    } else if (arg == "--no-templates")
       templates = false;
     else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
@@ -242,6 +262,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   airlock::PeerRegistry peers;
+  peers.set_operators(std::move(operators));
   airlock::WorkspaceUploads uploads;
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,

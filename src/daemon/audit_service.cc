@@ -1,4 +1,5 @@
-// The Audit service: the host's audit log and its hash chain, for root over the socket.
+// The Audit service: the host's audit log and its hash chain, for root over the socket and the
+// read-only operators (operators.h).
 #include "absl/strings/str_cat.h"
 #include "src/daemon/airlock_service.h"
 
@@ -11,11 +12,11 @@ constexpr uint32_t kMaxAuditRecords = 100000;
 }  // namespace
 
 grpc::Status AuditService::Authorize(grpc::ServerContext* context, const char* what) const {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
-  if (!who->IsOperator()) {
+  absl::StatusOr<Principal> who = airlock::Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (!who->SeesEveryTenant()) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("only root may ", what,
+                        absl::StrCat("only root and read-only operators may ", what,
                                      " the audit log (it holds every user's records); your "
                                      "own sessions' records are in airlock log ID"));
   }

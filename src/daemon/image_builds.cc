@@ -355,7 +355,7 @@ absl::StatusOr<ImageInfo> ImageBuilder::Build(const Principal& who, const ImageB
   if (bytes > cap) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the image would be about ", FormatBytes(bytes), ", more than ", FormatBytes(cap),
-        who.IsOperator() ? ", the most an image may be"
+        who.IsHostRoot() ? ", the most an image may be"
                          : ", what your images quota has left (airlock quota shows it)"));
   }
   progress("converting to an ext4 image");
@@ -403,7 +403,7 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
   NpmFetchOptions fetch;
   // Root's npm settings (and logins) serve root's builds only, as registry logins serve only
   // root's pulls.
-  fetch.own_settings = who.IsOperator();
+  fetch.own_settings = who.IsHostRoot();
   fetch.cancelled = cancelled;
   if (absl::Status s = FetchNpmLayer(specs, cache_, fetched, fetch); !s.ok()) return s;
   if (cancelled()) return absl::CancelledError("the client cancelled; no image was made");

@@ -28,8 +28,8 @@ void NetworkService::Fill(const SessionRecord& record, v1::NetworkPolicy* out) c
 
 grpc::Status NetworkService::Get(grpc::ServerContext* context, const v1::GetNetworkRequest* request,
                                  v1::NetworkPolicy* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -40,8 +40,8 @@ grpc::Status NetworkService::Get(grpc::ServerContext* context, const v1::GetNetw
 grpc::Status NetworkService::Change(grpc::ServerContext* context,
                                     const v1::ChangeNetworkRequest* request,
                                     v1::NetworkPolicy* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   double ttl = request->ttl_seconds();
   if (!std::isfinite(ttl) || ttl < 0 || ttl > 366.0 * 24 * 3600) {
@@ -76,8 +76,8 @@ grpc::Status NetworkService::Change(grpc::ServerContext* context,
 
 grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::NetworkLogRequest* request,
                                  grpc::ServerWriter<v1::NetworkEvent>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());

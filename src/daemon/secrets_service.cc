@@ -27,8 +27,8 @@ grpc::Status SecretsService::Fill(const Principal& who, const SessionRecord& rec
 grpc::Status SecretsService::List(grpc::ServerContext* context,
                                   const v1::ListSecretsRequest* request,
                                   v1::ListSecretsResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -37,8 +37,8 @@ grpc::Status SecretsService::List(grpc::ServerContext* context,
 
 grpc::Status SecretsService::Set(grpc::ServerContext* context, const v1::SetSecretsRequest* request,
                                  v1::ListSecretsResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->secrets().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to set: NAME=SOURCE@HOST"));
@@ -52,8 +52,8 @@ grpc::Status SecretsService::Set(grpc::ServerContext* context, const v1::SetSecr
 grpc::Status SecretsService::Remove(grpc::ServerContext* context,
                                     const v1::RemoveSecretsRequest* request,
                                     v1::ListSecretsResponse* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->names().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to remove"));

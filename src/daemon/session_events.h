@@ -39,6 +39,8 @@ struct SessionEvent {
 class SessionEventHub {
  public:
   static constexpr size_t kQueueEvents = 1024;
+  // Stands for every tenant (never a tenant's name: those are "uid:…", "cert:…", "oidc:…").
+  static constexpr const char* kEveryTenant = "*";
 
   // One watcher's queue; it stops receiving when the last reference goes.
   class Subscription {
@@ -51,7 +53,8 @@ class SessionEventHub {
    private:
     friend class SessionEventHub;
     bool Wants(const SessionEvent& e) const {
-      return e.tenant == tenant_ && (session_id_.empty() || e.session_id == session_id_);
+      return (tenant_ == kEveryTenant || e.tenant == tenant_) &&
+             (session_id_.empty() || e.session_id == session_id_);
     }
     void Push(const SessionEvent& e);
 

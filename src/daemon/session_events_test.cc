@@ -22,10 +22,12 @@ TEST(SessionEventsTest, TheStorePublishesCommittedChangesToTheirTenantOnly) {
   auto all_of_alice = hub.Subscribe(alice.Tenant(), "");
   auto one_of_alice = hub.Subscribe(alice.Tenant(), "s-a2");
   auto all_of_bob = hub.Subscribe(bob.Tenant(), "");
+  auto every_tenant = hub.Subscribe(SessionEventHub::kEveryTenant, "");
 
   SessionRecord a = NewSession("s-a", alice);
   ASSERT_TRUE((*store)->CreateSession(alice, a).ok());
   ASSERT_TRUE((*store)->CreateSession(alice, NewSession("s-a2", alice)).ok());
+  ASSERT_TRUE((*store)->CreateSession(bob, NewSession("s-b", bob)).ok());
   ASSERT_TRUE((*store)
                   ->SetSessionState(alice, alice.Tenant(), "s-a", SessionState::kPaused, "idle", 0,
                                     "session.pause")
@@ -71,7 +73,17 @@ TEST(SessionEventsTest, TheStorePublishesCommittedChangesToTheirTenantOnly) {
   ASSERT_TRUE(only.has_value());
   EXPECT_EQ(only->session_id, "s-a2");
   EXPECT_FALSE(one_of_alice->Next(absl::Now()).has_value());
+  std::optional<SessionEvent> bobs = all_of_bob->Next(absl::Now());
+  ASSERT_TRUE(bobs.has_value());
+  EXPECT_EQ(bobs->session_id, "s-b");
   EXPECT_FALSE(all_of_bob->Next(absl::Now()).has_value());  // nothing of another tenant
+  // Root's and the operators' watch: everyone's, each naming its tenant.
+  std::vector<std::string> everyone;
+  while (std::optional<SessionEvent> e = every_tenant->Next(absl::Now())) {
+    everyone.push_back(e->tenant + " " + e->session_id);
+  }
+  ASSERT_EQ(everyone.size(), 9u);
+  EXPECT_EQ(everyone[2], "uid:1002 s-b");
 }
 
 TEST(SessionEventsTest, ASlowWatcherLosesTheOldestAndIsToldHowMany) {

@@ -513,9 +513,9 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
   return *record;
 }
 
-net::EgressProxy::Counters SessionManager::EgressCounters(const Principal& who,
+net::EgressProxy::Counters SessionManager::EgressCounters(const std::string& tenant,
                                                           const std::string& id) {
-  std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
+  std::shared_ptr<LiveSession> live = FindLive(tenant, id);
   if (live == nullptr || live->egress == nullptr) return {};
   return live->egress->counters();
 }
@@ -767,7 +767,7 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
 
 RegistryAccess SessionManager::RegistryAccessFor(const Principal& who) const {
   // Root over the Unix socket is the operator; anyone else gets what the operator allowed.
-  bool op = who.IsOperator();
+  bool op = who.IsHostRoot();
   // A tenant's pull may take what is left of its images quota, and no more than one pull may.
   const Quota& quota = quotas_.For(who.Tenant());
   uint64_t images = ImageStore(paths_.images, who.ImageScope()).OwnBytes();
@@ -787,7 +787,7 @@ absl::StatusOr<std::vector<std::string>> SessionManager::ImagesInUse() const {
 }
 
 SessionManager::ImagesQuotaCheck SessionManager::CheckImagesQuotaAfter(const Principal& who) {
-  if (who.IsOperator()) return [](const ImageInfo&) { return absl::OkStatus(); };
+  if (who.IsHostRoot()) return [](const ImageInfo&) { return absl::OkStatus(); };
   ImageStore before(paths_.images, who.ImageScope());
   std::map<std::string, std::string> tags;  // the tenant's own, to digests
   for (const std::string& name : before.OwnNames()) {
@@ -899,13 +899,24 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
                    "; create a new one with `airlock session create`"));
 }
 
-std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const Principal& who) {
+std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const std::string& tenant) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<LiveSession>> out;
   for (auto& [id, live] : live_) {
-    if (live->record.tenant == who.Tenant()) out.push_back(live);
+    if (tenant == SessionEventHub::kEveryTenant || live->record.tenant == tenant) {
+      out.push_back(live);
+    }
   }
   return out;
+}
+
+absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Running(const std::string& tenant,
+                                                                     const std::string& id) {
+  if (std::shared_ptr<LiveSession> live = FindLive(tenant, id)) return live;
+  absl::StatusOr<SessionRecord> record = store_->GetSession(tenant, id);
+  if (!record.ok()) return record.status();
+  return absl::FailedPreconditionError(
+      absl::StrCat("session ", id, " is ", SessionStateName(record->state), ", not running"));
 }
 
 absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const std::string& id) {

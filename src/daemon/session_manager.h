@@ -33,6 +33,7 @@
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/quotas.h"
+#include "src/daemon/session_events.h"
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
@@ -134,7 +135,12 @@ class SessionManager {
   // must not free.
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> ImagesInUse() const;
   // Running sessions of the caller's tenant.
-  std::vector<std::shared_ptr<LiveSession>> LiveSessions(const Principal& who);
+  // The tenant's running sessions (SessionEventHub::kEveryTenant: every tenant's).
+  std::vector<std::shared_ptr<LiveSession>> LiveSessions(const std::string& tenant);
+  // The session if it runs now; never resumes it, and does not count as a use (for root and
+  // operators looking at another tenant's session).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Running(const std::string& tenant,
+                                                                     const std::string& id);
 
   const VmCounters& counters() const { return counters_; }
   // Off: every new session boots (no template). Call before Recover.
@@ -163,7 +169,7 @@ class SessionManager {
                                                            const std::vector<std::string>& remove,
                                                            const std::string& action);
   // Counters of a running session's egress proxy (zero when it is not running).
-  net::EgressProxy::Counters EgressCounters(const Principal& who, const std::string& id);
+  net::EgressProxy::Counters EgressCounters(const std::string& tenant, const std::string& id);
   // Stores the egress decisions a running session's proxy has made so far (nothing if not running).
   void FlushEgressEvents(const Principal& who, const std::string& id);
 

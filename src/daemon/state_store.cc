@@ -689,6 +689,26 @@ absl::StatusOr<std::vector<SessionRecord>> StateStore::ListSessions(const std::s
   return out;
 }
 
+absl::StatusOr<std::vector<SessionRecord>> StateStore::ListEveryTenantsSessions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns,
+                           " FROM sessions ORDER BY tenant, created_ms DESC, id")
+                  .c_str());
+  std::vector<SessionRecord> out;
+  while (q.Step()) out.push_back(ReadSession(q));
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<std::string> StateStore::SessionTenant(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT tenant FROM sessions WHERE id = ?");
+  q.Bind(1, id);
+  if (q.Step()) return q.Text(0);
+  if (!q.ok()) return q.status();
+  return absl::NotFoundError(absl::StrCat("no session ", id));
+}
+
 absl::StatusOr<std::vector<SessionRecord>> StateStore::SessionsInState(
     std::vector<SessionState> states) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -34,6 +34,8 @@ struct Principal {
   uint32_t gid = 0;
   std::string certificate;  // common name of a TLS client certificate; empty for Unix callers
   std::string oidc;         // ISSUER#SUBJECT of a verified bearer token (oidc_auth.h)
+  // Named by airlockd --operator (operators.h): reads every tenant's sessions, changes nothing.
+  bool read_only_operator = false;
   // A caller over the Unix socket, named by its uid.
   bool Local() const { return certificate.empty() && oidc.empty(); }
   // "uid:1000", "cert:NAME" or "oidc:ISSUER#SUBJECT"; every principal is its own tenant.
@@ -45,11 +47,13 @@ struct Principal {
   std::string Name() const {
     return Local() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid) : Tenant();
   }
-  // Root on this host (over the Unix socket): the operator, whose image tags and registry
-  // logins are the host's.
-  bool IsOperator() const { return Local() && uid == 0; }
-  // The image store's view for this principal (image_store.h): "" is the operator's.
-  std::string ImageScope() const { return IsOperator() ? "" : Tenant(); }
+  // Root on this host (over the Unix socket): the host's administrator, whose image tags and
+  // registry logins are the host's.
+  bool IsHostRoot() const { return Local() && uid == 0; }
+  // Root and the read-only operators see every tenant's sessions, VMs and the audit log.
+  bool SeesEveryTenant() const { return IsHostRoot() || read_only_operator; }
+  // The image store's view for this principal (image_store.h): "" is root's, the host's.
+  std::string ImageScope() const { return IsHostRoot() ? "" : Tenant(); }
 };
 
 // kPaused: the VM is gone but its snapshot is on disk; the next use resumes it.
@@ -212,6 +216,10 @@ class StateStore {
   [[nodiscard]] absl::StatusOr<SessionRecord> GetSession(const std::string& tenant,
                                                          const std::string& id);
   [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> ListSessions(const std::string& tenant);
+  // Every tenant's sessions, by tenant (for root and the read-only operators).
+  [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> ListEveryTenantsSessions();
+  // The tenant that holds session `id`; NOT_FOUND if none does.
+  [[nodiscard]] absl::StatusOr<std::string> SessionTenant(const std::string& id);
   // Sessions of every tenant in these states (for recovery at start-up).
   [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> SessionsInState(
       std::vector<SessionState> states);

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/operators.h"
 #include "src/daemon/state_store.h"
 
 namespace airlock {
@@ -31,11 +32,15 @@ class PeerRegistry {
   // Callers over TCP may name themselves with bearer tokens it verifies (set before serving).
   void set_oidc(std::shared_ptr<OidcAuthenticator> oidc) { oidc_ = std::move(oidc); }
   OidcAuthenticator* oidc() const { return oidc_.get(); }
+  // The read-only operators (operators.h; set before serving).
+  void set_operators(OperatorList operators) { operators_ = std::move(operators); }
+  const OperatorList& operators() const { return operators_; }
 
  private:
   mutable std::mutex mu_;
   std::map<int, Principal> peers_;
   std::shared_ptr<OidcAuthenticator> oidc_;
+  OperatorList operators_;
 };
 
 class UnixListener {

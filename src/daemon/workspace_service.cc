@@ -80,8 +80,8 @@ WorkspaceRecord FromProto(const v1::WorkspaceBase& base) {
 grpc::Status WorkspacesService::Upload(grpc::ServerContext* context,
                                        grpc::ServerReader<v1::WorkspaceUploadChunk>* reader,
                                        v1::WorkspaceUploadReply* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   v1::WorkspaceUploadChunk chunk;
   if (!reader->Read(&chunk) || !chunk.has_base()) {
     return ToGrpc(absl::InvalidArgumentError("an upload starts with the workspace's base"));
@@ -163,8 +163,8 @@ absl::StatusOr<v1::WorkspaceInfo> WorkspacesService::LoadBase(const SessionRecor
 grpc::Status WorkspacesService::Get(grpc::ServerContext* context,
                                     const v1::GetWorkspaceRequest* request,
                                     v1::WorkspaceInfo* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -178,8 +178,8 @@ grpc::Status WorkspacesService::Get(grpc::ServerContext* context,
 grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
                                      const v1::WorkspaceDiffRequest* request,
                                      grpc::ServerWriter<v1::WorkspaceChange>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -207,8 +207,8 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
 grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
                                        const v1::WorkspaceBundleRequest* request,
                                        grpc::ServerWriter<v1::WorkspaceBundleChunk>* writer) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
   if (request->branch().size() > 255) {
     return ToGrpc(absl::InvalidArgumentError("the branch name is over 255 bytes"));
@@ -247,8 +247,8 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
 grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
                                      grpc::ServerReader<v1::WorkspaceSyncChunk>* reader,
                                      v1::WorkspaceSyncReply* response) {
-  std::optional<Principal> who = Caller(context, peers_);
-  if (!who) return Unauthenticated();
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
   v1::WorkspaceSyncChunk chunk;
   if (!reader->Read(&chunk) || !chunk.has_base()) {
     return ToGrpc(absl::InvalidArgumentError("a sync starts with the session and the project"));
