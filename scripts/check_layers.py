@@ -23,6 +23,7 @@ MAY_USE = {
     "daemon": ["common", "image", "vm", "net", "secrets", "workspace"],
     "cli": ["common", "image", "vm", "net", "secrets", "workspace", "mcp"],
     "guest": ["common"],
+    "dashboard": ["common"],
     "testing": ["common", "image", "vm"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"src/([a-z_]+)/')

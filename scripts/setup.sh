@@ -11,7 +11,7 @@ packages=(
   libabsl-dev libgtest-dev libext2fs-dev libarchive-dev libssl-dev nlohmann-json3-dev libcli11-dev
   qemu-system-x86 linux-source-6.1 bc bison flex libelf-dev xz-utils mmdebstrap e2fsprogs
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libsqlite3-dev sqlite3
-  openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev
+  openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev libcpp-httplib-dev
   python3-grpcio python3-protobuf golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )

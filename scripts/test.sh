@@ -38,8 +38,8 @@ echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in h
 if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
   (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)
 fi
-if [ ! -d tests/timeline/node_modules/puppeteer-core ]; then
-  (cd tests/timeline && npm ci --no-audit --no-fund >/dev/null)
+if [ ! -d tests/pages/node_modules/puppeteer-core ]; then
+  (cd tests/pages && npm ci --no-audit --no-fund >/dev/null)
 fi
 # The TypeScript SDK: its packages, its stubs and types from the proto, its API reference.
 (cd sdk/js && { [ -d node_modules/@grpc/grpc-js ] || npm ci --no-audit --no-fund >/dev/null; } &&

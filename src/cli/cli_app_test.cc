@@ -27,6 +27,7 @@ void AddEverything(Cli& cli) {
   AddMcpCommand(cli);
   AddImageCommand(cli);
   AddAuditCommand(cli);
+  AddDashboardCommand(cli);
   AddDoctorCommand(cli);
   cli.AddCompletion();
 }

@@ -20,12 +20,6 @@ bool Answers(const std::shared_ptr<grpc::Channel>& channel, int millis) {
                                    std::chrono::milliseconds(millis));
 }
 
-std::string ExecutableDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? DirName(std::string(buf, static_cast<size_t>(n))) : ".";
-}
-
 // Starts airlockd in the background, detached from us and our terminal.
 absl::Status StartDaemon() {
   std::string daemon = ExecutableDir() + "/airlockd";

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   airlock::AddMcpCommand(cli);
   airlock::AddImageCommand(cli);
   airlock::AddAuditCommand(cli);
+  airlock::AddDashboardCommand(cli);
   airlock::AddDoctorCommand(cli);
   cli.AddCompletion();
   return cli.Run(std::vector<std::string>(argv + 1, argv + argc));

@@ -14,14 +14,14 @@ std::string Env(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? value : fallback;
 }
 
+}  // namespace
+
 std::string ExecutableDir() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return ".";
   return DirName(std::string(buf, static_cast<size_t>(n)));
 }
-
-}  // namespace
 
 HostPaths DefaultHostPaths() {
   HostPaths p;

@@ -19,6 +19,9 @@ struct HostPaths {
 
 HostPaths DefaultHostPaths();
 
+// The folder of the running program (airlockd and airlock-dashboard sit beside airlock).
+std::string ExecutableDir();
+
 // The image `airlock run` uses when none is named.
 inline constexpr char kDefaultImage[] = "airlock/bookworm-python";
 

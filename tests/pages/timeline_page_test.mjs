@@ -12,24 +12,14 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
+import { artifactsDir, privateHome } from './test_home.mjs';
 
 const [airlock, fixture] = process.argv.slice(2);
 assert.ok(airlock && fixture, 'give the airlock binary and timeline_page_fixture');
-const hostHome = process.env.AIRLOCK_HOME ?? '/var/lib/airlock';
-const here = path.dirname(fileURLToPath(import.meta.url));
-const artifacts = process.env.AIRLOCK_TEST_ARTIFACTS ?? path.join(here, '../../build/test-artifacts');
-fs.mkdirSync(artifacts, { recursive: true });
-
-const home = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-timelinetest-'));
-fs.chmodSync(home, 0o755);
-fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
-fs.mkdirSync(path.join(home, 'kernel'));
-fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
-const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_SOCKET: path.join(home, 'airlockd.sock') };
+const artifacts = artifactsDir();
+const { home, env } = privateHome('airlock-timelinetest-');
 const cli = (...args) => execFileSync(airlock, args, { env, encoding: 'utf8' });
 
 const browser = await puppeteer.launch({
