@@ -41,6 +41,9 @@ fi
 if [ ! -d tests/pages/node_modules/puppeteer-core ]; then
   (cd tests/pages && npm ci --no-audit --no-fund >/dev/null)
 fi
+if [ ! -d tests/otlp/node_modules/@opentelemetry/otlp-transformer ]; then
+  (cd tests/otlp && npm ci --no-audit --no-fund >/dev/null)
+fi
 # The TypeScript SDK: its packages, its stubs and types from the proto, its API reference.
 (cd sdk/js && { [ -d node_modules/@grpc/grpc-js ] || npm ci --no-audit --no-fund >/dev/null; } &&
   npm run --silent build && npm run --silent doc >/dev/null)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 
@@ -50,6 +51,44 @@ absl::Status StartDaemon() {
   return absl::OkStatus();
 }
 
+// Sends $TRACEPARENT (W3C Trace Context, as CI systems and tracing wrappers set it) with every
+// call, so that airlockd's spans join the caller's trace. Only a value of the right shape is
+// sent; airlockd checks it again.
+class TraceparentFromEnvironment : public grpc::experimental::Interceptor {
+ public:
+  explicit TraceparentFromEnvironment(std::string value) : value_(std::move(value)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("traceparent", value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::string value_;
+};
+
+class TraceparentInterceptors : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TraceparentInterceptors(std::string value) : value_(std::move(value)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TraceparentFromEnvironment(value_);
+  }
+
+ private:
+  std::string value_;
+};
+
+bool LooksLikeTraceparent(const std::string& v) {
+  if (v.size() < 55 || v.size() > 512) return false;
+  for (char c : v) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-')) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string DaemonSocketPath() {
@@ -61,8 +100,13 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   std::string socket = DaemonSocketPath();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> traced;
+  const char* traceparent = std::getenv("TRACEPARENT");
+  if (traceparent != nullptr && LooksLikeTraceparent(traceparent)) {
+    traced.push_back(std::make_unique<TraceparentInterceptors>(traceparent));
+  }
+  std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+      "unix:" + socket, grpc::InsecureChannelCredentials(), args, std::move(traced));
   if (!Answers(channel, 300)) {
     if (geteuid() != 0) {
       struct stat st;

@@ -18,12 +18,14 @@
 #include "src/common/byte_size.h"
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
+#include "src/common/process_stats.h"
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/daemon_log.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/timeline.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_to_ext4.h"
+#include "src/telemetry/tracer.h"
 
 namespace airlock {
 namespace {
@@ -623,39 +625,6 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
   }
 }
 
-namespace {
-
-// utime + stime of a process, in clock ticks; 0 if it is gone.
-uint64_t ProcessTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  size_t paren = line.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(line.substr(paren + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; fields >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) {
-      stime = std::strtoull(field.c_str(), nullptr, 10);
-      break;
-    }
-  }
-  return utime + stime;
-}
-
-uint64_t ProcessRss(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-  }
-  return 0;
-}
-
-}  // namespace
-
 grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
                               v1::ListVmsResponse* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
@@ -746,9 +715,14 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
   };
   RegistryAccess access = sessions_->RegistryAccessFor(*who);
   SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(*who);
+  telemetry::Span span("pull");
+  span.SetAttribute("airlock.image", ref);
+  sessions_->counters().image_pulls++;
   absl::StatusOr<ImageInfo> info = request->if_missing()
                                        ? images.ResolveOrPull(ref, progress, access)
                                        : images.Pull(ref, progress, access);
+  if (!info.ok()) span.SetError(std::string(info.status().message()));
+  span.End();
   if (info.ok()) {
     if (absl::Status s = within_quota(*info); !s.ok()) info = s;
   }

@@ -13,10 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/daemon_log.h"
+#include "src/daemon/daemon_telemetry.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -33,6 +35,7 @@ constexpr char kUsage[] =
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
+    "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -74,6 +77,12 @@ constexpr char kUsage[] =
     "                   nothing (the dashboard connects as one). PRINCIPAL is uid:UID,\n"
     "                   cert:COMMON-NAME, oidc:ISSUER#SUBJECT or oidc-group:NAME\n"
     "                   (or $AIRLOCK_OPERATORS, entries separated by spaces)\n"
+    "  --otlp-endpoint URL  send OpenTelemetry metrics, traces (a span per call, continuing\n"
+    "                   a caller's traceparent) and the audit log as logs to this OTLP/HTTP\n"
+    "                   collector, like http://collector:4318 (or $OTEL_EXPORTER_OTLP_ENDPOINT).\n"
+    "                   Never waits for it: what it cannot take is dropped and counted\n"
+    "  --otlp-header NAME=VALUE  a header for every request to it (an API key); repeatable\n"
+    "  --otlp-interval D  how often metrics and logs are sent (default 10s)\n"
     "Pulls airlockd makes for users other than root never use the host's registry logins, and\n"
     "reach registries on loopback, private or link-local addresses only with\n"
     "AIRLOCK_REGISTRY_ALLOW_INTERNAL=1.\n";
@@ -119,6 +128,9 @@ int main(int argc, char** argv) {
   std::string group = "airlock";
   std::string tcp, cert, key, client_ca;
   airlock::OperatorList operators;
+  airlock::DaemonTelemetry::Options otlp;
+  otlp.version = AIRLOCK_VERSION;
+  if (const char* env_otlp = std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) otlp.endpoint = env_otlp;
   if (const char* env_operators = std::getenv("AIRLOCK_OPERATORS")) {
     for (absl::string_view entry : absl::StrSplit(env_operators, ' ', absl::SkipEmpty())) {
       if (absl::Status s = operators.Add(entry); !s.ok()) {
@@ -184,6 +196,22 @@ int main(int argc, char** argv) {
       ok = value(&entry);
       if (ok) {
         if (absl::Status s = operators.Add(entry); !s.ok()) return Fail(std::string(s.message()));
+      }
+    } else if (arg == "--otlp-endpoint") {
+      ok = value(&otlp.endpoint);
+    } else if (arg == "--otlp-header") {
+      std::string header;
+      ok = value(&header);
+      size_t eq = header.find('=');
+      if (ok && (eq == std::string::npos || eq == 0)) {
+        return Fail("--otlp-header NAME=VALUE, like --otlp-header x-api-key=KEY");
+      }
+      if (ok) otlp.headers.emplace_back(header.substr(0, eq), header.substr(eq + 1));
+    } else if (arg == "--otlp-interval") {
+      std::string interval;
+      ok = value(&interval);
+      if (ok && !absl::ParseDuration(interval, &otlp.interval)) {
+        return Fail("--otlp-interval takes a duration like 10s or 1m");
       }
     } else if (arg == "--no-templates")
       templates = false;
@@ -261,6 +289,13 @@ int main(int argc, char** argv) {
   }
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
+  std::unique_ptr<airlock::DaemonTelemetry> telemetry;
+  if (!otlp.endpoint.empty()) {
+    absl::StatusOr<std::unique_ptr<airlock::DaemonTelemetry>> t =
+        airlock::DaemonTelemetry::Create(otlp, store->get(), &sessions);
+    if (!t.ok()) return Fail(std::string(t.status().message()));
+    telemetry = *std::move(t);
+  }
   airlock::PeerRegistry peers;
   peers.set_operators(std::move(operators));
   airlock::WorkspaceUploads uploads;
@@ -282,6 +317,11 @@ int main(int argc, char** argv) {
   builder.RegisterService(&workspaces_service);
   builder.RegisterService(&audit_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
+  if (telemetry) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> spans;
+    spans.push_back(telemetry->CallSpans());
+    builder.experimental().SetInterceptorCreators(std::move(spans));
+  }
   if (!tcp.empty()) {
     absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(cert, 1 << 20);
     absl::StatusOr<std::string> key_pem = airlock::ReadFileToString(key, 1 << 20);

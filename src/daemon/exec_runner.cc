@@ -16,6 +16,7 @@
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/daemon_log.h"
+#include "src/telemetry/tracer.h"
 
 namespace airlock {
 namespace {
@@ -185,6 +186,7 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
 }
 
 absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, ExecClient& client) {
+  telemetry::Span span("exec");
   // Without a session, this command gets one of its own for its lifetime (`airlock run`).
   std::string session_id = start.session_id();
   struct OneShot {
@@ -270,6 +272,17 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
     return (started.status());
   }
   std::shared_ptr<ExecStream> exec(std::move(*started));
+  span.SetAttribute("airlock.session.id", (*live)->record.id);
+  span.SetAttribute("airlock.exec.id", *exec_id);
+  // Counted and timed from the start in the guest to this call's return.
+  struct Timed {
+    VmCounters& counters;
+    absl::Time started = absl::Now();
+    ~Timed() {
+      counters.execs++;
+      counters.exec_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - started));
+    }
+  } timed{sessions_->counters()};
   LogBatch logs(store_, (*live)->record, *exec_id);
   // An agent's transcripts are read while it runs, and once more after (Stop, as this call
   // returns; before the session handle goes).

@@ -19,10 +19,21 @@
 #include "src/daemon/daemon_log.h"
 #include "src/image/image_store.h"
 #include "src/image/registry_client.h"
+#include "src/telemetry/tracer.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
 
 namespace airlock {
+
+namespace {
+
+// A file's size, 0 if it cannot be read (for the snapshot bytes counted).
+uint64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
 namespace {
 
 constexpr uint32_t kMaxForks = 64;
@@ -310,19 +321,34 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
       use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
                      : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
   if (tpl.ok()) {
+    telemetry::Span span("restore");
+    span.SetAttribute("airlock.session.id", s.id);
+    absl::Time started = absl::Now();
     absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
     if (!disk.ok()) return disk.status();
     if (absl::Status c = CopyDisk(tpl->files.disk.get(), disk->get()); !c.ok()) return c;
     vm = RestoreVm(*driver_, paths_, image, tpl->files.state.get(), tpl->manifest, *std::move(disk),
                    options);
-    if (vm.ok()) counters_.restores++;
-    // A template that does not restore is made again next time; this session boots.
-    if (!vm.ok()) templates_->Discard(tpl->dir);
+    if (vm.ok()) {
+      counters_.restores++;
+      counters_.restore_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - started));
+    } else {
+      // A template that does not restore is made again next time; this session boots.
+      span.SetError(std::string(vm.status().message()));
+      templates_->Discard(tpl->dir);
+    }
   }
   if (!vm.ok()) {
+    telemetry::Span span("boot");
+    span.SetAttribute("airlock.session.id", s.id);
+    absl::Time started = absl::Now();
     counters_.boots++;
     vm = LaunchVm(*driver_, paths_, image, options);
-    if (!vm.ok()) return vm.status();
+    if (!vm.ok()) {
+      span.SetError(std::string(vm.status().message()));
+      return vm.status();
+    }
+    counters_.boot_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - started));
   }
   s.state = SessionState::kRunning;
   s.pid = vm->vm->pid();
@@ -667,7 +693,15 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   bool had = images.Resolve(name).status().code() != absl::StatusCode::kNotFound;
   // Only a pull adds to the images quota: an image already there costs the create nothing.
   ImagesQuotaCheck within_quota = had ? nullptr : CheckImagesQuotaAfter(who);
+  std::optional<telemetry::Span> pull;
+  if (!had) {
+    pull.emplace("pull");
+    pull->SetAttribute("airlock.image", name);
+    counters_.image_pulls++;
+  }
   absl::StatusOr<ImageInfo> info = images.ResolveOrPull(name, nullptr, RegistryAccessFor(who));
+  if (pull && !info.ok()) pull->SetError(std::string(info.status().message()));
+  pull.reset();
   if (!had && info.ok()) {
     if (absl::Status s = within_quota(*info); !s.ok()) info = s;
   }
@@ -947,10 +981,13 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   SnapshotManifest manifest =
       DescribeVm(paths_, record.id, record.image_digest, record.limits.vcpus,
                  record.limits.memory_bytes, *live->vm);
+  telemetry::Span span("snapshot");
+  span.SetAttribute("airlock.session.id", record.id);
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest, key_,
                    SnapshotDisk::kLink);
   if (!taken.ok()) {
+    span.SetError(std::string(taken.status().message()));
     // Nothing was written; the VM goes on if it still can.
     if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok()) {
       Retire(record.id, SessionState::kFailed,
@@ -960,6 +997,8 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                             ": ", taken.status().message()));
   }
   counters_.snapshots++;
+  counters_.snapshot_bytes += FileBytes(SessionDir(record.id) + "/snapshot/" + kSnapshotStateFile);
+  span.End();
   // A resumed session's disk had a name of its own; the snapshot holds it now.
   unlink(LiveDiskPath(record.id).c_str());
   {
@@ -1020,7 +1059,11 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   }
   std::string dir = SessionDir(record.id) + "/snapshot";
   SnapshotFiles files;
+  telemetry::Span verify("verify");  // the manifest's signature and every file's digest
+  verify.SetAttribute("airlock.session.id", record.id);
   absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
+  if (!manifest.ok()) verify.SetError(std::string(manifest.status().message()));
+  verify.End();
   if (!manifest.ok()) {
     // Never loaded: the session cannot come back, and says why.
     std::string why(manifest.status().message());
@@ -1050,10 +1093,14 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   absl::StatusOr<UniqueFd> disk = ReopenFile(files.disk.get(), /*writable=*/true);
   if (!disk.ok()) return disk.status();
   if (rename(disk_path.c_str(), live_path.c_str()) != 0) return ErrnoStatus("rename", disk_path);
+  telemetry::Span restore("restore");
+  restore.SetAttribute("airlock.session.id", record.id);
+  absl::Time restore_started = absl::Now();
   absl::StatusOr<LaunchedVm> vm =
       RestoreVm(*driver_, paths_, *image, files.state.get(), *manifest, *std::move(disk),
                 OptionsFor(record, SessionDir(record.id)));
   if (!vm.ok()) {
+    restore.SetError(std::string(vm.status().message()));
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
     // disk no longer matches and verification will refuse it).
     if (rename(live_path.c_str(), disk_path.c_str()) != 0) {
@@ -1066,6 +1113,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
                                                          ": ", vm.status().message()));
   }
   counters_.restores++;
+  counters_.restore_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - restore_started));
+  restore.End();
   // op:// sources are read again: a rotated secret takes effect (its placeholder stays).
   if (absl::Status refreshed = secrets_->Refresh(record.id, record.secrets); !refreshed.ok()) {
     LogRecord event{.unix_ms = NowUnixMs(),
@@ -1149,6 +1198,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                                                             taken.status().message()));
   }
   counters_.snapshots++;
+  counters_.snapshot_bytes += FileBytes(dir + "/" + kSnapshotStateFile);
   absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
   LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
   return forks;

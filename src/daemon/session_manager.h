@@ -142,7 +142,7 @@ class SessionManager {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Running(const std::string& tenant,
                                                                      const std::string& id);
 
-  const VmCounters& counters() const { return counters_; }
+  VmCounters& counters() { return counters_; }
   // Off: every new session boots (no template). Call before Recover.
   void set_use_templates(bool on) { use_templates_ = on; }
 

@@ -492,6 +492,25 @@ absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditSince(int64_t since_ms
   return out;
 }
 
+absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditAfter(int64_t seq, size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?")
+             .c_str());
+  q.Bind(1, seq).Bind(2, static_cast<int64_t>(limit));
+  std::vector<AuditRecord> out;
+  while (q.Step()) out.push_back(ReadAudit(q));
+  if (!q.ok()) return q.status();
+  return out;
+}
+
+absl::StatusOr<int64_t> StateStore::LastAuditSeq() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT COALESCE(MAX(seq), 0) FROM audit");
+  if (q.Step()) return q.Int(0);
+  return q.status();
+}
+
 absl::StatusOr<AuditCheck> StateStore::VerifyAudit() {
   std::lock_guard<std::mutex> lock(mu_);
   // A read transaction: one consistent view of the log and its sequence, however long it is.

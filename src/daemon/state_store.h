@@ -299,6 +299,9 @@ class StateStore {
   // Every tenant's records from since_ms on: the newest `limit`, oldest first (the operator's
   // `airlock audit`).
   [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditSince(int64_t since_ms, size_t limit);
+  // Records after `seq`, oldest first, at most `limit` (the OTLP log export follows the log).
+  [[nodiscard]] absl::StatusOr<std::vector<AuditRecord>> AuditAfter(int64_t seq, size_t limit);
+  [[nodiscard]] absl::StatusOr<int64_t> LastAuditSeq();
   // Walks the whole chain: every record's hash against its content and the one before it, no
   // number missing, none removed from the end (SQLite's AUTOINCREMENT counter). Detects what was
   // done to the database alone; someone who rewrites every hash after a change (with this

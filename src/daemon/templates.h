@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/telemetry/metrics.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
@@ -27,10 +28,17 @@ struct VmShape {
   uint64_t disk_bytes = 1ull << 30;
 };
 
+// What airlockd's VMs did since it started (airlock ps, and the OTLP metrics).
 struct VmCounters {
   std::atomic<uint64_t> boots{0};
   std::atomic<uint64_t> restores{0};
   std::atomic<uint64_t> snapshots{0};
+  std::atomic<uint64_t> snapshot_bytes{0};  // memory state written by pauses and forks
+  std::atomic<uint64_t> execs{0};
+  std::atomic<uint64_t> image_pulls{0};
+  telemetry::Histogram boot_ms{telemetry::LatencyBoundsMs()};
+  telemetry::Histogram restore_ms{telemetry::LatencyBoundsMs()};
+  telemetry::Histogram exec_ms{telemetry::LatencyBoundsMs()};
 };
 
 class Templates {
