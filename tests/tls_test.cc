@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "src/testing/test_jwt.h"
 #include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
+#include "tests/loopback_http_server.h"
 #include "tests/test_certs.h"
 
 namespace airlock {
@@ -293,6 +295,58 @@ TEST(TlsTest, BearerTokensOfTheProviderNameTheirSubjectAndBadOnesAreRefused) {
     EXPECT_NE(audit.out.find(why), std::string::npos) << why << "\n" << audit.out;
   }
   EXPECT_NE(audit.out.find("auth.refuse"), std::string::npos) << audit.out;
+}
+
+// The provider's key set from its https:// jwks_uri (a server of the test's own on loopback,
+// whose CA is given with --oidc-jwks-ca): fetched at start, and again when a token names a key
+// the set lacked (a rotation).
+TEST(TlsTest, TheProvidersKeysAreFetchedOverHttpsAndARotationIsTakenUp) {
+  testing::TempDir idp;
+  MakeTestCa(idp.path());
+  Issue(idp.path(), "idp", "localhost");
+  testing::Pkey rsa = testing::NewRsaKey(), next = testing::NewP256Key();
+  std::mutex mu;
+  std::string served = nlohmann::json({{"keys", {testing::Jwk(rsa.get(), "k1")}}}).dump();
+  int fetches = 0;
+  LoopbackHttpServer provider(
+      [&](const std::string& path) -> std::optional<std::string> {
+        if (path != "/jwks") return std::nullopt;
+        std::lock_guard<std::mutex> lock(mu);
+        ++fetches;
+        return served;
+      },
+      0, idp.path(), "idp");
+  std::string url = "https://localhost:" + std::to_string(provider.port()) + "/jwks";
+  TcpDaemon daemon(/*certificates=*/false,
+                   {"--oidc-issuer", "https://idp.test", "--oidc-audience", "airlock",
+                    "--oidc-jwks", url, "--oidc-jwks-ca", idp.File("ca.pem")});
+  auto channel = daemon.Connect(/*with_certificate=*/false);
+  ASSERT_TRUE(
+      channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
+  int64_t now = time(nullptr);
+  auto token = [&](EVP_PKEY* key, const std::string& alg, const std::string& kid,
+                   const std::string& sub) {
+    return testing::SignJwt(
+        key, {{"alg", alg}, {"kid", kid}},
+        {{"iss", "https://idp.test"}, {"aud", "airlock"}, {"sub", sub}, {"exp", now + 600}});
+  };
+  auto tenant = [&](const std::string& jwt) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    c.AddMetadata("authorization", "Bearer " + jwt);
+    v1::QuotaReport report;
+    grpc::Status status = v1::Sessions::NewStub(channel)->Quota(&c, {}, &report);
+    return status.ok() ? report.tenant() : "refused: " + status.error_message();
+  };
+  EXPECT_EQ(tenant(token(rsa.get(), "RS256", "k1", "alice")), "oidc:https://idp.test#alice");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(fetches, 1);  // at start; the cached set serves every call after
+    served = nlohmann::json({{"keys", {testing::Jwk(next.get(), "k2")}}}).dump();
+  }
+  EXPECT_EQ(tenant(token(next.get(), "ES256", "k2", "bob")), "oidc:https://idp.test#bob");
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(fetches, 2);
 }
 
 }  // namespace

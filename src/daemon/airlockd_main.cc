@@ -32,7 +32,8 @@ constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
     "                [--log-level debug|info|warning|error]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]\n"
-    "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE]]\n"
+    "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
+    "                  [--oidc-jwks-ca PEM]]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
@@ -49,8 +50,10 @@ constexpr char kUsage[] =
     "                   common name is the tenant: cert:NAME), or a bearer token from an OpenID\n"
     "                   Connect provider, or either\n"
     "  --oidc-issuer URL  the provider's issuer (the tokens' iss); with --oidc-audience ID (the\n"
-    "                   tokens' aud) and --oidc-jwks FILE (the provider's keys, from its\n"
-    "                   jwks_uri; read again when a token names a key it lacks). Tokens are\n"
+    "                   tokens' aud) and --oidc-jwks FILE|URL (the provider's keys: its\n"
+    "                   https:// jwks_uri, or a file saved from it; read again, at most every\n"
+    "                   30 s, when a token names a key it lacks; --oidc-jwks-ca PEM verifies\n"
+    "                   the provider's certificate instead of the host's CA store). Tokens are\n"
     "                   JWTs signed RS256 or ES256, sent as `authorization: Bearer JWT`; the\n"
     "                   tenant is oidc:ISSUER#SUBJECT. Refused tokens are audited\n"
     "  --egress-ceiling FILE  what sessions may ever be allowed to reach: lines of\n"
@@ -178,7 +181,9 @@ int main(int argc, char** argv) {
     else if (arg == "--oidc-audience")
       ok = value(&oidc.settings.audience);
     else if (arg == "--oidc-jwks")
-      ok = value(&oidc.jwks_file);
+      ok = value(&oidc.jwks);
+    else if (arg == "--oidc-jwks-ca")
+      ok = value(&oidc.jwks_ca);
     else if (arg == "--egress-ceiling")
       ok = value(&ceiling_file);
     else if (arg == "--egress-hosts")
@@ -234,7 +239,7 @@ int main(int argc, char** argv) {
   }
   airlock::SetLogLevel(*level);
   bool use_oidc =
-      !oidc.settings.issuer.empty() || !oidc.settings.audience.empty() || !oidc.jwks_file.empty();
+      !oidc.settings.issuer.empty() || !oidc.settings.audience.empty() || !oidc.jwks.empty();
   if (!tcp.empty() && (cert.empty() || key.empty() || (client_ca.empty() && !use_oidc))) {
     return Fail(
         "refusing to listen on TCP without TLS and a way to know each caller: give --tls-cert, "

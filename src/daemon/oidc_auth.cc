@@ -1,6 +1,9 @@
 #include "src/daemon/oidc_auth.h"
 
+#include <curl/curl.h>
 #include <time.h>
+
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,12 +16,59 @@ namespace {
 constexpr int64_t kRereadSeconds = 30;
 constexpr int kMaxRefusalRecordsPerMinute = 30;
 
-absl::StatusOr<std::shared_ptr<const Jwks>> ReadKeys(const std::string& file) {
-  absl::StatusOr<std::string> text = ReadFileToString(file, kMaxJwksBytes);
+size_t Collect(char* data, size_t size, size_t n, void* out) {
+  std::string* body = static_cast<std::string*>(out);
+  if (body->size() + size * n > kMaxJwksBytes) return 0;  // ends the transfer: too large
+  body->append(data, size * n);
+  return size * n;
+}
+
+// The provider's jwks_uri over HTTPS: verified against the host's CA store (or `ca_file`), no
+// redirects, at most kMaxJwksBytes, within 10 s.
+absl::StatusOr<std::string> FetchKeys(const std::string& url, const std::string& ca_file) {
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return absl::InternalError("curl_easy_init failed");
+  std::string body;
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+  CURLcode result = curl_easy_perform(c);
+  if (result == CURLE_WRITE_ERROR) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(url, ": the key set is over ", kMaxJwksBytes, " bytes"));
+  }
+  if (result != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("fetching the provider's keys from ", url, ": ", curl_easy_strerror(result)));
+  }
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 200) {
+    return absl::UnavailableError(
+        absl::StrCat("fetching the provider's keys from ", url, ": HTTP ", status));
+  }
+  return body;
+}
+
+// The key set from its file, or from its https:// URL.
+absl::StatusOr<std::shared_ptr<const Jwks>> ReadKeys(const std::string& source,
+                                                     const std::string& ca_file) {
+  if (absl::StartsWith(source, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--oidc-jwks ", source, ": the provider's keys must come over https:// (or from a file)"));
+  }
+  absl::StatusOr<std::string> text = absl::StartsWith(source, "https://")
+                                         ? FetchKeys(source, ca_file)
+                                         : ReadFileToString(source, kMaxJwksBytes);
   if (!text.ok()) return text.status();
   absl::StatusOr<Jwks> keys = Jwks::Parse(*text);
   if (!keys.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": ", keys.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", keys.status().message()));
   }
   return std::make_shared<const Jwks>(*std::move(keys));
 }
@@ -31,7 +81,7 @@ absl::StatusOr<std::shared_ptr<OidcAuthenticator>> OidcAuthenticator::Create(Opt
         "OIDC needs --oidc-issuer (the provider's issuer URL) and --oidc-audience (the client "
         "id its tokens are issued for)");
   }
-  absl::StatusOr<std::shared_ptr<const Jwks>> keys = ReadKeys(options.jwks_file);
+  absl::StatusOr<std::shared_ptr<const Jwks>> keys = ReadKeys(options.jwks, options.jwks_ca);
   if (!keys.ok()) return keys.status();
   std::shared_ptr<OidcAuthenticator> out(new OidcAuthenticator(std::move(options)));
   out->keys_ = *keys;
@@ -39,14 +89,17 @@ absl::StatusOr<std::shared_ptr<OidcAuthenticator>> OidcAuthenticator::Create(Opt
 }
 
 std::shared_ptr<const Jwks> OidcAuthenticator::Keys(bool reread) {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t now = time(nullptr);
-  if (reread && now - reread_unix_ >= kRereadSeconds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t now = time(nullptr);
+    if (!reread || now - reread_unix_ < kRereadSeconds) return keys_;
     reread_unix_ = now;
-    absl::StatusOr<std::shared_ptr<const Jwks>> fresh = ReadKeys(options_.jwks_file);
-    // A file being rewritten keeps the keys there were.
-    if (fresh.ok()) keys_ = *fresh;
   }
+  // Read outside the lock: other calls go on with the keys there are while a fetch waits.
+  absl::StatusOr<std::shared_ptr<const Jwks>> fresh = ReadKeys(options_.jwks, options_.jwks_ca);
+  std::lock_guard<std::mutex> lock(mu_);
+  // A file being rewritten, or a provider that does not answer, keeps the keys there were.
+  if (fresh.ok()) keys_ = *fresh;
   return keys_;
 }
 

@@ -26,7 +26,10 @@ class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
  public:
   struct Options {
     OidcSettings settings;
-    std::string jwks_file;               // the provider's keys (its jwks_uri, saved)
+    // The provider's keys: a file (its jwks_uri, saved) or its https:// jwks_uri itself. Read
+    // again, at most every 30 s, when a token names a key it lacks (the provider rotated).
+    std::string jwks;
+    std::string jwks_ca;  // PEM CAs for an https:// key set, instead of the host's store
     bool certificates_accepted = false;  // the listener also verifies client certificates
     // Told of refused tokens: each reason at most once a minute, at most 30 in a minute in
     // all (the next one says how many were left out).
@@ -43,8 +46,8 @@ class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
 
  private:
   explicit OidcAuthenticator(Options options) : options_(std::move(options)) {}
-  // The key set; read again from its file (at most every 30 s) when a token names a key it
-  // does not hold: the provider rotated its keys.
+  // The key set; read again from its file or URL (at most every 30 s) when a token names a key
+  // it does not hold: the provider rotated its keys.
   std::shared_ptr<const Jwks> Keys(bool reread);
   absl::StatusOr<OidcIdentity> Verify(absl::string_view token);
   void Refused(const std::string& why);

@@ -24,7 +24,7 @@ TEST(OidcAuthenticatorTest, RefusalsReachTheAuditLogBoundedByReasonAndInAll) {
   std::vector<std::string> records;
   absl::StatusOr<std::shared_ptr<OidcAuthenticator>> auth = OidcAuthenticator::Create(
       {.settings = {.issuer = "https://idp.test", .audience = "airlock"},
-       .jwks_file = jwks,
+       .jwks = jwks,
        .refused = [&](const std::string& why) { records.push_back(why); }});
   ASSERT_TRUE(auth.ok()) << auth.status();
   auto call = [&](const std::string& authorization) {
@@ -45,6 +45,24 @@ TEST(OidcAuthenticatorTest, RefusalsReachTheAuditLogBoundedByReasonAndInAll) {
   }
   EXPECT_EQ(records.size(), 30u);  // every reason differs: 30 a minute in all
   EXPECT_NE(records[1].find("algorithm \"x0\""), std::string::npos) << records[1];
+}
+
+// The key set comes from a file or over HTTPS, never plain HTTP; one that cannot be had stops
+// airlockd from starting, saying why.
+TEST(OidcAuthenticatorTest, KeysComeFromAFileOrHttpsOnly) {
+  auto create = [](const std::string& jwks) {
+    return OidcAuthenticator::Create(
+        {.settings = {.issuer = "https://idp.test", .audience = "airlock"}, .jwks = jwks});
+  };
+  absl::StatusOr<std::shared_ptr<OidcAuthenticator>> http = create("http://idp.test/jwks");
+  EXPECT_EQ(http.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(http.status().message().find("must come over https://"), std::string::npos);
+  absl::StatusOr<std::shared_ptr<OidcAuthenticator>> down =
+      create("https://127.0.0.1:9/jwks");  // nothing listens there
+  EXPECT_FALSE(down.ok());
+  EXPECT_NE(down.status().message().find("fetching the provider's keys from"), std::string::npos)
+      << down.status();
+  EXPECT_FALSE(create("/nonexistent/jwks.json").ok());
 }
 
 }  // namespace
