@@ -75,15 +75,16 @@ function bytes(n) {
   return (i === 0 ? n : n.toFixed(1)) + ' ' + units[i];
 }
 
-// A sparkline of samples [[ms, cpu, rss]] over the window, of column `column`.
-function spark(samples, column, now, windowMs, max, label) {
+// A sparkline of samples [[ms, cpu, rss]] over the window, of column `column`; the last value
+// beside it while the VM runs (a paused or stopped session's line is its past).
+function spark(samples, column, now, windowMs, max, label, running) {
   const w = 160, h = 28;
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('width', w);
   svg.setAttribute('height', h);
   svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
   svg.setAttribute('role', 'img');
-  const last = samples.length ? samples[samples.length - 1][column] : null;
+  const last = samples.length && running ? samples[samples.length - 1][column] : null;
   svg.setAttribute('aria-label', last === null ? 'no samples' : label(last));
   if (samples.length) {
     const top = Math.max(max(samples.map((s) => s[column])), 1e-9);
@@ -135,10 +136,11 @@ function render(state) {
     row.appendChild(el('td', s.image));
     const st = el('td', s.state + (s.reason ? ' (' + s.reason + ')' : ''), 'state ' + s.state);
     row.appendChild(st);
+    const running = s.state === 'running';
     row.appendChild(spark(s.samples, 1, now, state.window_ms, (v) => Math.max(100, ...v),
-                          (v) => v.toFixed(0) + '%'));
+                          (v) => v.toFixed(0) + '%', running));
     row.appendChild(spark(s.samples, 2, now, state.window_ms, (v) => Math.max(...v),
-                          (v) => bytes(v)));
+                          (v) => bytes(v), running));
     row.appendChild(el('td', ago(s.last_used_ms, now)));
     return row;
   }));
