@@ -243,6 +243,11 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
       absl::StrCat("HOSTNAME=", (*live)->record.hostname)};
   if (start.tty()) base.push_back("TERM=xterm");  // the client says which, normally
+  // A traced call hands its trace on to the command (W3C's TRACEPARENT, which the command's
+  // own env may override), so that what runs in the guest can join it.
+  if (span.recording()) {
+    base.push_back("TRACEPARENT=" + telemetry::FormatTraceparent(span.context()));
+  }
   request.env = MergeEnv({base,
                           image.env,
                           SessionSecrets::GuestEnv(current->secrets),

@@ -118,6 +118,10 @@ void Span::End() {
   tracer->Finish(std::move(span_));
 }
 
+SpanContext Span::context() const {
+  return state_ ? SpanContext{state_->trace_id, state_->span_id, true} : SpanContext{};
+}
+
 void Span::SetAttribute(const std::string& key, const std::string& value) {
   if (state_ == nullptr) return;
   otlp::v1::AnyValue v;

@@ -63,6 +63,8 @@ class Span {
   // Ends it now (the destructor then does nothing). May be called on another thread than the
   // one that made it: that thread then simply has no current span from this one.
   void End();
+  // Its own context, for work it hands on (a command's TRACEPARENT); empty when not recording.
+  SpanContext context() const;
 
   // What children need of a span; the thread's current span is held weakly, so a span that
   // ended anywhere is never reached again.

@@ -95,7 +95,9 @@ let id;
 test('a trace of create and exec continues the caller\'s traceparent', async () => {
   await until('airlockd', () => fs.existsSync(socket));
   id = cli(['session', 'create'], { TRACEPARENT: traceparent }).trim();
-  assert.equal(cli(['exec', id, '--', 'echo', 'traced'], { TRACEPARENT: traceparent }), 'traced\n');
+  // The command itself gets the trace, as its exec span's child: W3C's TRACEPARENT.
+  const inGuest = cli(['exec', id, '--', 'sh', '-c', 'echo "$TRACEPARENT"'], { TRACEPARENT: traceparent }).trim();
+  assert.match(inGuest, new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
   const ours = () => allSpans().filter((s) => hex(s.traceId) === traceId);
   const spans = await until('the spans of create and exec', () => {
     const s = ours();
@@ -115,6 +117,7 @@ test('a trace of create and exec continues the caller\'s traceparent', async () 
   assert.equal(hex(start.parentSpanId), hex(create[0].spanId));
   assert.equal(attrs(start.attributes)['airlock.session.id'], id);
   const exec = byName('exec')[0];
+  assert.equal(inGuest.split('-')[2], hex(exec.spanId));
   const execCall = byName('airlock.v1.Sessions/Exec')[0];
   assert.equal(hex(exec.parentSpanId), hex(execCall.spanId));
   assert.equal(hex(execCall.parentSpanId), callerSpan);
