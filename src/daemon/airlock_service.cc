@@ -126,7 +126,7 @@ absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegi
 }
 
 std::string TenantForLookup(const Principal& who, StateStore& store, const std::string& id) {
-  if (!who.SeesEveryTenant()) return who.Tenant();
+  if (!who.read_only_operator) return who.Tenant();
   absl::StatusOr<std::string> owner = store.SessionTenant(id);
   return owner.ok() ? *owner : who.Tenant();
 }

@@ -234,8 +234,9 @@ enum class Access { kRead, kChange };
 absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegistry* peers,
                                     Access access);
 
-// The tenant a session id is looked up in for `who`: its own, or for a caller who sees every
-// tenant (Principal::SeesEveryTenant) the tenant that holds the session, if any.
+// The tenant a session id is looked up in for `who`: its own, or for a read-only operator (who
+// owns nothing) the tenant that holds the session, if any. Root is a tenant like any other
+// here: it sees others' sessions only when it asks for all_tenants.
 std::string TenantForLookup(const Principal& who, StateStore& store, const std::string& id);
 
 // absl::Status -> grpc::Status with the same code and message.
