@@ -42,7 +42,8 @@ class DaemonTelemetry {
   // INVALID_ARGUMENT for a bad endpoint or header (saying how to write it).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<DaemonTelemetry>> Create(
       Options options, StateStore* store, SessionManager* sessions);
-  ~DaemonTelemetry();  // sends the last metrics and logs it has
+  // Queues the last metrics and logs, and gives the collector up to 5 s to take what is queued.
+  ~DaemonTelemetry();
 
   // For ServerBuilder::experimental().SetInterceptorCreators: a span for every call.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> CallSpans();

@@ -30,6 +30,11 @@ bool Printable(const std::string& s) {
 
 size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
 
+// Non-zero ends the transfer: the exporter is stopping and the drain is over.
+int Aborted(void* abort, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<std::atomic<bool>*>(abort)->load() ? 1 : 0;
+}
+
 bool Transient(long code) {
   return code < 0 || code == 429 || code == 502 || code == 503 || code == 504;
 }
@@ -63,8 +68,11 @@ OtlpExporter::OtlpExporter(Options options) : options_(std::move(options)) {}
 
 OtlpExporter::~OtlpExporter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait_for(lock, absl::ToChronoNanoseconds(options_.drain),
+                   [this] { return queue_.empty() && !sending_; });
     stopping_ = true;
+    abort_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -100,6 +108,7 @@ void OtlpExporter::Run() {
     auto [signal, body] = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= body.size();
+    sending_ = true;
     lock.unlock();
     std::string error;
     long code = -1;
@@ -117,12 +126,14 @@ void OtlpExporter::Run() {
       backoff *= 2;
     }
     lock.lock();
+    sending_ = false;
     if (code == 0) {
       ++stats_.sent;
     } else {
       ++stats_.dropped;
       stats_.last_error = error;
     }
+    if (queue_.empty()) idle_.notify_all();
   }
 }
 
@@ -145,6 +156,9 @@ long OtlpExporter::Post(Signal signal, const std::string& body, std::string* err
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Discard);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, Aborted);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &abort_);
   struct curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-protobuf");
   for (const auto& [name, value] : options_.headers) {
     headers = curl_slist_append(headers, absl::StrCat(name, ": ", value).c_str());

@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_TELEMETRY_OTLP_EXPORTER_H_
 #define AIRLOCK_TELEMETRY_OTLP_EXPORTER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -34,6 +35,7 @@ class OtlpExporter {
     absl::Duration timeout = absl::Seconds(10);  // per attempt
     absl::Duration first_backoff = absl::Seconds(1);
     int attempts = 4;
+    absl::Duration drain = absl::Seconds(5);  // at the end, for what is still queued
   };
   struct Stats {
     uint64_t sent = 0;     // requests the collector accepted
@@ -45,7 +47,9 @@ class OtlpExporter {
   // INVALID_ARGUMENT for an endpoint that is not http:// or https://, or a header that is not
   // printable ASCII (they come from the operator's command line).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<OtlpExporter>> Create(Options options);
-  ~OtlpExporter();  // stops the thread; what is still queued is dropped (and counted)
+  // Gives what is queued up to `drain` (Options) to be sent, then stops; the rest is dropped
+  // (and counted).
+  ~OtlpExporter();
 
   // Queues a serialized Export*ServiceRequest; never waits. False (and counted) when full.
   bool Enqueue(Signal signal, std::string body);
@@ -63,6 +67,9 @@ class OtlpExporter {
   std::deque<std::pair<Signal, std::string>> queue_;
   size_t queued_bytes_ = 0;
   bool stopping_ = false;
+  bool sending_ = false;            // a request is out (or waiting to be retried)
+  std::atomic<bool> abort_{false};  // ends a request still out when the drain is over
+  std::condition_variable idle_;    // the queue is empty and nothing is out
   Stats stats_;
   std::thread thread_;
 };

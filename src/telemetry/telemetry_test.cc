@@ -156,6 +156,16 @@ TEST(OtlpExporterTest, ACollectorThatIsDownNeverBlocksTheCaller) {
   EXPECT_GE((*exporter)->stats().dropped, 95u);
 }
 
+TEST(OtlpExporterTest, WhatIsQueuedAtTheEndIsStillSent) {
+  Collector collector;
+  {
+    auto exporter = OtlpExporter::Create(Fast(collector.endpoint()));
+    ASSERT_TRUE(exporter.ok());
+    for (int i = 0; i < 5; ++i) (*exporter)->Enqueue(Signal::kLogs, "last words");
+  }  // airlockd stopping: its last audit records go out before it does
+  EXPECT_EQ(collector.requests().size(), 5u);
+}
+
 TEST(OtlpExporterTest, RefusesEndpointsAndHeadersItCannotSend) {
   EXPECT_FALSE(OtlpExporter::Create(Fast("collector:4318")).ok());
   EXPECT_FALSE(OtlpExporter::Create(Fast("ftp://collector")).ok());
