@@ -22,7 +22,7 @@ MAY_USE = {
     "mcp": ["common"],
     "telemetry": ["common"],
     "daemon": ["common", "image", "vm", "net", "secrets", "workspace", "telemetry"],
-    "cli": ["common", "image", "vm", "net", "secrets", "workspace", "mcp"],
+    "cli": ["common", "image", "vm", "net", "secrets", "workspace", "mcp", "telemetry"],
     "guest": ["common"],
     "dashboard": ["common"],
     "testing": ["common", "image", "vm"],

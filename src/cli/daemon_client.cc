@@ -12,6 +12,7 @@
 #include "grpcpp/support/client_interceptor.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
+#include "src/telemetry/trace_context.h"
 
 namespace airlock {
 namespace {
@@ -52,8 +53,8 @@ absl::Status StartDaemon() {
 }
 
 // Sends $TRACEPARENT (W3C Trace Context, as CI systems and tracing wrappers set it) with every
-// call, so that airlockd's spans join the caller's trace. Only a value of the right shape is
-// sent; airlockd checks it again.
+// call, so that airlockd's spans join the caller's trace. Only a value that parses is sent;
+// airlockd parses it again.
 class TraceparentFromEnvironment : public grpc::experimental::Interceptor {
  public:
   explicit TraceparentFromEnvironment(std::string value) : value_(std::move(value)) {}
@@ -81,14 +82,6 @@ class TraceparentInterceptors : public grpc::experimental::ClientInterceptorFact
   std::string value_;
 };
 
-bool LooksLikeTraceparent(const std::string& v) {
-  if (v.size() < 55 || v.size() > 512) return false;
-  for (char c : v) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-')) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string DaemonSocketPath() {
@@ -102,7 +95,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   args.SetMaxReceiveMessageSize(4 << 20);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> traced;
   const char* traceparent = std::getenv("TRACEPARENT");
-  if (traceparent != nullptr && LooksLikeTraceparent(traceparent)) {
+  if (traceparent != nullptr && telemetry::ParseTraceparent(traceparent).has_value()) {
     traced.push_back(std::make_unique<TraceparentInterceptors>(traceparent));
   }
   std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
