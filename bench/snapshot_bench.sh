@@ -7,33 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-root=$PWD
-airlock=$root/build/airlock
-kernel=$(readlink -f "${AIRLOCK_KERNEL:-/var/lib/airlock/kernel/vmlinux}")
-images=${AIRLOCK_HOME:-/var/lib/airlock}/images
-
+. bench/private_daemon.sh
 . bench/timing.sh
-
-# A private home and daemon, so that nothing else on the host is measured or disturbed.
-work=$(mktemp -d /tmp/airlock-bench-XXXXXX)
-chmod 755 "$work"  # QEMU runs unprivileged and must reach the image
-daemon_pid=
-start_daemon() {
-  [ -n "$daemon_pid" ] && { kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; }
-  local home=$work/$1; shift
-  mkdir -p "$home/kernel"
-  [ -e "$home/images" ] || ln -s "$images" "$home/images"
-  ln -sf "$kernel" "$home/kernel/vmlinux"
-  export AIRLOCK_HOME=$home AIRLOCK_SOCKET=$home/airlockd.sock
-  "$root/build/airlockd" --socket "$AIRLOCK_SOCKET" "$@" 2>>"$work/airlockd.log" &
-  daemon_pid=$!
-  for _ in $(seq 100); do [ -S "$AIRLOCK_SOCKET" ] && break; sleep 0.05; done
-}
-cleanup() {
-  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
 if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi

@@ -1,7 +1,8 @@
 // Snapshots as a user sees them: pause and resume keep every process and file, forks are
 // independent, idle sessions pause themselves, a changed snapshot is refused, `run` restores a
-// template instead of booting, and a daemon killed mid-pause leaves a resumable or failed
-// session, never a half-loaded one.
+// template instead of booting (or takes a warm pool's VM), and a daemon killed mid-pause leaves
+// a resumable or failed session, never a half-loaded one.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 #include "src/common/host_paths.h"
 #include "tests/cli_runner.h"
 
@@ -195,6 +197,113 @@ TEST(SnapshotTest, RunRestoresTheTemplateInsteadOfBooting) {
   auto [boots_after, restores_after] = BootsAndRestores();
   EXPECT_EQ(boots_after, boots);
   EXPECT_EQ(restores_after, restores + 2);
+}
+
+// Stops airlockd (the next command starts one with the environment as it is then).
+void StopDaemon(int signal = SIGTERM) {
+  pid_t daemon = DaemonPid();
+  if (daemon <= 0) return;  // none runs
+  ASSERT_EQ(kill(daemon, signal), 0);
+  for (int i = 0; i < 200 && kill(daemon, 0) == 0; ++i) usleep(50000);
+}
+
+// The pids of the warm pool's VMs (`airlock ps --json`).
+std::vector<pid_t> PooledPids() {
+  Result r = RunAirlock({"ps", "--json"});
+  std::vector<pid_t> pids;
+  nlohmann::json vms = nlohmann::json::parse(r.out, nullptr, false);
+  for (const nlohmann::json& vm : vms.is_array() ? vms : nlohmann::json::array()) {
+    if (vm.value("pool", false)) pids.push_back(vm.value("pid", 0));
+  }
+  return pids;
+}
+
+// Waits (up to 90 s: a refill waits up to 30 s for a calm host) for a pooled VM.
+pid_t WaitForPooledVm() {
+  for (int i = 0; i < 180; ++i) {
+    std::vector<pid_t> pids = PooledPids();
+    if (!pids.empty()) return pids.front();
+    usleep(500000);
+  }
+  return 0;
+}
+
+// The warm pool is off in the rest of the suite (AIRLOCK_POOL=0 in vm_test_env.cc): here a
+// daemon with one.
+TEST(SnapshotTest, ThePoolHandsEachSessionAWarmVmOfItsOwn) {
+  StopDaemon();
+  setenv("AIRLOCK_POOL", "1", 1);
+  ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);  // asks for the kind
+  pid_t pooled = WaitForPooledVm();
+  ASSERT_GT(pooled, 0) << RunAirlock({"ps"}).out;
+  // The template keeps the guest's RAM as a file, and a restored VM maps it copy-on-write.
+  std::ifstream maps("/proc/" + std::to_string(pooled) + "/maps");
+  std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("airlock-snapshot-memory"), std::string::npos);
+
+  std::string first = Create();
+  EXPECT_EQ(QemuPidOf(first), pooled);  // the pooled VM itself, handed over
+  EXPECT_NE(RunAirlock({"ps"}).out.find("1 from the pool"), std::string::npos);
+  EXPECT_TRUE(PooledPids().empty() || PooledPids().front() != pooled);  // never handed out twice
+  pid_t next = WaitForPooledVm();
+  ASSERT_GT(next, 0);
+  std::string second = Create();
+  EXPECT_EQ(QemuPidOf(second), next);
+  // Each is its own machine: its session's hostname, its own randomness, its own files.
+  std::string check =
+      "hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
+      "echo $$ > /root/mine; ls /root";
+  std::vector<std::string> a = absl::StrSplit(Exec(first, check), '\n');
+  std::vector<std::string> b = absl::StrSplit(Exec(second, check), '\n');
+  ASSERT_GE(a.size(), 3u);
+  ASSERT_GE(b.size(), 3u);
+  EXPECT_EQ(a[0], "airlock-" + first.substr(0, 8));
+  EXPECT_EQ(b[0], "airlock-" + second.substr(0, 8));
+  EXPECT_NE(a[1], b[1]);
+  EXPECT_EQ(a[2], "mine");
+  // The session's VM outlives airlockd like any other: a restart finds it again.
+  StopDaemon(SIGKILL);
+  EXPECT_EQ(Exec(first, "cat /root/mine").empty(), false);
+  RunAirlock({"rm", first, second});
+
+  // A pooled VM that airlockd left behind (killed) is ended by the next one; a stopped
+  // airlockd takes its pool with it.
+  ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);  // this daemon's pool
+  pid_t left = WaitForPooledVm();
+  ASSERT_GT(left, 0);
+  StopDaemon(SIGKILL);
+  EXPECT_EQ(kill(left, 0), 0);
+  ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);
+  for (int i = 0; i < 100 && kill(left, 0) == 0; ++i) usleep(50000);
+  EXPECT_NE(kill(left, 0), 0);
+  EXPECT_GT(WaitForPooledVm(), 0);
+  StopDaemon();
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);
+  setenv("AIRLOCK_POOL", "0", 1);
+
+  // A template whose memory file was changed is refused and made again (one more boot).
+  std::string templates = DefaultHostPaths().home + "/templates";
+  DIR* d = opendir(templates.c_str());
+  ASSERT_NE(d, nullptr);
+  int flipped = 0;
+  while (dirent* e = readdir(d)) {
+    std::string memory = templates + "/" + e->d_name + "/memory";
+    int fd = e->d_name[0] == '.' ? -1 : open(memory.c_str(), O_RDWR);
+    if (fd < 0) continue;
+    off_t data = lseek(fd, 0, SEEK_DATA);
+    char byte;
+    if (data >= 0 && pread(fd, &byte, 1, data + 100) == 1) {
+      byte ^= 0x20;
+      flipped += pwrite(fd, &byte, 1, data + 100) == 1;
+    }
+    close(fd);
+  }
+  closedir(d);
+  ASSERT_GT(flipped, 0);
+  ASSERT_EQ(RunAirlock({"run", "--", "true"}).exit_code, 0);
+  auto [boots, restores] = BootsAndRestores();
+  EXPECT_EQ(boots, 1u);  // the template, made again
+  EXPECT_EQ(restores, 1u);
 }
 
 TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {

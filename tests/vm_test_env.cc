@@ -103,6 +103,8 @@ class PrivateDaemon : public ::testing::Environment {
     setenv("AIRLOCK_QUOTA_FILE", (home_ + "/quotas").c_str(), 1);
     // A read-only operator over the socket, and one over TCP (OperatorTest, TlsTest).
     setenv("AIRLOCK_OPERATORS", "uid:61010 cert:dashboard", 1);
+    // No warm pool: tests count VMs, boots and restores (SnapshotTest turns it on for its own).
+    setenv("AIRLOCK_POOL", "0", 1);
     setenv("AIRLOCK_EGRESS_HOSTS", (home_ + "/egress-hosts").c_str(), 1);
     // Servers that secrets are sent to have certificates from a CA of the test's own, which
     // the daemon trusts as an operator's private CA (tests issue from AIRLOCK_TEST_UPSTREAM).

@@ -167,6 +167,15 @@ int Ps(bool json, bool all_tenants) {
                      {"host_cpu_percent", vm.host_cpu_percent()},
                      {"host_rss_bytes", vm.host_rss_bytes()}});
     }
+    for (const v1::PooledVm& vm : response.pooled()) {
+      out.push_back({{"pool", true},
+                     {"image", vm.image()},
+                     {"pid", vm.pid()},
+                     {"accelerator", vm.accelerator()},
+                     {"vcpus", vm.vcpus()},
+                     {"memory_bytes", vm.memory_bytes()},
+                     {"host_rss_bytes", vm.host_rss_bytes()}});
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -179,10 +188,19 @@ int Ps(bool json, bool all_tenants) {
                 vm.accelerator().c_str(), vm.vcpus(), vm.host_cpu_percent(),
                 FormatBytes(vm.host_rss_bytes()).c_str());
   }
-  std::printf("since airlockd started: %llu boots, %llu restores, %llu snapshots\n",
-              static_cast<unsigned long long>(response.boots()),
-              static_cast<unsigned long long>(response.restores()),
-              static_cast<unsigned long long>(response.snapshots()));
+  // The warm pool (shown to root and operators): VMs waiting for a session.
+  for (const v1::PooledVm& vm : response.pooled()) {
+    if (all_tenants) std::printf("%-20s  ", "-");
+    std::printf("%-12s  %-8d  %-5s  %-5u  %-8s  %-8s  warm pool: %s, %s\n", "(pool)", vm.pid(),
+                vm.accelerator().c_str(), vm.vcpus(), "-", FormatBytes(vm.host_rss_bytes()).c_str(),
+                vm.image().c_str(), FormatBytes(vm.memory_bytes()).c_str());
+  }
+  std::printf(
+      "since airlockd started: %llu boots, %llu restores, %llu snapshots, %llu from the pool\n",
+      static_cast<unsigned long long>(response.boots()),
+      static_cast<unsigned long long>(response.restores()),
+      static_cast<unsigned long long>(response.snapshots()),
+      static_cast<unsigned long long>(response.pool_takes()));
   return 0;
 }
 

@@ -35,4 +35,20 @@ uint64_t ProcessRss(pid_t pid) {
   return 0;
 }
 
+HostCpuTicks ReadHostCpuTicks() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;
+  HostCpuTicks ticks;
+  if (cpu != "cpu") return ticks;
+  // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+  for (int i = 0; i < 8; ++i) {
+    uint64_t value = 0;
+    if (!(in >> value)) break;
+    ticks.total += value;
+    if (i != 3 && i != 4) ticks.busy += value;
+  }
+  return ticks;
+}
+
 }  // namespace airlock

@@ -635,6 +635,18 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
   response->set_boots(sessions_->counters().boots);
   response->set_restores(sessions_->counters().restores);
   response->set_snapshots(sessions_->counters().snapshots);
+  response->set_pool_takes(sessions_->counters().pool_takes);
+  if (who->SeesEveryTenant()) {
+    for (const PooledVmInfo& p : sessions_->PooledVms()) {
+      v1::PooledVm* vm = response->add_pooled();
+      vm->set_image(p.image);
+      vm->set_pid(p.pid);
+      vm->set_accelerator(p.accelerator);
+      vm->set_vcpus(p.shape.vcpus);
+      vm->set_memory_bytes(uint64_t{p.shape.memory_mib} << 20);
+      vm->set_host_rss_bytes(ProcessRss(p.pid));
+    }
+  }
   std::vector<uint64_t> before;
   for (const auto& s : live) before.push_back(ProcessTicks(s->vm->pid()));
   constexpr int kSampleMs = 200;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/airlock_service.h"
@@ -30,6 +31,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
+    "                [--pool N] [--pool-memory SIZE]\n"
     "                [--log-level debug|info|warning|error]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]\n"
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
@@ -45,6 +47,12 @@ constexpr char kUsage[] =
     "                   (default), warning or error (or $AIRLOCK_LOG_LEVEL)\n"
     "  --no-templates   boot every VM instead of restoring the image's ready snapshot\n"
     "                   (slower; for measuring cold boots and for debugging)\n"
+    "  --pool N         keep up to N VMs per image and shape restored ahead of need, so a\n"
+    "                   create or `airlock run` takes one that already runs (default 2; 0:\n"
+    "                   no pool). Each VM serves one session only; a kind nobody asks for in\n"
+    "                   5 minutes is emptied (or $AIRLOCK_POOL)\n"
+    "  --pool-memory SIZE  the guest RAM of all pooled VMs together, like 2g (default: an\n"
+    "                   eighth of the host's memory)\n"
     "  --listen-tcp     also listen on TCP, with TLS (--tls-cert, --tls-key) and a way to\n"
     "                   know each caller: a client certificate signed by --tls-client-ca (its\n"
     "                   common name is the tenant: cert:NAME), or a bearer token from an OpenID\n"
@@ -153,6 +161,14 @@ int main(int argc, char** argv) {
   std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
+  airlock::VmPoolOptions pool;
+  pool.memory_budget_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                             static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 8;
+  if (const char* env_pool = std::getenv("AIRLOCK_POOL");
+      env_pool != nullptr &&
+      (!absl::SimpleAtoi(env_pool, &pool.max_per_kind) || pool.max_per_kind > 64)) {
+    return Fail("AIRLOCK_POOL is a number of VMs from 0 to 64");
+  }
   const char* env_level = std::getenv("AIRLOCK_LOG_LEVEL");
   std::string log_level = env_level ? env_level : "info";
   for (int i = 1; i < argc; ++i) {
@@ -218,9 +234,14 @@ int main(int argc, char** argv) {
       if (ok && !absl::ParseDuration(interval, &otlp.interval)) {
         return Fail("--otlp-interval takes a duration like 10s or 1m");
       }
-    } else if (arg == "--no-templates")
+    } else if (arg == "--no-templates") {
       templates = false;
-    else if (arg == "--help" || arg == "-h") {
+    } else if (arg == "--pool") {
+      ok =
+          value(&number) && absl::SimpleAtoi(number, &pool.max_per_kind) && pool.max_per_kind <= 64;
+    } else if (arg == "--pool-memory") {
+      ok = value(&number) && airlock::ParseByteSize(number, 1, &pool.memory_budget_bytes);
+    } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     } else {
@@ -264,6 +285,7 @@ int main(int argc, char** argv) {
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
   sessions.set_use_templates(templates);
+  sessions.set_pool(pool);
   const char* registry_internal = std::getenv("AIRLOCK_REGISTRY_ALLOW_INTERNAL");
   sessions.set_registry_internal(registry_internal != nullptr &&
                                  std::string(registry_internal) == "1");

@@ -16,7 +16,9 @@
 #include "src/common/byte_size.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/hex.h"
 #include "src/daemon/daemon_log.h"
+#include "src/daemon/session_workspace.h"
 #include "src/image/image_store.h"
 #include "src/image/registry_client.h"
 #include "src/telemetry/tracer.h"
@@ -37,14 +39,11 @@ uint64_t FileBytes(const std::string& path) {
 namespace {
 
 constexpr uint32_t kMaxForks = 64;
-
-std::string RandomHex(size_t bytes) {
-  unsigned char b[16];
-  if (bytes > sizeof(b) || getrandom(b, bytes, 0) != static_cast<ssize_t>(bytes)) return "";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) out += absl::StrFormat("%02x", b[i]);
-  return out;
-}
+// What a pooled VM runs once before it waits (see VmPool): commands of the image itself, never a
+// user's, with no input and nothing kept.
+constexpr char kPoolWarmUp[] =
+    "true; for p in python3 node; do command -v $p >/dev/null || continue; "
+    "case $p in python3) python3 -c pass;; node) node -e 0;; esac; done; true";
 
 LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir) {
   LaunchOptions options;
@@ -92,6 +91,7 @@ bool SessionManager::SecretAvailable(const std::string& id, const std::string& n
 }
 
 SessionManager::~SessionManager() {
+  pool_.reset();  // its VMs are nobody's: they go with airlockd
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     stopping_ = true;
@@ -165,6 +165,30 @@ absl::Status SessionManager::Recover() {
   if (!key.ok()) return key.status();
   key_ = *key;
   templates_ = std::make_unique<Templates>(paths_, driver_, key_, &counters_);
+  if (use_templates_) {
+    pool_ = std::make_unique<VmPool>(
+        pool_options_, paths_.home + "/pool",
+        [this](const ImageInfo& image, const VmShape& shape, const std::string& runtime_dir,
+               const std::string& name, std::string* template_dir) -> absl::StatusOr<LaunchedVm> {
+          absl::StatusOr<Templates::Template> tpl = templates_->Get(image, shape);
+          if (!tpl.ok()) return tpl.status();
+          *template_dir = tpl->dir;
+          LaunchOptions options = OptionsForShape(shape, "airlock-pool");
+          options.host_cgroup = name;
+          options.runtime_dir = runtime_dir;
+          options.background = true;
+          absl::StatusOr<LaunchedVm> vm = RestoreTemplate(*tpl, image, options, "");
+          if (!vm.ok()) return vm;
+          // TCG translates guest code anew in every VM process: run the image's own shell and
+          // interpreters once, so that a session's first command finds them translated.
+          absl::StatusOr<GuestRun> warm =
+              RunInGuest(vm->vm->channel(), {"/bin/sh", "-c", kPoolWarmUp},
+                         {"PYTHONDONTWRITEBYTECODE=1"}, 4096, absl::Seconds(30));
+          if (!warm.ok()) return warm.status();
+          return vm;
+        },
+        [this](const std::string& dir) { driver_->Destroy(dir); });
+  }
   // VMs outlive the daemon: a running session whose VM still runs carries on (found again by
   // its runtime directory), and so does one the last daemon was resuming when it stopped. A
   // whole snapshot wins over a VM (the daemon stopped while pausing it: it is paused). Any
@@ -308,6 +332,31 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<LaunchedVm> SessionManager::RestoreTemplate(const Templates::Template& tpl,
+                                                           const ImageInfo& image,
+                                                           const LaunchOptions& options,
+                                                           const std::string& session) {
+  telemetry::Span span("restore");
+  if (!session.empty()) span.SetAttribute("airlock.session.id", session);
+  absl::Time started = absl::Now();
+  absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
+  if (!disk.ok()) return disk.status();
+  if (absl::Status c = CopyDisk(tpl.files.disk.get(), disk->get()); !c.ok()) return c;
+  absl::StatusOr<LaunchedVm> vm =
+      RestoreVm(*driver_, paths_, image, tpl.files, tpl.manifest, *std::move(disk), options);
+  if (!vm.ok()) {
+    span.SetError(std::string(vm.status().message()));
+    return vm;
+  }
+  counters_.restores++;
+  counters_.restore_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - started));
+  return vm;
+}
+
+std::vector<PooledVmInfo> SessionManager::PooledVms() const {
+  return pool_ ? pool_->List() : std::vector<PooledVmInfo>();
+}
+
 void SessionManager::DetachAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, live] : live_) live->vm->Detach();
@@ -320,23 +369,29 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
   absl::StatusOr<Templates::Template> tpl =
       use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
                      : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
-  if (tpl.ok()) {
-    telemetry::Span span("restore");
-    span.SetAttribute("airlock.session.id", s.id);
-    absl::Time started = absl::Now();
-    absl::StatusOr<UniqueFd> disk = UnnamedFile(paths_.scratch);
-    if (!disk.ok()) return disk.status();
-    if (absl::Status c = CopyDisk(tpl->files.disk.get(), disk->get()); !c.ok()) return c;
-    vm = RestoreVm(*driver_, paths_, image, tpl->files.state.get(), tpl->manifest, *std::move(disk),
-                   options);
-    if (vm.ok()) {
-      counters_.restores++;
-      counters_.restore_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - started));
-    } else {
-      // A template that does not restore is made again next time; this session boots.
-      span.SetError(std::string(vm.status().message()));
-      templates_->Discard(tpl->dir);
+  if (tpl.ok() && pool_ && options.workspace_path.empty()) {
+    // A VM of the warm pool (one with a workspace disk to attach is restored instead).
+    if (std::optional<LaunchedVm> pooled = pool_->Take(image, ShapeOf(s.limits), tpl->dir)) {
+      telemetry::Span span("pool");
+      span.SetAttribute("airlock.session.id", s.id);
+      absl::Status adopted =
+          pooled->vm->Adopt(options.runtime_dir, options.host_cgroup,
+                            {.pids_max = options.pids, .hostname = options.hostname},
+                            absl::Now() + absl::Seconds(10));
+      if (adopted.ok()) {
+        vm = *std::move(pooled);
+        counters_.pool_takes++;
+      } else {
+        span.SetError(std::string(adopted.message()));
+        LogWarning(absl::StrCat("session ", s.id, ": a pooled VM could not be handed over (",
+                                adopted.message(), "); restoring one instead"));
+      }
     }
+  }
+  if (tpl.ok() && !vm.ok()) {
+    vm = RestoreTemplate(*tpl, image, options, s.id);
+    // A template that does not restore is made again next time; this session boots.
+    if (!vm.ok()) templates_->Discard(tpl->dir);
   }
   if (!vm.ok()) {
     telemetry::Span span("boot");
@@ -1097,7 +1152,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   restore.SetAttribute("airlock.session.id", record.id);
   absl::Time restore_started = absl::Now();
   absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(*driver_, paths_, *image, files.state.get(), *manifest, *std::move(disk),
+      RestoreVm(*driver_, paths_, *image, files, *manifest, *std::move(disk),
                 OptionsFor(record, SessionDir(record.id)));
   if (!vm.ok()) {
     restore.SetError(std::string(vm.status().message()));
@@ -1288,8 +1343,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
           vms[i] = disks[i].status();
           return;
         }
-        vms[i] = RestoreVm(*driver_, paths_, *image, files.state.get(), *manifest,
-                           *std::move(disks[i]), OptionsFor(records[i], SessionDir(records[i].id)));
+        vms[i] = RestoreVm(*driver_, paths_, *image, files, *manifest, *std::move(disks[i]),
+                           OptionsFor(records[i], SessionDir(records[i].id)));
       });
     }
     for (std::thread& t : threads) t.join();

@@ -37,6 +37,7 @@
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
+#include "src/daemon/vm_pool.h"
 #include "src/daemon/workspace_uploads.h"
 #include "src/image/image_store.h"
 #include "src/image/oci.h"
@@ -145,6 +146,10 @@ class SessionManager {
   VmCounters& counters() { return counters_; }
   // Off: every new session boots (no template). Call before Recover.
   void set_use_templates(bool on) { use_templates_ = on; }
+  // The warm pool's settings (a pool needs templates). Call before Recover.
+  void set_pool(VmPoolOptions options) { pool_options_ = options; }
+  // The VMs the warm pool holds now (none without a pool).
+  std::vector<PooledVmInfo> PooledVms() const;
 
   // Applies limits from a request: zero fields take defaults; out-of-range values are errors.
   [[nodiscard]] static absl::StatusOr<SessionLimits> ResolveLimits(const SessionLimits& requested);
@@ -258,6 +263,12 @@ class SessionManager {
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
   bool use_templates_ = true;
+  // Restores a VM from a template (counted, with a span); `session` names it in the span.
+  absl::StatusOr<LaunchedVm> RestoreTemplate(const Templates::Template& tpl, const ImageInfo& image,
+                                             const LaunchOptions& options,
+                                             const std::string& session);
+  VmPoolOptions pool_options_;
+  std::unique_ptr<VmPool> pool_;  // after what its maker uses: it goes first
   bool registry_internal_ = false;
   absl::StatusOr<SessionRecord> ChangeEgressOf(const Principal& who, const std::string& tenant,
                                                const std::string& id,

@@ -36,6 +36,15 @@ std::string NamePrefix(const ImageInfo& image, const VmShape& shape) {
 
 }  // namespace
 
+LaunchOptions OptionsForShape(const VmShape& shape, const std::string& hostname) {
+  LaunchOptions options;
+  options.memory_mib = shape.memory_mib;
+  options.vcpus = shape.vcpus;
+  options.disk_bytes = shape.disk_bytes;
+  options.hostname = hostname;
+  return options;
+}
+
 std::string KernelIdentity(const HostPaths& paths) {
   return absl::StrCat("kernel ", FileIdentity(paths.kernel), "; initramfs ",
                       FileIdentity(paths.initramfs));
@@ -59,7 +68,7 @@ SnapshotManifest DescribeVm(const HostPaths& paths, const std::string& id,
 absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const VmShape& shape) {
   std::string inputs =
       Sha256String(absl::StrCat(KernelIdentity(paths_), "\n", FileIdentity(paths_.qemu), "\n",
-                                ChooseAccelerator().name, "\n", kProtocolVersion));
+                                ChooseAccelerator().name, "\n", kProtocolVersion, "\nram apart"));
   std::string root = paths_.home + "/templates";
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
   std::lock_guard<std::mutex> lock(mu_);
@@ -92,11 +101,8 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
 
 absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,
                               const VmShape& shape) {
-  LaunchOptions options;
-  options.memory_mib = shape.memory_mib;
-  options.vcpus = shape.vcpus;
-  options.disk_bytes = shape.disk_bytes;
-  options.hostname = "airlock-template";
+  LaunchOptions options = OptionsForShape(shape, "airlock-template");
+  options.memory_as_file = true;
   counters_->boots++;
   absl::StatusOr<LaunchedVm> vm = LaunchVm(*driver_, paths_, image, options);
   if (!vm.ok()) return vm.status();

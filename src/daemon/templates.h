@@ -19,6 +19,7 @@
 #include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
+#include "src/vm/vm_launcher.h"
 
 namespace airlock {
 
@@ -36,6 +37,7 @@ struct VmCounters {
   std::atomic<uint64_t> snapshot_bytes{0};  // memory state written by pauses and forks
   std::atomic<uint64_t> execs{0};
   std::atomic<uint64_t> image_pulls{0};
+  std::atomic<uint64_t> pool_takes{0};  // sessions that got a VM from the warm pool
   telemetry::Histogram boot_ms{telemetry::LatencyBoundsMs()};
   telemetry::Histogram restore_ms{telemetry::LatencyBoundsMs()};
   telemetry::Histogram exec_ms{telemetry::LatencyBoundsMs()};
@@ -70,6 +72,9 @@ class Templates {
 SnapshotManifest DescribeVm(const HostPaths& paths, const std::string& id,
                             const std::string& image_digest, uint32_t vcpus, uint64_t memory_bytes,
                             const Vm& vm);
+
+// Launch options for a VM of this shape with this hostname (nothing else set).
+LaunchOptions OptionsForShape(const VmShape& shape, const std::string& hostname);
 
 // A description of the files a VM is made of (kernel, initramfs), for snapshot manifests and
 // template names: their real paths, sizes and modification times.

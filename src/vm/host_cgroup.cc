@@ -17,6 +17,12 @@ constexpr char kRoot[] = "/sys/fs/cgroup";
 constexpr char kParent[] = "airlock";
 constexpr uint64_t kCpuPeriodUs = 100000;
 
+// The CPU weight file and its value (cgroup v2's cpu.weight, v1's cpu.shares).
+std::pair<const char*, const char*> CpuWeight(bool unified, bool background) {
+  if (unified) return {"cpu.weight", background ? "1" : "100"};
+  return {"cpu.shares", background ? "2" : "1024"};
+}
+
 absl::Status WriteValue(const std::string& path, const std::string& value) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", path);
@@ -45,15 +51,19 @@ absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string
     // Controllers must be enabled on the way down; a failure shows as a missing file below.
     WriteValue(absl::StrCat(kRoot, "/cgroup.subtree_control"), "+cpu +memory +pids").IgnoreError();
     WriteValue(parent + "/cgroup.subtree_control", "+cpu +memory +pids").IgnoreError();
-    plan.push_back({parent,
-                    {{"cpu.max", absl::StrCat(quota, " ", kCpuPeriodUs)},
-                     {"memory.max", absl::StrCat(limits.memory_bytes)},
-                     {"memory.swap.max", "0"},
-                     {"pids.max", absl::StrCat(limits.max_tasks)}}});
-  } else {
     plan.push_back(
-        {absl::StrCat(kRoot, "/cpu/", kParent),
-         {{"cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs)}, {"cpu.cfs_quota_us", quota}}});
+        {parent,
+         {{"cpu.max", absl::StrCat(quota, " ", kCpuPeriodUs)},
+          {CpuWeight(true, limits.background).first, CpuWeight(true, limits.background).second},
+          {"memory.max", absl::StrCat(limits.memory_bytes)},
+          {"memory.swap.max", "0"},
+          {"pids.max", absl::StrCat(limits.max_tasks)}}});
+  } else {
+    plan.push_back({absl::StrCat(kRoot, "/cpu/", kParent),
+                    {{"cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs)},
+                     {"cpu.cfs_quota_us", quota},
+                     {CpuWeight(false, limits.background).first,
+                      CpuWeight(false, limits.background).second}}});
     plan.push_back({absl::StrCat(kRoot, "/memory/", kParent),
                     {{"memory.limit_in_bytes", absl::StrCat(limits.memory_bytes)}}});
     plan.push_back(
@@ -102,6 +112,26 @@ HostCgroup::~HostCgroup() {
   for (const std::string& dir : dirs_) {
     for (int i = 0; i < 50 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) usleep(10000);
   }
+}
+
+absl::Status HostCgroup::Rename(const std::string& name) {
+  for (std::string& dir : dirs_) {
+    std::string renamed = absl::StrCat(DirName(dir), "/", name);
+    if (rename(dir.c_str(), renamed.c_str()) != 0) return ErrnoStatus("rename the cgroup", dir);
+    dir = std::move(renamed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostCgroup::SetBackground(bool background) {
+  bool unified = IsUnified();
+  auto [file, value] = CpuWeight(unified, background);
+  for (const std::string& dir : dirs_) {
+    // (v1: only the cpu hierarchy has the file.)
+    if (!unified && access((dir + "/" + file).c_str(), F_OK) != 0) continue;
+    if (absl::Status s = WriteValue(dir + "/" + file, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int> HostCgroup::procs_fds() const {

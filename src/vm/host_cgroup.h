@@ -22,6 +22,9 @@ struct HostCgroupLimits {
   uint32_t vcpus = 1;         // CPU quota: this many CPUs' worth of time
   uint64_t memory_bytes = 0;  // everything the process maps and touches
   uint32_t max_tasks = 128;   // threads of the VMM
+  // The lowest CPU weight: the process runs only on CPU time nobody else wants (a VM made
+  // ahead of need). Otherwise the default weight.
+  bool background = false;
 };
 
 class HostCgroup {
@@ -36,6 +39,10 @@ class HostCgroup {
   ~HostCgroup();
   // Leaves the cgroup in place when the object goes (its VM outlives this process).
   void Keep() { dirs_.clear(); }
+  // Gives the cgroup (with the process in it) a new leaf name, in every hierarchy.
+  [[nodiscard]] absl::Status Rename(const std::string& name);
+  // Changes HostCgroupLimits::background.
+  [[nodiscard]] absl::Status SetBackground(bool background);
 
   // cgroup.procs of every hierarchy, open for writing.
   std::vector<int> procs_fds() const;

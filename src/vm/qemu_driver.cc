@@ -50,8 +50,9 @@ constexpr int kWorkspaceFd = 8;
 constexpr int kImageFd = 9;  // the image store is not readable by QEMU's uid: it gets a descriptor
 constexpr int kKernelFd = 10;  // the kernel and initramfs too (the jail has no path to them)
 constexpr int kInitrdFd = 11;
-constexpr int kExecFd = 12;  // QEMU's binary, executed by descriptor; closed by the exec
-constexpr int kSources = 10;
+constexpr int kExecFd = 12;    // QEMU's binary, executed by descriptor; closed by the exec
+constexpr int kMemoryFd = 13;  // the guest's RAM as a memfd (VmConfig::memory_fd), if any
+constexpr int kSources = 11;
 // uids (and gids) of jailed VMs: each running VM has one of its own.
 constexpr uid_t kJailUidBase = 700000;
 constexpr uid_t kJailUids = 65536;
@@ -284,6 +285,13 @@ bool WaitGone(int pidfd, int timeout_ms) {
 // max-bandwidth for migrating to a file: 1 TB/s, i.e. no throttle.
 constexpr int64_t kUnthrottled = int64_t{1} << 40;
 
+// The arguments of migrate-set-capabilities that leave RAM in shared files out of a saved state
+// (on), or carry every byte of RAM in it (off). Saving and loading must agree.
+nlohmann::json IgnoreSharedRam(bool on) {
+  return {{"capabilities",
+           nlohmann::json::array({{{"capability", "x-ignore-shared"}, {"state", on}}})}};
+}
+
 // Polls a migration (either direction) until it completes or fails. QEMU's reply is bounded
 // by QmpClient and read without exceptions.
 absl::Status WaitForMigration(QmpClient& qmp, absl::Time deadline) {
@@ -351,6 +359,35 @@ class QemuVm : public Vm {
     if (!runtime_dir_.empty()) detached_ = true;
   }
 
+  absl::Status Adopt(const std::string& runtime_dir, const std::string& host_cgroup, GuestSync sync,
+                     absl::Time deadline) override {
+    if (runtime_dir_.empty()) {
+      return absl::FailedPreconditionError("only a VM with a runtime directory can be handed on");
+    }
+    absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
+    if (!record.ok()) return record.status();
+    RemoveTree(runtime_dir).IgnoreError();  // what a VM of the same session left
+    if (absl::Status s = MakeDirectories(DirName(runtime_dir), 0700); !s.ok()) return s;
+    if (rename(runtime_dir_.c_str(), runtime_dir.c_str()) != 0) {
+      return ErrnoStatus("move the VM's runtime directory to", runtime_dir);
+    }
+    runtime_dir_ = runtime_dir;
+    if (cgroup_) {
+      if (absl::Status s = cgroup_->Rename(host_cgroup); !s.ok()) return s;
+      if (absl::Status s = cgroup_->SetBackground(false); !s.ok()) return s;
+      record->cgroup = host_cgroup;
+    }
+    sync.restored = true;
+    record->sync = sync;
+    sync_ = sync;
+    if (absl::Status s = WriteFileAtomically(absl::StrCat(runtime_dir_, "/", kRecordFile),
+                                             EncodeRecord(*record), 0600);
+        !s.ok()) {
+      return s;
+    }
+    return channel_->Handshake(deadline, sync);
+  }
+
   void AttachQmp(std::unique_ptr<QmpClient> qmp) {
     vmm_version_ = absl::StrCat("qemu ", qmp->version());
     qmp_ = std::move(qmp);
@@ -401,7 +438,9 @@ class QemuVm : public Vm {
     for (auto [command, arguments] :
          {std::pair<const char*, nlohmann::json>{"stop", nlohmann::json::object()},
           // QEMU throttles migration to 128 MiB/s by default; a file takes what it gets.
-          {"migrate-set-parameters", {{"max-bandwidth", kUnthrottled}}}}) {
+          {"migrate-set-parameters", {{"max-bandwidth", kUnthrottled}}},
+          // RAM that lives in a shared file is that file's: the state leaves it out.
+          {"migrate-set-capabilities", IgnoreSharedRam(shared_memory_.valid())}}) {
       if (absl::StatusOr<nlohmann::json> r = qmp_->Execute(command, arguments, deadline); !r.ok()) {
         return r.status();
       }
@@ -424,7 +463,8 @@ class QemuVm : public Vm {
   }
 
   // Loads a saved state into a QEMU started with -incoming defer -S, and starts the guest.
-  absl::Status Restore(int state_fd, absl::Time deadline) {
+  // ram_apart: the state leaves the RAM out (the VM maps it from VmConfig::memory_fd).
+  absl::Status Restore(int state_fd, bool ram_apart, absl::Time deadline) {
     std::lock_guard<std::mutex> lock(qmp_mu_);
     if (!runtime_dir_.empty()) {
       // The guest must find its port connected when its state loads, as it was when saved:
@@ -446,6 +486,11 @@ class QemuVm : public Vm {
         usleep(500);
       }
     }
+    if (absl::StatusOr<nlohmann::json> r =
+            qmp_->Execute("migrate-set-capabilities", IgnoreSharedRam(ram_apart), deadline);
+        !r.ok()) {
+      return r.status();
+    }
     if (absl::Status s = qmp_->PassFd("state", state_fd, deadline); !s.ok()) return s;
     absl::StatusOr<nlohmann::json> r =
         qmp_->Execute("migrate-incoming", {{"uri", "fd:state"}}, deadline);
@@ -455,6 +500,8 @@ class QemuVm : public Vm {
   }
 
   GuestChannel& channel() override { return *channel_; }
+  int shared_memory_fd() const override { return shared_memory_.get(); }
+  void set_shared_memory(UniqueFd memory) { shared_memory_ = std::move(memory); }
   std::string accelerator() const override { return accelerator_; }
   std::string vmm_version() const override { return vmm_version_; }
   void set_accelerator(std::string accelerator) { accelerator_ = std::move(accelerator); }
@@ -542,7 +589,7 @@ class QemuVm : public Vm {
   UniqueFd console_;
   UniqueFd stderr_;
   const bool child_;
-  const std::string runtime_dir_;
+  std::string runtime_dir_;  // changes only in Adopt, before the VM is shared
   bool detached_ = false;
   LogTail console_log_;
   LogTail vmm_log_;
@@ -556,6 +603,7 @@ class QemuVm : public Vm {
   GuestSync sync_;
   std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
   std::optional<JailUid> jail_uid_;
+  UniqueFd shared_memory_;  // the guest's RAM when it writes into a memfd
 };
 
 // A guest that breaks the protocol (or whose channel dies) loses its VM at once. The callback
@@ -670,7 +718,10 @@ bool Jail(const SpawnPlan& plan) {
     }
   }
   int high[kSources + 1];
-  for (int i = 0; i < kSources; ++i) high[i] = fcntl(plan.sources[i], F_DUPFD, 64);
+  // (A source of -1 is a descriptor the VM does not get.)
+  for (int i = 0; i < kSources; ++i) {
+    high[i] = plan.sources[i] < 0 ? -1 : fcntl(plan.sources[i], F_DUPFD, 64);
+  }
   high[kSources] = fcntl(plan.stderr_fd, F_DUPFD, 64);
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(high[kSources], 1) < 0 ||
@@ -678,7 +729,11 @@ bool Jail(const SpawnPlan& plan) {
     _exit(126);
   }
   for (int i = 0; i < kSources; ++i) {
-    if (high[i] < 0 || dup2(high[i], 3 + i) < 0) _exit(126);
+    if (plan.sources[i] < 0) {
+      close(3 + i);
+    } else if (high[i] < 0 || dup2(high[i], 3 + i) < 0) {
+      _exit(126);
+    }
   }
   close_range(3 + kSources, ~0U, 0);
   // The binary itself, by descriptor (the jail has no path to it unless it is under /usr).
@@ -738,13 +793,21 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
   std::vector<std::string> argv = {
       qemu_path_,
       "-M",
-      "microvm,acpi=off,x-option-roms=off,rtc=off",
+      "microvm,acpi=off,x-option-roms=off,rtc=off,memory-backend=microvm.ram",
       "-accel",
       kvm ? "kvm" : "tcg,tb-size=256",
       "-cpu",
       kvm ? "host" : "max",
       "-m",
       absl::StrCat(config.memory_mib, "M"),
+      // The RAM backend has the id QEMU gives its default one, so that the RAM of a state saved
+      // from either kind (or by a QEMU given only -m) loads into the other.
+      "-object",
+      config.memory_fd < 0
+          ? absl::StrCat("memory-backend-ram,id=microvm.ram,size=", config.memory_mib, "M")
+          : absl::StrCat("memory-backend-file,id=microvm.ram,size=", config.memory_mib,
+                         "M,mem-path=/proc/self/fd/", kMemoryFd,
+                         ",share=", config.memory_shared ? "on" : "off"),
       "-smp",
       absl::StrCat(config.vcpus),
       "-nodefaults",
@@ -886,7 +949,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                                  console_vm.get(),     config.session_disk_fd,
                                  disk_read_only.get(), config.workspace_disk_fd,
                                  image.get(),          kernel.get(),
-                                 initrd.get(),         binary.get()};
+                                 initrd.get(),         binary.get(),
+                                 config.memory_fd};
   std::copy(std::begin(sources), std::end(sources), plan.sources);
   plan.stderr_fd = err_vm.get();
   std::optional<JailUid> jail_uid;
@@ -914,7 +978,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     absl::StatusOr<std::unique_ptr<HostCgroup>> created = HostCgroup::Create(
         config.host_cgroup, {.vcpus = config.vcpus,
                              .memory_bytes = (uint64_t{config.memory_mib} << 20) + overhead,
-                             .max_tasks = 64 + 4 * config.vcpus});
+                             .max_tasks = 64 + 4 * config.vcpus,
+                             .background = config.background});
     if (!created.ok()) return created.status();
     cgroup = *std::move(created);
     plan.cgroup_procs = cgroup->procs_fds();
@@ -989,6 +1054,11 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   vm->set_cgroup(std::move(cgroup));
   vm->set_jail_uid(std::move(jail_uid));
   vm->set_sync(sync);
+  if (config.memory_fd >= 0 && config.memory_shared) {
+    UniqueFd memory(fcntl(config.memory_fd, F_DUPFD_CLOEXEC, 0));
+    if (!memory.valid()) return ErrnoStatus("keep the guest's memory");
+    vm->set_shared_memory(std::move(memory));
+  }
   channel_vm.reset();
   qmp_vm.reset();
   console_vm.reset();
@@ -999,7 +1069,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   vm->AttachQmp(*std::move(client));
   vm->AttachChannel(GuestChannel::Start(std::move(channel_host), KillerOf(*vm)));
   if (config.incoming_state_fd >= 0) {
-    if (absl::Status s = vm->Restore(config.incoming_state_fd, absl::Now() + absl::Seconds(60));
+    if (absl::Status s = vm->Restore(config.incoming_state_fd,
+                                     /*ram_apart=*/config.memory_fd >= 0 && !config.memory_shared,
+                                     absl::Now() + absl::Seconds(60));
         !s.ok()) {
       return vm->Explain("the snapshot could not be restored", s);
     }

@@ -4,8 +4,13 @@
 #include <linux/fs.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
@@ -13,6 +18,16 @@
 
 namespace airlock {
 namespace {
+
+bool WriteAllAt(int fd, const char* data, size_t size, off_t at) {
+  while (size > 0) {
+    ssize_t n = pwrite(fd, data, size, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n, size -= static_cast<size_t>(n), at += n;
+  }
+  return true;
+}
 
 // How long the guest may take to stop sending and QEMU to write its state.
 constexpr absl::Duration kQuiesceTimeout = absl::Seconds(10);
@@ -42,8 +57,18 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
   }
   if (fsync(state.get()) != 0) return ErrnoStatus("fsync", state_path);
   if (disk == SnapshotDisk::kLink && fsync(disk_fd) != 0) return ErrnoStatus("fsync", disk_path);
+  std::vector<const char*> names = {kSnapshotStateFile, kSnapshotDiskFile};
+  if (vm.shared_memory_fd() >= 0) {
+    // The state left the RAM out: it is the memfd's bytes.
+    std::string memory_path = absl::StrCat(tmp, "/", kSnapshotMemoryFile);
+    UniqueFd memory(open(memory_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+    if (!memory.valid()) return ErrnoStatus("create", memory_path);
+    if (absl::Status s = CopyDisk(vm.shared_memory_fd(), memory.get()); !s.ok()) return s;
+    if (fsync(memory.get()) != 0) return ErrnoStatus("fsync", memory_path);
+    names.push_back(kSnapshotMemoryFile);
+  }
   manifest.files.clear();
-  for (const char* name : {kSnapshotStateFile, kSnapshotDiskFile}) {
+  for (const char* name : names) {
     absl::StatusOr<SnapshotFile> file = DescribeFile(tmp, name);
     if (!file.ok()) return file.status();
     manifest.files.push_back(*file);
@@ -54,6 +79,66 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
     return s;
   }
   return manifest;
+}
+
+// Memory files loaded into sealed memfds, by digest, the most recently used last.
+constexpr size_t kLoadedMemories = 4;
+std::mutex memories_mu;
+auto* memories = new std::vector<std::pair<std::string, std::shared_ptr<const UniqueFd>>>;
+
+std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
+  std::lock_guard<std::mutex> lock(memories_mu);
+  for (auto it = memories->begin(); it != memories->end(); ++it) {
+    if (it->first != digest) continue;
+    auto entry = std::move(*it);
+    memories->erase(it);
+    memories->push_back(std::move(entry));
+    return memories->back().second;
+  }
+  return nullptr;
+}
+
+void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd) {
+  std::lock_guard<std::mutex> lock(memories_mu);
+  if (memories->size() >= kLoadedMemories) memories->erase(memories->begin());
+  memories->emplace_back(digest, std::move(memfd));
+}
+
+// The bytes of a snapshot's memory file in a new memfd, sealed, then checked against the
+// manifest: what a VM maps is exactly what was checked, and no one (an escaped VM process
+// included) can change it afterwards.
+absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& dir,
+                                                           const SnapshotFile& expected) {
+  if (std::shared_ptr<const UniqueFd> loaded = LoadedMemory(expected.sha256)) return loaded;
+  std::string path = absl::StrCat(dir, "/", expected.name);
+  UniqueFd file(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st;
+  if (!file.valid() || fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::DataLossError(
+        absl::StrCat("snapshot refused: ", expected.name, " is missing or not a file"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != expected.size) {
+    return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name, " has ",
+                                            st.st_size, " bytes, the manifest says ", expected.size,
+                                            " (truncated?)"));
+  }
+  auto memfd = std::make_shared<UniqueFd>(
+      memfd_create("airlock-snapshot-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!memfd->valid()) return ErrnoStatus("memfd_create");
+  if (ftruncate(memfd->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
+  if (absl::Status s = CopyDisk(file.get(), memfd->get()); !s.ok()) return s;
+  if (fcntl(memfd->get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
+      0) {
+    return ErrnoStatus("seal the guest's memory");
+  }
+  absl::StatusOr<std::string> digest = SparseSha256(memfd->get());
+  if (!digest.ok()) return digest.status();
+  if (*digest != expected.sha256) {
+    return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name,
+                                            " does not match its hash (it was changed)"));
+  }
+  KeepMemory(expected.sha256, memfd);
+  return memfd;
 }
 
 }  // namespace
@@ -111,13 +196,30 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
   if (!has_state || !has_disk) {
     return absl::DataLossError("snapshot refused: the manifest does not name a state and a disk");
   }
+  // With `files`, the memory is checked where it is loaded (its memfd), not read twice.
+  SnapshotManifest to_check = *manifest;
+  std::optional<SnapshotFile> memory;
+  if (files != nullptr) {
+    for (auto it = to_check.files.begin(); it != to_check.files.end(); ++it) {
+      if (it->name != kSnapshotMemoryFile) continue;
+      memory = *it;
+      to_check.files.erase(it);
+      break;
+    }
+  }
   std::map<std::string, UniqueFd> opened;
-  if (absl::Status s = VerifySnapshotFiles(dir, *manifest, files ? &opened : nullptr); !s.ok()) {
+  if (absl::Status s = VerifySnapshotFiles(dir, to_check, files ? &opened : nullptr); !s.ok()) {
     return s;
   }
   if (files != nullptr) {
     files->state = std::move(opened[kSnapshotStateFile]);
     files->disk = std::move(opened[kSnapshotDiskFile]);
+    files->memory = nullptr;
+    if (memory) {
+      absl::StatusOr<std::shared_ptr<const UniqueFd>> loaded = LoadMemory(dir, *memory);
+      if (!loaded.ok()) return loaded.status();
+      files->memory = *std::move(loaded);
+    }
   }
   return manifest;
 }
@@ -128,6 +230,8 @@ absl::Status CopyDisk(int from_fd, int new_fd) {
   if (fstat(from_fd, &st) != 0) return ErrnoStatus("stat a disk to copy");
   if (ftruncate(new_fd, st.st_size) != 0) return ErrnoStatus("size a disk copy");
   off_t at = 0;
+  bool plain_copy = false;
+  std::string buffer;
   while (at < st.st_size) {
     off_t data = lseek(from_fd, at, SEEK_DATA);
     if (data < 0 && errno == ENXIO) break;  // the rest is a hole
@@ -135,7 +239,20 @@ absl::Status CopyDisk(int from_fd, int new_fd) {
     off_t hole = lseek(from_fd, data, SEEK_HOLE);
     if (hole < 0) return ErrnoStatus("seek in a disk to copy");
     for (off_t in = data, out = data; in < hole;) {
-      ssize_t n = copy_file_range(from_fd, &in, new_fd, &out, static_cast<size_t>(hole - in), 0);
+      ssize_t n = -1;
+      if (!plain_copy) {
+        n = copy_file_range(from_fd, &in, new_fd, &out, static_cast<size_t>(hole - in), 0);
+        if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL)) {
+          plain_copy = true;  // between filesystems (a memfd and a file): read and write
+          continue;
+        }
+      } else {
+        buffer.resize(1 << 20);
+        n = pread(from_fd, buffer.data(),
+                  static_cast<size_t>(std::min<off_t>(hole - in, buffer.size())), in);
+        if (n > 0 && !WriteAllAt(new_fd, buffer.data(), static_cast<size_t>(n), out)) n = -1;
+        if (n > 0) in += n, out += n;
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("copy a disk");
       if (n == 0) return absl::DataLossError("a disk shrank while it was copied");

@@ -1,7 +1,11 @@
-// VM snapshots on disk (DESIGN.md decision 6). A snapshot is a directory of three files:
+// VM snapshots on disk (DESIGN.md decision 6). A snapshot is a directory of these files:
 //
-//   state          QEMU's device and RAM stream (Vm::SaveState: QMP stop + migrate to a
-//                  descriptor passed over the QMP socket)
+//   state          QEMU's device stream (Vm::SaveState: QMP stop + migrate to a descriptor passed
+//                  over the QMP socket), with the RAM in it unless `memory` holds it
+//   memory         the guest's RAM as a sparse file, for a VM whose RAM was a shared memfd
+//                  (templates): a restore maps it copy-on-write instead of copying it through
+//                  the stream, so it costs the same for any RAM size and every VM restored from
+//                  it shares the pages it has not written
 //   disk.ext4      the session's writable disk as it was at that moment (sparse)
 //   manifest.json  what it is (image, kernel, shape) and each file's size and digest, signed
 //                  with the host key (snapshot_manifest.h)
@@ -12,6 +16,7 @@
 #ifndef AIRLOCK_VM_SNAPSHOT_H_
 #define AIRLOCK_VM_SNAPSHOT_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -23,6 +28,7 @@
 namespace airlock {
 
 inline constexpr char kSnapshotStateFile[] = "state";
+inline constexpr char kSnapshotMemoryFile[] = "memory";
 inline constexpr char kSnapshotDiskFile[] = "disk.ext4";
 inline constexpr char kSnapshotManifestFile[] = "manifest.json";
 
@@ -48,10 +54,16 @@ enum class SnapshotDisk {
 struct SnapshotFiles {
   UniqueFd state;
   UniqueFd disk;
+  // The guest's RAM when the snapshot keeps it apart from the state: a memfd sealed against
+  // every change, holding the bytes that were checked (VmConfig::memory_fd). Restores of one
+  // snapshot share it. Null when the state carries the RAM.
+  std::shared_ptr<const UniqueFd> memory;
 };
 
 // Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
-// With `files`, the state and disk it checked: load those, never the paths again.
+// With `files`, the state and disk it checked: load those, never the paths again. A memory file
+// is loaded into its sealed memfd and checked there; the last few loaded are kept (by digest),
+// so restoring a template again costs no read.
 [[nodiscard]] absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir,
                                                             const std::string& key,
                                                             SnapshotFiles* files = nullptr);

@@ -35,6 +35,9 @@ struct VmConfig {
   // A host cgroup named this confines the VM process (CPU quota for its vCPUs, memory for the
   // guest plus the VMM's overhead). Empty: none.
   std::string host_cgroup;
+  // The host cgroup gives the VM the lowest CPU weight until Vm::Adopt (a VM made ahead of
+  // need must not slow the sessions that run).
+  bool background = false;
   std::string accelerator = "tcg";  // "kvm" or "tcg" (see accelerator.h)
   // Where a VM that outlives the process that started it keeps its sockets and its record
   // (VmDriver::Reattach finds it there again). Empty: the VM dies with that process.
@@ -42,6 +45,15 @@ struct VmConfig {
   // Restore the device and RAM state saved in this file (Vm::SaveState) instead of booting;
   // not owned. The rest of the config must describe the same machine (memory, vCPUs, image).
   int incoming_state_fd = -1;
+  // The guest's RAM as a file (not owned): a memfd the VM maps instead of anonymous memory.
+  //   memory_shared: the guest writes into it (a VM whose RAM is to be saved as a file: its
+  //     saved state then leaves the RAM out; see Vm::shared_memory_fd).
+  //   otherwise: a private, copy-on-write mapping of its bytes (a restore from a snapshot that
+  //     keeps the RAM apart, incoming_state_fd then holding only the devices). Every VM restored
+  //     from one snapshot shares the pages none of them wrote. Seal the memfd against writes.
+  // -1: anonymous RAM, carried in the saved state.
+  int memory_fd = -1;
+  bool memory_shared = false;
 };
 
 // A running VM. Destroying it kills the VM process, reaps it and releases every host resource
@@ -53,8 +65,10 @@ class Vm {
   // limits and hostname with the host.
   [[nodiscard]] virtual absl::Status WaitReady(absl::Time deadline) = 0;
   // Stops the guest and writes its device and RAM state to state_fd (a regular file, from its
-  // current offset). Quiesce the channel first. When this returns, everything the guest wrote
-  // to its disks is on them; the guest stays stopped until Continue (or the VM is destroyed).
+  // current offset); for a VM with shared_memory_fd() only the devices: its RAM is that file's
+  // bytes, to be saved beside the state. Quiesce the channel first. When this returns, everything
+  // the guest wrote to its disks is on them; the guest stays stopped until Continue (or the VM is
+  // destroyed).
   [[nodiscard]] virtual absl::Status SaveState(int state_fd, absl::Time deadline) = 0;
   // Runs a guest stopped by SaveState again and synchronizes its agent as after a restore.
   [[nodiscard]] virtual absl::Status Continue(absl::Time deadline) = 0;
@@ -66,10 +80,20 @@ class Vm {
   virtual std::string DiagnosticTail() const = 0;
   // If the VM process has ended, how ("killed by signal 9"); nullopt while it runs.
   virtual std::optional<std::string> ExitReason() = 0;
+  // The memfd holding the guest's RAM when the guest writes into it (VmConfig::memory_shared);
+  // -1 otherwise. Its bytes are what SaveState leaves out.
+  virtual int shared_memory_fd() const = 0;
   // The accelerator the VM runs on ("kvm" or "tcg").
   virtual std::string accelerator() const = 0;
   // The VMM and its version ("qemu 7.2.22"), recorded in snapshots.
   virtual std::string vmm_version() const = 0;
+  // Hands a running VM that was started ahead of need (a warm pool's) to its session: its
+  // runtime directory moves to runtime_dir (whose parent exists), its host cgroup (if any) is
+  // renamed host_cgroup, and the guest is synchronized again with `sync` (hostname, process
+  // limit, a new random seed and the clock) before this returns.
+  [[nodiscard]] virtual absl::Status Adopt(const std::string& runtime_dir,
+                                           const std::string& host_cgroup, GuestSync sync,
+                                           absl::Time deadline) = 0;
   // Lets a VM started with a runtime_dir run on without this object (airlockd exits and a later
   // one reattaches): destroying it then releases only this process's hold on the VM.
   virtual void Detach() = 0;

@@ -1,6 +1,7 @@
 #include "src/vm/vm_launcher.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ absl::StatusOr<VmConfig> BaseConfig(const HostPaths& paths, const ImageInfo& ima
   config.hostname = options.hostname;
   config.guest_pids_max = options.pids;
   config.host_cgroup = options.host_cgroup;
+  config.background = options.background;
   config.runtime_dir = options.runtime_dir;
   config.accelerator = ChooseAccelerator().name;
   return config;
@@ -104,11 +106,21 @@ absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
   if (!config.ok()) return config.status();
   absl::StatusOr<UniqueFd> disk = CreateSessionDisk(paths.scratch, options.disk_bytes);
   if (!disk.ok()) return disk.status();
+  UniqueFd memory;
+  if (options.memory_as_file) {
+    memory.reset(memfd_create("airlock-guest-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!memory.valid()) return ErrnoStatus("memfd_create");
+    if (ftruncate(memory.get(), off_t{options.memory_mib} << 20) != 0) {
+      return ErrnoStatus("size the guest's memory");
+    }
+    config->memory_fd = memory.get();
+    config->memory_shared = true;
+  }
   return StartAndWait(driver, paths, *std::move(config), *std::move(disk), options);
 }
 
 absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
-                                     const ImageInfo& image, int state_fd,
+                                     const ImageInfo& image, const SnapshotFiles& files,
                                      const SnapshotManifest& manifest, UniqueFd disk,
                                      const LaunchOptions& options) {
   absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
@@ -128,9 +140,10 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
                                                       manifest.accelerator, ", this host runs ",
                                                       config->accelerator));
   }
-  absl::StatusOr<UniqueFd> state = ReopenFile(state_fd, /*writable=*/false);
+  absl::StatusOr<UniqueFd> state = ReopenFile(files.state.get(), /*writable=*/false);
   if (!state.ok()) return state.status();
   config->incoming_state_fd = state->get();
+  if (files.memory) config->memory_fd = files.memory->get();
   return StartAndWait(driver, paths, *std::move(config), std::move(disk), options);
 }
 

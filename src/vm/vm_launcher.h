@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
+#include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
 
@@ -35,6 +36,10 @@ struct LaunchOptions {
   // Where the VM keeps its sockets and record so that it outlives airlockd (see
   // VmConfig::runtime_dir); empty: it dies with this process.
   std::string runtime_dir;
+  // Boot with the guest's RAM in a memfd of its own that the guest writes into, so that a
+  // snapshot saves it as a file that restores map (templates); otherwise anonymous RAM.
+  bool memory_as_file = false;
+  bool background = false;  // VmConfig::background
   absl::Duration boot_timeout = absl::Seconds(60);
 };
 
@@ -43,12 +48,14 @@ struct LaunchOptions {
                                                   const ImageInfo& image,
                                                   const LaunchOptions& options);
 
-// Starts a VM from a snapshot that OpenSnapshot verified, loading its state from state_fd (the
-// state file it checked; read through an open file of its own, so restores may share it), with
-// `disk` (the VM's own copy of the snapshot's disk) as the writable disk. The options' memory and
-// vCPUs must be the snapshot's; hostname, process limit and host cgroup are the new VM's own.
+// Starts a VM from a snapshot that OpenSnapshot verified, loading its state from files.state
+// (read through an open file of its own, so restores may share it) and mapping files.memory
+// copy-on-write when the snapshot keeps the RAM apart, with `disk` (the VM's own copy of the
+// snapshot's disk) as the writable disk. The options' memory and vCPUs must be the snapshot's;
+// hostname, process limit and host cgroup are the new VM's own.
 [[nodiscard]] absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
-                                                   const ImageInfo& image, int state_fd,
+                                                   const ImageInfo& image,
+                                                   const SnapshotFiles& files,
                                                    const SnapshotManifest& manifest, UniqueFd disk,
                                                    const LaunchOptions& options);
 

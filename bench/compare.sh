@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The whole performance table (ARCHITECTURE.md, "Performance targets") in one run, each line
+# beside its target and the baselines measured in this same run: a host `sh -c true`,
+# bubblewrap (the process sandbox agents use instead), bare QEMU start-up (the floor for any
+# VM start) and a cold boot of the same VM. Runs its own airlockd on a private home.
+# Usage: bench/compare.sh [ROUNDS]   (after scripts/setup.sh; as root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+command -v bwrap >/dev/null || { echo "compare.sh: needs bwrap (Debian's bubblewrap)" >&2; exit 1; }
+. bench/private_daemon.sh
+. bench/timing.sh
+m() { printf '%s\n' "$@" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+# Waits until the warm pool holds a VM (at most 60 s).
+pooled() {
+  for _ in $(seq 120); do
+    [ "$($airlock ps --json | grep -c '"pool": true')" -ge 1 ] && return 0
+    sleep 0.5
+  done
+  echo "compare.sh: the warm pool stayed empty" >&2
+  return 1
+}
+
+accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
+if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi
+bwrap_args=(bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent)
+
+# Baselines.
+host_sh=() bw_true=() bw_py=() bare=() cli=()
+for _ in $(seq "$rounds"); do
+  host_sh+=("$(time_ms sh -c true)")
+  bw_true+=("$(time_ms "${bwrap_args[@]}" true)")
+  bw_py+=("$(time_ms "${bwrap_args[@]}" python3 -c pass)")
+  cli+=("$(time_ms "$airlock" --version)")
+  bare+=("$(time_ms sh -c 'printf "%s\n" "{\"execute\":\"qmp_capabilities\"}" "{\"execute\":\"quit\"}" |
+    qemu-system-x86_64 -M microvm,acpi=off,x-option-roms=off,rtc=off '"${accel_args[*]}"' -m 512M \
+      -nodefaults -no-user-config -display none -S -kernel '"$kernel"' -qmp stdio')")
+done
+start_daemon cold --no-templates
+cold=()
+for _ in $(seq "$rounds"); do
+  t0=$(now_ms); id=$($airlock session create --idle-timeout 0); t1=$(now_ms)
+  cold+=($((t1 - t0))); $airlock rm "$id" >/dev/null
+done
+
+# Airlock with templates and its warm pool (one VM per kind, so each round finds one ready).
+start_daemon warm --pool 1
+$airlock run -- true >/dev/null   # the template, and the pool's first demand
+run_true=() run_py=() create=()
+for _ in $(seq "$rounds"); do
+  pooled; run_true+=("$(time_ms $airlock run -- true)")
+  pooled; run_py+=("$(time_ms $airlock run -- python3 -c pass)")
+  pooled; t0=$(now_ms); id=$($airlock session create); t1=$(now_ms); create+=($((t1 - t0)))
+  $airlock rm "$id" >/dev/null
+done
+
+# A live session: exec round trip, stdout, idle memory, pause/resume, fork.
+pooled
+id=$($airlock session create --idle-timeout 0)
+$airlock exec "$id" -- true
+rtt=()
+for _ in $(seq $((rounds * 4))); do rtt+=("$(time_ms $airlock exec "$id" -- true)"); done
+guest=$($airlock exec "$id" -- python3 -c "
+import subprocess, time
+runs = []
+for _ in range(20):
+    t = time.monotonic(); subprocess.run(['true']); runs.append((time.monotonic() - t) * 1000)
+print(round(sorted(runs)[len(runs) // 2]))")
+bytes=$((256 * 1024 * 1024))
+t0=$(now_ms); $airlock exec "$id" -- head -c $bytes /dev/zero | wc -c >/dev/null; t1=$(now_ms)
+mbps=$(awk -v b=$bytes -v ms=$((t1 - t0)) 'BEGIN {printf "%.0f", b / 1e6 / (ms / 1000)}')
+sleep 2
+pid=$($airlock ps | awk -v id="$id" '$1 == id {print $2}')
+# Resident memory beyond the guest's RAM mapping (the mapping's own Rss in smaps).
+overhead_kib=$(awk -v ram=$((512 * 1024)) '
+  /^Size:/ {size=$2} /^Rss:/ {total+=$2; if (size == ram) guest+=$2}
+  END {print total - guest}' "/proc/$pid/smaps")
+pause=() resume=()
+for _ in $(seq "$rounds"); do
+  pause+=("$(time_ms $airlock pause "$id")")
+  resume+=("$(time_ms $airlock resume "$id")")
+done
+$airlock pause "$id" >/dev/null
+paused_rss=0
+if $airlock ps --json | grep -q "\"$id\""; then paused_rss=unknown; fi
+$airlock resume "$id" >/dev/null
+fork=()
+for _ in $(seq "$rounds"); do
+  t0=$(now_ms); forks=$($airlock fork "$id" -n 10); t1=$(now_ms)
+  fork+=($((t1 - t0))); $airlock rm $forks >/dev/null
+done
+$airlock rm "$id" >/dev/null
+# Resume against guest RAM: the same session shape at 512 MiB and at 4 GiB.
+resume_big=()
+big=$($airlock session create --idle-timeout 0 --memory 4g)
+$airlock exec "$big" -- true
+for _ in $(seq "$rounds"); do
+  $airlock pause "$big" >/dev/null
+  resume_big+=("$(time_ms $airlock resume "$big")")
+done
+$airlock rm "$big" >/dev/null
+
+cold_ms=$(m "${cold[@]}") bare_ms=$(m "${bare[@]}") bw_py_ms=$(m "${bw_py[@]}")
+resume_ms=$(m "${resume[@]}") resume_big_ms=$(m "${resume_big[@]}") rtt_ms=$(m "${rtt[@]}")
+row() { printf '%-50s %10s   %s\n' "$1" "$2" "$3"; }
+row "measure ($accel, median of $rounds)" "measured" "target"
+echo "baselines"
+row "  host sh -c true" "$(m "${host_sh[@]}") ms" "-"
+row "  bwrap true" "$(m "${bw_true[@]}") ms" "-"
+row "  bwrap python3 -c pass" "$bw_py_ms ms" "-"
+row "  bare QEMU start-up, QMP, quit (floor)" "$bare_ms ms" "-"
+row "  cold boot to ready (no template)" "$cold_ms ms" "-"
+row "  airlock --version (CLI start-up)" "$(m "${cli[@]}") ms" "-"
+echo "airlock"
+row "  run -- true (a pooled VM ready)" "$(m "${run_true[@]}") ms" "<= 250 ms"
+row "  run -- python3 -c pass (a pooled VM ready)" "$(m "${run_py[@]}") ms" \
+  "<= 3 x bwrap = $((3 * bw_py_ms)) ms ($(ratio "$(m "${run_py[@]}")" "$bw_py_ms") x)"
+row "  session create (from the pool)" "$(m "${create[@]}") ms" "<= 100 ms"
+row "  resume of a paused session (512 MiB)" "$resume_ms ms" \
+  "<= 150 ms; <= 1/20 of cold = $((cold_ms / 20)) ms"
+row "  resume of a paused session (4 GiB)" "$resume_big_ms ms" \
+  "within 20% of 512 MiB ($(ratio "$resume_big_ms" "$resume_ms") x)"
+row "  fork x10 of a running session" "$(m "${fork[@]}") ms" "<= 3 x resume = $((3 * resume_ms)) ms"
+row "  pause (snapshot to disk, VM gone)" "$(m "${pause[@]}") ms" "-"
+row "  exec ID -- true, end to end" "$rtt_ms ms" "-"
+row "  the guest's own fork/exec of true" "$guest ms" "-"
+row "  exec round trip above the guest's own cost" "$((rtt_ms - guest)) ms" "<= 20 ms"
+row "  stdout guest -> client (256 MiB)" "$mbps MB/s" ">= 50 MB/s"
+row "  paused session host RSS" "$paused_rss bytes" "0 (no process)"
+row "  idle VM host RSS beyond guest RAM" "$((overhead_kib / 1024)) MiB" "<= 16 MiB (Firecracker <= 5)"
+row "  ratio resume / bare QEMU start-up" "$(ratio "$resume_ms" "$bare_ms")" "-"
