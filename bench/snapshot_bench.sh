@@ -29,7 +29,7 @@ for _ in $(seq "$rounds"); do
   cold+=($((t1 - t0))); $airlock rm "$id" >/dev/null
 done
 
-start_daemon warm
+start_daemon warm --pool 0   # restores from the template (compare.sh measures the pool)
 $airlock run -- true >/dev/null  # builds the template once
 run=() pause=() resume=() fork=()
 id=$($airlock session create --idle-timeout 0)
