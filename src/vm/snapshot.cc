@@ -83,17 +83,36 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
 
 // Memory files loaded into sealed memfds, by digest, the most recently used last.
 constexpr size_t kLoadedMemories = 4;
+struct LoadedMemoryFile {
+  std::string digest;
+  std::shared_ptr<const UniqueFd> memfd;
+  uint64_t loaded_bytes;  // what it held when it was loaded
+};
 std::mutex memories_mu;
-auto* memories = new std::vector<std::pair<std::string, std::shared_ptr<const UniqueFd>>>;
+auto* memories = new std::vector<LoadedMemoryFile>;
+
+uint64_t AllocatedBytes(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
 
 std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
   std::lock_guard<std::mutex> lock(memories_mu);
   for (auto it = memories->begin(); it != memories->end(); ++it) {
-    if (it->first != digest) continue;
-    auto entry = std::move(*it);
+    if (it->digest != digest) continue;
+    LoadedMemoryFile entry = std::move(*it);
     memories->erase(it);
+    // Linux gives a hole of the memfd a zero page of its own when a VM touches it through its
+    // private mapping (a pause reads every page), so a memfd many VMs used grows towards the
+    // guest's RAM size. Once it grew by half of that, later restores get a fresh load; the VMs
+    // that map the old one keep it until they end.
+    struct stat st;
+    if (fstat(entry.memfd->get(), &st) == 0 &&
+        AllocatedBytes(entry.memfd->get()) > entry.loaded_bytes + st.st_size / 2) {
+      return nullptr;
+    }
     memories->push_back(std::move(entry));
-    return memories->back().second;
+    return memories->back().memfd;
   }
   return nullptr;
 }
@@ -101,7 +120,8 @@ std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
 void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd) {
   std::lock_guard<std::mutex> lock(memories_mu);
   if (memories->size() >= kLoadedMemories) memories->erase(memories->begin());
-  memories->emplace_back(digest, std::move(memfd));
+  uint64_t loaded = AllocatedBytes(memfd->get());
+  memories->push_back({digest, std::move(memfd), loaded});
 }
 
 // The bytes of a snapshot's memory file in a new memfd, sealed, then checked against the

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "src/common/file_util.h"
@@ -99,6 +101,83 @@ TEST(SnapshotTest, OpenSnapshotRefusesAChangedOrMissingFile) {
   ASSERT_EQ(unlink((snap + "/" + kSnapshotDiskFile).c_str()), 0);
   EXPECT_FALSE(OpenSnapshot(snap, key).ok());
   EXPECT_FALSE(OpenSnapshot(dir.File("none"), key).ok());
+}
+
+// A snapshot directory of a state, a disk and a memory file of 64 MiB whose data (at three
+// places) starts with `seed` (each test its own, since loaded memories are kept by digest).
+std::string SnapshotWithMemory(testing::TempDir& dir, const std::string& name,
+                               const std::string& seed, const std::string& key) {
+  std::string snap = dir.File(name);
+  EXPECT_EQ(mkdir(snap.c_str(), 0700), 0);
+  EXPECT_TRUE(
+      WriteFileAtomically(snap + "/" + kSnapshotStateFile, std::string(5000, 's'), 0600).ok());
+  SparseFile(snap + "/" + kSnapshotDiskFile);
+  UniqueFd memory = SparseFile(snap + "/" + kSnapshotMemoryFile);
+  EXPECT_EQ(pwrite(memory.get(), seed.data(), seed.size(), 0), static_cast<ssize_t>(seed.size()));
+  SnapshotManifest m;
+  m.session_id = "template";
+  m.image_digest = "sha256:00";
+  m.accelerator = "tcg";
+  for (const char* file : {kSnapshotStateFile, kSnapshotDiskFile, kSnapshotMemoryFile}) {
+    m.files.push_back(*DescribeFile(snap, file));
+  }
+  EXPECT_TRUE(
+      WriteFileAtomically(snap + "/" + kSnapshotManifestFile, SignManifest(m, key), 0600).ok());
+  return snap;
+}
+
+TEST(SnapshotTest, AMemoryFileIsLoadedIntoASealedMemfdAndCheckedThere) {
+  testing::TempDir dir;
+  std::string key(kHostKeyBytes, 'k');
+  std::string seed = "memory " + std::to_string(getpid()) + " " + std::to_string(time(nullptr));
+  std::string snap = SnapshotWithMemory(dir, "snap", seed, key);
+  SnapshotFiles files;
+  ASSERT_TRUE(OpenSnapshot(snap, key, &files).ok());
+  ASSERT_NE(files.memory, nullptr);
+  int memfd = files.memory->get();
+  EXPECT_EQ(*ReadFileToString("/proc/self/fd/" + std::to_string(memfd), 128 << 20),
+            *ReadFileToString(snap + "/" + kSnapshotMemoryFile, 128 << 20));
+  // Sealed: nobody changes what was checked, nor its size.
+  EXPECT_EQ(pwrite(memfd, "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(memfd, 4096), 0);
+  UniqueFd reopened(open(("/proc/self/fd/" + std::to_string(memfd)).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(reopened.valid());  // as QEMU opens it, and still
+  EXPECT_EQ(pwrite(reopened.get(), "x", 1, 0), -1);
+  // Another restore of the same snapshot shares the memfd: it is loaded once.
+  SnapshotFiles again;
+  ASSERT_TRUE(OpenSnapshot(snap, key, &again).ok());
+  EXPECT_EQ(again.memory.get(), files.memory.get());
+  // Without `files` the memory file is hashed like any other.
+  EXPECT_TRUE(OpenSnapshot(snap, key).ok());
+  // A VM reading its holes through a private mapping gives each a page in the memfd; once it
+  // has grown well past what it held, the next restore gets a fresh one.
+  void* map = mmap(nullptr, 64 << 20, PROT_READ, MAP_PRIVATE, memfd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  volatile char sum = 0;
+  for (size_t at = 0; at < (64u << 20); at += 4096) sum += static_cast<const char*>(map)[at];
+  munmap(map, 64 << 20);
+  SnapshotFiles fresh;
+  ASSERT_TRUE(OpenSnapshot(snap, key, &fresh).ok());
+  EXPECT_NE(fresh.memory.get(), files.memory.get());
+  struct stat st;
+  ASSERT_EQ(fstat(fresh.memory->get(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, 1 << 20);
+
+  // A memory file changed after the manifest was signed is refused, and so is a short one.
+  std::string changed = SnapshotWithMemory(dir, "changed", seed + " changed", key);
+  {
+    UniqueFd memory(open((changed + "/" + kSnapshotMemoryFile).c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_EQ(pwrite(memory.get(), "M", 1, 32 << 20), 1);
+  }
+  SnapshotFiles refused;
+  absl::StatusOr<SnapshotManifest> opened = OpenSnapshot(changed, key, &refused);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(opened.status().message().find("memory does not match its hash"), std::string::npos)
+      << opened.status();
+  EXPECT_EQ(truncate((changed + "/" + kSnapshotMemoryFile).c_str(), 4096), 0);
+  opened = OpenSnapshot(changed, key, &refused);
+  EXPECT_NE(opened.status().message().find("(truncated?)"), std::string::npos) << opened.status();
 }
 
 }  // namespace
