@@ -22,8 +22,6 @@ pooled() {
   return 1
 }
 
-accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
-if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi
 bwrap_args=(bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent)
 
 # Baselines.
@@ -33,9 +31,7 @@ for _ in $(seq "$rounds"); do
   bw_true+=("$(time_ms "${bwrap_args[@]}" true)")
   bw_py+=("$(time_ms "${bwrap_args[@]}" python3 -c pass)")
   cli+=("$(time_ms "$airlock" --version)")
-  bare+=("$(time_ms sh -c 'printf "%s\n" "{\"execute\":\"qmp_capabilities\"}" "{\"execute\":\"quit\"}" |
-    qemu-system-x86_64 -M microvm,acpi=off,x-option-roms=off,rtc=off '"${accel_args[*]}"' -m 512M \
-      -nodefaults -no-user-config -display none -S -kernel '"$kernel"' -qmp stdio')")
+  bare+=("$(bare_qemu_ms)")
 done
 start_daemon cold --no-templates
 cold=()

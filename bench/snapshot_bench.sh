@@ -10,15 +10,10 @@ rounds=${1:-5}
 . bench/private_daemon.sh
 . bench/timing.sh
 
-accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
-if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi
-
 # The floor: QEMU with the same machine and kernel starts, answers QMP, and quits.
 bare=()
 for _ in $(seq "$rounds"); do
-  bare+=("$(time_ms sh -c 'printf "%s\n" "{\"execute\":\"qmp_capabilities\"}" "{\"execute\":\"quit\"}" |
-    qemu-system-x86_64 -M microvm,acpi=off,x-option-roms=off,rtc=off '"${accel_args[*]}"' -m 512M \
-      -nodefaults -no-user-config -display none -S -kernel '"$kernel"' -qmp stdio')")
+  bare+=("$(bare_qemu_ms)")
 done
 
 # Cold boot of the same VM, to the agent being ready (no template).

@@ -40,10 +40,12 @@ namespace {
 
 constexpr uint32_t kMaxForks = 64;
 // What a pooled VM runs once before it waits (see VmPool): commands of the image itself, never a
-// user's, with no input and nothing kept.
-constexpr char kPoolWarmUp[] =
-    "true; for p in python3 node; do command -v $p >/dev/null || continue; "
-    "case $p in python3) python3 -c pass;; node) node -e 0;; esac; done; true";
+// user's, each its own argv, with no input and nothing kept. One the image lacks is skipped.
+const std::vector<std::vector<std::string>>& PoolWarmUp() {
+  static const auto* commands = new std::vector<std::vector<std::string>>{
+      {"true"}, {"python3", "-c", "pass"}, {"node", "-e", "0"}};
+  return *commands;
+}
 
 LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir) {
   LaunchOptions options;
@@ -181,10 +183,11 @@ absl::Status SessionManager::Recover() {
           if (!vm.ok()) return vm;
           // TCG translates guest code anew in every VM process: run the image's own shell and
           // interpreters once, so that a session's first command finds them translated.
-          absl::StatusOr<GuestRun> warm =
-              RunInGuest(vm->vm->channel(), {"/bin/sh", "-c", kPoolWarmUp},
-                         {"PYTHONDONTWRITEBYTECODE=1"}, 4096, absl::Seconds(30));
-          if (!warm.ok()) return warm.status();
+          for (const std::vector<std::string>& argv : PoolWarmUp()) {
+            absl::StatusOr<GuestRun> warm = RunInGuest(
+                vm->vm->channel(), argv, {"PYTHONDONTWRITEBYTECODE=1"}, 4096, absl::Seconds(30));
+            if (!warm.ok()) return warm.status();  // (not found is a GuestRun, not an error)
+          }
           return vm;
         },
         [this](const std::string& dir) { driver_->Destroy(dir); });

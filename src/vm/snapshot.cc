@@ -130,23 +130,14 @@ void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd
 absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& dir,
                                                            const SnapshotFile& expected) {
   if (std::shared_ptr<const UniqueFd> loaded = LoadedMemory(expected.sha256)) return loaded;
-  std::string path = absl::StrCat(dir, "/", expected.name);
-  UniqueFd file(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st;
-  if (!file.valid() || fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return absl::DataLossError(
-        absl::StrCat("snapshot refused: ", expected.name, " is missing or not a file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) != expected.size) {
-    return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name, " has ",
-                                            st.st_size, " bytes, the manifest says ", expected.size,
-                                            " (truncated?)"));
-  }
+  absl::StatusOr<UniqueFd> file = OpenSnapshotFile(dir, expected, &st);
+  if (!file.ok()) return file.status();
   auto memfd = std::make_shared<UniqueFd>(
       memfd_create("airlock-snapshot-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!memfd->valid()) return ErrnoStatus("memfd_create");
   if (ftruncate(memfd->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
-  if (absl::Status s = CopyDisk(file.get(), memfd->get()); !s.ok()) return s;
+  if (absl::Status s = CopyDisk(file->get(), memfd->get()); !s.ok()) return s;
   if (fcntl(memfd->get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
       0) {
     return ErrnoStatus("seal the guest's memory");

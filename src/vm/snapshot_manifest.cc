@@ -250,24 +250,33 @@ void RememberGood(const std::string& path, const struct stat& st, const std::str
 
 }  // namespace
 
+absl::StatusOr<UniqueFd> OpenSnapshotFile(const std::string& dir, const SnapshotFile& expected,
+                                          struct stat* st) {
+  if (!PlainName(expected.name)) {
+    return absl::DataLossError(absl::StrCat("snapshot refused: bad file name ", expected.name));
+  }
+  std::string path = absl::StrCat(dir, "/", expected.name);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid() || fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) {
+    return absl::DataLossError(
+        absl::StrCat("snapshot refused: ", expected.name, " is missing or not a file"));
+  }
+  if (static_cast<uint64_t>(st->st_size) != expected.size) {
+    return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name, " has ",
+                                            st->st_size, " bytes, the manifest says ",
+                                            expected.size, " (truncated?)"));
+  }
+  return fd;
+}
+
 absl::Status VerifySnapshotFiles(const std::string& dir, const SnapshotManifest& manifest,
                                  std::map<std::string, UniqueFd>* opened) {
   for (const SnapshotFile& f : manifest.files) {
-    if (!PlainName(f.name)) {
-      return absl::DataLossError(absl::StrCat("snapshot refused: bad file name ", f.name));
-    }
-    std::string path = absl::StrCat(dir, "/", f.name);
-    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     struct stat st;
-    if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::DataLossError(
-          absl::StrCat("snapshot refused: ", f.name, " is missing or not a file"));
-    }
-    if (static_cast<uint64_t>(st.st_size) != f.size) {
-      return absl::DataLossError(absl::StrCat("snapshot refused: ", f.name, " has ", st.st_size,
-                                              " bytes, the manifest says ", f.size,
-                                              " (truncated?)"));
-    }
+    absl::StatusOr<UniqueFd> file = OpenSnapshotFile(dir, f, &st);
+    if (!file.ok()) return file.status();
+    UniqueFd fd = *std::move(file);
+    std::string path = absl::StrCat(dir, "/", f.name);
     if (!KnownGood(path, st, f.sha256)) {
       absl::StatusOr<std::string> digest = SparseSha256(fd.get());
       if (!digest.ok()) return digest.status();

@@ -9,6 +9,8 @@
 #ifndef AIRLOCK_VM_SNAPSHOT_MANIFEST_H_
 #define AIRLOCK_VM_SNAPSHOT_MANIFEST_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -61,6 +63,12 @@ std::string SignManifest(const SnapshotManifest& manifest, const std::string& ke
 // Describes a file of dir for the manifest (size and SparseSha256).
 [[nodiscard]] absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir,
                                                         const std::string& name);
+
+// Opens a file the manifest names (read-only, never through a symlink) and checks that it is a
+// regular file of the manifest's size; DATA_LOSS saying what is wrong otherwise.
+[[nodiscard]] absl::StatusOr<UniqueFd> OpenSnapshotFile(const std::string& dir,
+                                                        const SnapshotFile& expected,
+                                                        struct stat* st);
 
 // Checks that every file the manifest names is in dir with its size and hash. A file this process
 // verified before and that has not changed since (same inode, size, mtime and ctime) is not read
