@@ -12,6 +12,16 @@ command -v bwrap >/dev/null || { echo "compare.sh: needs bwrap (Debian's bubblew
 . bench/timing.sh
 m() { printf '%s\n' "$@" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+# Waits until airlockd has set the paused session's RAM apart in its snapshot (a few seconds
+# after the pause; at most 60 s).
+apart() {
+  for _ in $(seq 600); do
+    [ -e "$AIRLOCK_HOME/sessions/$1/snapshot/memory" ] && return 0
+    sleep 0.1
+  done
+  echo "compare.sh: the snapshot of $1 kept its RAM in the state" >&2
+  return 1
+}
 # Waits until the warm pool holds a VM (at most 60 s).
 pooled() {
   for _ in $(seq 120); do
@@ -76,9 +86,12 @@ overhead_kib() {
 }
 sleep 2
 worked_kib=$(overhead_kib "$id")
-pause=() resume=()
+pause=() pause_mapped=() resume=() resume_at_once=()
 for _ in $(seq "$rounds"); do
-  pause+=("$(time_ms $airlock pause "$id")")
+  pause_mapped+=("$(time_ms $airlock pause "$id")")  # its RAM mapped (a template's, a snapshot's)
+  resume_at_once+=("$(time_ms $airlock resume "$id")")
+  pause+=("$(time_ms $airlock pause "$id")")  # its RAM anonymous (copied from the state)
+  apart "$id"
   resume+=("$(time_ms $airlock resume "$id")")
 done
 $airlock pause "$id" >/dev/null
@@ -99,6 +112,7 @@ big=$($airlock session create --idle-timeout 0 --memory 4g)
 $airlock exec "$big" -- true
 for _ in $(seq "$rounds"); do
   $airlock pause "$big" >/dev/null
+  apart "$big"
   resume_big+=("$(time_ms $airlock resume "$big")")
 done
 $airlock rm "$big" >/dev/null
@@ -121,10 +135,12 @@ row "  run -- python3 -c pass (a pooled VM ready)" "$(m "${run_py[@]}") ms" \
 row "  session create (from the pool)" "$(m "${create[@]}") ms" "<= 100 ms"
 row "  resume of a paused session (512 MiB)" "$resume_ms ms" \
   "<= 150 ms; <= 1/20 of cold = $((cold_ms / 20)) ms"
+row "  resume at once after the pause (RAM in the state)" "$(m "${resume_at_once[@]}") ms" "-"
 row "  resume of a paused session (4 GiB)" "$resume_big_ms ms" \
   "within 20% of 512 MiB ($(ratio "$resume_big_ms" "$resume_ms") x)"
 row "  fork x10 of a running session" "$(m "${fork[@]}") ms" "<= 3 x resume = $((3 * resume_ms)) ms"
-row "  pause (snapshot to disk, VM gone)" "$(m "${pause[@]}") ms" "-"
+row "  pause (snapshot to disk, VM gone; RAM anonymous)" "$(m "${pause[@]}") ms" "-"
+row "  pause of a session whose RAM is mapped" "$(m "${pause_mapped[@]}") ms" "-"
 row "  exec ID -- true, end to end" "$rtt_ms ms" "-"
 row "  the guest's own fork/exec of true" "$guest ms" "-"
 row "  exec round trip above the guest's own cost" "$((rtt_ms - guest)) ms" "<= 20 ms"

@@ -50,6 +50,17 @@ std::string SnapshotDir(const std::string& id) {
   return DefaultHostPaths().home + "/sessions/" + id + "/snapshot";
 }
 
+// Waits until airlockd has rewritten the paused session's snapshot to keep its RAM apart (a
+// few seconds after the pause); false if it never does.
+bool WaitForMemoryApart(const std::string& id) {
+  std::string memory = SnapshotDir(id) + "/memory";
+  for (int i = 0; i < 1200; ++i) {
+    if (access(memory.c_str(), F_OK) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 // "since airlockd started: 3 boots, 7 restores, 2 snapshots" -> {3, 7}
 std::pair<uint64_t, uint64_t> BootsAndRestores() {
   std::string out = RunAirlock({"ps"}).out;
@@ -84,14 +95,23 @@ TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
   }
   EXPECT_EQ(RunAirlock({"pause", id}).exit_code, 0);  // paused already: nothing to do
 
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Soon after, the snapshot keeps the RAM apart: a sparse file the resume maps, and a state
+  // of the devices only.
+  ASSERT_TRUE(WaitForMemoryApart(id));
+  for (const auto& [name, most] : {std::pair{"state", 1 << 20}, std::pair{"memory", 512 << 20}}) {
+    struct stat st;
+    ASSERT_EQ(stat((SnapshotDir(id) + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+    EXPECT_LE(st.st_blocks * 512, most) << name;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   r = RunAirlock({"resume", id});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(SessionLine(id).find("running"), std::string::npos);
   EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
   EXPECT_EQ(Exec(id, "tr '\\0' ' ' < /proc/" + pid + "/cmdline"), "sleep 1000 ");
 
-  // The guest's clock was set from the host's on restore, not left 4 s behind.
+  // The guest's clock was set from the host's on restore, not left seconds behind.
   std::string guest = Trim(Exec(id, "date +%s.%N"));
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -156,10 +176,12 @@ TEST(SnapshotTest, AnIdleSessionPausesItselfAndTheNextExecResumesIt) {
 }
 
 TEST(SnapshotTest, AChangedOrTruncatedSnapshotIsRefusedNeverLoaded) {
-  for (bool truncate : {false, true}) {
+  for (const char* file : {"state", "disk.ext4", "memory"}) {
+    bool truncate = std::string(file) == "disk.ext4";
     std::string id = Create();
     ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
-    std::string victim = SnapshotDir(id) + (truncate ? "/disk.ext4" : "/state");
+    if (std::string(file) == "memory") ASSERT_TRUE(WaitForMemoryApart(id));
+    std::string victim = SnapshotDir(id) + "/" + file;
     int fd = open(victim.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     struct stat st;
@@ -176,7 +198,7 @@ TEST(SnapshotTest, AChangedOrTruncatedSnapshotIsRefusedNeverLoaded) {
     Result r = RunAirlock({"resume", id});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("snapshot refused"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find(truncate ? "truncated" : "state does not match its hash"),
+    EXPECT_NE(r.err.find(truncate ? "truncated" : std::string(file) + " does not match its hash"),
               std::string::npos)
         << r.err;
     EXPECT_NE(SessionLine(id).find("failed"), std::string::npos);

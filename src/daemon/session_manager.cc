@@ -39,6 +39,9 @@ uint64_t FileBytes(const std::string& path) {
 namespace {
 
 constexpr uint32_t kMaxForks = 64;
+// How long after a pause its snapshot's RAM is set apart: a resume that soon is not slowed by
+// it (and uses the snapshot as it is).
+constexpr absl::Duration kApartDelay = absl::Seconds(3);
 // What a pooled VM runs once before it waits (see VmPool): commands of the image itself, never a
 // user's, each its own argv, with no input and nothing kept. One the image lacks is skipped.
 const std::vector<std::vector<std::string>>& PoolWarmUp() {
@@ -99,7 +102,9 @@ SessionManager::~SessionManager() {
     stopping_ = true;
   }
   watch_cv_.notify_all();
+  apart_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
+  if (apart_thread_.joinable()) apart_thread_.join();
 }
 
 absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits& r) {
@@ -265,6 +270,7 @@ absl::Status SessionManager::Recover() {
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
   LogIfFailed(RemoveTree(paths_.home + "/forks"), "half-made forks not removed");
+  LogIfFailed(RemoveTree(paths_.home + "/apart"), "half-made snapshots not removed");
   if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
     std::vector<std::string> leftovers;
     std::vector<std::string> stray_vms;
@@ -291,6 +297,7 @@ absl::Status SessionManager::Recover() {
     for (const std::string& path : stray_vms) driver_->Destroy(path);
   }
   watcher_ = std::thread([this] { WatchLoop(); });
+  apart_thread_ = std::thread([this] { ApartLoop(); });
   return absl::OkStatus();
 }
 
@@ -1020,6 +1027,69 @@ absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const 
   return PauseLocked(who, *record, absl::StrCat("paused by ", who.Name()));
 }
 
+absl::StatusOr<SnapshotMemoryApart> SessionManager::PrepareMemoryApart(
+    const SessionRecord& record, const std::string& dir, const std::string& work_dir) {
+  absl::StatusOr<ImageInfo> image =
+      ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
+  if (!image.ok()) return image.status();
+  LaunchOptions options = OptionsFor(record, SessionDir(record.id));
+  options.host_cgroup = absl::StrCat(record.id, "-apart");
+  options.background = true;  // the lowest CPU weight: sessions that run come first
+  return PrepareSnapshotMemoryApart(*driver_, paths_, *image, dir, work_dir, key_, options);
+}
+
+void SessionManager::LogMemoryApart(const SessionRecord& record, const absl::Status& status) {
+  if (status.ok() || absl::IsNotFound(status)) return;  // NOT_FOUND: apart already
+  LogRecord event{.unix_ms = NowUnixMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat("snapshot: its RAM stays in the state, so resuming it "
+                                       "copies the RAM: ",
+                                       status.message())};
+  LogIfFailed(store_->AppendLogs(record, {event}),
+              absl::StrCat("session ", record.id, ": a snapshot problem not logged"));
+}
+
+void SessionManager::ApartLoop() {
+  for (;;) {
+    SessionRecord record;
+    {
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      apart_cv_.wait(lock, [this] { return stopping_ || !apart_queue_.empty(); });
+      while (!stopping_ && absl::Now() < apart_queue_.front().not_before) {
+        apart_cv_.wait_for(
+            lock, absl::ToChronoNanoseconds(apart_queue_.front().not_before - absl::Now()));
+      }
+      if (stopping_) return;
+      record = std::move(apart_queue_.front().record);
+      apart_queue_.pop_front();
+    }
+    std::string dir = SessionDir(record.id) + "/snapshot";
+    telemetry::Span span("snapshot.memory_apart");
+    span.SetAttribute("airlock.session.id", record.id);
+    // Outside the session's directory, which `rm` may remove meanwhile.
+    absl::StatusOr<SnapshotMemoryApart> apart =
+        PrepareMemoryApart(record, dir, absl::StrCat(paths_.home, "/apart/", record.id));
+    absl::Status status = apart.status();
+    if (apart.ok()) {
+      // Put in place only while the session is still paused on that very snapshot.
+      std::shared_ptr<std::mutex> session_lock = SessionLock(record.id);
+      std::lock_guard<std::mutex> guard(*session_lock);
+      absl::StatusOr<SessionRecord> now = store_->GetSession(record.tenant, record.id);
+      if (now.ok() && now->state == SessionState::kPaused) {
+        status = CommitSnapshotMemoryApart(dir, *apart);
+      } else {
+        RemoveTree(apart->dir).IgnoreError();
+        status = absl::OkStatus();  // resumed or removed meanwhile: nothing to do
+      }
+    }
+    if (status.ok() || absl::IsNotFound(status) || absl::IsFailedPrecondition(status)) continue;
+    absl::StatusOr<SessionRecord> now = store_->GetSession(record.tenant, record.id);
+    if (!now.ok() || now->state != SessionState::kPaused) continue;  // resumed or removed
+    span.SetError(std::string(status.message()));
+    LogMemoryApart(record, status);
+  }
+}
+
 absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                           const SessionRecord& record,
                                                           const std::string& reason) {
@@ -1075,6 +1145,11 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                   .data = absl::StrCat("session paused: ", reason)};
   LogIfFailed(store_->AppendLogs(record, {event}),
               absl::StrCat("session ", record.id, ": its pause not logged"));
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    apart_queue_.push_back({record, absl::Now() + kApartDelay});
+  }
+  apart_cv_.notify_one();
   return store_->GetSession(record.tenant, record.id);
 }
 
@@ -1119,7 +1194,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
   SnapshotFiles files;
   telemetry::Span verify("verify");  // the manifest's signature and every file's digest
   verify.SetAttribute("airlock.session.id", record.id);
-  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files, SnapshotUse::kResume);
   if (!manifest.ok()) verify.SetError(std::string(manifest.status().message()));
   verify.End();
   if (!manifest.ok()) {
@@ -1200,6 +1275,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
               absl::StrCat("session ", record.id, ": its used snapshot not removed"));
   {
     std::lock_guard<std::mutex> lock(mu_);
+
     live_[record.id] = live;
   }
   return live;
@@ -1257,6 +1333,9 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   }
   counters_.snapshots++;
   counters_.snapshot_bytes += FileBytes(dir + "/" + kSnapshotStateFile);
+  // The forks then map the RAM and share the pages they do not write.
+  absl::StatusOr<SnapshotMemoryApart> apart = PrepareMemoryApart(*record, dir, dir + ".apart");
+  LogMemoryApart(*record, apart.ok() ? CommitSnapshotMemoryApart(dir, *apart) : apart.status());
   absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
   LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
   return forks;

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -235,6 +236,18 @@ class SessionManager {
                                                        const ImageInfo& image);
   absl::StatusOr<SessionRecord> PauseLocked(const Principal& who, const SessionRecord& record,
                                             const std::string& reason);
+  // Writes beside the session's snapshot in dir one that keeps the RAM apart
+  // (PrepareSnapshotMemoryApart), whose restores map the memory.
+  absl::StatusOr<SnapshotMemoryApart> PrepareMemoryApart(const SessionRecord& record,
+                                                         const std::string& dir,
+                                                         const std::string& work_dir);
+  // A snapshot that could not be set apart stays as it was (its restores copy the RAM): the
+  // session's log says why.
+  void LogMemoryApart(const SessionRecord& record, const absl::Status& status);
+  // Sets the RAM of paused sessions' snapshots apart one at a time, off the pause's path and a
+  // few seconds after it (kApartDelay), at the lowest CPU weight: a resume that comes first uses
+  // the snapshot as it is.
+  void ApartLoop();
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeLocked(const Principal& who,
                                                             const SessionRecord& record);
   absl::StatusOr<std::vector<SessionRecord>> ForkFrom(const Principal& who,
@@ -293,6 +306,13 @@ class SessionManager {
   std::condition_variable watch_cv_;
   bool stopping_ = false;
   std::thread watcher_;
+  struct ApartJob {
+    SessionRecord record;
+    absl::Time not_before;
+  };
+  std::deque<ApartJob> apart_queue_;  // guarded by watch_mu_, by not_before
+  std::condition_variable apart_cv_;
+  std::thread apart_thread_;
 };
 
 // The system principal that acts for airlockd itself (TTL expiry, recovery, VM death, idleness).

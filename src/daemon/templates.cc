@@ -73,13 +73,14 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
   std::lock_guard<std::mutex> lock(mu_);
   SnapshotFiles files;
-  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
+  absl::StatusOr<SnapshotManifest> manifest =
+      OpenSnapshot(dir, key_, &files, SnapshotUse::kTemplate);
   if (!manifest.ok()) {
     if (absl::Status s = Build(dir, image, shape); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("could not make the ready snapshot of image ",
                                                  image.name, ": ", s.message()));
     }
-    manifest = OpenSnapshot(dir, key_, &files);
+    manifest = OpenSnapshot(dir, key_, &files, SnapshotUse::kTemplate);
     if (!manifest.ok()) return manifest.status();
     // Templates of this image and shape made with an older kernel, initramfs or QEMU.
     if (DIR* d = opendir(root.c_str())) {

@@ -85,7 +85,9 @@ TEST_F(VmPoolTest, AMissFillsTheKindAndEachVmGoesToOneTakerOnly) {
   ASSERT_TRUE(WaitForPooled(*pool, 1));
   std::optional<LaunchedVm> first = pool->Take(image_, shape_, "/t/1");
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(pool->List().size(), 0u);  // handed out, not shared
+  for (const PooledVmInfo& pooled : pool->List()) {  // a refill may be there already
+    EXPECT_NE(pooled.pid, first->vm->pid());         // handed out, not shared
+  }
   ASSERT_TRUE(WaitForPooled(*pool, 1));
   std::optional<LaunchedVm> second = pool->Take(image_, shape_, "/t/1");
   ASSERT_TRUE(second.has_value());

@@ -462,9 +462,10 @@ class QemuVm : public Vm {
     return channel_->Handshake(deadline, sync);
   }
 
-  // Loads a saved state into a QEMU started with -incoming defer -S, and starts the guest.
-  // ram_apart: the state leaves the RAM out (the VM maps it from VmConfig::memory_fd).
-  absl::Status Restore(int state_fd, bool ram_apart, absl::Time deadline) {
+  // Loads a saved state into a QEMU started with -incoming defer -S, and starts the guest
+  // unless `hold`. ram_apart: the state leaves the RAM out (the VM maps it from
+  // VmConfig::memory_fd).
+  absl::Status Restore(int state_fd, bool ram_apart, bool hold, absl::Time deadline) {
     std::lock_guard<std::mutex> lock(qmp_mu_);
     if (!runtime_dir_.empty()) {
       // The guest must find its port connected when its state loads, as it was when saved:
@@ -496,6 +497,7 @@ class QemuVm : public Vm {
         qmp_->Execute("migrate-incoming", {{"uri", "fd:state"}}, deadline);
     if (!r.ok()) return r.status();
     if (absl::Status s = WaitForMigration(*qmp_, deadline); !s.ok()) return s;
+    if (hold) return absl::OkStatus();
     return qmp_->Execute("cont", nlohmann::json::object(), deadline).status();
   }
 
@@ -1071,7 +1073,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (config.incoming_state_fd >= 0) {
     if (absl::Status s = vm->Restore(config.incoming_state_fd,
                                      /*ram_apart=*/config.memory_fd >= 0 && !config.memory_shared,
-                                     absl::Now() + absl::Seconds(60));
+                                     config.hold, absl::Now() + absl::Seconds(60));
         !s.ok()) {
       return vm->Explain("the snapshot could not be restored", s);
     }

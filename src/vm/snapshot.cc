@@ -128,8 +128,11 @@ void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd
 // manifest: what a VM maps is exactly what was checked, and no one (an escaped VM process
 // included) can change it afterwards.
 absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& dir,
-                                                           const SnapshotFile& expected) {
-  if (std::shared_ptr<const UniqueFd> loaded = LoadedMemory(expected.sha256)) return loaded;
+                                                           const SnapshotFile& expected,
+                                                           SnapshotUse use) {
+  if (use == SnapshotUse::kTemplate) {
+    if (std::shared_ptr<const UniqueFd> loaded = LoadedMemory(expected.sha256)) return loaded;
+  }
   struct stat st;
   absl::StatusOr<UniqueFd> file = OpenSnapshotFile(dir, expected, &st);
   if (!file.ok()) return file.status();
@@ -148,7 +151,7 @@ absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& di
     return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name,
                                             " does not match its hash (it was changed)"));
   }
-  KeepMemory(expected.sha256, memfd);
+  if (use == SnapshotUse::kTemplate) KeepMemory(expected.sha256, memfd);
   return memfd;
 }
 
@@ -190,7 +193,7 @@ absl::StatusOr<UniqueFd> ReopenFile(int fd, bool writable) {
 }
 
 absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std::string& key,
-                                              SnapshotFiles* files) {
+                                              SnapshotFiles* files, SnapshotUse use) {
   std::string path = absl::StrCat(dir, "/", kSnapshotManifestFile);
   absl::StatusOr<std::string> text = ReadFileToString(path, kMaxManifestBytes + 1);
   if (!text.ok()) {
@@ -210,7 +213,7 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
   // With `files`, the memory is checked where it is loaded (its memfd), not read twice.
   SnapshotManifest to_check = *manifest;
   std::optional<SnapshotFile> memory;
-  if (files != nullptr) {
+  if (files != nullptr && use != SnapshotUse::kResume) {
     for (auto it = to_check.files.begin(); it != to_check.files.end(); ++it) {
       if (it->name != kSnapshotMemoryFile) continue;
       memory = *it;
@@ -226,8 +229,14 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
     files->state = std::move(opened[kSnapshotStateFile]);
     files->disk = std::move(opened[kSnapshotDiskFile]);
     files->memory = nullptr;
-    if (memory) {
-      absl::StatusOr<std::shared_ptr<const UniqueFd>> loaded = LoadMemory(dir, *memory);
+    if (auto it = opened.find(kSnapshotMemoryFile); it != opened.end()) {
+      // kResume: the VM (another uid) opens the file again through its descriptor, read-write
+      // as QEMU asks, and maps it privately. It changes nothing another VM sees: the session's
+      // snapshot is used up by this restore.
+      if (fchmod(it->second.get(), 0666) != 0) return ErrnoStatus("hand the guest's memory over");
+      files->memory = std::make_shared<const UniqueFd>(std::move(it->second));
+    } else if (memory) {
+      absl::StatusOr<std::shared_ptr<const UniqueFd>> loaded = LoadMemory(dir, *memory, use);
       if (!loaded.ok()) return loaded.status();
       files->memory = *std::move(loaded);
     }

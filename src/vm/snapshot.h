@@ -54,19 +54,31 @@ enum class SnapshotDisk {
 struct SnapshotFiles {
   UniqueFd state;
   UniqueFd disk;
-  // The guest's RAM when the snapshot keeps it apart from the state: a memfd sealed against
-  // every change, holding the bytes that were checked (VmConfig::memory_fd). Restores of one
-  // snapshot share it. Null when the state carries the RAM.
+  // The guest's RAM when the snapshot keeps it apart from the state, holding the bytes that were
+  // checked (VmConfig::memory_fd): a memfd sealed against every change that restores of one
+  // snapshot share, or for kResume the memory file itself. Null when the state carries the RAM.
   std::shared_ptr<const UniqueFd> memory;
+};
+
+// Who restores a snapshot, which decides how its memory file reaches the VMs.
+enum class SnapshotUse {
+  // Its own session, once, using it up (resume): the VM maps the checked memory file itself
+  // (nothing is copied), which is made openable by the VM's uid for that.
+  kResume,
+  // Several VMs at once (fork): the memory is loaded into a sealed memfd they share.
+  kFork,
+  // Many VMs over time (a template): the sealed memfd is also kept for later restores.
+  kTemplate,
 };
 
 // Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
 // With `files`, the state and disk it checked: load those, never the paths again. A memory file
-// is loaded into its sealed memfd and checked there; the last few loaded are kept (by digest),
-// so restoring a template again costs no read.
+// is handed over as `use` says; for kTemplate the last few loaded are kept (by digest), so
+// restoring a template again costs no read.
 [[nodiscard]] absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir,
                                                             const std::string& key,
-                                                            SnapshotFiles* files = nullptr);
+                                                            SnapshotFiles* files = nullptr,
+                                                            SnapshotUse use = SnapshotUse::kFork);
 
 // A new open file of its own (a private offset) on the same file as fd, for reading or for
 // writing too; never a path lookup.

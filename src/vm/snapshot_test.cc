@@ -72,7 +72,7 @@ TEST(SnapshotTest, OpenSnapshotRefusesAChangedOrMissingFile) {
   // What was checked is what gets loaded: a file put in place of the state after the check is
   // not what the descriptors read.
   SnapshotFiles files;
-  ASSERT_TRUE(OpenSnapshot(snap, key, &files).ok());
+  ASSERT_TRUE(OpenSnapshot(snap, key, &files, SnapshotUse::kTemplate).ok());
   ASSERT_TRUE(
       WriteFileAtomically(snap + "/" + kSnapshotStateFile + ".swap", std::string(50000, 'X'), 0600)
           .ok());
@@ -132,7 +132,7 @@ TEST(SnapshotTest, AMemoryFileIsLoadedIntoASealedMemfdAndCheckedThere) {
   std::string seed = "memory " + std::to_string(getpid()) + " " + std::to_string(time(nullptr));
   std::string snap = SnapshotWithMemory(dir, "snap", seed, key);
   SnapshotFiles files;
-  ASSERT_TRUE(OpenSnapshot(snap, key, &files).ok());
+  ASSERT_TRUE(OpenSnapshot(snap, key, &files, SnapshotUse::kTemplate).ok());
   ASSERT_NE(files.memory, nullptr);
   int memfd = files.memory->get();
   EXPECT_EQ(*ReadFileToString("/proc/self/fd/" + std::to_string(memfd), 128 << 20),
@@ -146,8 +146,14 @@ TEST(SnapshotTest, AMemoryFileIsLoadedIntoASealedMemfdAndCheckedThere) {
   EXPECT_EQ(pwrite(reopened.get(), "x", 1, 0), -1);
   // Another restore of the same snapshot shares the memfd: it is loaded once.
   SnapshotFiles again;
-  ASSERT_TRUE(OpenSnapshot(snap, key, &again).ok());
+  ASSERT_TRUE(OpenSnapshot(snap, key, &again, SnapshotUse::kTemplate).ok());
   EXPECT_EQ(again.memory.get(), files.memory.get());
+  // A session's snapshot, restored once, gets a memfd of its own: nothing is kept for it.
+  SnapshotFiles once;
+  ASSERT_TRUE(OpenSnapshot(snap, key, &once).ok());
+  EXPECT_NE(once.memory.get(), files.memory.get());
+  EXPECT_EQ(*ReadFileToString("/proc/self/fd/" + std::to_string(once.memory->get()), 128 << 20),
+            *ReadFileToString(snap + "/" + kSnapshotMemoryFile, 128 << 20));
   // Without `files` the memory file is hashed like any other.
   EXPECT_TRUE(OpenSnapshot(snap, key).ok());
   // A VM reading its holes through a private mapping gives each a page in the memfd; once it
@@ -158,7 +164,7 @@ TEST(SnapshotTest, AMemoryFileIsLoadedIntoASealedMemfdAndCheckedThere) {
   for (size_t at = 0; at < (64u << 20); at += 4096) sum += static_cast<const char*>(map)[at];
   munmap(map, 64 << 20);
   SnapshotFiles fresh;
-  ASSERT_TRUE(OpenSnapshot(snap, key, &fresh).ok());
+  ASSERT_TRUE(OpenSnapshot(snap, key, &fresh, SnapshotUse::kTemplate).ok());
   EXPECT_NE(fresh.memory.get(), files.memory.get());
   struct stat st;
   ASSERT_EQ(fstat(fresh.memory->get(), &st), 0);

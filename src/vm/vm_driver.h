@@ -54,6 +54,10 @@ struct VmConfig {
   // -1: anonymous RAM, carried in the saved state.
   int memory_fd = -1;
   bool memory_shared = false;
+  // With incoming_state_fd: load the state and leave the guest stopped, never run it (the VM
+  // exists only to save that state again in another form: Vm::SaveState, then destroy it).
+  // WaitReady must not be called.
+  bool hold = false;
 };
 
 // A running VM. Destroying it kills the VM process, reaps it and releases every host resource

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
@@ -145,6 +147,113 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
   config->incoming_state_fd = state->get();
   if (files.memory) config->memory_fd = files.memory->get();
   return StartAndWait(driver, paths, *std::move(config), std::move(disk), options);
+}
+
+absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
+    VmDriver& driver, const HostPaths& paths, const ImageInfo& image, const std::string& dir,
+    const std::string& work_dir, const std::string& key, LaunchOptions options) {
+  SnapshotMemoryApart apart{.dir = work_dir};
+  absl::StatusOr<std::string> source =
+      ReadFileToString(absl::StrCat(dir, "/", kSnapshotManifestFile), kMaxManifestBytes + 1);
+  if (!source.ok()) return source.status();
+  apart.source_manifest = *std::move(source);
+  SnapshotFiles files;
+  absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key, &files);
+  if (!manifest.ok()) return manifest.status();
+  if (files.memory) return absl::NotFoundError("the snapshot keeps its RAM apart already");
+  const std::string& tmp = apart.dir;
+  if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
+  if (absl::Status s = MakeDirectories(DirName(tmp), 0700); !s.ok()) return s;
+  if (mkdir(tmp.c_str(), 0700) != 0) return ErrnoStatus("create", tmp);
+  absl::Status written = [&]() -> absl::Status {
+    // The RAM file is unnamed while the helper VM (another uid) writes it through its
+    // descriptor: the mode lets that uid open it again, and no path leads to it.
+    absl::StatusOr<UniqueFd> memory = UnnamedFile(tmp);
+    if (!memory.ok()) return memory.status();
+    if (fchmod(memory->get(), 0666) != 0) return ErrnoStatus("open the guest's memory file up");
+    if (ftruncate(memory->get(), static_cast<off_t>(manifest->memory_bytes)) != 0) {
+      return ErrnoStatus("size the guest's memory file");
+    }
+    std::string state_path = absl::StrCat(tmp, "/", kSnapshotStateFile);
+    UniqueFd state(open(state_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600));
+    if (!state.valid()) return ErrnoStatus("create", state_path);
+    {
+      absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
+      if (!config.ok()) return config.status();
+      config->runtime_dir.clear();
+      config->incoming_state_fd = files.state.get();
+      config->memory_fd = memory->get();
+      config->memory_shared = true;
+      config->hold = true;
+      // The helper never runs the guest: blank disks of the same sizes stand in for the
+      // session's, which it never touches.
+      struct stat st;
+      if (fstat(files.disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
+      absl::StatusOr<UniqueFd> blank = UnnamedFile(paths.scratch);
+      if (!blank.ok()) return blank.status();
+      if (ftruncate(blank->get(), st.st_size) != 0) return ErrnoStatus("size a blank disk");
+      config->session_disk_fd = blank->get();
+      options.workspace_path.clear();
+      absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
+      if (!workspace.ok()) return workspace.status();
+      config->workspace_disk_fd = workspace->get();
+      absl::StatusOr<std::unique_ptr<Vm>> helper = driver.Start(*config);
+      if (!helper.ok()) return helper.status();
+      if (absl::Status s = (*helper)->SaveState(state.get(), absl::Now() + absl::Seconds(120));
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (fsync(state.get()) != 0) return ErrnoStatus("fsync", state_path);
+    if (fsync(memory->get()) != 0) return ErrnoStatus("fsync the guest's memory file");
+    if (fchmod(memory->get(), 0600) != 0) return ErrnoStatus("close the guest's memory file");
+    for (const auto& [fd, name] : {std::pair{memory->get(), kSnapshotMemoryFile},
+                                   std::pair{files.disk.get(), kSnapshotDiskFile}}) {
+      std::string to = absl::StrCat(tmp, "/", name);
+      if (linkat(AT_FDCWD, absl::StrCat("/proc/self/fd/", fd).c_str(), AT_FDCWD, to.c_str(),
+                 AT_SYMLINK_FOLLOW) != 0) {
+        return ErrnoStatus("link", to);
+      }
+    }
+    SnapshotManifest result = *manifest;
+    result.files.clear();
+    for (const SnapshotFile& f : manifest->files) {
+      if (f.name == kSnapshotDiskFile) result.files.push_back(f);  // the same inode
+    }
+    for (const char* name : {kSnapshotStateFile, kSnapshotMemoryFile}) {
+      absl::StatusOr<SnapshotFile> file = DescribeFile(tmp, name);
+      if (!file.ok()) return file.status();
+      result.files.push_back(*file);
+    }
+    if (absl::Status s = WriteFileAtomically(absl::StrCat(tmp, "/", kSnapshotManifestFile),
+                                             SignManifest(result, key), 0600);
+        !s.ok()) {
+      return s;
+    }
+    return SyncDirectory(tmp);
+  }();
+  if (!written.ok()) {
+    RemoveTree(tmp).IgnoreError();
+    return written;
+  }
+  return apart;
+}
+
+absl::Status CommitSnapshotMemoryApart(const std::string& dir, const SnapshotMemoryApart& apart) {
+  absl::Status committed = [&]() -> absl::Status {
+    absl::StatusOr<std::string> current =
+        ReadFileToString(absl::StrCat(dir, "/", kSnapshotManifestFile), kMaxManifestBytes + 1);
+    if (!current.ok() || *current != apart.source_manifest) {
+      return absl::FailedPreconditionError("the snapshot changed while its memory was set apart");
+    }
+    // One step: a crash leaves either snapshot whole under dir.
+    if (renameat2(AT_FDCWD, apart.dir.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+      return ErrnoStatus("put in place the snapshot with its memory apart", dir);
+    }
+    return SyncDirectory(DirName(dir));
+  }();
+  RemoveTree(apart.dir).IgnoreError();  // the old snapshot, or the new one not wanted
+  return committed;
 }
 
 }  // namespace airlock

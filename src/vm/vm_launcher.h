@@ -59,6 +59,28 @@ struct LaunchOptions {
                                                    const SnapshotManifest& manifest, UniqueFd disk,
                                                    const LaunchOptions& options);
 
+// A snapshot whose state carries the guest's RAM (a VM with anonymous or private RAM was saved)
+// rewritten to keep the RAM apart as a sparse `memory` file: restoring it maps the RAM instead
+// of copying it through the stream, so it costs the same for any RAM size, and forks of it share
+// the pages they do not write. Two steps, so that the long one needs no lock:
+//   PrepareSnapshotMemoryApart writes the new snapshot in work_dir (replaced; on dir's
+//     filesystem, and outside dir's parent if another thread may remove that): a VM of the
+//     same shape (`options`: memory, vCPUs, host cgroup) loads the state with its RAM in that
+//     file, held stopped, and saves only its devices; the disk is linked, not copied.
+//   CommitSnapshotMemoryApart puts it in place of dir in one step, unless dir no longer holds
+//     the snapshot it was made from (FAILED_PRECONDITION; it is then discarded).
+// On any failure dir stays as it was and restores as before. A snapshot that keeps its RAM
+// apart already gives NOT_FOUND.
+struct SnapshotMemoryApart {
+  std::string dir;              // the new snapshot
+  std::string source_manifest;  // the manifest it was made from, to check at commit
+};
+[[nodiscard]] absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
+    VmDriver& driver, const HostPaths& paths, const ImageInfo& image, const std::string& dir,
+    const std::string& work_dir, const std::string& key, LaunchOptions options);
+[[nodiscard]] absl::Status CommitSnapshotMemoryApart(const std::string& dir,
+                                                     const SnapshotMemoryApart& apart);
+
 // Creates an unnamed ext4 disk of the given size in dir and returns its descriptor.
 [[nodiscard]] absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes);
 
