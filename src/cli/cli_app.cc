@@ -110,6 +110,7 @@ void ThrowIfBad(const absl::Status& s) {
 
 Cli::Cli() : app_(kDescription, "airlock") {
   app_.require_subcommand(1);
+  app_.set_version_flag("--version", std::string("airlock ") + AIRLOCK_VERSION);
   app_.footer(kFooter);
   // Subcommands share it (they take their parent's formatter).
   app_.formatter(std::make_shared<WrappingFormatter>());

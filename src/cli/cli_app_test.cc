@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/cli_commands.h"
 #include "src/common/file_util.h"
@@ -46,6 +47,18 @@ std::vector<std::vector<std::string>> Commands(const CLI::App& app) {
       };
   walk(&app, {});
   return out;
+}
+
+TEST(CliAppTest, VersionPrintsTheVersionAndRunsNothing) {
+  Cli cli;
+  AddEverything(cli);
+  testing::internal::CaptureStdout();
+  absl::Status s = cli.Parse({"--version"});
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(cli.help_shown());
+  EXPECT_TRUE(absl::StartsWith(out, "airlock ")) << out;
+  EXPECT_NE(out.find('.'), std::string::npos) << out;  // a version number
 }
 
 TEST(CliAppTest, EveryCommandAnswersHelp) {
