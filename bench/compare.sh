@@ -74,6 +74,25 @@ runs = []
 for _ in range(20):
     t = time.monotonic(); subprocess.run(['true']); runs.append((time.monotonic() - t) * 1000)
 print(round(sorted(runs)[len(runs) // 2]))")
+# The same through the Python SDK (one process, one connection: no CLI start-up per call).
+read -r sdk_rtt sdk_mbps < <(PYTHONPATH=sdk/python /usr/bin/python3 - "$id" $((rounds * 4)) <<'PY'
+import statistics, sys, time
+import airlock
+session_id, rounds = sys.argv[1], int(sys.argv[2])
+with airlock.Client() as c:
+    s = c.get_session(session_id)
+    s.exec(["true"])
+    runs = []
+    for _ in range(rounds):
+        t = time.monotonic(); s.exec(["true"]); runs.append((time.monotonic() - t) * 1000)
+    size = 256 << 20
+    t = time.monotonic()
+    got = sum(len(e.data) for e in s.exec_stream(["head", "-c", str(size), "/dev/zero"])
+              if isinstance(e, airlock.Output))
+    assert got == size, got
+    print(round(statistics.median(runs)), round(size / 1e6 / (time.monotonic() - t)))
+PY
+)
 bytes=$((256 * 1024 * 1024))
 t0=$(now_ms); $airlock exec "$id" -- head -c $bytes /dev/zero | wc -c >/dev/null; t1=$(now_ms)
 mbps=$(awk -v b=$bytes -v ms=$((t1 - t0)) 'BEGIN {printf "%.0f", b / 1e6 / (ms / 1000)}')
@@ -144,7 +163,9 @@ row "  pause of a session whose RAM is mapped" "$(m "${pause_mapped[@]}") ms" "-
 row "  exec ID -- true, end to end" "$rtt_ms ms" "-"
 row "  the guest's own fork/exec of true" "$guest ms" "-"
 row "  exec round trip above the guest's own cost" "$((rtt_ms - guest)) ms" "<= 20 ms"
+row "  the same through the Python SDK" "$((sdk_rtt - guest)) ms" "<= 20 ms"
 row "  stdout guest -> client (256 MiB)" "$mbps MB/s" ">= 50 MB/s"
+row "  the same through the Python SDK" "$sdk_mbps MB/s" ">= 50 MB/s"
 row "  paused session host RSS" "$paused_rss bytes" "0 (no process)"
 row "  idle VM host RSS beyond guest RAM (resumed)" "$((idle_kib / 1024)) MiB" "<= 16 MiB (Firecracker <= 5)"
 row "  the same after python and 256 MiB of output" "$((worked_kib / 1024)) MiB" "-"
