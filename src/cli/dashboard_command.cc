@@ -1,14 +1,11 @@
 // `airlock dashboard`: the read-only web dashboard. Its options are checked here (help and
 // mistakes as for every command); then this process becomes airlock-dashboard, the program
 // beside this one that serves the page (so the CLI itself never links an HTTP server).
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <string>
+#include <vector>
 
 #include "src/cli/cli_commands.h"
-#include "src/common/host_paths.h"
+#include "src/cli/host_tools.h"
 
 namespace airlock {
 
@@ -31,9 +28,7 @@ struct DashboardArgs {
 };
 
 int StartDashboard(const DashboardArgs& a) {
-  std::string program = ExecutableDir() + "/airlock-dashboard";
-  std::vector<std::string> argv = {program, "--listen", a.listen, "--interval",
-                                   std::to_string(a.interval)};
+  std::vector<std::string> args = {"--listen", a.listen, "--interval", std::to_string(a.interval)};
   for (auto [flag, value] : {std::pair{"--tls-cert", &a.tls_cert},
                              {"--tls-key", &a.tls_key},
                              {"--daemon", &a.daemon},
@@ -43,15 +38,9 @@ int StartDashboard(const DashboardArgs& a) {
                              {"--ca", &a.ca},
                              {"--socket", &a.socket},
                              {"--token-file", &a.token_file}}) {
-    if (!value->empty()) argv.insert(argv.end(), {flag, *value});
+    if (!value->empty()) args.insert(args.end(), {flag, *value});
   }
-  std::vector<char*> args;
-  for (std::string& s : argv) args.push_back(s.data());
-  args.push_back(nullptr);
-  execv(program.c_str(), args.data());
-  std::fprintf(stderr, "airlock: cannot start %s: %s; run scripts/setup.sh\n", program.c_str(),
-               std::strerror(errno));
-  return 1;
+  return BecomeProgramBeside("airlock-dashboard", args);
 }
 
 }  // namespace

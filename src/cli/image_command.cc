@@ -1,4 +1,5 @@
-// `airlock image`: pull, import, build, list and remove images through airlockd; push here.
+// `airlock image`: pull, import, build, list and remove images through airlockd; push here (in
+// airlock-tools, which has the registry client).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,14 +20,12 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
+#include "src/cli/host_tools.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
-#include "src/image/image_store.h"
-#include "src/image/npm_layer.h"
-#include "src/image/oci_archive.h"
-#include "src/image/registry_client.h"
+#include "src/image/npm_spec.h"
 
 namespace airlock {
 namespace {
@@ -201,32 +200,6 @@ int Pull(const std::string& ref) {
   return 0;
 }
 
-int Push(const std::string& archive, const std::string& to) {
-  absl::StatusOr<ImageReference> ref = ParseImageReference(to);
-  if (!ref.ok()) {
-    std::fprintf(stderr, "airlock image push: %s\n", std::string(ref.status().message()).c_str());
-    return 2;
-  }
-  char tmpl[] = "/var/tmp/airlock-push-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    std::perror("airlock image push: mkdtemp");
-    return 1;
-  }
-  std::string work = tmpl;
-  absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive, work + "/members");
-  absl::StatusOr<std::string> digest =
-      image.ok() ? RegistryClient().Push(*ref, image->layers, image->config_json)
-                 : absl::StatusOr<std::string>(image.status());
-  RemoveTree(work).IgnoreError();
-  if (!digest.ok()) {
-    std::fprintf(stderr, "airlock image push: %s\n",
-                 std::string(digest.status().message()).c_str());
-    return 1;
-  }
-  std::printf("%s %s\n", ref->Name().c_str(), digest->c_str());
-  return 0;
-}
-
 int Prune() {
   absl::StatusOr<DaemonClient> client = ConnectToDaemon();
   if (!client.ok()) {
@@ -396,8 +369,9 @@ void AddImageCommand(Cli& cli) {
     std::string archive, ref;
   };
   auto push = std::make_shared<PushArgs>();
-  CLI::App* pu = cli.Add(group, "push", "upload an image archive to a registry",
-                         [push] { return Push(push->archive, push->ref); });
+  CLI::App* pu = cli.Add(group, "push", "upload an image archive to a registry", [push] {
+    return BecomeProgramBeside(kToolsProgram, {"push", push->archive, push->ref});
+  });
   pu->add_option("ARCHIVE", push->archive, "an OCI image layout or `docker save` archive")
       ->required();
   pu->add_option("REF", push->ref, "where to, like localhost:5000/team/app:1")->required();

@@ -5,10 +5,8 @@
 
 #include "src/cli/cli_app.h"
 #include "src/cli/cli_commands.h"
-#include "src/image/tar_to_ext4.h"
 
 int main(int argc, char** argv) {
-  airlock::ReadTarNamesAsUtf8();
   airlock::Cli cli;
   // In the order `airlock --help` lists them.
   airlock::AddRunCommand(cli);

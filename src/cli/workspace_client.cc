@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/cli/host_tools.h"
 #include "src/common/errno_status.h"
 #include "src/common/unique_fd.h"
 #include "src/workspace/host_git.h"
@@ -113,7 +114,7 @@ absl::StatusOr<std::string> UploadWorkspace(DaemonClient& client, const std::str
   UniqueFd image(open(tmp.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   if (!image.valid()) return ErrnoStatus("create a file in", tmp);
   absl::StatusOr<CapturedWorkspace> captured =
-      CaptureWorkspace(dir, absl::StrCat("/proc/self/fd/", image.get()), {.max_bytes = max_bytes});
+      CaptureWorkspaceWithTools(dir, image.get(), max_bytes);
   if (!captured.ok()) return captured.status();
   grpc::ClientContext context;
   v1::WorkspaceUploadReply reply;
@@ -416,7 +417,7 @@ absl::StatusOr<std::string> SyncWorkspace(DaemonClient& client, const std::strin
     return FromGrpc(s);
   }
   const std::string project = info.base().path();
-  absl::StatusOr<WorkspaceTree> now = DescribeWorkspace(project, {.max_bytes = max_bytes});
+  absl::StatusOr<WorkspaceTree> now = DescribeWorkspaceWithTools(project, max_bytes);
   if (!now.ok()) return now.status();
   // What sync considers: files git tracks or does not ignore (all files outside git), never
   // git's own directory.

@@ -20,6 +20,9 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (argv.empty() || argv[0].empty() || argv[0][0] != '/') {
     return absl::InvalidArgumentError("RunProcess needs an absolute program path");
   }
+  if (options.pass_fd >= 0 && options.pass_fd < 3) {
+    return absl::InvalidArgumentError("RunProcess passes a descriptor of 3 or above only");
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -42,6 +45,9 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
         dup2(options.separate_stderr ? err[1] : out[1], 2) < 0) {
       _exit(127);
     }
+    // dup2 clears FD_CLOEXEC on the copy; a descriptor that already is 3 keeps its own flags.
+    if (options.pass_fd == 3 && fcntl(3, F_SETFD, 0) != 0) _exit(127);
+    if (options.pass_fd >= 0 && options.pass_fd != 3 && dup2(options.pass_fd, 3) < 0) _exit(127);
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }

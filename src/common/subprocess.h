@@ -28,6 +28,8 @@ struct ProcessOptions {
   // Asked at least every 250 ms while the process runs; true kills its process group (the
   // process runs in a group of its own when this is set) with SIGKILL.
   std::function<bool()> cancelled;
+  // A descriptor (3 or above) the program gets as its fd 3, e.g. a file it writes into; -1: none.
+  int pass_fd = -1;
 };
 
 // argv[0] must be an absolute path. stdin is /dev/null.

@@ -21,6 +21,7 @@
 #include "src/common/utf8.h"
 #include "src/daemon/daemon_log.h"
 #include "src/image/npm_layer.h"
+#include "src/image/npm_spec.h"
 #include "src/image/tar_to_ext4.h"
 
 namespace airlock {

@@ -9,11 +9,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
 #include "src/common/subprocess.h"
+#include "src/image/npm_spec.h"
 
 namespace airlock {
 namespace {
@@ -26,30 +25,6 @@ struct WriteCloser {
 };
 
 }  // namespace
-
-absl::Status ValidateNpmSpec(const std::string& spec) {
-  auto refuse = [&](const char* why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--npm \"", spec.substr(0, 100), "\" ", why,
-                     "; give a package of the registry: NAME, @SCOPE/NAME, optionally @VERSION "
-                     "(e.g. --npm @anthropic-ai/claude-code or --npm opencode-ai@1.18.33)"));
-  };
-  if (spec.empty() || spec.size() > 214) return refuse("is not 1 to 214 characters");
-  if (!absl::ascii_isalnum(spec[0]) && spec[0] != '@') {
-    return refuse("must start with a letter, a digit or @");
-  }
-  if (absl::StrContains(spec, "://") || absl::StrContains(spec, "..") ||
-      absl::StartsWith(spec, "file:") || absl::StartsWith(spec, "git") ||
-      absl::StrContains(spec, ":")) {
-    return refuse("is a path, a URL or a git reference");
-  }
-  for (char c : spec) {
-    if (!absl::ascii_isalnum(c) && !strchr("@/._-~^<>=*+", c)) {
-      return refuse("has a character a package name or version cannot have");
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status TarDirectory(const std::string& dir, const std::string& prefix,
                           const std::string& out_tar) {

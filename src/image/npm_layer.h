@@ -13,11 +13,6 @@
 
 namespace airlock {
 
-// A package from the registry, as npm takes it: NAME or @SCOPE/NAME, optionally @VERSION or
-// @TAG or a range. Paths, URLs and git references are refused (they would read from the host
-// or somewhere else than the registry), as is anything that npm could take for an option.
-[[nodiscard]] absl::Status ValidateNpmSpec(const std::string& spec);
-
 struct NpmFetchOptions {
   // true: npm gets this process's environment, and so the settings of whoever runs it (a
   // registry mirror, credentials in ~/.npmrc, proxies). false: only PATH, the proxy and CA

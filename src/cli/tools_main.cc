@@ -1,0 +1,172 @@
+// airlock-tools: the CLI's work that needs libarchive, libext2fs or libcurl, kept out of
+// `airlock` so that its other commands start without loading them (see src/cli/host_tools.h).
+// airlock runs it; it is not a command for people:
+//   airlock-tools capture --max-bytes N -- DIR    the workspace's ext4 into fd 3; the result on
+//                                                 stdout (EncodeCaptureResult)
+//   airlock-tools describe --max-bytes N -- DIR   DIR described as sync sees it, on stdout
+//   airlock-tools push ARCHIVE REF                `airlock image push`
+//   airlock-tools doctor                          `airlock doctor`
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "src/cli/host_tools.h"
+#include "src/common/file_util.h"
+#include "src/common/host_paths.h"
+#include "src/common/subprocess.h"
+#include "src/image/image_store.h"
+#include "src/image/oci_archive.h"
+#include "src/image/registry_client.h"
+#include "src/image/tar_to_ext4.h"
+#include "src/vm/accelerator.h"
+#include "src/workspace/workspace_capture.h"
+
+namespace airlock {
+namespace {
+
+// capture and describe: the result goes to stdout whatever happens; the exit code is 0 when it
+// was written.
+int Capture(bool into_image, const std::vector<std::string>& args) {
+  uint64_t max_bytes = 0;
+  if (args.size() != 4 || args[0] != "--max-bytes" || !absl::SimpleAtoi(args[1], &max_bytes) ||
+      args[2] != "--") {
+    std::fprintf(stderr, "airlock-tools: usage: %s --max-bytes N -- DIR\n",
+                 into_image ? "capture" : "describe");
+    return 2;
+  }
+  const std::string& dir = args[3];
+  absl::StatusOr<CapturedWorkspace> result;
+  if (into_image) {
+    result = CaptureWorkspace(dir, "/proc/self/fd/3", {.max_bytes = max_bytes});
+  } else {
+    absl::StatusOr<WorkspaceTree> tree = DescribeWorkspace(dir, {.max_bytes = max_bytes});
+    if (tree.ok()) {
+      result = CapturedWorkspace{.tree = *std::move(tree)};
+    } else {
+      result = tree.status();
+    }
+  }
+  std::string out = EncodeCaptureResult(result);
+  return WriteAll(1, out).ok() ? 0 : 1;
+}
+
+int Push(const std::string& archive, const std::string& to) {
+  absl::StatusOr<ImageReference> ref = ParseImageReference(to);
+  if (!ref.ok()) {
+    std::fprintf(stderr, "airlock image push: %s\n", std::string(ref.status().message()).c_str());
+    return 2;
+  }
+  char tmpl[] = "/var/tmp/airlock-push-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::perror("airlock image push: mkdtemp");
+    return 1;
+  }
+  std::string work = tmpl;
+  absl::StatusOr<ArchiveImage> image = ReadImageArchive(archive, work + "/members");
+  absl::StatusOr<std::string> digest =
+      image.ok() ? RegistryClient().Push(*ref, image->layers, image->config_json)
+                 : absl::StatusOr<std::string>(image.status());
+  RemoveTree(work).IgnoreError();
+  if (!digest.ok()) {
+    std::fprintf(stderr, "airlock image push: %s\n",
+                 std::string(digest.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s %s\n", ref->Name().c_str(), digest->c_str());
+  return 0;
+}
+
+// What this host runs VMs with, and what is missing with the command that fixes it. Exits 0
+// only when `airlock run` can work.
+int Doctor() {
+  HostPaths paths = DefaultHostPaths();
+  std::vector<std::string> missing;
+  AcceleratorChoice accel = ChooseAccelerator();
+  std::printf("accelerator: %s (%s)\n", accel.name.c_str(), accel.reason.c_str());
+
+  absl::StatusOr<ProcessResult> qemu = RunProcess({paths.qemu, "--version"});
+  if (qemu.ok() && qemu->exit_code == 0) {
+    std::string first = qemu->output.substr(0, qemu->output.find('\n'));
+    std::printf("qemu: %s (%s)\n", paths.qemu.c_str(), first.c_str());
+  } else {
+    std::printf("qemu: MISSING at %s\n", paths.qemu.c_str());
+    missing.push_back("QEMU: run scripts/setup.sh (installs Debian's qemu-system-x86)");
+  }
+
+  char real[PATH_MAX];
+  if (access(paths.kernel.c_str(), R_OK) == 0 && realpath(paths.kernel.c_str(), real) != nullptr) {
+    absl::StatusOr<std::string> release = ReadFileToString(DirName(real) + "/release", 256);
+    std::printf("kernel: %s (%s)\n", paths.kernel.c_str(),
+                release.ok() ? std::string(absl::StripTrailingAsciiWhitespace(*release)).c_str()
+                             : "release unknown");
+  } else {
+    std::printf("kernel: MISSING at %s\n", paths.kernel.c_str());
+    missing.push_back("guest kernel: run scripts/setup.sh (builds it from linux-source-6.1)");
+  }
+
+  if (access(paths.initramfs.c_str(), R_OK) == 0) {
+    std::printf("initramfs: %s\n", paths.initramfs.c_str());
+  } else {
+    std::printf("initramfs: MISSING at %s\n", paths.initramfs.c_str());
+    missing.push_back("guest agent initramfs: run scripts/setup.sh (builds Airlock)");
+  }
+
+  struct statfs fs;
+  if (statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC) {
+    std::printf("host cgroups: v2 (VM processes get cpu.max, memory.max, pids.max)\n");
+  } else if (access("/sys/fs/cgroup/memory", F_OK) == 0 &&
+             access("/sys/fs/cgroup/cpu", F_OK) == 0) {
+    std::printf("host cgroups: v1 (VM processes get cpu, memory and pids limits)\n");
+  } else {
+    std::printf("host cgroups: none usable (VM processes run without host limits)\n");
+  }
+
+  ImageStore store(paths.images);
+  absl::StatusOr<std::vector<ImageInfo>> images = store.List();
+  bool have_default = false;
+  std::printf("images (%s):\n", paths.images.c_str());
+  if (images.ok()) {
+    for (const ImageInfo& image : *images) {
+      std::printf("  %s  %s  %.1f MiB\n", image.name.c_str(), image.digest.substr(0, 19).c_str(),
+                  image.size_bytes / 1048576.0);
+      have_default = have_default || image.name == kDefaultImage;
+    }
+  }
+  if (!have_default) {
+    std::printf("  (the default image %s is missing)\n", kDefaultImage);
+    missing.push_back(absl::StrCat("default image ", kDefaultImage, ": run scripts/setup.sh"));
+  }
+  if (missing.empty()) {
+    std::printf("ready: airlock run -- python3 -c \"print('hi!')\"\n");
+    return 0;
+  }
+  std::printf("missing:\n");
+  for (const std::string& m : missing) std::printf("  %s\n", m.c_str());
+  return 1;
+}
+
+}  // namespace
+}  // namespace airlock
+
+int main(int argc, char** argv) {
+  airlock::ReadTarNamesAsUtf8();
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string verb = args.empty() ? "" : args[0];
+  std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (verb == "capture" || verb == "describe") return airlock::Capture(verb == "capture", rest);
+  if (verb == "push" && rest.size() == 2) return airlock::Push(rest[0], rest[1]);
+  if (verb == "doctor" && rest.empty()) return airlock::Doctor();
+  std::fprintf(stderr,
+               "airlock-tools runs the parts of airlock that need libarchive, libext2fs or "
+               "libcurl; use airlock (airlock --help)\n");
+  return 2;
+}
