@@ -43,6 +43,9 @@ for _ in $(seq "$rounds"); do
   cli+=("$(time_ms "$airlock" --version)")
   bare+=("$(bare_qemu_ms)")
 done
+bare_x10=()
+for _ in $(seq "$rounds"); do bare_x10+=("$(bare_qemu_x10_ms)"); done
+bare_kib=$(bare_qemu_overhead_kib)
 start_daemon cold --no-templates
 cold=()
 for _ in $(seq "$rounds"); do
@@ -145,8 +148,10 @@ row "  host sh -c true" "$(m "${host_sh[@]}") ms" "-"
 row "  bwrap true" "$(m "${bw_true[@]}") ms" "-"
 row "  bwrap python3 -c pass" "$bw_py_ms ms" "-"
 row "  bare QEMU start-up, QMP, quit (floor)" "$bare_ms ms" "-"
+row "  ten of them at once (floor for fork x10)" "$(m "${bare_x10[@]}") ms" "-"
+row "  bare QEMU RSS beyond guest RAM (floor)" "$((bare_kib / 1024)) MiB" "-"
 row "  cold boot to ready (no template)" "$cold_ms ms" "-"
-row "  airlock --version (CLI start-up)" "$(m "${cli[@]}") ms" "-"
+row "  airlock --version (CLI start-up, floor of a CLI exec)" "$(m "${cli[@]}") ms" "-"
 echo "airlock"
 row "  run -- true (a pooled VM ready)" "$(m "${run_true[@]}") ms" "<= 250 ms"
 row "  run -- python3 -c pass (a pooled VM ready)" "$(m "${run_py[@]}") ms" \

@@ -63,6 +63,14 @@ absl::Status WriteAll(int fd, std::string_view data) {
   return absl::OkStatus();
 }
 
+absl::Status LinkOpenFile(int fd, const std::string& path, const std::string& what) {
+  std::string self = absl::StrCat("/proc/self/fd/", fd);
+  if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    return ErrnoStatus(what, path);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SyncDirectory(const std::string& dir) {
   UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("open", dir);

@@ -29,6 +29,10 @@ namespace airlock {
 // fsync()s a directory so that a rename or creation in it is durable.
 [[nodiscard]] absl::Status SyncDirectory(const std::string& dir);
 
+// Gives the file open as fd (an unnamed O_TMPFILE file, or one named elsewhere) the name path,
+// through /proc/self/fd; `what` names it in the error ("link the session disk into DIR: ...").
+[[nodiscard]] absl::Status LinkOpenFile(int fd, const std::string& path, const std::string& what);
+
 // Fsyncs path (a file written by someone else), renames it to final_path, fsyncs the directory.
 [[nodiscard]] absl::Status CommitFile(const std::string& path, const std::string& final_path);
 

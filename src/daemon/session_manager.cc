@@ -838,9 +838,9 @@ absl::Status SessionManager::InstallWorkspace(const std::string& id, PendingWork
   std::string dir = SessionDir(id);
   if (absl::Status s = MakeDirectories(dir, 0700); !s.ok()) return s;
   std::string image = SessionFile(id, kWorkspaceImageFile);
-  std::string from = absl::StrCat("/proc/self/fd/", workspace.image.get());
-  if (linkat(AT_FDCWD, from.c_str(), AT_FDCWD, image.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-    return ErrnoStatus("keep the workspace image as", image);
+  if (absl::Status s = LinkOpenFile(workspace.image.get(), image, "keep the workspace image as");
+      !s.ok()) {
+    return s;
   }
   return WriteFileAtomically(SessionFile(id, kWorkspaceManifestFile), workspace.manifest, 0600);
 }

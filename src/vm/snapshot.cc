@@ -45,9 +45,8 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
   }
   std::string disk_path = absl::StrCat(tmp, "/", kSnapshotDiskFile);
   if (disk == SnapshotDisk::kLink) {
-    std::string self = absl::StrCat("/proc/self/fd/", disk_fd);
-    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, disk_path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-      return ErrnoStatus("link the session disk into", tmp);
+    if (absl::Status s = LinkOpenFile(disk_fd, disk_path, "link the session disk as"); !s.ok()) {
+      return s;
     }
   } else {
     UniqueFd copy(open(disk_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
@@ -68,16 +67,7 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
     names.push_back(kSnapshotMemoryFile);
   }
   manifest.files.clear();
-  for (const char* name : names) {
-    absl::StatusOr<SnapshotFile> file = DescribeFile(tmp, name);
-    if (!file.ok()) return file.status();
-    manifest.files.push_back(*file);
-  }
-  if (absl::Status s = WriteFileAtomically(absl::StrCat(tmp, "/", kSnapshotManifestFile),
-                                           SignManifest(manifest, key), 0600);
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = WriteSignedManifest(tmp, names, key, &manifest); !s.ok()) return s;
   return manifest;
 }
 
@@ -183,6 +173,17 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
   }
   if (!written.ok()) RemoveTree(tmp).IgnoreError();
   return written;
+}
+
+absl::Status WriteSignedManifest(const std::string& dir, const std::vector<const char*>& names,
+                                 const std::string& key, SnapshotManifest* manifest) {
+  for (const char* name : names) {
+    absl::StatusOr<SnapshotFile> file = DescribeFile(dir, name);
+    if (!file.ok()) return file.status();
+    manifest->files.push_back(*file);
+  }
+  return WriteFileAtomically(absl::StrCat(dir, "/", kSnapshotManifestFile),
+                             SignManifest(*manifest, key), 0600);
 }
 
 absl::StatusOr<UniqueFd> ReopenFile(int fd, bool writable) {

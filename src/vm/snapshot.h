@@ -80,6 +80,12 @@ enum class SnapshotUse {
                                                             SnapshotFiles* files = nullptr,
                                                             SnapshotUse use = SnapshotUse::kFork);
 
+// Describes each of `names` in dir and adds it to manifest->files (after the files it holds
+// already), then writes the signed manifest as dir's manifest file (0600, atomically).
+[[nodiscard]] absl::Status WriteSignedManifest(const std::string& dir,
+                                               const std::vector<const char*>& names,
+                                               const std::string& key, SnapshotManifest* manifest);
+
 // A new open file of its own (a private offset) on the same file as fd, for reading or for
 // writing too; never a path lookup.
 [[nodiscard]] absl::StatusOr<UniqueFd> ReopenFile(int fd, bool writable);

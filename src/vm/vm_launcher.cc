@@ -209,24 +209,18 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     if (fchmod(memory->get(), 0600) != 0) return ErrnoStatus("close the guest's memory file");
     for (const auto& [fd, name] : {std::pair{memory->get(), kSnapshotMemoryFile},
                                    std::pair{files.disk.get(), kSnapshotDiskFile}}) {
-      std::string to = absl::StrCat(tmp, "/", name);
-      if (linkat(AT_FDCWD, absl::StrCat("/proc/self/fd/", fd).c_str(), AT_FDCWD, to.c_str(),
-                 AT_SYMLINK_FOLLOW) != 0) {
-        return ErrnoStatus("link", to);
+      if (absl::Status s = LinkOpenFile(fd, absl::StrCat(tmp, "/", name), "link"); !s.ok()) {
+        return s;
       }
     }
     SnapshotManifest result = *manifest;
     result.files.clear();
     for (const SnapshotFile& f : manifest->files) {
-      if (f.name == kSnapshotDiskFile) result.files.push_back(f);  // the same inode
+      if (f.name == kSnapshotDiskFile)
+        result.files.push_back(f);  // the same inode, not hashed again
     }
-    for (const char* name : {kSnapshotStateFile, kSnapshotMemoryFile}) {
-      absl::StatusOr<SnapshotFile> file = DescribeFile(tmp, name);
-      if (!file.ok()) return file.status();
-      result.files.push_back(*file);
-    }
-    if (absl::Status s = WriteFileAtomically(absl::StrCat(tmp, "/", kSnapshotManifestFile),
-                                             SignManifest(result, key), 0600);
+    if (absl::Status s =
+            WriteSignedManifest(tmp, {kSnapshotStateFile, kSnapshotMemoryFile}, key, &result);
         !s.ok()) {
       return s;
     }
