@@ -10,6 +10,10 @@ unformatted=$(gofmt -l sdk/go/*.go)
 [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }
 
 echo "== unit tests"
+# The S3 blob store's test runs s3rver, an S3-compatible server from npm, on loopback.
+if [ ! -d tests/s3/node_modules/s3rver ]; then
+  (cd tests/s3 && npm ci --no-audit --no-fund >/dev/null)
+fi
 ninja -C build >/dev/null
 (cd build && ctest -L unit --output-on-failure)
 
