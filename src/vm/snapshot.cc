@@ -176,9 +176,10 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
 }
 
 absl::Status WriteSignedManifest(const std::string& dir, const std::vector<const char*>& names,
-                                 const std::string& key, SnapshotManifest* manifest) {
+                                 const std::string& key, SnapshotManifest* manifest,
+                                 bool writers_ended) {
   for (const char* name : names) {
-    absl::StatusOr<SnapshotFile> file = DescribeFile(dir, name);
+    absl::StatusOr<SnapshotFile> file = DescribeFile(dir, name, writers_ended);
     if (!file.ok()) return file.status();
     manifest->files.push_back(*file);
   }

@@ -82,9 +82,11 @@ enum class SnapshotUse {
 
 // Describes each of `names` in dir and adds it to manifest->files (after the files it holds
 // already), then writes the signed manifest as dir's manifest file (0600, atomically).
+// writers_ended: as for DescribeFile.
 [[nodiscard]] absl::Status WriteSignedManifest(const std::string& dir,
                                                const std::vector<const char*>& names,
-                                               const std::string& key, SnapshotManifest* manifest);
+                                               const std::string& key, SnapshotManifest* manifest,
+                                               bool writers_ended = false);
 
 // A new open file of its own (a private offset) on the same file as fd, for reading or for
 // writing too; never a path lookup.

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -156,6 +157,12 @@ absl::StatusOr<SnapshotManifest> VerifyManifest(const std::string& text, const s
   return m;
 }
 
+namespace {
+std::atomic<uint64_t> bytes_hashed{0};
+}  // namespace
+
+uint64_t SnapshotBytesHashed() { return bytes_hashed.load(std::memory_order_relaxed); }
+
 absl::StatusOr<std::string> SparseSha256(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoStatus("stat a snapshot file");
@@ -187,6 +194,7 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
       if (n < 0) return ErrnoStatus("read a snapshot file");
       if (n == 0) return absl::DataLossError("a snapshot file shrank while it was read");
       EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+      bytes_hashed.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       pos += n;
     }
     at = hole;
@@ -196,19 +204,6 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
   return HexString(md, len);
-}
-
-absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::string& name) {
-  if (!PlainName(name)) return absl::InvalidArgumentError(absl::StrCat("bad file name ", name));
-  std::string path = absl::StrCat(dir, "/", name);
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return ErrnoStatus("open", path);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path);
-  if (!S_ISREG(st.st_mode)) return absl::DataLossError(absl::StrCat(path, " is not a file"));
-  absl::StatusOr<std::string> digest = SparseSha256(fd.get());
-  if (!digest.ok()) return digest.status();
-  return SnapshotFile{name, static_cast<uint64_t>(st.st_size), *digest};
 }
 
 namespace {
@@ -239,16 +234,48 @@ bool KnownGood(const std::string& path, const struct stat& st, const std::string
          SameTime(it->second.ctime, st.st_ctim) && it->second.digest == digest;
 }
 
-void RememberGood(const std::string& path, const struct stat& st, const std::string& digest) {
+// any_age: the file's writers have ended, so no write can follow the hash in its clock tick.
+void RememberGood(const std::string& path, const struct stat& st, const std::string& digest,
+                  bool any_age = false) {
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  if (now.tv_sec - st.st_ctim.tv_sec < 2) return;
+  if (!any_age && now.tv_sec - st.st_ctim.tv_sec < 2) return;
   std::lock_guard<std::mutex> lock(verified_mu);
   if (verified->size() >= 4096) verified->clear();
   (*verified)[path] = {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, digest};
 }
 
 }  // namespace
+
+absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::string& name,
+                                          bool writers_ended) {
+  if (!PlainName(name)) return absl::InvalidArgumentError(absl::StrCat("bad file name ", name));
+  std::string path = absl::StrCat(dir, "/", name);
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path);
+  if (!S_ISREG(st.st_mode)) return absl::DataLossError(absl::StrCat(path, " is not a file"));
+  absl::StatusOr<std::string> digest = SparseSha256(fd.get());
+  if (!digest.ok()) return digest.status();
+  struct stat after;
+  if (writers_ended && fstat(fd.get(), &after) == 0 && SameTime(after.st_ctim, st.st_ctim)) {
+    RememberGood(path, st, *digest, /*any_age=*/true);
+  }
+  return SnapshotFile{name, static_cast<uint64_t>(st.st_size), *digest};
+}
+
+void MoveVerifiedFiles(const std::string& from, const std::string& to) {
+  std::string prefix = from + "/";
+  std::lock_guard<std::mutex> lock(verified_mu);
+  std::vector<std::pair<std::string, VerifiedFile>> moved;
+  for (auto it = verified->lower_bound(prefix);
+       it != verified->end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    moved.emplace_back(absl::StrCat(to, "/", it->first.substr(prefix.size())), it->second);
+    it = verified->erase(it);
+  }
+  for (auto& [path, file] : moved) (*verified)[path] = std::move(file);
+}
 
 absl::StatusOr<UniqueFd> OpenSnapshotFile(const std::string& dir, const SnapshotFile& expected,
                                           struct stat* st) {

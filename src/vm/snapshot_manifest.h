@@ -59,10 +59,19 @@ std::string SignManifest(const SnapshotManifest& manifest, const std::string& ke
 // The digest of a (sparse) file: SHA-256 over each data region's offset, length and bytes, then
 // the file's size. Holes are not read, so a 1 GiB disk with 30 MiB of data hashes 30 MiB.
 [[nodiscard]] absl::StatusOr<std::string> SparseSha256(int fd);
+// The bytes SparseSha256 has read in this process.
+uint64_t SnapshotBytesHashed();
 
-// Describes a file of dir for the manifest (size and SparseSha256).
+// Describes a file of dir for the manifest (size and SparseSha256). With writers_ended (every
+// process that wrote the file has exited, and it was fsynced), it is also remembered as verified
+// however new it is (see VerifySnapshotFiles), so that opening the snapshot soon after does not
+// read it again while it keeps its identity.
 [[nodiscard]] absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir,
-                                                        const std::string& name);
+                                                        const std::string& name,
+                                                        bool writers_ended = false);
+
+// After directory `from` was renamed to `to`: what was remembered as verified in from is in to.
+void MoveVerifiedFiles(const std::string& from, const std::string& to);
 
 // Opens a file the manifest names (read-only, never through a symlink) and checks that it is a
 // regular file of the manifest's size; DATA_LOSS saying what is wrong otherwise.
@@ -72,8 +81,10 @@ std::string SignManifest(const SnapshotManifest& manifest, const std::string& ke
 
 // Checks that every file the manifest names is in dir with its size and hash. A file this process
 // verified before and that has not changed since (same inode, size, mtime and ctime) is not read
-// again, so restoring the same template many times hashes it once. With `opened`, the
-// descriptors the files were checked through (read-only, at offset 0) are returned by name: use
+// again, so restoring the same template many times hashes it once. Files changed in the last
+// two seconds are always read (a write in the same clock tick as the hash would leave the times
+// as they were), except those DescribeFile remembered once their writers had ended. With `opened`,
+// the descriptors the files were checked through (read-only, at offset 0) are returned by name: use
 // them, never the paths again, so that what is loaded is what was checked.
 [[nodiscard]] absl::Status VerifySnapshotFiles(const std::string& dir,
                                                const SnapshotManifest& manifest,

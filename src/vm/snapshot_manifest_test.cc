@@ -1,5 +1,6 @@
 #include "src/vm/snapshot_manifest.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,6 +75,39 @@ TEST(SnapshotManifestTest, TamperingIsRefused) {
   m.files.erase(m.files.begin());
   s = VerifySnapshotFiles(dir.path(), m);
   EXPECT_NE(s.message().find("truncated"), absl::string_view::npos) << s;
+}
+
+// A file whose writers have ended is remembered when it is described, even brand new, and
+// follows its directory's rename; a change to it still makes it read and refused.
+TEST(SnapshotManifestTest, AFileDescribedOnceItsWritersEndedIsNotReadAgain) {
+  testing::TempDir dir;
+  std::string from = dir.File("apart"), to = dir.File("snapshot");
+  ASSERT_EQ(mkdir(from.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFileAtomically(from + "/memory", std::string(300000, 'm'), 0600).ok());
+  absl::StatusOr<SnapshotFile> fresh = DescribeFile(from, "memory");
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  SnapshotManifest m;
+  m.files = {*fresh};
+  uint64_t before = SnapshotBytesHashed();
+  ASSERT_TRUE(VerifySnapshotFiles(from, m).ok());
+  EXPECT_EQ(SnapshotBytesHashed() - before, 300000u);  // new, described plainly: read again
+
+  ASSERT_TRUE(DescribeFile(from, "memory", /*writers_ended=*/true).ok());
+  before = SnapshotBytesHashed();
+  ASSERT_TRUE(VerifySnapshotFiles(from, m).ok());
+  EXPECT_EQ(SnapshotBytesHashed(), before);
+
+  ASSERT_EQ(rename(from.c_str(), to.c_str()), 0);
+  MoveVerifiedFiles(from, to);
+  ASSERT_TRUE(VerifySnapshotFiles(to, m).ok());
+  EXPECT_EQ(SnapshotBytesHashed(), before);
+
+  int fd = open((to + "/memory").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, "x", 1, 100), 1);
+  close(fd);
+  absl::Status changed = VerifySnapshotFiles(to, m);
+  EXPECT_NE(changed.message().find("does not match its hash"), absl::string_view::npos) << changed;
 }
 
 TEST(SnapshotManifestTest, FileNamesCannotLeaveTheSnapshotDirectory) {

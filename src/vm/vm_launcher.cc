@@ -216,11 +216,13 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     SnapshotManifest result = *manifest;
     result.files.clear();
     for (const SnapshotFile& f : manifest->files) {
-      if (f.name == kSnapshotDiskFile)
-        result.files.push_back(f);  // the same inode, not hashed again
+      // The same inode: not hashed again.
+      if (f.name == kSnapshotDiskFile) result.files.push_back(f);
     }
-    if (absl::Status s =
-            WriteSignedManifest(tmp, {kSnapshotStateFile, kSnapshotMemoryFile}, key, &result);
+    // The helper QEMU has exited and both files are fsynced: their hashes are remembered, so
+    // that the resume does not read them again.
+    if (absl::Status s = WriteSignedManifest(tmp, {kSnapshotStateFile, kSnapshotMemoryFile}, key,
+                                             &result, /*writers_ended=*/true);
         !s.ok()) {
       return s;
     }
@@ -244,6 +246,7 @@ absl::Status CommitSnapshotMemoryApart(const std::string& dir, const SnapshotMem
     if (renameat2(AT_FDCWD, apart.dir.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
       return ErrnoStatus("put in place the snapshot with its memory apart", dir);
     }
+    MoveVerifiedFiles(apart.dir, dir);
     return SyncDirectory(DirName(dir));
   }();
   RemoveTree(apart.dir).IgnoreError();  // the old snapshot, or the new one not wanted
