@@ -2,18 +2,16 @@
 
 #include <curl/curl.h>
 #include <stdlib.h>
-#include <sys/random.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
 #include "src/providers/blob_digest.h"
 #include "src/providers/blob_io.h"
+#include "src/providers/http_endpoint.h"
 #include "src/providers/s3_xml.h"
 
 namespace airlock::providers {
@@ -40,64 +38,6 @@ absl::StatusOr<AwsCredentials> CredentialsFromEnvironment() {
 
 bool PrintableWord(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
-bool Loopback(absl::string_view host) {
-  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
-}
-
-// "scheme://host[:port]" with nothing after it; the Host header's value on success.
-absl::StatusOr<std::string> CheckEndpoint(std::string* endpoint) {
-  while (absl::EndsWith(*endpoint, "/")) endpoint->pop_back();
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "S3 endpoint \"", endpoint->substr(0, 200), "\": ", why,
-        "; write https://host[:port] (or http://127.0.0.1:PORT for a server on this host)"));
-  };
-  absl::string_view authority;
-  bool https = absl::StartsWith(*endpoint, "https://");
-  if (https) {
-    authority = absl::string_view(*endpoint).substr(8);
-  } else if (absl::StartsWith(*endpoint, "http://")) {
-    authority = absl::string_view(*endpoint).substr(7);
-  } else {
-    return bad("it must start with https://");
-  }
-  absl::string_view host = authority;
-  absl::string_view port;
-  if (absl::StartsWith(authority, "[")) {
-    size_t close = authority.find(']');
-    if (close == absl::string_view::npos) return bad("an IPv6 address without ']'");
-    host = authority.substr(0, close + 1);
-    absl::string_view after = authority.substr(close + 1);
-    if (!after.empty() && !absl::StartsWith(after, ":")) return bad("it has a path");
-    port = after.empty() ? "" : after.substr(1);
-    for (char c : host.substr(1, host.size() - 2)) {
-      if (!absl::ascii_isxdigit(c) && c != ':' && c != '.') return bad("a bad IPv6 address");
-    }
-  } else {
-    size_t colon = authority.find(':');
-    host = authority.substr(0, colon);
-    port = colon == absl::string_view::npos ? "" : authority.substr(colon + 1);
-    if (colon != absl::string_view::npos && port.empty()) return bad("an empty port");
-    for (char c : host) {
-      if (!absl::ascii_isalnum(c) && c != '.' && c != '-') {
-        return bad("the host may hold only letters, digits, '.' and '-' (no path, user or query)");
-      }
-    }
-  }
-  if (host.empty() || host == "[]") return bad("no host");
-  if (!port.empty()) {
-    int number = 0;
-    if (!absl::SimpleAtoi(port, &number) || number < 1 || number > 65535 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-      return bad("the port must be a number from 1 to 65535");
-    }
-  }
-  if (!https && !Loopback(host)) {
-    return bad("plain http is only for a server on this host (it would carry blobs unencrypted)");
-  }
-  return absl::AsciiStrToLower(authority);
 }
 
 std::string XmlEscape(absl::string_view s) {
@@ -213,7 +153,8 @@ absl::StatusOr<S3Config> S3ConfigFromOptions(const BlobStoreOptions& options,
   config.endpoint = options.endpoint.empty()
                         ? absl::StrCat("https://s3.", config.region, ".amazonaws.com")
                         : options.endpoint;
-  if (absl::StatusOr<std::string> host = CheckEndpoint(&config.endpoint); !host.ok()) {
+  if (absl::StatusOr<std::string> host = CheckHttpEndpoint("S3", "blobs", &config.endpoint);
+      !host.ok()) {
     return host.status();
   }
   if (options.credentials) {
@@ -249,7 +190,7 @@ absl::StatusOr<S3Config> S3ConfigFromOptions(const BlobStoreOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<S3BlobStore>> S3BlobStore::Create(S3Config config) {
-  absl::StatusOr<std::string> host = CheckEndpoint(&config.endpoint);
+  absl::StatusOr<std::string> host = CheckHttpEndpoint("S3", "blobs", &config.endpoint);
   if (!host.ok()) return host.status();
   if (config.part_size < kMinPart || config.part_size > kMaxHeld ||
       config.multipart_threshold < kMinPart || config.multipart_threshold > kMaxHeld ||
@@ -257,9 +198,7 @@ absl::StatusOr<std::unique_ptr<S3BlobStore>> S3BlobStore::Create(S3Config config
     return absl::InvalidArgumentError(
         "S3 sizes or attempts out of range (see S3ConfigFromOptions)");
   }
-  // Not thread-safe in every libcurl, so once, before any handle of ours exists.
-  static std::once_flag curl_ready;
-  std::call_once(curl_ready, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  InitCurlOnce();
   return std::unique_ptr<S3BlobStore>(new S3BlobStore(std::move(config), std::move(*host)));
 }
 
@@ -342,10 +281,7 @@ S3BlobStore::Response S3BlobStore::Once(const Request& request) const {
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   if (rc != CURLE_OK && response.sink_error.ok() && !response.body_too_large) {
     response.transport_error = error[0] ? error : curl_easy_strerror(rc);
-    // What another try cannot change: a certificate that does not verify, a URL libcurl refuses.
-    response.transport_final = rc == CURLE_PEER_FAILED_VERIFICATION ||
-                               rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_URL_MALFORMAT ||
-                               rc == CURLE_UNSUPPORTED_PROTOCOL;
+    response.transport_final = CurlErrorIsFinal(rc);
     return response;
   }
   curl_off_t length = -1;
@@ -374,12 +310,7 @@ bool Retryable(const S3BlobStore::Response& r) {
 
 }  // namespace
 
-void S3BlobStore::Backoff(int attempt) const {
-  absl::Duration delay = config_.retry_delay * (1 << std::min(attempt - 1, 10));
-  uint32_t jitter = 0;  // up to half as long again, so that many hosts do not retry in step
-  if (getrandom(&jitter, sizeof(jitter), 0) != sizeof(jitter)) jitter = 0;
-  absl::SleepFor(delay + delay * (jitter % 1000) / 2000);
-}
+void S3BlobStore::Backoff(int attempt) const { SleepBeforeRetry(config_.retry_delay, attempt); }
 
 S3BlobStore::Response S3BlobStore::Perform(const Request& request) const {
   for (int attempt = 1;; ++attempt) {
