@@ -1,11 +1,9 @@
 #include "src/testing/etcd_server.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
+#include "src/testing/test_util.h"
 
 namespace airlock::testing {
 namespace {
@@ -85,24 +84,9 @@ bool EtcdServer::TryStart(const std::string& etcd) {
                                    absl::StrCat("test=", peer),
                                    "--initial-cluster-state",
                                    "new"};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int in = open("/dev/null", O_RDONLY);
-    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    // No ETCD_* settings from the environment of whoever runs the tests.
-    char* env[] = {nullptr};
-    execve(etcd.c_str(), args.data(), env);
-    _exit(127);
-  }
+  // No ETCD_* settings from the environment of whoever runs the tests.
+  char* no_env[] = {nullptr};
+  pid_ = StartLogged(argv, log, no_env);
   if (pid_ < 0) return false;
   for (int i = 0; i < 400; ++i) {
     if (Log().find("ready to serve client requests") != std::string::npos &&

@@ -1,9 +1,7 @@
 #include "src/testing/s3rver.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
+#include "src/testing/test_util.h"
 
 namespace airlock::testing {
 
@@ -34,22 +33,7 @@ S3rver::S3rver(const std::string& node, const std::string& package_dir, const st
   std::vector<std::string> argv = {
       node,        script,   "--directory", dir + "/data",        "--address",
       "127.0.0.1", "--port", "0",           "--configure-bucket", bucket};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int in = open("/dev/null", O_RDONLY);
-    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    execv(node.c_str(), args.data());
-    _exit(127);
-  }
+  pid_ = StartLogged(argv, log);
   constexpr char kListening[] = "S3rver listening on 127.0.0.1:";
   for (int i = 0; i < 400; ++i) {
     std::string text = Log();

@@ -2,9 +2,13 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "src/common/file_util.h"
 #include "src/common/subprocess.h"
@@ -70,6 +74,31 @@ int Fsck(const std::string& image, std::string* output) {
   if (!r.ok()) return -1;
   *output = r->output;
   return r->exit_code;
+}
+
+pid_t StartLogged(const std::vector<std::string>& argv, const std::string& log, char* const* env) {
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  for (std::string& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    if (env != nullptr) {
+      execve(args[0], args.data(), env);
+    } else {
+      execv(args[0], args.data());
+    }
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace airlock::testing

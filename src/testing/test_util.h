@@ -3,6 +3,7 @@
 #define AIRLOCK_TESTING_TEST_UTIL_H_
 
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -37,6 +38,12 @@ enum class Compression { kNone, kGzip, kZstd };
 // Writes a pax tar, compressed or not, with libarchive.
 void WriteTar(const std::string& path, const std::vector<TarEntry>& entries,
               Compression compression = Compression::kNone);
+
+// Starts a server for a test: argv[0] (an absolute path; never through a shell) with stdin
+// /dev/null and stdout and stderr appended to log, killed when this process dies. env is its
+// whole environment; nullptr keeps this process's. The child's pid, or -1.
+pid_t StartLogged(const std::vector<std::string>& argv, const std::string& log,
+                  char* const* env = nullptr);
 
 // Runs debugfs -R command on an image; returns its stdout.
 std::string Debugfs(const std::string& image, const std::string& command);
