@@ -10,6 +10,13 @@ unformatted=$(gofmt -l sdk/go/*.go)
 [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }
 
 echo "== unit tests"
+# The etcd client's test runs Debian's etcd on loopback (a test counterpart only: airlock
+# itself needs no etcd on one host, so scripts/setup.sh does not install it).
+if [ ! -x /usr/bin/etcd ]; then
+  echo "test: installing etcd-server (for the etcd client's test)" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >&2
+fi
 # The S3 blob store's test runs s3rver, an S3-compatible server from npm, on loopback.
 if [ ! -d tests/s3/node_modules/s3rver ]; then
   (cd tests/s3 && npm ci --no-audit --no-fund >/dev/null)

@@ -50,7 +50,8 @@ bool Accepts(int port) {
 EtcdServer::EtcdServer(const std::string& etcd, const std::string& dir) : dir_(dir) {
   if (access(etcd.c_str(), X_OK) != 0) {
     ADD_FAILURE() << "etcd (" << etcd
-                  << ") is missing: run scripts/setup.sh (it installs Debian's etcd-server)";
+                  << ") is missing: run scripts/test.sh (it installs Debian's etcd-server) or "
+                     "apt-get install etcd-server";
     return;
   }
   EXPECT_TRUE(MakeDirectories(dir, 0700).ok());
