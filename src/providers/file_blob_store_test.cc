@@ -11,29 +11,11 @@
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
 #include "src/providers/blob_digest.h"
+#include "src/providers/blob_store_testing.h"
 #include "src/testing/test_util.h"
 
 namespace airlock::providers {
 namespace {
-
-std::string DigestOf(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
-
-// A file holding bytes, open for reading from its start.
-UniqueFd Input(const testing::TempDir& dir, const std::string& bytes) {
-  std::string path = dir.File("input-" + Sha256Hex(bytes).substr(0, 8));
-  EXPECT_TRUE(WriteFileAtomically(path, bytes, 0600).ok());
-  return UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-}
-
-// Get into a fresh file; its content, or the error.
-absl::StatusOr<std::string> GetBytes(BlobStore& store, const testing::TempDir& dir,
-                                     const std::string& digest) {
-  std::string path = dir.File("out");
-  unlink(path.c_str());
-  UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (absl::Status got = store.Get(digest, out.get()); !got.ok()) return got;
-  return ReadFileToString(path, 1 << 30);
-}
 
 class FileBlobStoreTest : public ::testing::Test {
  protected:
@@ -52,15 +34,15 @@ TEST_F(FileBlobStoreTest, PutGetStatListDelete) {
   std::string b(3 << 20, '\0');  // several read chunks
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(i * 7 + i / 4096);
   for (const std::string* bytes : {&a, &b}) {
-    UniqueFd in = Input(scratch_, *bytes);
+    UniqueFd in = Input(scratch_.path(), *bytes);
     ASSERT_TRUE(store_->Put(DigestOf(*bytes), in.get(), bytes->size()).ok());
   }
   std::string hex = Sha256Hex(a);
   EXPECT_TRUE(
       access(absl::StrCat(scratch_.path(), "/blobs/sha256/", hex.substr(0, 2), "/", hex).c_str(),
              F_OK) == 0);
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf(a)), a);
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf(b)), b);
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf(a)), a);
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf(b)), b);
   EXPECT_EQ(*store_->Stat(DigestOf(a)), a.size());
   std::vector<std::string> expected = {DigestOf(a), DigestOf(b)};
   std::sort(expected.begin(), expected.end());
@@ -68,20 +50,20 @@ TEST_F(FileBlobStoreTest, PutGetStatListDelete) {
 
   ASSERT_TRUE(store_->Delete(DigestOf(a)).ok());
   EXPECT_TRUE(absl::IsNotFound(store_->Stat(DigestOf(a)).status()));
-  EXPECT_TRUE(absl::IsNotFound(GetBytes(*store_, scratch_, DigestOf(a)).status()));
+  EXPECT_TRUE(absl::IsNotFound(GetBytes(*store_, scratch_.path(), DigestOf(a)).status()));
   EXPECT_TRUE(store_->Delete(DigestOf(a)).ok());  // absent is fine
   EXPECT_EQ(*store_->List(), std::vector<std::string>{DigestOf(b)});
 }
 
 TEST_F(FileBlobStoreTest, EmptyBlob) {
-  UniqueFd in = Input(scratch_, "");
+  UniqueFd in = Input(scratch_.path(), "");
   ASSERT_TRUE(store_->Put(DigestOf(""), in.get(), 0).ok());
   EXPECT_EQ(*store_->Stat(DigestOf("")), 0u);
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf("")), "");
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf("")), "");
 }
 
 TEST_F(FileBlobStoreTest, BlobFilesAreOwnerOnly) {
-  UniqueFd in = Input(scratch_, "secret memory");
+  UniqueFd in = Input(scratch_.path(), "secret memory");
   ASSERT_TRUE(store_->Put(DigestOf("secret memory"), in.get(), 13).ok());
   struct stat st;
   ASSERT_EQ(stat(store_->PathOf(Sha256Hex("secret memory")).c_str(), &st), 0);
@@ -93,11 +75,11 @@ TEST_F(FileBlobStoreTest, BlobFilesAreOwnerOnly) {
 TEST_F(FileBlobStoreTest, PutIsIdempotent) {
   std::string bytes = "same bytes twice";
   for (int i = 0; i < 2; ++i) {
-    UniqueFd in = Input(scratch_, bytes);
+    UniqueFd in = Input(scratch_.path(), bytes);
     ASSERT_TRUE(store_->Put(DigestOf(bytes), in.get(), bytes.size()).ok());
   }
   EXPECT_EQ(*store_->List(), std::vector<std::string>{DigestOf(bytes)});
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf(bytes)), bytes);
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf(bytes)), bytes);
 }
 
 TEST_F(FileBlobStoreTest, ConcurrentPutsOfOneBlob) {
@@ -106,13 +88,13 @@ TEST_F(FileBlobStoreTest, ConcurrentPutsOfOneBlob) {
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {
-      UniqueFd in = Input(scratch_, bytes);
+      UniqueFd in = Input(scratch_.path(), bytes);
       if (store_->Put(DigestOf(bytes), in.get(), bytes.size()).ok()) ++ok;
     });
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(ok, 4);
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf(bytes)), bytes);
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf(bytes)), bytes);
   EXPECT_EQ(ListDirectory(scratch_.File("blobs/sha256/" + Sha256Hex(bytes).substr(0, 2))).size(),
             1u);  // no temporary file left
 }
@@ -129,18 +111,18 @@ TEST_F(FileBlobStoreTest, PutFromAPipe) {
   absl::Status put = store_->Put(DigestOf(bytes), read_end.get(), bytes.size());
   writer.join();
   ASSERT_TRUE(put.ok()) << put;
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf(bytes)), bytes);
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf(bytes)), bytes);
 }
 
 TEST_F(FileBlobStoreTest, PutReadsOnlySizeBytesFromTheCurrentOffset) {
-  UniqueFd in = Input(scratch_, "skipBLOBrest");
+  UniqueFd in = Input(scratch_.path(), "skipBLOBrest");
   ASSERT_EQ(lseek(in.get(), 4, SEEK_SET), 4);
   ASSERT_TRUE(store_->Put(DigestOf("BLOB"), in.get(), 4).ok());
-  EXPECT_EQ(*GetBytes(*store_, scratch_, DigestOf("BLOB")), "BLOB");
+  EXPECT_EQ(*GetBytes(*store_, scratch_.path(), DigestOf("BLOB")), "BLOB");
 }
 
 TEST_F(FileBlobStoreTest, WrongDigestStoresNothing) {
-  UniqueFd in = Input(scratch_, "not what the digest says");
+  UniqueFd in = Input(scratch_.path(), "not what the digest says");
   absl::Status put = store_->Put(DigestOf("other bytes"), in.get(), 24);
   EXPECT_TRUE(absl::IsInvalidArgument(put)) << put;
   EXPECT_NE(put.message().find("nothing was stored"), std::string::npos) << put;
@@ -152,7 +134,7 @@ TEST_F(FileBlobStoreTest, WrongDigestStoresNothing) {
 }
 
 TEST_F(FileBlobStoreTest, ShortInputStoresNothing) {
-  UniqueFd in = Input(scratch_, "short");
+  UniqueFd in = Input(scratch_.path(), "short");
   absl::Status put = store_->Put(DigestOf("short and more"), in.get(), 14);
   EXPECT_TRUE(absl::IsInvalidArgument(put)) << put;
   EXPECT_NE(put.message().find("ended after 5 of the 14 bytes"), std::string::npos) << put;
@@ -161,20 +143,20 @@ TEST_F(FileBlobStoreTest, ShortInputStoresNothing) {
 
 TEST_F(FileBlobStoreTest, AFlippedByteOnDiskIsRefusedAtGet) {
   std::string bytes = "the bytes as they were stored";
-  UniqueFd in = Input(scratch_, bytes);
+  UniqueFd in = Input(scratch_.path(), bytes);
   ASSERT_TRUE(store_->Put(DigestOf(bytes), in.get(), bytes.size()).ok());
   std::string path = store_->PathOf(Sha256Hex(bytes));
   {
     UniqueFd f(open(path.c_str(), O_WRONLY | O_CLOEXEC));
     ASSERT_EQ(pwrite(f.get(), "T", 1, 0), 1);
   }
-  absl::StatusOr<std::string> got = GetBytes(*store_, scratch_, DigestOf(bytes));
+  absl::StatusOr<std::string> got = GetBytes(*store_, scratch_.path(), DigestOf(bytes));
   ASSERT_TRUE(absl::IsDataLoss(got.status())) << got.status();
   EXPECT_NE(got.status().message().find("does not match its digest"), std::string::npos);
 }
 
 TEST_F(FileBlobStoreTest, BadDigestsAreInvalidArgument) {
-  UniqueFd in = Input(scratch_, "x");
+  UniqueFd in = Input(scratch_.path(), "x");
   for (const std::string& bad :
        {std::string(""), std::string("sha256:"), "sha256:" + std::string(63, 'a'),
         "sha256:" + std::string(64, 'A'), "sha512:" + std::string(64, 'a'),

@@ -13,6 +13,7 @@
 #include "src/common/unique_fd.h"
 #include "src/providers/blob_digest.h"
 #include "src/providers/blob_store.h"
+#include "src/providers/blob_store_testing.h"
 #include "src/testing/s3rver.h"
 #include "src/testing/test_util.h"
 
@@ -20,8 +21,6 @@ namespace airlock::providers {
 namespace {
 
 constexpr char kBucket[] = "airlock-blobs";
-
-std::string DigestOf(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
 
 class S3rverTest : public ::testing::Test {
  protected:
@@ -47,13 +46,6 @@ class S3rverTest : public ::testing::Test {
     UniqueFd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     return store.Put(digest, in.get(), bytes.size());
   }
-  absl::StatusOr<std::string> Get(BlobStore& store, const std::string& digest) {
-    std::string path = scratch_.File("output");
-    unlink(path.c_str());
-    UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (absl::Status got = store.Get(digest, out.get()); !got.ok()) return got;
-    return ReadFileToString(path, 1 << 30);
-  }
   std::string ObjectFile(const std::string& bytes) {
     return server_.ObjectFile(kBucket, "fleet/one/sha256/" + Sha256Hex(bytes));
   }
@@ -72,7 +64,7 @@ TEST_F(S3rverTest, PutGetStatListDelete) {
   }
   EXPECT_TRUE(access(ObjectFile("small").c_str(), F_OK) == 0) << "not at <prefix>/sha256/<hex>";
   for (const std::string& bytes : blobs) {
-    absl::StatusOr<std::string> got = Get(*store, DigestOf(bytes));
+    absl::StatusOr<std::string> got = GetBytes(*store, scratch_.path(), DigestOf(bytes));
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(*got == bytes);
     EXPECT_EQ(*store->Stat(DigestOf(bytes)), bytes.size());
@@ -106,7 +98,7 @@ TEST_F(S3rverTest, PrefixesKeepStoresApart) {
 TEST_F(S3rverTest, GetOfAMissingBlobIsNotFound) {
   std::unique_ptr<BlobStore> store = Open(Options());
   ASSERT_TRUE(store);
-  absl::StatusOr<std::string> got = Get(*store, DigestOf("never stored"));
+  absl::StatusOr<std::string> got = GetBytes(*store, scratch_.path(), DigestOf("never stored"));
   EXPECT_TRUE(absl::IsNotFound(got.status())) << got.status();
   EXPECT_TRUE(absl::IsNotFound(store->Stat(DigestOf("never stored")).status()));
 }
@@ -130,7 +122,7 @@ TEST_F(S3rverTest, LargeBlobFromAPipeGoesUpInParts) {
   EXPECT_NE(server_.Log().find("Stored part 3 of"), std::string::npos) << server_.Log();
   EXPECT_EQ(server_.Log().find("Stored part 4 of"), std::string::npos);
   EXPECT_TRUE(*ReadFileToString(ObjectFile(bytes), 64 << 20) == bytes);
-  absl::StatusOr<std::string> got = Get(*store, DigestOf(bytes));
+  absl::StatusOr<std::string> got = GetBytes(*store, scratch_.path(), DigestOf(bytes));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(*got == bytes);
 }
@@ -156,7 +148,7 @@ TEST_F(S3rverTest, ABlobChangedInTheServersStorageIsRefusedAtGet) {
     ASSERT_TRUE(f.valid());
     ASSERT_EQ(pwrite(f.get(), "T", 1, 0), 1);
   }
-  absl::StatusOr<std::string> got = Get(*store, DigestOf(bytes));
+  absl::StatusOr<std::string> got = GetBytes(*store, scratch_.path(), DigestOf(bytes));
   ASSERT_TRUE(absl::IsDataLoss(got.status())) << got.status();
   EXPECT_NE(got.status().message().find("does not match its digest: the store changed it"),
             std::string::npos)

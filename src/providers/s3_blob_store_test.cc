@@ -17,6 +17,7 @@
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
 #include "src/providers/blob_digest.h"
+#include "src/providers/blob_store_testing.h"
 #include "src/providers/s3_xml.h"
 #include "src/testing/test_util.h"
 
@@ -91,23 +92,6 @@ std::string ErrorXml(const std::string& code, const std::string& message) {
                       "</Code><Message>", message, "</Message></Error>");
 }
 
-std::string DigestOf(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
-
-UniqueFd Input(const testing::TempDir& dir, const std::string& bytes) {
-  std::string path = dir.File("input");
-  EXPECT_TRUE(WriteFileAtomically(path, bytes, 0600).ok());
-  return UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-}
-
-absl::StatusOr<std::string> GetBytes(BlobStore& store, const testing::TempDir& dir,
-                                     const std::string& digest) {
-  std::string path = dir.File("out");
-  unlink(path.c_str());
-  UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (absl::Status got = store.Get(digest, out.get()); !got.ok()) return got;
-  return ReadFileToString(path, 1 << 30);
-}
-
 TEST(S3BlobStoreTest, PutSignsTheRealPayloadHashAtThePathStyleKey) {
   ScriptedS3 s3;
   testing::TempDir dir;
@@ -115,7 +99,7 @@ TEST(S3BlobStoreTest, PutSignsTheRealPayloadHashAtThePathStyleKey) {
     res.status = req.method == "HEAD" || req.method == "GET" ? 404 : 200;
   });
   std::string bytes = "a small blob";
-  UniqueFd in = Input(dir, bytes);
+  UniqueFd in = Input(dir.path(), bytes);
   ASSERT_TRUE(s3.Store()->Put(DigestOf(bytes), in.get(), bytes.size()).ok());
   std::vector<Seen> seen = s3.seen();
   ASSERT_EQ(seen.size(), 2u);
@@ -136,7 +120,7 @@ TEST(S3BlobStoreTest, PutSkipsABlobAlreadyThere) {
     res.status = 200;
     res.set_content(bytes, "application/octet-stream");
   });
-  UniqueFd in = Input(dir, bytes);
+  UniqueFd in = Input(dir.path(), bytes);
   ASSERT_TRUE(s3.Store()->Put(DigestOf(bytes), in.get(), bytes.size()).ok());
   ASSERT_EQ(s3.seen().size(), 1u);
   EXPECT_EQ(s3.seen()[0].method, "HEAD");
@@ -162,7 +146,7 @@ TEST(S3BlobStoreTest, RetriesSlowDownAndServerErrorsWithTheSameBytes) {
     }
   });
   std::string bytes(100000, 'r');
-  UniqueFd in = Input(dir, bytes);
+  UniqueFd in = Input(dir.path(), bytes);
   absl::Status put = s3.Store()->Put(DigestOf(bytes), in.get(), bytes.size());
   ASSERT_TRUE(put.ok()) << put;
   EXPECT_EQ(puts, 3);
@@ -180,7 +164,7 @@ TEST(S3BlobStoreTest, GivesUpAfterTheLastAttemptSayingSo) {
     res.status = req.method == "HEAD" ? 404 : 503;
     if (req.method != "HEAD") res.set_content(ErrorXml("SlowDown", "Reduce"), "application/xml");
   });
-  UniqueFd in = Input(dir, "x");
+  UniqueFd in = Input(dir.path(), "x");
   absl::Status put = s3.Store()->Put(DigestOf("x"), in.get(), 1);
   EXPECT_TRUE(absl::IsUnavailable(put)) << put;
   EXPECT_NE(put.message().find("after 3 tries"), std::string::npos) << put;
@@ -238,13 +222,13 @@ TEST(S3BlobStoreTest, GetVerifiesAndMapsNotFound) {
     }
   });
   std::unique_ptr<S3BlobStore> store = s3.Store();
-  EXPECT_EQ(*GetBytes(*store, dir, DigestOf(bytes)), bytes);
+  EXPECT_EQ(*GetBytes(*store, dir.path(), DigestOf(bytes)), bytes);
   served[0] ^= 1;
-  absl::StatusOr<std::string> got = GetBytes(*store, dir, DigestOf(bytes));
+  absl::StatusOr<std::string> got = GetBytes(*store, dir.path(), DigestOf(bytes));
   EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
   EXPECT_NE(got.status().message().find("does not match its digest: the store changed it"),
             std::string::npos);
-  got = GetBytes(*store, dir, DigestOf("absent"));
+  got = GetBytes(*store, dir.path(), DigestOf("absent"));
   EXPECT_TRUE(absl::IsNotFound(got.status())) << got.status();
   EXPECT_TRUE(absl::IsNotFound(store->Stat(DigestOf("absent")).status()));
 }
@@ -349,7 +333,7 @@ TEST(S3BlobStoreTest, LargeBlobsGoUpInParts) {
   testing::TempDir dir;
   std::string bytes((11 << 20) + 3, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i % 251);
-  UniqueFd in = Input(dir, bytes);
+  UniqueFd in = Input(dir.path(), bytes);
   absl::Status put = s3.Store()->Put(DigestOf(bytes), in.get(), bytes.size());
   ASSERT_TRUE(put.ok()) << put;
   EXPECT_EQ(multipart.parts_.size(), 3u);
@@ -371,7 +355,7 @@ TEST(S3BlobStoreTest, AMultipartUploadOfWrongBytesIsAborted) {
   MultipartS3 multipart(&s3);
   testing::TempDir dir;
   std::string bytes((6 << 20), 'w');
-  UniqueFd in = Input(dir, bytes);
+  UniqueFd in = Input(dir.path(), bytes);
   absl::Status put = s3.Store()->Put(DigestOf("something else"), in.get(), bytes.size());
   EXPECT_TRUE(absl::IsInvalidArgument(put)) << put;
   EXPECT_TRUE(multipart.aborted_);
