@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -222,6 +223,89 @@ WorkspaceRecord DecodeWorkspace(const std::string& text) {
   }
   return w;
 }
+
+}  // namespace
+
+std::string EncodeSessionRecord(const SessionRecord& s) {
+  std::string out;
+  auto field = [&out](absl::string_view name, const auto& value) {
+    absl::StrAppend(&out, name, "\t", absl::CEscape(absl::StrCat(value)), "\n");
+  };
+  field("id", s.id);
+  field("tenant", s.tenant);
+  field("image", s.image);
+  field("image_digest", s.image_digest);
+  field("created_ms", s.created_ms);
+  field("last_used_ms", s.last_used_ms);
+  field("vcpus", s.limits.vcpus);
+  field("memory_bytes", s.limits.memory_bytes);
+  field("pids", s.limits.pids);
+  field("disk_bytes", s.limits.disk_bytes);
+  field("ttl_seconds", s.limits.ttl_seconds);
+  field("idle_timeout_seconds", s.limits.idle_timeout_seconds);
+  field("net_bytes_per_second", s.limits.net_bytes_per_second);
+  field("hostname", s.hostname);
+  field("egress", EncodeEgress(s.egress));
+  field("egress_version", s.egress_version);
+  field("secrets", EncodeSecrets(s.secrets));
+  field("workspace", EncodeWorkspace(s.workspace));
+  return out;
+}
+
+absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text) {
+  std::map<std::string, std::string, std::less<>> fields;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, '\t');
+    std::string value;
+    if (!absl::CUnescape(kv.second, &value) || !fields.emplace(kv.first, value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a session record has a bad or repeated field ", absl::CEscape(kv.first)));
+    }
+  }
+  SessionRecord s;
+  bool ok = true;
+  auto text_field = [&](absl::string_view name, std::string* out) {
+    auto it = fields.find(name);
+    if (it == fields.end()) {
+      ok = false;
+      return;
+    }
+    *out = it->second;
+  };
+  auto number = [&](absl::string_view name, auto* out) {
+    auto it = fields.find(name);
+    ok = ok && it != fields.end() && absl::SimpleAtoi(it->second, out);
+  };
+  std::string egress, secrets, workspace;
+  text_field("id", &s.id);
+  text_field("tenant", &s.tenant);
+  text_field("image", &s.image);
+  text_field("image_digest", &s.image_digest);
+  number("created_ms", &s.created_ms);
+  number("last_used_ms", &s.last_used_ms);
+  number("vcpus", &s.limits.vcpus);
+  number("memory_bytes", &s.limits.memory_bytes);
+  number("pids", &s.limits.pids);
+  number("disk_bytes", &s.limits.disk_bytes);
+  number("ttl_seconds", &s.limits.ttl_seconds);
+  number("idle_timeout_seconds", &s.limits.idle_timeout_seconds);
+  number("net_bytes_per_second", &s.limits.net_bytes_per_second);
+  text_field("hostname", &s.hostname);
+  text_field("egress", &egress);
+  number("egress_version", &s.egress_version);
+  text_field("secrets", &secrets);
+  text_field("workspace", &workspace);
+  if (!ok || fields.size() != 18 || !CheckSessionId(s.id).ok() || s.tenant.empty()) {
+    return absl::InvalidArgumentError("a session record is missing a field or has a bad one");
+  }
+  s.egress = DecodeEgress(egress);
+  s.secrets = DecodeSecrets(secrets);
+  s.workspace = DecodeWorkspace(workspace);
+  s.state = SessionState::kPaused;
+  return s;
+}
+
+namespace {
 
 // A prepared statement, finalized on destruction.
 class Stmt {
@@ -565,15 +649,36 @@ absl::Status StateStore::Audit(const Principal& who, const std::string& tenant,
 }
 
 absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord& s) {
+  return PutSession(who, s, /*import=*/false, "");
+}
+
+absl::Status StateStore::ImportSession(const Principal& who, const SessionRecord& s,
+                                       const std::string& from_host) {
+  return PutSession(who, s, /*import=*/true, from_host);
+}
+
+absl::Status StateStore::PutSession(const Principal& who, const SessionRecord& s, bool import,
+                                    const std::string& from_host) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt tenant(db_, "INSERT OR IGNORE INTO tenants(id, created_ms) VALUES(?, ?)");
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
-  Stmt q(db_, absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-                  .c_str());
+  // An import replaces every field but the tenant (the session's logs and commands stay).
+  std::string sql = absl::StrCat("INSERT INTO sessions(", kSessionColumns,
+                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  if (import) {
+    absl::StrAppend(&sql, " ON CONFLICT(id) DO UPDATE SET ");
+    bool first = true;
+    for (absl::string_view column : absl::StrSplit(kSessionColumns, ", ")) {
+      if (column == "id" || column == "tenant") continue;
+      absl::StrAppend(&sql, first ? "" : ", ", column, " = excluded.", column);
+      first = false;
+    }
+    absl::StrAppend(&sql, " WHERE sessions.tenant = excluded.tenant");
+  }
+  Stmt q(db_, sql.c_str());
   q.Bind(1, s.id).Bind(2, s.tenant).Bind(3, s.image).Bind(4, s.image_digest);
   q.Bind(5, static_cast<int64_t>(s.state)).Bind(6, s.reason).Bind(7, s.created_ms);
   q.Bind(8, s.last_used_ms).Bind(9, s.limits.vcpus);
@@ -586,13 +691,20 @@ absl::Status StateStore::CreateSession(const Principal& who, const SessionRecord
   q.Bind(20, EncodeSecrets(s.secrets)).Bind(21, EncodeWorkspace(s.workspace));
   q.Step();
   if (!q.ok()) return q.status();
+  if (import && sqlite3_changes(db_) != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", s.id, " belongs to another tenant on this host"));
+  }
   std::string outcome = "ok";
+  if (import) outcome = absl::StrCat("from host ", from_host);
   if (s.workspace.present()) {
     absl::StrAppend(&outcome, "; workspace ", s.workspace.path,
                     s.workspace.head.empty() ? "" : " at " + s.workspace.head, " (",
                     s.workspace.files, " files, ", s.workspace.tree_digest, ")");
   }
-  if (absl::Status st = AuditLocked(who, s.tenant, "session.create", s.id, outcome); !st.ok()) {
+  if (absl::Status st =
+          AuditLocked(who, s.tenant, import ? "session.import" : "session.create", s.id, outcome);
+      !st.ok()) {
     return st;
   }
   if (absl::Status st = tx.Commit(); !st.ok()) return st;

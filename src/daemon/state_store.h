@@ -121,6 +121,14 @@ struct SessionRecord {
   WorkspaceRecord workspace;
 };
 
+// A paused session's record as text, for hosts that hand sessions to each other
+// (SessionHandoff): one "field<TAB>value" line per field, values C-escaped. The state, reason
+// and pid are not in it (the text always describes a paused session). Decode expects text a host
+// of the fleet wrote and signed, checked before it is parsed; still, anything off is
+// InvalidArgument, never a partly filled record.
+std::string EncodeSessionRecord(const SessionRecord& s);
+[[nodiscard]] absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text);
+
 enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };
 
 struct LogRecord {
@@ -203,6 +211,11 @@ class StateStore {
 
   // Inserts a session (state kCreating) and its audit record in one transaction.
   [[nodiscard]] absl::Status CreateSession(const Principal& who, const SessionRecord& session);
+  // Puts the record of a session another host published (SessionHandoff) in place of this
+  // host's, or inserts it; its commands and logs here stay. FailedPrecondition if the id is
+  // another tenant's here. Audited as session.import.
+  [[nodiscard]] absl::Status ImportSession(const Principal& who, const SessionRecord& session,
+                                           const std::string& from_host);
   // Changes state (and reason/pid) and records who did it and why, in one transaction.
   [[nodiscard]] absl::Status SetSessionState(const Principal& who, const std::string& tenant,
                                              const std::string& id, SessionState state,
@@ -309,6 +322,8 @@ class StateStore {
   [[nodiscard]] absl::StatusOr<AuditCheck> VerifyAudit();
 
  private:
+  absl::Status PutSession(const Principal& who, const SessionRecord& s, bool import,
+                          const std::string& from_host);
   StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
   std::function<uint64_t(const std::string&)> tenant_log_cap_;
   SessionEventHub* events_ = nullptr;

@@ -51,6 +51,48 @@ TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   EXPECT_EQ((*store)->AuditLog(alice.Tenant())->size(), 2u);
 }
 
+TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLogs) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  SessionRecord s = NewSession("0123456789ab", alice);
+  s.limits.memory_bytes = 1 << 30;
+  s.egress = {{.rule = "pypi.org:443", .source = "create", .expires_ms = 5, .deny = false}};
+  s.egress_version = 3;
+  s.workspace = {.path = "/src/a\tb", .head = "abc", .tree_digest = "sha256:11", .files = 2};
+  absl::StatusOr<SessionRecord> back = DecodeSessionRecord(EncodeSessionRecord(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(EncodeSessionRecord(*back), EncodeSessionRecord(s));
+  EXPECT_EQ(back->state, SessionState::kPaused);
+  EXPECT_EQ(back->workspace.path, "/src/a\tb");
+  EXPECT_EQ(back->egress.size(), 1u);
+  std::string text = EncodeSessionRecord(s);
+  EXPECT_FALSE(DecodeSessionRecord(text.substr(0, text.size() / 2)).ok());
+  EXPECT_FALSE(DecodeSessionRecord(text + "id\t0123456789ab\n").ok());
+  EXPECT_FALSE(DecodeSessionRecord("").ok());
+
+  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+  LogRecord line{.unix_ms = 1, .stream = LogStream::kStdout, .data = "before"};
+  ASSERT_TRUE((*store)->AppendLogs(s, {line}).ok());
+  back->egress_version = 4;
+  ASSERT_TRUE((*store)->ImportSession(alice, *back, "host-b").ok());
+  absl::StatusOr<SessionRecord> now = (*store)->GetSession(alice.Tenant(), s.id);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->egress_version, 4);
+  EXPECT_EQ(now->state, SessionState::kPaused);
+  EXPECT_EQ((*store)->ReadLogs(alice.Tenant(), s.id, 0, 0, 0)->size(), 1u);
+  EXPECT_EQ((*store)->AuditLog(alice.Tenant())->back().action, "session.import");
+  // Another tenant's id is not taken over; a new id is inserted.
+  SessionRecord bobs = *back;
+  bobs.tenant = bob.Tenant();
+  EXPECT_TRUE(absl::IsFailedPrecondition((*store)->ImportSession(bob, bobs, "host-b")));
+  EXPECT_EQ((*store)->GetSession(alice.Tenant(), s.id)->tenant, alice.Tenant());
+  bobs.id = "ba9876543210";
+  ASSERT_TRUE((*store)->ImportSession(bob, bobs, "host-b").ok());
+  EXPECT_TRUE((*store)->GetSession(bob.Tenant(), bobs.id).ok());
+}
+
 TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
   testing::TempDir dir;
   Principal alice{1001, 1001};
