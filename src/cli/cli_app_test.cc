@@ -90,10 +90,10 @@ TEST(CliAppTest, TopLevelHelpListsEveryCommand) {
   AddEverything(cli);
   std::string help = cli.app().help();
   for (const char* command :
-       {"run",  "session", "exec",    "ls",        "ps",      "quota",  "logs",
-        "log",  "metrics", "watch",   "rm",        "pause",   "resume", "fork",
-        "file", "diff",    "promote", "sync",      "network", "secret", "agent",
-        "mcp",  "image",   "doctor",  "completion"}) {
+       {"run",   "session", "exec",    "ls",      "ps",        "hosts",   "quota",
+        "logs",  "log",     "metrics", "watch",   "rm",        "pause",   "resume",
+        "fork",  "file",    "diff",    "promote", "sync",      "network", "secret",
+        "agent", "mcp",     "image",   "doctor",  "completion"}) {
     EXPECT_NE(help.find(std::string("  ") + command + " "), std::string::npos) << command;
   }
   Cli image;

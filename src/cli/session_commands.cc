@@ -147,6 +147,38 @@ int List(bool all, bool quiet, bool json, bool all_tenants) {
   return 0;
 }
 
+int Hosts(bool json) {
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::ListHostsResponse response;
+  grpc::Status status = client->vms->Hosts(&context, v1::ListHostsRequest(), &response);
+  if (!status.ok()) return DaemonError(status);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::Host& host : response.hosts()) {
+      out.push_back({{"id", host.id()},
+                     {"this_host", host.this_host()},
+                     {"vcpus", host.vcpus()},
+                     {"memory_bytes", host.memory_bytes()},
+                     {"sessions", host.session_ids()}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-24s  %-5s  %-8s  %-8s  %s\n", "HOST", "VCPUS", "MEMORY", "SESSIONS", "RUNNING");
+  for (const v1::Host& host : response.hosts()) {
+    std::string running;
+    for (const std::string& id : host.session_ids())
+      absl::StrAppend(&running, running.empty() ? "" : " ", id);
+    std::printf("%-24s  %-5u  %-8s  %-8d  %s\n",
+                (host.id() + (host.this_host() ? " *" : "")).c_str(), host.vcpus(),
+                FormatBytes(host.memory_bytes()).c_str(), host.session_ids_size(), running.c_str());
+  }
+  if (!response.fleet()) std::printf("one host: airlockd runs without --blob-store and --etcd\n");
+  return 0;
+}
+
 int Ps(bool json, bool all_tenants) {
   std::optional<DaemonClient> client = Connect();
   if (!client) return 1;
@@ -566,6 +598,16 @@ void AddSessionCommands(Cli& cli) {
   p->add_flag("--all-tenants", ps->all_tenants,
               "every tenant's VMs (root and read-only operators)");
   AddJsonFlag(p, &ps->json);
+
+  auto hosts_json = std::make_shared<bool>(false);
+  CLI::App* h = cli.Add(root, "hosts", "the hosts of airlockd's fleet and the sessions each runs",
+                        [hosts_json] { return Hosts(*hosts_json); });
+  h->footer(
+      "Lists the hosts that share sessions with this one (airlockd --blob-store and --etcd),\n"
+      "with their CPUs and memory and the sessions each runs now; without a fleet, this host\n"
+      "alone. For root and read-only operators. A session paused on one host resumes on any\n"
+      "other: `airlock resume ID` there.");
+  AddJsonFlag(h, hosts_json.get());
 
   auto quota_json = std::make_shared<bool>(false);
   CLI::App* q = cli.Add(root, "quota", "what your sessions may hold at once, and what they use",

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 #include "src/common/byte_size.h"
 #include "src/common/exit_codes.h"
 #include "src/common/file_util.h"
@@ -664,6 +665,53 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
     vm->set_host_cpu_percent(
         after >= before[i] ? 100.0 * (after - before[i]) / tick / (kSampleMs / 1000.0) : 0);
     vm->set_host_rss_bytes(ProcessRss(s.vm->pid()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status VmsService::Hosts(grpc::ServerContext* context, const v1::ListHostsRequest*,
+                               v1::ListHostsResponse* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (!who->SeesEveryTenant()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "only root and read-only operators (airlockd --operator) may see the "
+                        "hosts and every tenant's sessions on them");
+  }
+  SessionHandoff* handoff = sessions_->handoff();
+  if (handoff == nullptr) {
+    v1::Host* host = response->add_hosts();
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host->set_id(name);
+    host->set_vcpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+    host->set_memory_bytes(static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                           static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
+    host->set_this_host(true);
+    for (const auto& live : sessions_->LiveSessions(SessionEventHub::kEveryTenant)) {
+      host->add_session_ids(live->record.id);
+    }
+    return grpc::Status::OK;
+  }
+  response->set_fleet(true);
+  absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = handoff->Hosts();
+  if (!hosts.ok()) return ToGrpc(hosts.status());
+  for (const SessionHandoff::HostInfo& info : *hosts) {
+    v1::Host* host = response->add_hosts();
+    host->set_id(info.id);
+    host->set_this_host(info.id == handoff->host_id());
+    // What another host wrote: numbers of the right type are taken, anything else left out.
+    nlohmann::json capacity = nlohmann::json::parse(info.capacity_json, nullptr, false);
+    if (capacity.is_object()) {
+      if (auto it = capacity.find("vcpus"); it != capacity.end() && it->is_number_unsigned()) {
+        host->set_vcpus(static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 1u << 20)));
+      }
+      if (auto it = capacity.find("memory_bytes");
+          it != capacity.end() && it->is_number_unsigned()) {
+        host->set_memory_bytes(it->get<uint64_t>());
+      }
+    }
+    for (const std::string& id : info.sessions) host->add_session_ids(id);
   }
   return grpc::Status::OK;
 }

@@ -116,6 +116,8 @@ class VmsService final : public v1::Vms::Service {
       : sessions_(sessions), peers_(peers) {}
   grpc::Status List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
                     v1::ListVmsResponse* response) override;
+  grpc::Status Hosts(grpc::ServerContext* context, const v1::ListHostsRequest* request,
+                     v1::ListHostsResponse* response) override;
 
  private:
   SessionManager* sessions_;

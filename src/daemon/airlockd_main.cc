@@ -21,11 +21,13 @@
 #include "src/daemon/daemon_log.h"
 #include "src/daemon/daemon_telemetry.h"
 #include "src/daemon/oidc_auth.h"
+#include "src/daemon/session_handoff.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/vm/qemu_driver.h"
+#include "src/vm/snapshot_manifest.h"
 
 namespace {
 
@@ -39,6 +41,9 @@ constexpr char kUsage[] =
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
+    "                [--blob-store URL [--s3-endpoint URL] [--s3-region R]\n"
+    "                 --etcd URL [--etcd-ca PEM --etcd-cert PEM --etcd-key PEM]\n"
+    "                 [--etcd-prefix /airlock] [--host-id ID] [--host-lease-ttl SECONDS]]\n"
     "Serves the Airlock API. State lives in $AIRLOCK_HOME (default /var/lib/airlock).\n"
     "  --socket PATH    Unix socket (default $AIRLOCK_SOCKET or /run/airlock/airlockd.sock)\n"
     "  --group NAME     group allowed to use the socket (default airlock; else root only)\n"
@@ -94,6 +99,22 @@ constexpr char kUsage[] =
     "                   Never waits for it: what it cannot take is dropped and counted\n"
     "  --otlp-header NAME=VALUE  a header for every request to it (an API key); repeatable\n"
     "  --otlp-interval D  how often metrics and logs are sent (default 10s)\n"
+    "  --blob-store URL  hosts of a fleet hand paused sessions to each other: a pause uploads\n"
+    "                   the snapshot here, by content (s3://BUCKET[/PREFIX], with\n"
+    "                   --s3-endpoint https://HOST[:PORT] for a store other than AWS and\n"
+    "                   --s3-region, credentials from $AWS_ACCESS_KEY_ID and\n"
+    "                   $AWS_SECRET_ACCESS_KEY; or file:///DIR, a directory the hosts share),\n"
+    "                   and a resume on any host fetches it. Needs --etcd, where the hosts\n"
+    "                   keep which of them runs each session (a lease per host) and each\n"
+    "                   session's last snapshot. Every host of a fleet needs the same\n"
+    "                   $AIRLOCK_HOME/host.key (it signs snapshots) and the images its\n"
+    "                   sessions use\n"
+    "  --etcd URL       an etcd endpoint, http://127.0.0.1:2379 or https://HOST:PORT\n"
+    "                   (repeatable); --etcd-ca, --etcd-cert and --etcd-key for TLS\n"
+    "  --etcd-prefix P  the fleet's keys in etcd (default /airlock)\n"
+    "  --host-id ID     this host in the fleet (default: the host name)\n"
+    "  --host-lease-ttl S  seconds after which a host that stopped answering loses its\n"
+    "                   sessions to the others (default 10)\n"
     "Pulls airlockd makes for users other than root never use the host's registry logins, and\n"
     "reach registries on loopback, private or link-local addresses only with\n"
     "AIRLOCK_REGISTRY_ALLOW_INTERNAL=1.\n";
@@ -169,6 +190,15 @@ int main(int argc, char** argv) {
       (!absl::SimpleAtoi(env_pool, &pool.max_per_kind) || pool.max_per_kind > 64)) {
     return Fail("AIRLOCK_POOL is a number of VMs from 0 to 64");
   }
+  std::string blob_url;
+  airlock::providers::BlobStoreOptions blob_options;
+  airlock::providers::EtcdConfig etcd_config;
+  airlock::HandoffOptions handoff_options;
+  {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    handoff_options.host_id = name;
+  }
   const char* env_level = std::getenv("AIRLOCK_LOG_LEVEL");
   std::string log_level = env_level ? env_level : "info";
   for (int i = 1; i < argc; ++i) {
@@ -234,6 +264,27 @@ int main(int argc, char** argv) {
       if (ok && !absl::ParseDuration(interval, &otlp.interval)) {
         return Fail("--otlp-interval takes a duration like 10s or 1m");
       }
+    } else if (arg == "--blob-store") {
+      ok = value(&blob_url);
+    } else if (arg == "--s3-endpoint") {
+      ok = value(&blob_options.endpoint);
+    } else if (arg == "--s3-region") {
+      ok = value(&blob_options.region);
+    } else if (arg == "--etcd") {
+      ok = value(&number);
+      etcd_config.endpoints.push_back(number);
+    } else if (arg == "--etcd-ca") {
+      ok = value(&etcd_config.ca_file);
+    } else if (arg == "--etcd-cert") {
+      ok = value(&etcd_config.cert_file);
+    } else if (arg == "--etcd-key") {
+      ok = value(&etcd_config.key_file);
+    } else if (arg == "--etcd-prefix") {
+      ok = value(&handoff_options.prefix);
+    } else if (arg == "--host-id") {
+      ok = value(&handoff_options.host_id);
+    } else if (arg == "--host-lease-ttl") {
+      ok = value(&number) && absl::SimpleAtoi(number, &handoff_options.ttl_seconds);
     } else if (arg == "--no-templates") {
       templates = false;
     } else if (arg == "--pool") {
@@ -282,8 +333,38 @@ int main(int argc, char** argv) {
       airlock::StateStore::Open(paths.home + "/state.db", log_cap);
   if (!store.ok()) return Fail(std::string(store.status().message()));
   (*store)->set_events(&events);
+  // Before the session manager, which uses it until it is destroyed.
+  std::unique_ptr<airlock::SessionHandoff> handoff;
+  if (blob_url.empty() != etcd_config.endpoints.empty()) {
+    return Fail(
+        "--blob-store and --etcd go together: hosts of a fleet share the snapshots (the blob "
+        "store) and which host runs each session (etcd); on one host, give neither");
+  }
+  if (!blob_url.empty()) {
+    blob_options.url = blob_url;
+    absl::StatusOr<std::unique_ptr<airlock::providers::BlobStore>> blobs =
+        airlock::providers::OpenBlobStore(blob_options);
+    if (!blobs.ok()) return Fail(absl::StrCat("--blob-store: ", blobs.status().message()));
+    absl::StatusOr<std::unique_ptr<airlock::providers::EtcdClient>> etcd =
+        airlock::providers::EtcdClient::Create(etcd_config);
+    if (!etcd.ok()) return Fail(absl::StrCat("--etcd: ", etcd.status().message()));
+    absl::StatusOr<std::string> host_key = airlock::LoadOrCreateHostKey(paths.home + "/host.key");
+    if (!host_key.ok()) return Fail(std::string(host_key.status().message()));
+    handoff_options.capacity_json =
+        absl::StrCat("{\"vcpus\":", sysconf(_SC_NPROCESSORS_ONLN), ",\"memory_bytes\":",
+                     static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                         static_cast<uint64_t>(sysconf(_SC_PAGESIZE)),
+                     "}");
+    absl::StatusOr<std::unique_ptr<airlock::SessionHandoff>> started =
+        airlock::SessionHandoff::Start(*std::move(blobs), *std::move(etcd), handoff_options,
+                                       *std::move(host_key));
+    if (!started.ok()) return Fail(absl::StrCat("joining the fleet: ", started.status().message()));
+    handoff = *std::move(started);
+    airlock::LogInfo(absl::StrCat("host ", handoff->host_id(), " joined the fleet at ", blob_url));
+  }
   airlock::QemuDriver driver(paths.qemu);
   airlock::SessionManager sessions(store->get(), paths, &driver);
+  sessions.set_handoff(handoff.get());
   sessions.set_use_templates(templates);
   sessions.set_pool(pool);
   const char* registry_internal = std::getenv("AIRLOCK_REGISTRY_ALLOW_INTERNAL");

@@ -236,6 +236,22 @@ absl::Status SessionManager::Recover() {
     }
     bool whole = s.state != SessionState::kCreating && OpenSnapshot(snapshot, key_).ok();
     absl::Status vm_lost = absl::NotFoundError("it had no VM");
+    if (auto vm = found.find(s.id);
+        !whole && vm != found.end() && handoff_ != nullptr && vm->second.ok()) {
+      // Another host may have taken the session over from its last published snapshot while
+      // this one was down: then that host runs it, and this VM must not go on.
+      if (absl::Status claimed = handoff_->Claim(s.id); absl::IsFailedPrecondition(claimed)) {
+        driver_->Destroy(vm_dir);
+        LogWarning(absl::StrCat("session ", s.id, ": ended here: ", claimed.message()));
+        LogIfFailed(RemoveTree(SessionDir(s.id)),
+                    absl::StrCat("session ", s.id, ": files not removed"));
+        absl::Status st = store_->SetSessionState(
+            kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
+            "another host took it over while airlockd was down", 0, "session.recover");
+        if (!st.ok()) return st;
+        continue;
+      }
+    }
     if (auto vm = found.find(s.id); !whole && vm != found.end()) {
       vm_lost = vm->second.ok() ? Reattach(s, *std::move(vm->second)) : vm->second.status();
       if (vm_lost.ok()) {
@@ -986,6 +1002,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
   std::lock_guard<std::mutex> guard(*session_lock);
   if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) return Use(live);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
     absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
@@ -1150,7 +1167,11 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
     apart_queue_.push_back({record, absl::Now() + kApartDelay});
   }
   apart_cv_.notify_one();
-  return store_->GetSession(record.tenant, record.id);
+  absl::StatusOr<SessionRecord> paused = store_->GetSession(record.tenant, record.id);
+  if (paused.ok() && handoff_ != nullptr) {
+    if (absl::Status st = Publish(*paused); !st.ok()) return st;
+  }
+  return paused;
 }
 
 std::pair<int, int> SessionManager::PauseAll() {
@@ -1175,14 +1196,91 @@ absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  if (record.ok() && record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) {
+    return record;
+  }
+  if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
   if (!record.ok()) return record.status();
-  if (record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) return record;
   absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
   if (!live.ok()) return live.status();
   return (*live)->record;
 }
 
+absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, const std::string& id,
+                                                       absl::StatusOr<SessionRecord> local) {
+  if (local.ok() && local->state != SessionState::kPaused) return local;
+  if (!local.ok() && !absl::IsNotFound(local.status())) return local;
+  absl::StatusOr<SessionHandoff::Published> published = handoff_->Find(id);
+  // Never published: it never left this host (or is no session of the caller's at all).
+  if (absl::IsNotFound(published.status())) return local;
+  if (!published.ok()) return published.status();
+  if (published->record.tenant != who.Tenant()) {
+    if (!local.ok()) return local;
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " was published by another tenant's session"));
+  }
+  if (absl::Status st = handoff_->Claim(id); !st.ok()) return st;
+  std::string dir = SessionDir(id) + "/snapshot";
+  if (local.ok() && published->host == handoff_->host_id() && access(dir.c_str(), F_OK) == 0) {
+    return local;  // its last snapshot was taken here, and is still here
+  }
+  telemetry::Span span("snapshot.fetch");
+  span.SetAttribute("airlock.session.id", id);
+  absl::Status st = MakeDirectories(SessionDir(id), 0700);
+  if (st.ok()) st = handoff_->Fetch(*published, dir);
+  if (st.ok()) st = store_->ImportSession(who, published->record, published->host);
+  if (!st.ok()) {
+    span.SetError(std::string(st.message()));
+    LogIfFailed(handoff_->Release(id), absl::StrCat("session ", id, ": not released"));
+    return absl::Status(st.code(), absl::StrCat("could not bring session ", id, " from host ",
+                                                published->host, ": ", st.message()));
+  }
+  LogRecord event{.unix_ms = NowUnixMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat("session moved here from host ", published->host)};
+  LogIfFailed(store_->AppendLogs(published->record, {event}),
+              absl::StrCat("session ", id, ": its move not logged"));
+  return store_->GetSession(who.Tenant(), id);
+}
+
+absl::Status SessionManager::Publish(const SessionRecord& record) {
+  telemetry::Span span("snapshot.publish");
+  span.SetAttribute("airlock.session.id", record.id);
+  absl::Status st = handoff_->Publish(record, SessionDir(record.id) + "/snapshot");
+  if (st.ok()) st = handoff_->Release(record.id);
+  if (st.ok()) return st;
+  span.SetError(std::string(st.message()));
+  LogRecord event{.unix_ms = NowUnixMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat("snapshot not published: ", st.message())};
+  LogIfFailed(store_->AppendLogs(record, {event}),
+              absl::StrCat("session ", record.id, ": its snapshot problem not logged"));
+  // This host keeps the session (and its claim): it resumes here only.
+  return absl::Status(st.code(),
+                      absl::StrCat("session ", record.id,
+                                   " is paused, but its snapshot could not be published for other "
+                                   "hosts (",
+                                   st.message(), "); it can be resumed on this host only"));
+}
+
+void SessionManager::ForgetEverywhere(const std::string& id) {
+  if (handoff_ == nullptr) return;
+  LogIfFailed(handoff_->Forget(id), absl::StrCat("session ", id, ": its snapshot still published"));
+  LogIfFailed(handoff_->Release(id), absl::StrCat("session ", id, ": not released"));
+}
+
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
+    const Principal& who, const SessionRecord& record) {
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeHere(who, record);
+  // A claim TakeOver made is given back: another host may resume it.
+  if (!live.ok() && handoff_ != nullptr) {
+    LogIfFailed(handoff_->Release(record.id),
+                absl::StrCat("session ", record.id, ": not released"));
+  }
+  return live;
+}
+
+absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
     const Principal& who, const SessionRecord& record) {
   if (record.state != SessionState::kPaused) {
     return absl::FailedPreconditionError(
@@ -1473,6 +1571,11 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   std::lock_guard<std::mutex> guard(*session_lock);
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
   if (!record.ok()) return record.status();
+  // With a fleet, only while no other host runs it.
+  if (handoff_ != nullptr && record->state != SessionState::kStopped &&
+      record->state != SessionState::kFailed) {
+    if (absl::Status st = handoff_->Claim(id); !st.ok()) return st;
+  }
   std::shared_ptr<LiveSession> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1483,6 +1586,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
     }
   }
   if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
+  ForgetEverywhere(id);
   LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
   SessionState end =
@@ -1505,6 +1609,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
     live_.erase(it);
   }
   live->vm->Kill(absl::UnavailableError(reason));
+  ForgetEverywhere(id);
   LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
   LogIfFailed(

@@ -35,6 +35,7 @@
 #include "src/common/unique_fd.h"
 #include "src/daemon/quotas.h"
 #include "src/daemon/session_events.h"
+#include "src/daemon/session_handoff.h"
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
@@ -161,6 +162,11 @@ class SessionManager {
       const std::string& source) const;
   // Call before Recover.
   void set_egress(EgressSettings settings);
+  // Hosts of a fleet hand paused sessions to each other (session_handoff.h): a pause publishes
+  // the snapshot, a resume claims the session and fetches its snapshot when it was taken
+  // elsewhere. Null (the default): one host, nothing shared. Call before Recover.
+  void set_handoff(SessionHandoff* handoff) { handoff_ = handoff; }
+  SessionHandoff* handoff() const { return handoff_; }
   // A new operator ceiling (airlockd's SIGHUP): running sessions' proxies apply it at once.
   void set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling);
   std::shared_ptr<const net::EgressCeiling> ceiling() const;
@@ -248,8 +254,18 @@ class SessionManager {
   // few seconds after it (kApartDelay), at the lowest CPU weight: a resume that comes first uses
   // the snapshot as it is.
   void ApartLoop();
+  // With a fleet: the session's record to resume, made this host's (claimed, and its snapshot
+  // fetched if it was taken elsewhere); `local` is this host's record as the store gave it.
+  absl::StatusOr<SessionRecord> TakeOver(const Principal& who, const std::string& id,
+                                         absl::StatusOr<SessionRecord> local);
+  // With a fleet: publishes the snapshot of a session just paused, then lets other hosts have it.
+  absl::Status Publish(const SessionRecord& record);
+  // With a fleet: the session ended here for good; no host resumes it.
+  void ForgetEverywhere(const std::string& id);
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeLocked(const Principal& who,
                                                             const SessionRecord& record);
+  absl::StatusOr<std::shared_ptr<LiveSession>> ResumeHere(const Principal& who,
+                                                          const SessionRecord& record);
   absl::StatusOr<std::vector<SessionRecord>> ForkFrom(const Principal& who,
                                                       const SessionRecord& source,
                                                       const std::string& snapshot_dir,
@@ -275,6 +291,7 @@ class SessionManager {
   std::string key_;  // the host key that signs snapshots
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
+  SessionHandoff* handoff_ = nullptr;
   bool use_templates_ = true;
   // Restores a VM from a template (counted, with a span); `session` names it in the span.
   absl::StatusOr<LaunchedVm> RestoreTemplate(const Templates::Template& tpl, const ImageInfo& image,

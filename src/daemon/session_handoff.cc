@@ -1,0 +1,306 @@
+#include "src/daemon/session_handoff.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "src/common/errno_status.h"
+#include "src/common/file_util.h"
+#include "src/common/hex.h"
+#include "src/common/unique_fd.h"
+#include "src/daemon/daemon_log.h"
+#include "src/providers/blob_digest.h"
+#include "src/vm/snapshot.h"
+#include "src/vm/snapshot_manifest.h"
+#include "src/vm/snapshot_pack.h"
+
+namespace airlock {
+namespace {
+
+// The first line of a published record; the HMAC covers everything before its own line.
+constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
+constexpr size_t kMaxRecordBytes = 256 * 1024;
+
+std::string Hmac(const std::string& key, absl::string_view text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), md, &len);
+  return HexString(md, len);
+}
+
+// A pipe whose ends close on destruction.
+struct Pipe {
+  UniqueFd read, write;
+};
+absl::StatusOr<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SessionHandoff>> SessionHandoff::Start(
+    std::unique_ptr<providers::BlobStore> blobs, std::unique_ptr<providers::EtcdClient> etcd,
+    HandoffOptions options, std::string key) {
+  std::unique_ptr<SessionHandoff> handoff(
+      new SessionHandoff(std::move(blobs), std::move(etcd), std::move(options), std::move(key)));
+  providers::HostLeaseOptions lease{
+      .prefix = handoff->options_.prefix,
+      .host_id = handoff->options_.host_id,
+      .ttl_seconds = handoff->options_.ttl_seconds,
+      .capacity_json = handoff->options_.capacity_json,
+      .on_lost = [id = handoff->options_.host_id](const absl::Status& why) {
+        LogError(absl::StrCat("host ", id,
+                              " lost its etcd lease: other hosts may take its "
+                              "sessions over; restart airlockd (",
+                              why.message(), ")"));
+      }};
+  absl::Time give_up = absl::Now() + handoff->options_.wait_for_previous;
+  bool told = false;
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<providers::HostLease>> started =
+        providers::HostLease::Start(handoff->etcd_.get(), lease);
+    if (started.ok()) {
+      handoff->lease_ = *std::move(started);
+      break;
+    }
+    // Registered already: this host's previous run, whose lease has yet to expire.
+    if (!absl::IsFailedPrecondition(started.status()) || absl::Now() >= give_up) {
+      return started.status();
+    }
+    if (!told) {
+      LogInfo(absl::StrCat("waiting for the etcd lease of host ", lease.host_id,
+                           "'s previous run to expire"));
+      told = true;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  return handoff;
+}
+
+SessionHandoff::~SessionHandoff() = default;
+
+std::string SessionHandoff::SnapshotKey(const std::string& id) const {
+  return absl::StrCat(options_.prefix, "/sessions/", id, "/snapshot");
+}
+
+absl::Status SessionHandoff::Claim(const std::string& id) {
+  absl::StatusOr<bool> claimed = lease_->ClaimSession(id);
+  if (!claimed.ok()) return claimed.status();
+  if (*claimed) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> owner = lease_->Owner(id);
+  std::string who = owner.ok() && *owner ? **owner : "another host";
+  return absl::FailedPreconditionError(
+      absl::StrCat("session ", id, " runs on host ", who,
+                   "; pause it there first (or, if that host is gone, try again once its lease of ",
+                   lease_->ttl_seconds(), " s has expired)"));
+}
+
+absl::Status SessionHandoff::Release(const std::string& id) { return lease_->ReleaseSession(id); }
+
+absl::Status SessionHandoff::PutBytes(const std::string& digest, const std::string& bytes) {
+  UniqueFd fd(memfd_create("airlock-blob", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("memfd_create");
+  if (absl::Status st = WriteAll(fd.get(), bytes); !st.ok()) return st;
+  if (lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoStatus("lseek");
+  return blobs_->Put(digest, fd.get(), bytes.size());
+}
+
+absl::StatusOr<std::string> SessionHandoff::GetBytes(const std::string& digest, size_t max_bytes) {
+  absl::StatusOr<uint64_t> size = blobs_->Stat(digest);
+  if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("blob ", digest, " is ", *size, " bytes, more than ", max_bytes));
+  }
+  UniqueFd fd(memfd_create("airlock-blob", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("memfd_create");
+  if (absl::Status st = blobs_->Get(digest, fd.get()); !st.ok()) return st;
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::DataLossError(absl::StrCat("blob ", digest, " grew past ", max_bytes, " bytes"));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  if (pread(fd.get(), bytes.data(), bytes.size(), 0) != st.st_size) {
+    return ErrnoStatus("read a blob");
+  }
+  return bytes;
+}
+
+absl::Status SessionHandoff::PutFile(const std::string& digest, const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  absl::StatusOr<PackLayout> layout = MeasurePack(fd.get());
+  if (!layout.ok()) return layout.status();
+  absl::StatusOr<uint64_t> present = blobs_->Stat(digest);
+  if (present.ok() && *present == layout->packed_bytes) return absl::OkStatus();
+  absl::StatusOr<Pipe> pipe = MakePipe();
+  if (!pipe.ok()) return pipe.status();
+  absl::Status written;
+  std::thread writer([&, out = std::move(pipe->write)]() mutable {
+    written = WritePack(fd.get(), *layout, out.get());
+    out.reset();  // end of stream for the store
+  });
+  absl::Status put = blobs_->Put(digest, pipe->read.get(), layout->packed_bytes);
+  pipe->read.reset();  // a store that stopped reading early: the writer ends with EPIPE
+  writer.join();
+  if (!put.ok()) return put;
+  return written;
+}
+
+absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::string& dir) {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(absl::StrCat(dir, "/", kSnapshotManifestFile), kMaxManifestBytes);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<SnapshotManifest> manifest = VerifyManifest(*text, key_);
+  if (!manifest.ok()) return manifest.status();
+  for (const SnapshotFile& file : manifest->files) {
+    if (absl::Status st =
+            PutFile(absl::StrCat("sha256:", file.sha256), absl::StrCat(dir, "/", file.name));
+        !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("uploading ", file.name, ": ", st.message()));
+    }
+  }
+  std::string manifest_digest = absl::StrCat("sha256:", providers::Sha256Hex(*text));
+  if (absl::Status st = PutBytes(manifest_digest, *text); !st.ok()) return st;
+  std::string value = absl::StrCat(kRecordHeader, "host\t", options_.host_id, "\n", "manifest\t",
+                                   manifest_digest, "\n", EncodeSessionRecord(record));
+  absl::StrAppend(&value, "hmac\t", Hmac(key_, value), "\n");
+  return etcd_->Put(SnapshotKey(record.id), value);
+}
+
+absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string& id) {
+  if (absl::Status st = CheckSessionId(id); !st.ok()) return st;
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = etcd_->Get(SnapshotKey(id));
+  if (!kv.ok()) return kv.status();
+  if (!*kv) return absl::NotFoundError(absl::StrCat("session ", id, " not found"));
+  absl::string_view value = (*kv)->value;
+  auto refuse = [&](absl::string_view why) {
+    return absl::DataLossError(
+        absl::StrCat("the published snapshot of session ", id, " is refused: ", why));
+  };
+  size_t mac_at = value.rfind("hmac\t");
+  if (value.size() > kMaxRecordBytes || mac_at == absl::string_view::npos ||
+      !absl::StartsWith(value, kRecordHeader)) {
+    return refuse("it is not a record airlockd writes");
+  }
+  absl::string_view signed_part = value.substr(0, mac_at);
+  std::string mac(absl::StripSuffix(value.substr(mac_at + 5), "\n"));
+  std::string expected = Hmac(key_, signed_part);
+  if (mac.size() != expected.size() ||
+      CRYPTO_memcmp(mac.data(), expected.data(), expected.size()) != 0) {
+    return refuse(
+        "its signature does not match this host's key (every host of a fleet needs the same "
+        "host.key), or it was changed");
+  }
+  absl::string_view body = signed_part.substr(sizeof(kRecordHeader) - 1);
+  Published published;
+  std::string rest;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "host\t")) {
+      published.host = std::string(line);
+    } else if (absl::ConsumePrefix(&line, "manifest\t")) {
+      published.manifest = std::string(line);
+    } else {
+      absl::StrAppend(&rest, line, "\n");
+    }
+  }
+  absl::StatusOr<SessionRecord> record = DecodeSessionRecord(rest);
+  if (!record.ok()) return refuse(record.status().message());
+  if (record->id != id) return refuse("it is the record of another session");
+  if (published.host.empty() || !providers::BlobDigestHex(published.manifest).ok()) {
+    return refuse("it names no host or no manifest");
+  }
+  published.record = *std::move(record);
+  return published;
+}
+
+absl::Status SessionHandoff::Fetch(const Published& published, const std::string& dir) {
+  absl::StatusOr<std::string> text = GetBytes(published.manifest, kMaxManifestBytes);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<SnapshotManifest> manifest = VerifyManifest(*text, key_);
+  if (!manifest.ok()) return manifest.status();
+  if (manifest->session_id != published.record.id) {
+    return absl::DataLossError(absl::StrCat("the published snapshot of session ",
+                                            published.record.id, " is another session's"));
+  }
+  std::string work = dir + ".fetch";
+  if (absl::Status st = RemoveTree(work); !st.ok()) return st;
+  if (mkdir(work.c_str(), 0700) != 0) return ErrnoStatus("mkdir", work);
+  for (const SnapshotFile& file : manifest->files) {
+    std::string path = absl::StrCat(work, "/", file.name);
+    UniqueFd out(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!out.valid()) return ErrnoStatus("create", path);
+    absl::StatusOr<Pipe> pipe = MakePipe();
+    if (!pipe.ok()) return pipe.status();
+    absl::Status unpacked;
+    std::thread reader([&, in = std::move(pipe->read)] {
+      unpacked = UnpackStream(in.get(), out.get(), file.size);
+    });
+    absl::Status got = blobs_->Get(absl::StrCat("sha256:", file.sha256), pipe->write.get());
+    pipe->write.reset();
+    reader.join();
+    if (got.ok()) got = unpacked;
+    if (got.ok() && fsync(out.get()) != 0) got = ErrnoStatus("fsync", path);
+    if (!got.ok()) {
+      RemoveTree(work).IgnoreError();
+      return absl::Status(got.code(), absl::StrCat("downloading ", file.name, " of session ",
+                                                   published.record.id, ": ", got.message()));
+    }
+  }
+  if (absl::Status st =
+          WriteFileAtomically(absl::StrCat(work, "/", kSnapshotManifestFile), *text, 0600);
+      !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = RemoveTree(dir); !st.ok()) return st;
+  if (rename(work.c_str(), dir.c_str()) != 0) return ErrnoStatus("rename", work);
+  return SyncDirectory(dir.substr(0, dir.rfind('/')));
+}
+
+absl::Status SessionHandoff::Forget(const std::string& id) {
+  return etcd_->Delete(SnapshotKey(id));
+}
+
+absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() const {
+  std::string hosts_prefix = absl::StrCat(options_.prefix, "/hosts/");
+  absl::StatusOr<std::vector<providers::EtcdKeyValue>> hosts =
+      etcd_->GetPrefix(hosts_prefix, providers::kMaxEtcdEntries);
+  if (!hosts.ok()) return hosts.status();
+  std::map<std::string, HostInfo> by_id;
+  for (const providers::EtcdKeyValue& kv : *hosts) {
+    std::string id = kv.key.substr(hosts_prefix.size());
+    by_id[id] = {.id = id, .capacity_json = kv.value};
+  }
+  std::string sessions_prefix = absl::StrCat(options_.prefix, "/sessions/");
+  absl::StatusOr<std::vector<providers::EtcdKeyValue>> keys =
+      etcd_->GetPrefix(sessions_prefix, providers::kMaxEtcdEntries);
+  if (!keys.ok()) return keys.status();
+  for (const providers::EtcdKeyValue& kv : *keys) {
+    absl::string_view rest = absl::string_view(kv.key).substr(sessions_prefix.size());
+    if (!absl::ConsumeSuffix(&rest, "/owner")) continue;
+    auto it = by_id.find(kv.value);
+    if (it != by_id.end()) it->second.sessions.emplace_back(rest);
+  }
+  std::vector<HostInfo> out;
+  for (auto& [id, info] : by_id) out.push_back(std::move(info));
+  return out;
+}
+
+}  // namespace airlock

@@ -1,0 +1,121 @@
+// SessionHandoff: hands paused sessions between the airlockd hosts of a fleet. The hosts share a
+// blob store (snapshot files, by content; src/providers/blob_store.h) and an etcd cluster (which
+// host runs a session, and each session's last published snapshot; host_lease.h).
+//
+// Keys under the fleet's etcd prefix:
+//   <prefix>/hosts/<host>              a host and its capacity, bound to its lease (HostLease)
+//   <prefix>/sessions/<id>/owner       the host running the session, bound to its lease
+//   <prefix>/sessions/<id>/snapshot    the session's last published snapshot: the host that took
+//                                      it, the session's record, the manifest's blob digest,
+//                                      signed with the fleet's key
+//
+// The rules SessionManager follows:
+//   - A pause publishes: each file of the snapshot is uploaded packed (snapshot_pack.h) under its
+//     manifest digest (a blob present already is not sent again), then the manifest, then the
+//     signed record. Then the session is released, and any host may resume it.
+//   - A resume claims the session first, so that one host at a time runs it; a session another
+//     host runs is refused, naming that host. When the last published snapshot was taken
+//     elsewhere, it is fetched (replacing anything this host kept) and its record imported.
+//   - A host that dies stops renewing its lease; once the lease expires its claims go with it,
+//     and its sessions resume elsewhere from their last published snapshot (what they did
+//     since is lost). A host that comes back ends the VMs of sessions another host took.
+//
+// Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
+// manifest names, and the manifest and the record are signed with the host key, so every host of
+// a fleet must have the same host key ($AIRLOCK_HOME/host.key). A changed blob, manifest or
+// record is refused. Not covered: someone who can write to etcd can put back an older signed
+// record (rolling a session back to an earlier snapshot), or delete owner keys.
+//
+// Thread-safe.
+#ifndef AIRLOCK_DAEMON_SESSION_HANDOFF_H_
+#define AIRLOCK_DAEMON_SESSION_HANDOFF_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/daemon/state_store.h"
+#include "src/providers/blob_store.h"
+#include "src/providers/etcd_client.h"
+#include "src/providers/host_lease.h"
+
+namespace airlock {
+
+struct HandoffOptions {
+  std::string prefix = "/airlock";  // etcd keys; every host of a fleet uses the same
+  std::string host_id;              // unique in the fleet
+  int64_t ttl_seconds = 10;         // the host lease's
+  std::string capacity_json = "{}";
+  // Start waits this long for the lease of this host's previous run to expire (a restart
+  // after a crash); 0: not at all.
+  absl::Duration wait_for_previous = absl::Seconds(30);
+};
+
+class SessionHandoff {
+ public:
+  // Registers the host at etcd. key: the host key snapshots are signed with.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SessionHandoff>> Start(
+      std::unique_ptr<providers::BlobStore> blobs, std::unique_ptr<providers::EtcdClient> etcd,
+      HandoffOptions options, std::string key);
+  ~SessionHandoff();
+
+  const std::string& host_id() const { return options_.host_id; }
+
+  // Makes this host the session's owner; FailedPrecondition naming the host that owns it.
+  [[nodiscard]] absl::Status Claim(const std::string& id);
+  // Gives the session up (OK if this host did not own it).
+  [[nodiscard]] absl::Status Release(const std::string& id);
+
+  // Uploads the snapshot in dir (manifest.json and its files) and publishes it with the
+  // session's record as the session's latest.
+  [[nodiscard]] absl::Status Publish(const SessionRecord& record, const std::string& dir);
+
+  struct Published {
+    SessionRecord record;  // state paused
+    std::string host;      // the host that took the snapshot
+    std::string manifest;  // its manifest's blob digest
+  };
+  // The session's last published snapshot; NotFound when there is none.
+  [[nodiscard]] absl::StatusOr<Published> Find(const std::string& id);
+  // Downloads a published snapshot into dir, replacing what is there (written beside it and
+  // renamed: a crash leaves the old one or the new one whole).
+  [[nodiscard]] absl::Status Fetch(const Published& published, const std::string& dir);
+  // The session is removed: its snapshot is no longer published (its blobs stay: others may
+  // share them).
+  [[nodiscard]] absl::Status Forget(const std::string& id);
+
+  struct HostInfo {
+    std::string id;
+    std::string capacity_json;
+    std::vector<std::string> sessions;  // those it runs now
+  };
+  // Every host registered now, by id.
+  [[nodiscard]] absl::StatusOr<std::vector<HostInfo>> Hosts() const;
+
+ private:
+  SessionHandoff(std::unique_ptr<providers::BlobStore> blobs,
+                 std::unique_ptr<providers::EtcdClient> etcd, HandoffOptions options,
+                 std::string key)
+      : blobs_(std::move(blobs)),
+        etcd_(std::move(etcd)),
+        options_(std::move(options)),
+        key_(std::move(key)) {}
+
+  std::string SnapshotKey(const std::string& id) const;
+  absl::Status PutFile(const std::string& digest, const std::string& path);
+  absl::Status PutBytes(const std::string& digest, const std::string& bytes);
+  absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);
+
+  const std::unique_ptr<providers::BlobStore> blobs_;
+  const std::unique_ptr<providers::EtcdClient> etcd_;
+  const HandoffOptions options_;
+  const std::string key_;
+  std::unique_ptr<providers::HostLease> lease_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_SESSION_HANDOFF_H_

@@ -1,0 +1,155 @@
+// SessionHandoff between two hosts of one process: a blob store directory they share and a real
+// etcd on loopback (Debian's etcd-server, as airlock_etcd_tests). What travels, what is refused
+// (a record or a blob changed in the store, a host with another key), and who may resume.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/file_util.h"
+#include "src/daemon/session_handoff.h"
+#include "src/daemon/state_store_testing.h"
+#include "src/providers/blob_store.h"
+#include "src/testing/etcd_server.h"
+#include "src/testing/test_util.h"
+#include "src/vm/snapshot.h"
+#include "src/vm/snapshot_manifest.h"
+
+namespace airlock {
+namespace {
+
+constexpr char kId[] = "0123456789ab";
+
+class SessionHandoffTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(etcd_.running()) << etcd_.Log(); }
+
+  std::unique_ptr<SessionHandoff> Host(const std::string& id, const std::string& key) {
+    auto blobs = providers::OpenBlobStore({.url = "file://" + dir_.File("blobs")});
+    EXPECT_TRUE(blobs.ok()) << blobs.status();
+    auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+    EXPECT_TRUE(etcd.ok()) << etcd.status();
+    auto handoff = SessionHandoff::Start(*std::move(blobs), *std::move(etcd),
+                                         {.host_id = id, .ttl_seconds = 2}, key);
+    EXPECT_TRUE(handoff.ok()) << handoff.status();
+    return handoff.ok() ? *std::move(handoff) : nullptr;
+  }
+
+  // A paused session's snapshot: a state file, a sparse disk, and their signed manifest.
+  std::string Snapshot(const std::string& key) {
+    std::string snapshot = dir_.File("a-snapshot");
+    EXPECT_EQ(mkdir(snapshot.c_str(), 0700), 0);
+    EXPECT_TRUE(WriteFileAtomically(snapshot + "/state", std::string(300000, 's'), 0600).ok());
+    int fd = open((snapshot + "/disk.ext4").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    EXPECT_EQ(pwrite(fd, "data", 4, 64 << 20), 4);
+    EXPECT_EQ(ftruncate(fd, 1 << 30), 0);
+    close(fd);
+    SnapshotManifest m;
+    m.session_id = kId;
+    m.image_digest = "sha256:00";
+    m.vcpus = 1;
+    m.memory_bytes = 512 << 20;
+    for (const char* name : {"state", "disk.ext4"})
+      m.files.push_back(*DescribeFile(snapshot, name));
+    EXPECT_TRUE(WriteFileAtomically(snapshot + "/manifest.json", SignManifest(m, key), 0600).ok());
+    return snapshot;
+  }
+
+  // The same record every call.
+  SessionRecord Record() {
+    SessionRecord s = NewSession(kId, Principal{1001, 1001});
+    s.created_ms = s.last_used_ms = 1;
+    s.egress = {{.rule = "pypi.org:443", .source = "create"}};
+    return s;
+  }
+
+  testing::TempDir dir_;
+  testing::EtcdServer etcd_{"/usr/bin/etcd", dir_.File("etcd")};
+  std::string key_ = std::string(kHostKeyBytes, 'k');
+};
+
+TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(absl::IsNotFound(b->Find(kId).status()));
+  std::string snapshot = Snapshot(key_);
+  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  absl::StatusOr<SessionHandoff::Published> published = b->Find(kId);
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_EQ(published->host, "host-a");
+  EXPECT_EQ(EncodeSessionRecord(published->record), EncodeSessionRecord(Record()));
+  std::string fetched = dir_.File("b-snapshot");
+  ASSERT_TRUE(b->Fetch(*published, fetched).ok());
+  absl::StatusOr<SnapshotManifest> opened = OpenSnapshot(fetched, key_);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  struct stat st;
+  ASSERT_EQ(stat((fetched + "/disk.ext4").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 30);
+  EXPECT_LT(st.st_blocks * 512, 1 << 20);  // only its data travelled, and it is sparse again
+  // Published again (a fork's, a later pause's): blobs already stored are not stored twice.
+  auto blobs = providers::OpenBlobStore({.url = "file://" + dir_.File("blobs")});
+  size_t stored = (*blobs)->List()->size();
+  EXPECT_EQ(stored, 3u);  // state, disk, manifest
+  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  EXPECT_EQ((*blobs)->List()->size(), stored);
+
+  // One host at a time: B claims it, A is told who runs it; released, A may.
+  ASSERT_TRUE(b->Claim(kId).ok());
+  absl::Status refused = a->Claim(kId);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("runs on host host-b"), std::string::npos) << refused;
+  ASSERT_TRUE(b->Release(kId).ok());
+  EXPECT_TRUE(a->Claim(kId).ok());
+  // Hosts lists both, with the session under A.
+  absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = b->Hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  ASSERT_EQ(hosts->size(), 2u);
+  EXPECT_EQ((*hosts)[0].id, "host-a");
+  EXPECT_EQ((*hosts)[0].sessions, std::vector<std::string>{kId});
+  EXPECT_TRUE((*hosts)[1].sessions.empty());
+  // Forgotten (removed): nothing to resume anywhere.
+  ASSERT_TRUE(a->Forget(kId).ok());
+  EXPECT_TRUE(absl::IsNotFound(b->Find(kId).status()));
+}
+
+TEST_F(SessionHandoffTest, ARecordOrBlobChangedInTheStoresOrSignedWithAnotherKeyIsRefused) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  auto stranger = Host("host-c", std::string(kHostKeyBytes, 'x'));
+  ASSERT_TRUE(a && b && stranger);
+  std::string snapshot = Snapshot(key_);
+  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  absl::Status other_key = stranger->Find(kId).status();
+  EXPECT_TRUE(absl::IsDataLoss(other_key)) << other_key;
+  EXPECT_NE(other_key.message().find("host.key"), std::string::npos) << other_key;
+
+  // The record, changed in etcd (another tenant's session, say).
+  auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+  std::string key = absl::StrCat("/airlock/sessions/", kId, "/snapshot");
+  std::string value = (*(*etcd)->Get(key))->value;
+  std::string changed = value;
+  changed.replace(changed.find("uid:1001"), 8, "uid:1002");
+  ASSERT_TRUE((*etcd)->Put(key, changed).ok());
+  EXPECT_TRUE(absl::IsDataLoss(b->Find(kId).status()));
+  ASSERT_TRUE((*etcd)->Put(key, value).ok());
+
+  // A blob changed in the store: the fetch fails, and what was there stays.
+  absl::StatusOr<SessionHandoff::Published> published = b->Find(kId);
+  ASSERT_TRUE(published.ok()) << published.status();
+  std::string fetched = dir_.File("b-snapshot");
+  ASSERT_EQ(mkdir(fetched.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFileAtomically(fetched + "/kept", "x", 0600).ok());
+  absl::StatusOr<SnapshotFile> state = DescribeFile(snapshot, "state");
+  std::string hex = state->sha256;
+  std::string blob = dir_.File(absl::StrCat("blobs/sha256/", hex.substr(0, 2), "/", hex));
+  int fd = open(blob.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << blob;
+  ASSERT_EQ(pwrite(fd, "S", 1, 5000), 1);
+  close(fd);
+  absl::Status fetch = b->Fetch(*published, fetched);
+  EXPECT_TRUE(absl::IsDataLoss(fetch)) << fetch;
+  EXPECT_TRUE(ReadFileToString(fetched + "/kept", 16).ok());
+  EXPECT_NE(access((fetched + ".fetch").c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace airlock

@@ -1,0 +1,250 @@
+// Two airlockd hosts of one fleet on this machine: separate homes and sockets, an S3 server
+// (s3rver) as their blob store and an etcd as their control plane, all on loopback. A session
+// paused on one resumes on the other with its files and processes; a changed blob is refused;
+// a host that dies loses its sessions to the other once its lease expires.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "src/common/file_util.h"
+#include "src/common/host_paths.h"
+#include "src/testing/etcd_server.h"
+#include "src/testing/s3rver.h"
+#include "src/testing/test_util.h"
+#include "tests/cli_runner.h"
+
+extern char** environ;
+
+namespace airlock {
+namespace {
+
+constexpr char kBucket[] = "fleet";
+constexpr int kLeaseTtl = 5;
+
+bool Answers(const std::string& socket_path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_path.c_str());
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+// One host: its own home (the test daemon's images and kernel, by symlink) and socket.
+class Host {
+ public:
+  Host(std::string name, const std::string& dir) : name_(std::move(name)) {
+    home_ = absl::StrCat(dir, "/", name_);
+    EXPECT_EQ(mkdir(home_.c_str(), 0755), 0);
+    HostPaths shared = DefaultHostPaths();
+    EXPECT_EQ(symlink(shared.images.c_str(), (home_ + "/images").c_str()), 0);
+    EXPECT_EQ(symlink((shared.home + "/kernel").c_str(), (home_ + "/kernel").c_str()), 0);
+  }
+  ~Host() { Stop(SIGTERM); }
+
+  const std::string& home() const { return home_; }
+  std::string socket() const { return home_ + "/airlockd.sock"; }
+
+  void Start(const std::string& s3, const std::string& etcd) {
+    unlink(socket().c_str());  // one a killed daemon left
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      if (entry.rfind("AIRLOCK_HOME=", 0) == 0 || entry.rfind("AIRLOCK_SOCKET=", 0) == 0) continue;
+      env_strings.push_back(entry);
+    }
+    env_strings.push_back("AIRLOCK_HOME=" + home_);
+    env_strings.push_back("AIRLOCK_SOCKET=" + socket());
+    env_strings.push_back("AWS_ACCESS_KEY_ID=S3RVER");
+    env_strings.push_back("AWS_SECRET_ACCESS_KEY=S3RVER");
+    std::vector<char*> env;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    std::string airlockd =
+        std::string(AIRLOCK_BINARY).substr(0, std::string(AIRLOCK_BINARY).rfind('/')) + "/airlockd";
+    pid_ = testing::StartLogged(
+        {airlockd, "--socket", socket(), "--blob-store",
+         absl::StrCat("s3://", kBucket, "/sessions"), "--s3-endpoint", s3, "--etcd", etcd,
+         "--host-id", name_, "--host-lease-ttl", absl::StrCat(kLeaseTtl)},
+        home_ + "/airlockd.log", env.data());
+    ASSERT_GT(pid_, 0);
+    // Until it answers (a restart first waits for its previous lease to expire).
+    for (int i = 0; i < 600 && !Answers(socket()); ++i) {
+      ASSERT_EQ(kill(pid_, 0), 0) << "airlockd " << name_ << " exited:\n" << Log();
+      usleep(100000);
+    }
+    ASSERT_TRUE(Answers(socket())) << Log();
+  }
+
+  // Ends the daemon: SIGTERM as an operator stops it; SIGKILL as a host dies.
+  void Stop(int signal) {
+    if (pid_ <= 0) return;
+    kill(pid_, signal);
+    // It is this process's child: reaped here, so that a gone daemon is not seen as a zombie.
+    for (int i = 0; i < 600 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i) usleep(50000);
+    pid_ = 0;
+  }
+
+  Result Run(const std::vector<std::string>& args) {
+    std::string home = getenv("AIRLOCK_HOME"), sock = getenv("AIRLOCK_SOCKET");
+    setenv("AIRLOCK_HOME", home_.c_str(), 1);
+    setenv("AIRLOCK_SOCKET", socket().c_str(), 1);
+    Result r = RunAirlock(args);
+    setenv("AIRLOCK_HOME", home.c_str(), 1);
+    setenv("AIRLOCK_SOCKET", sock.c_str(), 1);
+    return r;
+  }
+
+  std::string Log() const {
+    return ReadFileToString(home_ + "/airlockd.log", 1 << 20).value_or("(no log)");
+  }
+
+ private:
+  std::string name_;
+  std::string home_;
+  pid_t pid_ = 0;
+};
+
+// The sha256 of a file in a paused session's local snapshot, from its manifest.
+std::string SnapshotFileDigest(const Host& host, const std::string& id, const std::string& file) {
+  absl::StatusOr<std::string> text = ReadFileToString(
+      absl::StrCat(host.home(), "/sessions/", id, "/snapshot/manifest.json"), 1 << 16);
+  EXPECT_TRUE(text.ok()) << text.status();
+  nlohmann::json manifest = nlohmann::json::parse(text.value_or("{}"), nullptr, false);
+  for (const nlohmann::json& f : manifest.value("files", nlohmann::json::array())) {
+    if (f.value("name", "") == file) return f.value("sha256", "");
+  }
+  ADD_FAILURE() << "no " << file << " in " << text.value_or("");
+  return "";
+}
+
+void FlipByte(const std::string& path, off_t at) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  char c;
+  ASSERT_EQ(pread(fd, &c, 1, at), 1);
+  c ^= 0x20;
+  ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+  close(fd);
+}
+
+TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOver) {
+  std::vector<pid_t> others = QemuPids();  // VMs not this test's (another daemon's)
+  testing::TempDir dir;
+  testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
+  ASSERT_TRUE(s3.running()) << s3.Log();
+  testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
+  ASSERT_TRUE(etcd.running()) << etcd.Log();
+  Host a("host-a", dir.path()), b("host-b", dir.path());
+  a.Start(s3.Endpoint(), etcd.Endpoint());
+  // Hosts of a fleet share the key snapshots are signed with.
+  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.Start(s3.Endpoint(), etcd.Endpoint());
+
+  Result r = a.Run({"session", "create"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string id(absl::StripTrailingAsciiWhitespace(r.out));
+  r = a.Run({"exec", id, "--", "sh", "-c",
+             "echo kept > /root/kept; setsid sleep 600 </dev/null >/dev/null 2>&1 & "
+             "echo $! > /root/sleeper"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = a.Run({"pause", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+
+  // Host B has never heard of the session: resuming it there brings it over.
+  r = b.Run({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  r = b.Run({"exec", id, "--", "sh", "-c",
+             "cat /root/kept; kill -0 $(cat /root/sleeper) && "
+             "echo alive"});
+  EXPECT_EQ(r.out, "kept\nalive\n") << r.err;
+  r = b.Run({"logs", id});
+  EXPECT_NE(r.out.find("session moved here from host host-a"), std::string::npos) << r.out;
+  // While B runs it, A may not.
+  r = a.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runs on host host-b"), std::string::npos) << r.err;
+
+  // Back to A, which brings B's newer snapshot (A's own copy is older).
+  ASSERT_EQ(b.Run({"exec", id, "--", "sh", "-c", "echo from-b >> /root/kept"}).exit_code, 0);
+  r = b.Run({"pause", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  r = a.Run({"exec", id, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err << a.Log();
+
+  // A changed blob in the store is refused, and nothing is loaded; put back, it is accepted.
+  r = a.Run({"pause", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string state =
+      s3.ObjectFile(kBucket, "sessions/sha256/" + SnapshotFileDigest(a, id, "state"));
+  struct stat st;
+  ASSERT_EQ(stat(state.c_str(), &st), 0) << state;
+  FlipByte(state, st.st_size / 2);
+  r = b.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("sha256:"), std::string::npos) << r.err;
+  r = b.Run({"ls"});
+  EXPECT_EQ(r.out.find("running"), std::string::npos) << r.out;
+  FlipByte(state, st.st_size / 2);
+  r = b.Run({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+
+  // B dies (its daemon and its VMs, as a host does) holding the session; A takes it over from
+  // its last published snapshot once B's lease expires, and not before.
+  pid_t vm = 0;
+  {
+    std::string home = getenv("AIRLOCK_HOME"), sock = getenv("AIRLOCK_SOCKET");
+    setenv("AIRLOCK_HOME", b.home().c_str(), 1);
+    setenv("AIRLOCK_SOCKET", b.socket().c_str(), 1);
+    vm = QemuPidOf(id);
+    setenv("AIRLOCK_HOME", home.c_str(), 1);
+    setenv("AIRLOCK_SOCKET", sock.c_str(), 1);
+  }
+  ASSERT_GT(vm, 0);
+  b.Stop(SIGKILL);
+  kill(vm, SIGKILL);
+  r = a.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runs on host host-b"), std::string::npos) << r.err;
+  for (int i = 0; i < 4 * kLeaseTtl + 20; ++i) {
+    r = a.Run({"resume", id});
+    if (r.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  r = a.Run({"exec", id, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err;
+
+  EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
+  a.Stop(SIGTERM);
+  auto ours = [&] {
+    std::vector<pid_t> left;
+    for (pid_t pid : QemuPids()) {
+      if (std::find(others.begin(), others.end(), pid) == others.end()) left.push_back(pid);
+    }
+    return left;
+  };
+  for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);
+  EXPECT_TRUE(ours().empty());
+}
+
+}  // namespace
+}  // namespace airlock
