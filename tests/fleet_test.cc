@@ -178,6 +178,14 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   EXPECT_EQ(r.out, "kept\nalive\n") << r.err;
   r = b.Run({"logs", id});
   EXPECT_NE(r.out.find("session moved here from host host-a"), std::string::npos) << r.out;
+  // Every host sees the fleet: both hosts, and the session on B.
+  r = a.Run({"hosts", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json hosts = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(hosts.is_array() && hosts.size() == 2) << r.out;
+  EXPECT_EQ(hosts[0]["id"], "host-a");
+  EXPECT_EQ(hosts[0]["this_host"], true);
+  EXPECT_EQ(hosts[1]["sessions"], nlohmann::json::array({id})) << r.out;
   // While B runs it, A may not.
   r = a.Run({"resume", id});
   EXPECT_NE(r.exit_code, 0);
