@@ -49,6 +49,9 @@ struct Pipe {
 absl::StatusOr<Pipe> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
+  // 1 MiB rather than 64 KiB: the two threads at its ends switch 16 times less often. Best
+  // effort (the system's pipe-max-size may be lower).
+  fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
