@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "src/common/channel_frame.h"
 #include "src/guest/agent_net.h"
@@ -33,6 +34,9 @@ class AgentServer {
   struct Stream;
 
   void Send(FrameType type, uint32_t stream, std::string_view payload);
+  // Writes bytes of frames to the port now if nothing waits before them, and queues what the
+  // port did not take.
+  void SendBytes(std::string_view bytes);
   // Waits until the host end of the port is connected, and drops what is left of an old
   // connection's input.
   void WaitForHost();
@@ -49,6 +53,9 @@ class AgentServer {
   void FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message);
   void Reap();
   void PumpOutput(uint32_t id, Stream& s, int which, bool exited);
+  bool SpliceOutput(uint32_t id, Stream& s, int which);
+  void ContinueSplice();
+  void EndSplice(std::string_view header);
   static bool InTtyGrace(const Stream& s);
   void PumpStdin(Stream& s);
   void PumpFileRead(uint32_t id, Stream& s);
@@ -62,8 +69,20 @@ class AgentServer {
   // Between kPause and the next kSync the agent sends nothing (a snapshot is being taken).
   bool paused_ = false;
   uint32_t max_stream_seen_ = 0;
+  // Frames waiting for the port, oldest first; out_sent_ bytes of the front one are written.
   std::deque<std::string> out_;
-  size_t out_bytes_ = 0;
+  size_t out_sent_ = 0;
+  size_t out_bytes_ = 0;  // in out_, not yet written
+  // Command output goes from its pipe to the port by splice(2) when nothing is queued: the
+  // guest kernel hands the pipe's pages to the device, and neither the agent nor the kernel
+  // copies the bytes (under TCG every guest copy is emulated, and copies were most of the
+  // agent's time). The payload passes through staging_, then the frame's header is written and
+  // the payload spliced on; a payload the port took only part of is finished (ContinueSplice)
+  // before anything else is written.
+  int staging_[2] = {-1, -1};
+  size_t splice_left_ = 0;     // payload bytes of the frame on the port still in staging_
+  bool splice_usable_ = true;  // false once the port refused a splice: read and write instead
+  std::unique_ptr<char[]> read_buf_;  // kFrameHeaderSize + kMaxPayload: output read, not spliced
   std::map<uint32_t, std::unique_ptr<Stream>> streams_;
   GuestNet net_;  // DNS and connections: the streams the guest opens
 };
