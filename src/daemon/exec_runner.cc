@@ -23,9 +23,13 @@ namespace {
 
 // Output is written to the state store in batches: at this size, after kLogBatchAge, or at the
 // end. A batch never holds more than kLogBatchBytes: a flood keeps only its newest output (the
-// stored log is a bounded ring anyway).
+// stored log is a bounded ring anyway). A batch that overflowed waits kFloodBatchAge instead:
+// a flood stores at most kLogBatchBytes a second, where at kLogBatchAge it stored four times
+// that (SQLite's writes, its fsync and the ring's deletes on the thread that streams the
+// output, and on the CPU the guest's vCPU needs), only for the ring to drop most of it.
 constexpr size_t kLogBatchBytes = 4 * 1024 * 1024;
 constexpr int64_t kLogBatchAgeMs = 250;
+constexpr int64_t kFloodBatchAgeMs = 1000;
 constexpr size_t kMaxArgvBytes = 48 * 1024;
 
 // What the user sees for how a command ended.
@@ -79,12 +83,16 @@ class LogBatch {
     while (bytes_ > kLogBatchBytes && pending_.size() > 1) {
       bytes_ -= pending_.front().data.size();
       pending_.pop_front();
+      overflowed_ = true;
     }
     Tick();
   }
   // Flushes a batch that has waited long enough (called while the command is quiet, too).
   void Tick() {
-    if (!pending_.empty() && NowUnixMs() - first_ms_ >= kLogBatchAgeMs) Flush();
+    if (!pending_.empty() &&
+        NowUnixMs() - first_ms_ >= (overflowed_ ? kFloodBatchAgeMs : kLogBatchAgeMs)) {
+      Flush();
+    }
   }
   void Flush() {
     if (pending_.empty()) return;
@@ -94,6 +102,7 @@ class LogBatch {
         absl::StrCat("session ", session_.id, ": command output not stored"));
     pending_.clear();
     bytes_ = 0;
+    overflowed_ = false;
   }
 
  private:
@@ -103,6 +112,7 @@ class LogBatch {
   std::deque<LogRecord> pending_;
   size_t bytes_ = 0;
   int64_t first_ms_ = 0;
+  bool overflowed_ = false;  // output was dropped from this batch: a flood
 };
 
 }  // namespace
