@@ -21,6 +21,7 @@
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
 #include "src/common/unique_fd.h"
+#include "src/vm/snapshot_pack.h"
 
 namespace airlock {
 namespace {
@@ -164,8 +165,6 @@ std::atomic<uint64_t> bytes_hashed{0};
 uint64_t SnapshotBytesHashed() { return bytes_hashed.load(std::memory_order_relaxed); }
 
 absl::StatusOr<std::string> SparseSha256(int fd) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return ErrnoStatus("stat a snapshot file");
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     return absl::InternalError("sha256 init failed");
@@ -175,17 +174,14 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
     for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
     EVP_DigestUpdate(ctx.get(), b, sizeof(b));
   };
+  // The regions as MeasurePack finds them: the digest covers exactly the packed form's bytes.
+  absl::StatusOr<PackLayout> layout = MeasurePack(fd);
+  if (!layout.ok()) return layout.status();
   std::vector<char> buf(1 << 20);
-  off_t size = st.st_size;
-  off_t at = 0;
-  while (at < size) {
-    off_t data = lseek(fd, at, SEEK_DATA);
-    if (data < 0 && errno == ENXIO) break;  // only a hole is left
-    if (data < 0) return ErrnoStatus("seek in a snapshot file");
-    off_t hole = lseek(fd, data, SEEK_HOLE);
-    if (hole < 0) return ErrnoStatus("seek in a snapshot file");
-    add_u64(static_cast<uint64_t>(data));
-    add_u64(static_cast<uint64_t>(hole - data));
+  for (const auto& [offset, length] : layout->regions) {
+    off_t data = static_cast<off_t>(offset), hole = static_cast<off_t>(offset + length);
+    add_u64(offset);
+    add_u64(length);
     for (off_t pos = data; pos < hole;) {
       size_t want =
           static_cast<size_t>(std::min<off_t>(hole - pos, static_cast<off_t>(buf.size())));
@@ -197,9 +193,8 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
       bytes_hashed.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       pos += n;
     }
-    at = hole;
   }
-  add_u64(static_cast<uint64_t>(size));
+  add_u64(layout->size);
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
