@@ -1,5 +1,6 @@
 // Fuzz target: etcd's JSON answers (the endpoint is configuration, the network may be hostile):
-// every parser the etcd client uses on the same bytes. Besides not crashing: what they hand
+// every parser the etcd client uses on the same bytes, and the capacity another host of a fleet
+// published there. Besides not crashing: what they hand
 // back stays within its caps and is what the client may rely on (revisions and counts not
 // negative, entries that exist, a granted lease that is one).
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "src/providers/etcd_json.h"
+#include "src/providers/host_provider.h"
 
 namespace {
 
@@ -52,5 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (absl::StatusOr<EtcdLeaseAnswer> alive = ParseEtcdKeepAlive(body); alive.ok()) {
     Check(alive->id >= 0 && alive->ttl >= 0);
   }
+  HostCapacity capacity = ParseHostCapacity(std::string_view(body.data(), body.size()));
+  Check(capacity.vcpus <= kMaxHostVcpus);
   return 0;
 }

@@ -21,7 +21,7 @@ MAY_USE = {
     "workspace": ["common", "image"],
     "mcp": ["common"],
     "telemetry": ["common"],
-    "providers": ["common"],
+    "providers": ["common", "image", "vm", "net"],
     "daemon": ["common", "image", "vm", "net", "secrets", "workspace", "telemetry", "providers"],
     "cli": ["common", "image", "vm", "net", "secrets", "workspace", "mcp", "telemetry",
             "providers"],

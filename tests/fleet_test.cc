@@ -46,14 +46,20 @@ bool Answers(const std::string& socket_path) {
   return ok;
 }
 
-// One host: its own home (the test daemon's images and kernel, by symlink) and socket.
+// One host: its own home (the test daemon's kernel, by symlink) and socket, and either the test
+// daemon's images (by symlink) or an empty image store of its own.
 class Host {
  public:
-  Host(std::string name, const std::string& dir) : name_(std::move(name)) {
+  Host(std::string name, const std::string& dir, bool shared_images = true)
+      : name_(std::move(name)) {
     home_ = absl::StrCat(dir, "/", name_);
     EXPECT_EQ(mkdir(home_.c_str(), 0755), 0);
     HostPaths shared = DefaultHostPaths();
-    EXPECT_EQ(symlink(shared.images.c_str(), (home_ + "/images").c_str()), 0);
+    if (shared_images) {
+      EXPECT_EQ(symlink(shared.images.c_str(), (home_ + "/images").c_str()), 0);
+    } else {
+      EXPECT_EQ(mkdir((home_ + "/images").c_str(), 0755), 0);
+    }
     EXPECT_EQ(symlink((shared.home + "/kernel").c_str(), (home_ + "/kernel").c_str()), 0);
   }
   ~Host() { Stop(SIGTERM); }
@@ -151,7 +157,8 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   ASSERT_TRUE(s3.running()) << s3.Log();
   testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
   ASSERT_TRUE(etcd.running()) << etcd.Log();
-  Host a("host-a", dir.path()), b("host-b", dir.path());
+  // B has no images: the session's comes with it.
+  Host a("host-a", dir.path()), b("host-b", dir.path(), /*shared_images=*/false);
   a.Start(s3.Endpoint(), etcd.Endpoint());
   // Hosts of a fleet share the key snapshots are signed with.
   absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
@@ -169,9 +176,11 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   r = a.Run({"pause", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
 
-  // Host B has never heard of the session: resuming it there brings it over.
+  // Host B has never heard of the session, nor has it its image: resuming it there brings both
+  // over.
   r = b.Run({"resume", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  EXPECT_EQ(ListDirectory(b.home() + "/images/blobs").size(), 1u);
   r = b.Run({"exec", id, "--", "sh", "-c",
              "cat /root/kept; kill -0 $(cat /root/sleeper) && "
              "echo alive"});

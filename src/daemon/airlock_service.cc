@@ -611,7 +611,7 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
       sample.set_processes(m->processes);
       sample.set_disk_used_bytes(m->disk_used_bytes);
       sample.set_disk_total_bytes(m->disk_total_bytes);
-      net::EgressProxy::Counters net = sessions_->EgressCounters(tenant, request->session_id());
+      net::EgressPath::Counters net = sessions_->EgressCounters(tenant, request->session_id());
       sample.set_net_bytes_out(net.bytes_out);
       sample.set_net_bytes_in(net.bytes_in);
       sample.set_net_connections(net.connections);
@@ -678,39 +678,15 @@ grpc::Status VmsService::Hosts(grpc::ServerContext* context, const v1::ListHosts
                         "only root and read-only operators (airlockd --operator) may see the "
                         "hosts and every tenant's sessions on them");
   }
-  SessionHandoff* handoff = sessions_->handoff();
-  if (handoff == nullptr) {
-    v1::Host* host = response->add_hosts();
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    host->set_id(name);
-    host->set_vcpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
-    host->set_memory_bytes(static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                           static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
-    host->set_this_host(true);
-    for (const auto& live : sessions_->LiveSessions(SessionEventHub::kEveryTenant)) {
-      host->add_session_ids(live->record.id);
-    }
-    return grpc::Status::OK;
-  }
-  response->set_fleet(true);
-  absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = handoff->Hosts();
+  absl::StatusOr<std::vector<providers::HostInfo>> hosts = sessions_->Hosts();
   if (!hosts.ok()) return ToGrpc(hosts.status());
-  for (const SessionHandoff::HostInfo& info : *hosts) {
+  response->set_fleet(sessions_->handoff() != nullptr);
+  for (const providers::HostInfo& info : *hosts) {
     v1::Host* host = response->add_hosts();
     host->set_id(info.id);
-    host->set_this_host(info.id == handoff->host_id());
-    // What another host wrote: numbers of the right type are taken, anything else left out.
-    nlohmann::json capacity = nlohmann::json::parse(info.capacity_json, nullptr, false);
-    if (capacity.is_object()) {
-      if (auto it = capacity.find("vcpus"); it != capacity.end() && it->is_number_unsigned()) {
-        host->set_vcpus(static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 1u << 20)));
-      }
-      if (auto it = capacity.find("memory_bytes");
-          it != capacity.end() && it->is_number_unsigned()) {
-        host->set_memory_bytes(it->get<uint64_t>());
-      }
-    }
+    host->set_this_host(info.this_host);
+    host->set_vcpus(info.capacity.vcpus);
+    host->set_memory_bytes(info.capacity.memory_bytes);
     for (const std::string& id : info.sessions) host->add_session_ids(id);
   }
   return grpc::Status::OK;

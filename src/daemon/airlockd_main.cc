@@ -351,10 +351,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::string> host_key = airlock::LoadOrCreateHostKey(paths.home + "/host.key");
     if (!host_key.ok()) return Fail(std::string(host_key.status().message()));
     handoff_options.capacity_json =
-        absl::StrCat("{\"vcpus\":", sysconf(_SC_NPROCESSORS_ONLN), ",\"memory_bytes\":",
-                     static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                         static_cast<uint64_t>(sysconf(_SC_PAGESIZE)),
-                     "}");
+        airlock::providers::EncodeHostCapacity(airlock::providers::MachineCapacity());
     absl::StatusOr<std::unique_ptr<airlock::SessionHandoff>> started =
         airlock::SessionHandoff::Start(*std::move(blobs), *std::move(etcd), handoff_options,
                                        *std::move(host_key));
@@ -363,7 +360,14 @@ int main(int argc, char** argv) {
     airlock::LogInfo(absl::StrCat("host ", handoff->host_id(), " joined the fleet at ", blob_url));
   }
   airlock::QemuDriver driver(paths.qemu);
-  airlock::SessionManager sessions(store->get(), paths, &driver);
+  airlock::providers::LocalHost machine(&driver, handoff_options.host_id,
+                                        airlock::providers::MachineCapacity());
+  std::unique_ptr<airlock::FleetHosts> fleet;
+  if (handoff != nullptr) fleet = std::make_unique<airlock::FleetHosts>(handoff.get(), &machine);
+  airlock::providers::HostProvider* hosts = &machine;
+  if (fleet != nullptr) hosts = fleet.get();
+  std::unique_ptr<airlock::providers::LocalNetwork> network;  // outlives the sessions' proxies
+  airlock::SessionManager sessions(store->get(), paths, hosts);
   sessions.set_handoff(handoff.get());
   sessions.set_use_templates(templates);
   sessions.set_pool(pool);
@@ -371,7 +375,8 @@ int main(int argc, char** argv) {
   sessions.set_registry_internal(registry_internal != nullptr &&
                                  std::string(registry_internal) == "1");
   airlock::EgressSettings egress;
-  egress.resolver = std::make_shared<airlock::net::SystemResolver>();
+  std::shared_ptr<airlock::net::Resolver> resolver =
+      std::make_shared<airlock::net::SystemResolver>();
   absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> ceiling =
       LoadCeiling(ceiling_file);
   if (!ceiling.ok()) return Fail(std::string(ceiling.status().message()));
@@ -379,11 +384,13 @@ int main(int argc, char** argv) {
   if (!hosts_file.empty()) {
     absl::StatusOr<std::string> text = airlock::ReadFileToString(hosts_file, 1 << 20);
     if (!text.ok()) return Fail(std::string(text.status().message()));
-    auto hosts = airlock::net::StaticResolver::Parse(*text, egress.resolver);
-    if (!hosts.ok()) return Fail(absl::StrCat(hosts_file, ": ", hosts.status().message()));
-    egress.resolver = *std::move(hosts);
+    auto named = airlock::net::StaticResolver::Parse(*text, resolver);
+    if (!named.ok()) return Fail(absl::StrCat(hosts_file, ": ", named.status().message()));
+    resolver = *std::move(named);
   }
   sessions.set_egress(std::move(egress));
+  network = std::make_unique<airlock::providers::LocalNetwork>(std::move(resolver));
+  sessions.set_network(network.get());
   absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets =
       airlock::MakeSessionSecrets(upstream_ca);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));

@@ -33,6 +33,10 @@ namespace {
 // The first line of a published record; the HMAC covers everything before its own line.
 constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
 constexpr size_t kMaxRecordBytes = 256 * 1024;
+// An image's metadata (image.json: its run config and where it came from).
+constexpr size_t kMaxImageMeta = 1 << 20;
+// The largest root filesystem a published image may unpack to.
+constexpr uint64_t kMaxImageRootfs = 64ull << 30;
 
 std::string Hmac(const std::string& key, absl::string_view text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -167,7 +171,32 @@ absl::Status SessionHandoff::PutFile(const std::string& digest, const std::strin
   return written;
 }
 
-absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::string& dir) {
+absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageInfo& image) {
+  {
+    std::lock_guard<std::mutex> lock(images_mu_);
+    if (auto it = images_.find(image.digest); it != images_.end()) return it->second;
+  }
+  absl::StatusOr<std::string> meta =
+      ReadFileToString(DirName(image.rootfs_path) + "/image.json", kMaxImageMeta);
+  if (!meta.ok()) return meta.status();
+  UniqueFd fd(open(image.rootfs_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return ErrnoStatus("open", image.rootfs_path);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", image.rootfs_path);
+  absl::StatusOr<std::string> hex = SparseSha256(fd.get());
+  if (!hex.ok()) return hex.status();
+  ImageBlobs blobs{.rootfs = absl::StrCat("sha256:", *hex),
+                   .rootfs_size = static_cast<uint64_t>(st.st_size),
+                   .meta = absl::StrCat("sha256:", providers::Sha256Hex(*meta))};
+  if (absl::Status put = PutFile(blobs.rootfs, image.rootfs_path); !put.ok()) return put;
+  if (absl::Status put = PutBytes(blobs.meta, *meta); !put.ok()) return put;
+  std::lock_guard<std::mutex> lock(images_mu_);
+  images_[image.digest] = blobs;
+  return blobs;
+}
+
+absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::string& dir,
+                                     const ImageInfo& image) {
   absl::StatusOr<std::string> text =
       ReadFileToString(absl::StrCat(dir, "/", kSnapshotManifestFile), kMaxManifestBytes);
   if (!text.ok()) return text.status();
@@ -182,8 +211,16 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
   }
   std::string manifest_digest = absl::StrCat("sha256:", providers::Sha256Hex(*text));
   if (absl::Status st = PutBytes(manifest_digest, *text); !st.ok()) return st;
-  std::string value = absl::StrCat(kRecordHeader, "host\t", options_.host_id, "\n", "manifest\t",
-                                   manifest_digest, "\n", EncodeSessionRecord(record));
+  absl::StatusOr<ImageBlobs> image_blobs = PutImage(image);
+  if (!image_blobs.ok()) {
+    return absl::Status(
+        image_blobs.status().code(),
+        absl::StrCat("uploading image ", record.image, ": ", image_blobs.status().message()));
+  }
+  std::string value =
+      absl::StrCat(kRecordHeader, "host\t", options_.host_id, "\n", "manifest\t", manifest_digest,
+                   "\n", "image-blobs\t", image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t",
+                   image_blobs->meta, "\n", EncodeSessionRecord(record));
   absl::StrAppend(&value, "hmac\t", Hmac(key_, value), "\n");
   return etcd_->Put(SnapshotKey(record.id), value);
 }
@@ -220,6 +257,16 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
       published.host = std::string(line);
     } else if (absl::ConsumePrefix(&line, "manifest\t")) {
       published.manifest = std::string(line);
+    } else if (absl::ConsumePrefix(&line, "image-blobs\t")) {
+      std::vector<std::string> parts = absl::StrSplit(line, '\t');
+      if (parts.size() != 3 || !providers::BlobDigestHex(parts[0]).ok() ||
+          !absl::SimpleAtoi(parts[1], &published.image_rootfs_size) ||
+          published.image_rootfs_size > kMaxImageRootfs ||
+          !providers::BlobDigestHex(parts[2]).ok()) {
+        return refuse("its image line is malformed");
+      }
+      published.image_rootfs = parts[0];
+      published.image_meta = parts[2];
     } else {
       absl::StrAppend(&rest, line, "\n");
     }
@@ -232,6 +279,37 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
   }
   published.record = *std::move(record);
   return published;
+}
+
+absl::Status SessionHandoff::GetFile(const std::string& digest, uint64_t max_size, int out) {
+  absl::StatusOr<Pipe> pipe = MakePipe();
+  if (!pipe.ok()) return pipe.status();
+  absl::Status unpacked;
+  std::thread reader(
+      [&, in = std::move(pipe->read)] { unpacked = UnpackStream(in.get(), out, max_size); });
+  absl::Status got = blobs_->Get(digest, pipe->write.get());
+  pipe->write.reset();
+  reader.join();
+  return got.ok() ? unpacked : got;
+}
+
+absl::Status SessionHandoff::FetchImage(const Published& published, ImageStore& images) {
+  const SessionRecord& r = published.record;
+  if (published.image_rootfs.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("image ", r.image, " (", r.image_digest, ") is not on this host, and host ",
+                     published.host, " did not publish it with session ", r.id,
+                     "; pull it here (airlock image pull ", r.image, ") and resume again"));
+  }
+  absl::StatusOr<std::string> meta = GetBytes(published.image_meta, kMaxImageMeta);
+  if (!meta.ok()) return meta.status();
+  return images.InstallBlob(r.image_digest, *meta, [&](const std::string& path) {
+    UniqueFd out(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!out.valid()) return ErrnoStatus("create", path);
+    absl::Status got = GetFile(published.image_rootfs, published.image_rootfs_size, out.get());
+    if (got.ok() && fsync(out.get()) != 0) got = ErrnoStatus("fsync", path);
+    return got;
+  });
 }
 
 absl::Status SessionHandoff::Fetch(const Published& published, const std::string& dir) {
@@ -250,16 +328,7 @@ absl::Status SessionHandoff::Fetch(const Published& published, const std::string
     std::string path = absl::StrCat(work, "/", file.name);
     UniqueFd out(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!out.valid()) return ErrnoStatus("create", path);
-    absl::StatusOr<Pipe> pipe = MakePipe();
-    if (!pipe.ok()) return pipe.status();
-    absl::Status unpacked;
-    std::thread reader([&, in = std::move(pipe->read)] {
-      unpacked = UnpackStream(in.get(), out.get(), file.size);
-    });
-    absl::Status got = blobs_->Get(absl::StrCat("sha256:", file.sha256), pipe->write.get());
-    pipe->write.reset();
-    reader.join();
-    if (got.ok()) got = unpacked;
+    absl::Status got = GetFile(absl::StrCat("sha256:", file.sha256), file.size, out.get());
     if (got.ok() && fsync(out.get()) != 0) got = ErrnoStatus("fsync", path);
     if (!got.ok()) {
       RemoveTree(work).IgnoreError();
@@ -303,6 +372,19 @@ absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() co
   }
   std::vector<HostInfo> out;
   for (auto& [id, info] : by_id) out.push_back(std::move(info));
+  return out;
+}
+
+absl::StatusOr<std::vector<providers::HostInfo>> FleetHosts::Hosts() {
+  absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = handoff_->Hosts();
+  if (!hosts.ok()) return hosts.status();
+  std::vector<providers::HostInfo> out;
+  for (SessionHandoff::HostInfo& host : *hosts) {
+    out.push_back({.id = host.id,
+                   .capacity = providers::ParseHostCapacity(host.capacity_json),
+                   .sessions = std::move(host.sessions),
+                   .this_host = host.id == handoff_->host_id()});
+  }
   return out;
 }
 

@@ -12,10 +12,13 @@
 // The rules SessionManager follows:
 //   - A pause publishes: each file of the snapshot is uploaded packed (snapshot_pack.h) under its
 //     manifest digest (a blob present already is not sent again), then the manifest, then the
-//     signed record. Then the session is released, and any host may resume it.
+//     session's image (its root filesystem, packed, and its metadata; once per image and run
+//     of airlockd), then the signed record naming them all. Then the session is released, and
+//     any host may resume it.
 //   - A resume claims the session first, so that one host at a time runs it; a session another
 //     host runs is refused, naming that host. When the last published snapshot was taken
-//     elsewhere, it is fetched (replacing anything this host kept) and its record imported.
+//     elsewhere, it is fetched (replacing anything this host kept) and its record imported; a
+//     host without the session's image installs it from the blob store under its digest.
 //   - A host that dies stops renewing its lease; once the lease expires its claims go with it,
 //     and its sessions resume elsewhere from their last published snapshot (what they did
 //     since is lost). A host that comes back ends the VMs of sessions another host took.
@@ -31,16 +34,20 @@
 #define AIRLOCK_DAEMON_SESSION_HANDOFF_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/daemon/state_store.h"
+#include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
 #include "src/providers/etcd_client.h"
 #include "src/providers/host_lease.h"
+#include "src/providers/host_provider.h"
 
 namespace airlock {
 
@@ -69,20 +76,31 @@ class SessionHandoff {
   // Gives the session up (OK if this host did not own it).
   [[nodiscard]] absl::Status Release(const std::string& id);
 
-  // Uploads the snapshot in dir (manifest.json and its files) and publishes it with the
+  // Uploads the snapshot in dir (manifest.json and its files) and the session's image as this
+  // host's store has it (unless uploaded by this object already), and publishes them with the
   // session's record as the session's latest.
-  [[nodiscard]] absl::Status Publish(const SessionRecord& record, const std::string& dir);
+  [[nodiscard]] absl::Status Publish(const SessionRecord& record, const std::string& dir,
+                                     const ImageInfo& image);
 
   struct Published {
     SessionRecord record;  // state paused
     std::string host;      // the host that took the snapshot
     std::string manifest;  // its manifest's blob digest
+    // The session's image: its root filesystem's blob (packed) and size, and its metadata's
+    // blob (image.json). Empty for a record published without its image.
+    std::string image_rootfs;
+    uint64_t image_rootfs_size = 0;
+    std::string image_meta;
   };
   // The session's last published snapshot; NotFound when there is none.
   [[nodiscard]] absl::StatusOr<Published> Find(const std::string& id);
   // Downloads a published snapshot into dir, replacing what is there (written beside it and
   // renamed: a crash leaves the old one or the new one whole).
   [[nodiscard]] absl::Status Fetch(const Published& published, const std::string& dir);
+  // Installs the published session's image into `images` under the record's image digest
+  // (untagged: a session names its image by digest), from the blob store. NotFound, saying to
+  // pull it, when the record was published without its image.
+  [[nodiscard]] absl::Status FetchImage(const Published& published, ImageStore& images);
   // The session is removed: its snapshot is no longer published (its blobs stay: others may
   // share them).
   [[nodiscard]] absl::Status Forget(const std::string& id);
@@ -108,12 +126,44 @@ class SessionHandoff {
   absl::Status PutFile(const std::string& digest, const std::string& path);
   absl::Status PutBytes(const std::string& digest, const std::string& bytes);
   absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);
+  // Downloads a blob PutFile stored into out (at most max_size bytes once unpacked).
+  absl::Status GetFile(const std::string& digest, uint64_t max_size, int out);
+  struct ImageBlobs {
+    std::string rootfs;
+    uint64_t rootfs_size = 0;
+    std::string meta;
+  };
+  // Uploads an image's root filesystem and metadata, once per image digest.
+  absl::StatusOr<ImageBlobs> PutImage(const ImageInfo& image);
 
   const std::unique_ptr<providers::BlobStore> blobs_;
   const std::unique_ptr<providers::EtcdClient> etcd_;
   const HandoffOptions options_;
   const std::string key_;
   std::unique_ptr<providers::HostLease> lease_;
+  std::mutex images_mu_;
+  std::map<std::string, ImageBlobs> images_;  // by image digest: uploaded already
+};
+
+// The hosts of a fleet as a HostProvider: a VM is placed on this host (a session runs where it
+// is asked for; another host takes a paused one over by resuming it there), and Hosts lists
+// every host registered with the capacity it published and the sessions it owns.
+class FleetHosts : public providers::HostProvider {
+ public:
+  // Neither is owned; both outlive this.
+  FleetHosts(SessionHandoff* handoff, providers::LocalHost* local)
+      : handoff_(handoff), local_(local) {}
+
+  std::string host_id() const override { return handoff_->host_id(); }
+  absl::StatusOr<VmDriver*> Place(const providers::VmPlacement& vm) override {
+    return local_->Place(vm);
+  }
+  VmDriver& local() override { return local_->local(); }
+  absl::StatusOr<std::vector<providers::HostInfo>> Hosts() override;
+
+ private:
+  SessionHandoff* handoff_;
+  providers::LocalHost* local_;
 };
 
 }  // namespace airlock

@@ -9,6 +9,7 @@
 #include "src/common/file_util.h"
 #include "src/daemon/session_handoff.h"
 #include "src/daemon/state_store_testing.h"
+#include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
 #include "src/testing/etcd_server.h"
 #include "src/testing/test_util.h"
@@ -22,7 +23,15 @@ constexpr char kId[] = "0123456789ab";
 
 class SessionHandoffTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(etcd_.running()) << etcd_.Log(); }
+  void SetUp() override {
+    ASSERT_TRUE(etcd_.running()) << etcd_.Log();
+    std::string tar = dir_.File("rootfs.tar");
+    testing::WriteTar(tar, {{.name = "etc/os-release", .data = "ID=test\n"}});
+    absl::StatusOr<ImageInfo> image =
+        ImageStore(dir_.File("images-a")).ImportRootfsTar(tar, "base:1");
+    ASSERT_TRUE(image.ok()) << image.status();
+    image_ = *image;
+  }
 
   std::unique_ptr<SessionHandoff> Host(const std::string& id, const std::string& key) {
     auto blobs = providers::OpenBlobStore({.url = "file://" + dir_.File("blobs")});
@@ -60,12 +69,15 @@ class SessionHandoffTest : public ::testing::Test {
     SessionRecord s = NewSession(kId, Principal{1001, 1001});
     s.created_ms = s.last_used_ms = 1;
     s.egress = {{.rule = "pypi.org:443", .source = "create"}};
+    s.image = image_.name;
+    s.image_digest = image_.digest;
     return s;
   }
 
   testing::TempDir dir_;
   testing::EtcdServer etcd_{"/usr/bin/etcd", dir_.File("etcd")};
   std::string key_ = std::string(kHostKeyBytes, 'k');
+  ImageInfo image_;  // host A's
 };
 
 TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
@@ -73,7 +85,7 @@ TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
   ASSERT_TRUE(a && b);
   EXPECT_TRUE(absl::IsNotFound(b->Find(kId).status()));
   std::string snapshot = Snapshot(key_);
-  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
   absl::StatusOr<SessionHandoff::Published> published = b->Find(kId);
   ASSERT_TRUE(published.ok()) << published.status();
   EXPECT_EQ(published->host, "host-a");
@@ -89,9 +101,19 @@ TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
   // Published again (a fork's, a later pause's): blobs already stored are not stored twice.
   auto blobs = providers::OpenBlobStore({.url = "file://" + dir_.File("blobs")});
   size_t stored = (*blobs)->List()->size();
-  EXPECT_EQ(stored, 3u);  // state, disk, manifest
-  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  EXPECT_EQ(stored, 5u);  // state, disk, manifest, the image's root filesystem and metadata
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
   EXPECT_EQ((*blobs)->List()->size(), stored);
+
+  // B has no such image: it installs A's from the store, under the same digest, byte for byte.
+  ImageStore b_images(dir_.File("images-b"));
+  EXPECT_TRUE(absl::IsNotFound(b_images.ResolveDigest("base:1", image_.digest).status()));
+  ASSERT_TRUE(b->FetchImage(*published, b_images).ok());
+  absl::StatusOr<ImageInfo> installed = b_images.ResolveDigest("base:1", image_.digest);
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  EXPECT_EQ(*ReadFileToString(installed->rootfs_path, 64 << 20),
+            *ReadFileToString(image_.rootfs_path, 64 << 20));
+  EXPECT_EQ(installed->created, image_.created);
 
   // One host at a time: B claims it, A is told who runs it; released, A may.
   ASSERT_TRUE(b->Claim(kId).ok());
@@ -117,7 +139,7 @@ TEST_F(SessionHandoffTest, ARecordOrBlobChangedInTheStoresOrSignedWithAnotherKey
   auto stranger = Host("host-c", std::string(kHostKeyBytes, 'x'));
   ASSERT_TRUE(a && b && stranger);
   std::string snapshot = Snapshot(key_);
-  ASSERT_TRUE(a->Publish(Record(), snapshot).ok());
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
   absl::Status other_key = stranger->Find(kId).status();
   EXPECT_TRUE(absl::IsDataLoss(other_key)) << other_key;
   EXPECT_NE(other_key.message().find("host.key"), std::string::npos) << other_key;

@@ -72,6 +72,10 @@ QuotaAmounts NewSession(const SessionLimits& limits) {
           .disk_bytes = limits.disk_bytes};
 }
 
+providers::VmPlacement PlacementOf(const SessionLimits& limits) {
+  return {.vcpus = limits.vcpus, .memory_bytes = limits.memory_bytes};
+}
+
 VmShape ShapeOf(const SessionLimits& limits) {
   return {.memory_mib = static_cast<uint32_t>(limits.memory_bytes >> 20),
           .vcpus = limits.vcpus,
@@ -80,8 +84,12 @@ VmShape ShapeOf(const SessionLimits& limits) {
 
 }  // namespace
 
-SessionManager::SessionManager(StateStore* store, HostPaths paths, VmDriver* driver)
-    : store_(store), paths_(std::move(paths)), driver_(driver) {
+SessionManager::SessionManager(StateStore* store, HostPaths paths, providers::HostProvider* hosts)
+    : store_(store),
+      paths_(std::move(paths)),
+      hosts_(hosts),
+      own_network_(std::make_unique<providers::LocalNetwork>()),
+      network_(own_network_.get()) {
   absl::StatusOr<std::unique_ptr<SessionSecrets>> secrets = MakeSessionSecrets("");
   secrets_ =
       secrets.ok() ? *std::move(secrets) : std::make_unique<SessionSecrets>(nullptr, nullptr);
@@ -171,7 +179,14 @@ absl::Status SessionManager::Recover() {
   absl::StatusOr<std::string> key = LoadOrCreateHostKey(paths_.home + "/host.key");
   if (!key.ok()) return key.status();
   key_ = *key;
-  templates_ = std::make_unique<Templates>(paths_, driver_, key_, &counters_);
+  templates_ = std::make_unique<Templates>(paths_, &hosts_->local(), key_, &counters_);
+  absl::StatusOr<std::vector<net::IpAddress>> mine = network_->HostAddresses();
+  if (mine.ok()) {
+    host_addresses_ = *std::move(mine);
+  } else {
+    LogWarning(absl::StrCat("the host's addresses are unknown (", mine.status().message(),
+                            "); egress still refuses internal ranges"));
+  }
   if (use_templates_) {
     pool_ = std::make_unique<VmPool>(
         pool_options_, paths_.home + "/pool",
@@ -184,7 +199,8 @@ absl::Status SessionManager::Recover() {
           options.host_cgroup = name;
           options.runtime_dir = runtime_dir;
           options.background = true;
-          absl::StatusOr<LaunchedVm> vm = RestoreTemplate(*tpl, image, options, "");
+          absl::StatusOr<LaunchedVm> vm =
+              RestoreTemplate(hosts_->local(), *tpl, image, options, "");
           if (!vm.ok()) return vm;
           // TCG translates guest code anew in every VM process: run the image's own shell and
           // interpreters once, so that a session's first command finds them translated.
@@ -195,7 +211,7 @@ absl::Status SessionManager::Recover() {
           }
           return vm;
         },
-        [this](const std::string& dir) { driver_->Destroy(dir); });
+        [this](const std::string& dir) { hosts_->local().Destroy(dir); });
   }
   // VMs outlive the daemon: a running session whose VM still runs carries on (found again by
   // its runtime directory), and so does one the last daemon was resuming when it stopped. A
@@ -213,7 +229,7 @@ absl::Status SessionManager::Recover() {
       if (s.state == SessionState::kCreating || access(vm_dir.c_str(), F_OK) != 0) continue;
       auto [slot, inserted] = found.emplace(s.id, absl::UnknownError("not looked for"));
       threads.emplace_back([this, vm_dir, out = &slot->second] {
-        *out = driver_->Reattach(vm_dir, absl::Now() + absl::Seconds(12));
+        *out = hosts_->local().Reattach(vm_dir, absl::Now() + absl::Seconds(12));
       });
     }
     for (std::thread& t : threads) t.join();
@@ -224,7 +240,7 @@ absl::Status SessionManager::Recover() {
     std::string vm_dir = SessionFile(s.id, kVmRuntimeDir);
     if (access(SessionFile(s.id, kOneShotMarker).c_str(), F_OK) == 0) {
       // Its one call ended with the last daemon: remove it as that call would have.
-      driver_->Destroy(vm_dir);
+      hosts_->local().Destroy(vm_dir);
       LogIfFailed(RemoveTree(SessionDir(s.id)),
                   absl::StrCat("session ", s.id, ": files of its ended one-shot run not removed"));
       absl::Status st =
@@ -241,7 +257,7 @@ absl::Status SessionManager::Recover() {
       // Another host may have taken the session over from its last published snapshot while
       // this one was down: then that host runs it, and this VM must not go on.
       if (absl::Status claimed = handoff_->Claim(s.id); absl::IsFailedPrecondition(claimed)) {
-        driver_->Destroy(vm_dir);
+        hosts_->local().Destroy(vm_dir);
         LogWarning(absl::StrCat("session ", s.id, ": ended here: ", claimed.message()));
         LogIfFailed(RemoveTree(SessionDir(s.id)),
                     absl::StrCat("session ", s.id, ": files not removed"));
@@ -260,7 +276,7 @@ absl::Status SessionManager::Recover() {
       }
       LogWarning(absl::StrCat("session ", s.id, ": its VM is lost: ", vm_lost.message()));
     }
-    driver_->Destroy(vm_dir);
+    hosts_->local().Destroy(vm_dir);
     if (s.state == SessionState::kPaused && whole) continue;
     std::string lost = absl::IsNotFound(vm_lost) ? "the VM and its state were lost"
                                                  : absl::StrCat("the VM could not be found again (",
@@ -310,7 +326,7 @@ absl::Status SessionManager::Recover() {
     for (const std::string& path : leftovers)
       LogIfFailed(RemoveTree(path), absl::StrCat("leftover ", path, " not removed"));
     // VMs of sessions that were stopped, failed or never recorded as started.
-    for (const std::string& path : stray_vms) driver_->Destroy(path);
+    for (const std::string& path : stray_vms) hosts_->local().Destroy(path);
   }
   watcher_ = std::thread([this] { WatchLoop(); });
   apart_thread_ = std::thread([this] { ApartLoop(); });
@@ -336,12 +352,12 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
     return st;
   }
   std::vector<LogRecord> events = {
-      {.unix_ms = NowUnixMs(),
+      {.unix_ms = NowMs(),
        .stream = LogStream::kEvent,
        .data = "airlockd restarted and found the VM running; commands that were running then "
                "carry on, but their output and input streams were cut"}};
   if (!refreshed.ok()) {
-    events.push_back({.unix_ms = NowUnixMs(),
+    events.push_back({.unix_ms = NowMs(),
                       .stream = LogStream::kEvent,
                       .data = absl::StrCat("secrets: ", refreshed.message())});
   }
@@ -358,7 +374,8 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LaunchedVm> SessionManager::RestoreTemplate(const Templates::Template& tpl,
+absl::StatusOr<LaunchedVm> SessionManager::RestoreTemplate(VmDriver& driver,
+                                                           const Templates::Template& tpl,
                                                            const ImageInfo& image,
                                                            const LaunchOptions& options,
                                                            const std::string& session) {
@@ -369,7 +386,7 @@ absl::StatusOr<LaunchedVm> SessionManager::RestoreTemplate(const Templates::Temp
   if (!disk.ok()) return disk.status();
   if (absl::Status c = CopyDisk(tpl.files.disk.get(), disk->get()); !c.ok()) return c;
   absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(*driver_, paths_, image, tpl.files, tpl.manifest, *std::move(disk), options);
+      RestoreVm(driver, paths_, image, tpl.files, tpl.manifest, *std::move(disk), options);
   if (!vm.ok()) {
     span.SetError(std::string(vm.status().message()));
     return vm;
@@ -391,11 +408,13 @@ void SessionManager::DetachAll() {
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionRecord& s,
                                                                      const ImageInfo& image) {
   LaunchOptions options = OptionsFor(s, SessionDir(s.id));
+  absl::StatusOr<VmDriver*> driver = hosts_->Place(PlacementOf(s.limits));
+  if (!driver.ok()) return driver.status();
   absl::StatusOr<LaunchedVm> vm = absl::UnknownError("not started");
   absl::StatusOr<Templates::Template> tpl =
       use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
                      : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
-  if (tpl.ok() && pool_ && options.workspace_path.empty()) {
+  if (tpl.ok() && pool_ && options.workspace_path.empty() && *driver == &hosts_->local()) {
     // A VM of the warm pool (one with a workspace disk to attach is restored instead).
     if (std::optional<LaunchedVm> pooled = pool_->Take(image, ShapeOf(s.limits), tpl->dir)) {
       telemetry::Span span("pool");
@@ -415,7 +434,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
     }
   }
   if (tpl.ok() && !vm.ok()) {
-    vm = RestoreTemplate(*tpl, image, options, s.id);
+    vm = RestoreTemplate(**driver, *tpl, image, options, s.id);
     // A template that does not restore is made again next time; this session boots.
     if (!vm.ok()) templates_->Discard(tpl->dir);
   }
@@ -424,7 +443,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
     span.SetAttribute("airlock.session.id", s.id);
     absl::Time started = absl::Now();
     counters_.boots++;
-    vm = LaunchVm(*driver_, paths_, image, options);
+    vm = LaunchVm(**driver, paths_, image, options);
     if (!vm.ok()) {
       span.SetError(std::string(vm.status().message()));
       return vm.status();
@@ -456,9 +475,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   live->vm = std::move(vm.vm);
   live->disk = std::move(vm.disk);
   live->run = image.run;
-  live->last_used_ms = NowUnixMs();
+  live->last_used_ms = NowMs();
   net::EgressProxyOptions options;
-  options.resolver = egress_.resolver;
   options.bytes_per_second = record.limits.net_bytes_per_second;
   options.upstream_tls = secrets_->upstream_tls();
   if (!record.secrets.empty()) {
@@ -493,10 +511,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
     LogIfFailed(store_->AppendLogs(owner, logs),
                 absl::StrCat("session ", owner.id, ": egress events not logged"));
   };
-  absl::StatusOr<std::shared_ptr<net::EgressProxy>> proxy = net::EgressProxy::Start(
+  absl::StatusOr<std::shared_ptr<net::EgressPath>> egress = network_->Attach(
       live->vm->channel().shared_from_this(), PolicyFor(record), std::move(options));
-  if (!proxy.ok()) return proxy.status();
-  live->egress = *std::move(proxy);
+  if (!egress.ok()) return egress.status();
+  live->egress = *std::move(egress);
   live->egress_expires_ms = EarliestExpiry(record.egress);
   return live;
 }
@@ -504,7 +522,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
 std::shared_ptr<const net::EgressPolicy> SessionManager::PolicyFor(
     const SessionRecord& record) const {
   std::vector<net::EgressRule> rules, denies;
-  int64_t now = NowUnixMs();
+  int64_t now = NowMs();
   for (const EgressGrant& g : record.egress) {
     if (g.expires_ms != 0 && g.expires_ms <= now) continue;
     absl::StatusOr<net::EgressRule> rule = net::ParseEgressRule(
@@ -564,7 +582,7 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
                                                       SessionStateName(record->state),
                                                       "; its network can no longer change"));
   }
-  int64_t now = NowUnixMs();
+  int64_t now = NowMs();
   std::vector<EgressGrant> grants;
   std::vector<std::string> changed;
   for (const EgressGrant& g : record->egress) {
@@ -620,8 +638,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
   return *record;
 }
 
-net::EgressProxy::Counters SessionManager::EgressCounters(const std::string& tenant,
-                                                          const std::string& id) {
+net::EgressPath::Counters SessionManager::EgressCounters(const std::string& tenant,
+                                                         const std::string& id) {
   std::shared_ptr<LiveSession> live = FindLive(tenant, id);
   if (live == nullptr || live->egress == nullptr) return {};
   return live->egress->counters();
@@ -704,17 +722,22 @@ void SessionManager::ExpireEgress(int64_t now) {
   }
 }
 
+absl::StatusOr<std::vector<providers::HostInfo>> SessionManager::Hosts() {
+  absl::StatusOr<std::vector<providers::HostInfo>> hosts = hosts_->Hosts();
+  if (!hosts.ok()) return hosts.status();
+  for (providers::HostInfo& host : *hosts) {
+    if (!host.this_host || !host.sessions.empty()) continue;
+    for (const auto& live : LiveSessions(SessionEventHub::kEveryTenant)) {
+      host.sessions.push_back(live->record.id);
+    }
+  }
+  return hosts;
+}
+
 void SessionManager::set_egress(EgressSettings settings) {
   egress_ = std::move(settings);
   if (egress_.ceiling == nullptr) {
     egress_.ceiling = std::make_shared<const net::EgressCeiling>(net::EgressCeiling::Default());
-  }
-  absl::StatusOr<std::vector<net::IpAddress>> mine = net::HostAddresses();
-  if (mine.ok()) {
-    host_addresses_ = *std::move(mine);
-  } else {
-    LogWarning(absl::StrCat("the host's addresses are unknown (", mine.status().message(),
-                            "); egress still refuses internal ranges"));
   }
 }
 
@@ -800,7 +823,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   s.tenant = who.Tenant();
   s.image = name;
   s.image_digest = info->digest;
-  s.created_ms = s.last_used_ms = NowUnixMs();
+  s.created_ms = s.last_used_ms = NowMs();
   s.limits = *limits;
   s.hostname = "airlock-" + s.id.substr(0, 8);
   s.egress = egress;
@@ -987,10 +1010,10 @@ std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
 
 std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSession>& live) {
   live->users++;
-  live->last_used_ms = NowUnixMs();
+  live->last_used_ms = NowMs();
   // The handle shares ownership of the session and ends the use when released.
-  return std::shared_ptr<LiveSession>(live.get(), [owner = live](LiveSession* s) {
-    s->last_used_ms = NowUnixMs();
+  return std::shared_ptr<LiveSession>(live.get(), [owner = live, clock = clock_](LiveSession* s) {
+    s->last_used_ms = clock->NowUnixMs();
     s->users--;
   });
 }
@@ -1052,12 +1075,12 @@ absl::StatusOr<SnapshotMemoryApart> SessionManager::PrepareMemoryApart(
   LaunchOptions options = OptionsFor(record, SessionDir(record.id));
   options.host_cgroup = absl::StrCat(record.id, "-apart");
   options.background = true;  // the lowest CPU weight: sessions that run come first
-  return PrepareSnapshotMemoryApart(*driver_, paths_, *image, dir, work_dir, key_, options);
+  return PrepareSnapshotMemoryApart(hosts_->local(), paths_, *image, dir, work_dir, key_, options);
 }
 
 void SessionManager::LogMemoryApart(const SessionRecord& record, const absl::Status& status) {
   if (status.ok() || absl::IsNotFound(status)) return;  // NOT_FOUND: apart already
-  LogRecord event{.unix_ms = NowUnixMs(),
+  LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("snapshot: its RAM stays in the state, so resuming it "
                                        "copies the RAM: ",
@@ -1157,7 +1180,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
       !st.ok()) {
     return st;
   }
-  LogRecord event{.unix_ms = NowUnixMs(),
+  LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session paused: ", reason)};
   LogIfFailed(store_->AppendLogs(record, {event}),
@@ -1228,6 +1251,14 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
   span.SetAttribute("airlock.session.id", id);
   absl::Status st = MakeDirectories(SessionDir(id), 0700);
   if (st.ok()) st = handoff_->Fetch(*published, dir);
+  if (st.ok()) {
+    // A host that never had the session's image takes it from the fleet's blob store.
+    ImageStore images(paths_.images);
+    const SessionRecord& r = published->record;
+    if (absl::IsNotFound(images.ResolveDigest(r.image, r.image_digest).status())) {
+      st = handoff_->FetchImage(*published, images);
+    }
+  }
   if (st.ok()) st = store_->ImportSession(who, published->record, published->host);
   if (!st.ok()) {
     span.SetError(std::string(st.message()));
@@ -1235,7 +1266,7 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
     return absl::Status(st.code(), absl::StrCat("could not bring session ", id, " from host ",
                                                 published->host, ": ", st.message()));
   }
-  LogRecord event{.unix_ms = NowUnixMs(),
+  LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session moved here from host ", published->host)};
   LogIfFailed(store_->AppendLogs(published->record, {event}),
@@ -1246,11 +1277,14 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
 absl::Status SessionManager::Publish(const SessionRecord& record) {
   telemetry::Span span("snapshot.publish");
   span.SetAttribute("airlock.session.id", record.id);
-  absl::Status st = handoff_->Publish(record, SessionDir(record.id) + "/snapshot");
+  absl::StatusOr<ImageInfo> image =
+      ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
+  absl::Status st = image.status();
+  if (st.ok()) st = handoff_->Publish(record, SessionDir(record.id) + "/snapshot", *image);
   if (st.ok()) st = handoff_->Release(record.id);
   if (st.ok()) return st;
   span.SetError(std::string(st.message()));
-  LogRecord event{.unix_ms = NowUnixMs(),
+  LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("snapshot not published: ", st.message())};
   LogIfFailed(store_->AppendLogs(record, {event}),
@@ -1316,6 +1350,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
         admitted.status().code(),
         absl::StrCat("session ", record.id, " cannot run now: ", admitted.status().message()));
   }
+  absl::StatusOr<VmDriver*> driver = hosts_->Place(PlacementOf(record.limits));
+  if (!driver.ok()) return driver.status();
   // The VM takes the snapshot's disk over (it becomes the session's live disk), so the
   // snapshot is used up from here on.
   std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
@@ -1328,7 +1364,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   restore.SetAttribute("airlock.session.id", record.id);
   absl::Time restore_started = absl::Now();
   absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(*driver_, paths_, *image, files, *manifest, *std::move(disk),
+      RestoreVm(**driver, paths_, *image, files, *manifest, *std::move(disk),
                 OptionsFor(record, SessionDir(record.id)));
   if (!vm.ok()) {
     restore.SetError(std::string(vm.status().message()));
@@ -1348,7 +1384,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   restore.End();
   // op:// sources are read again: a rotated secret takes effect (its placeholder stays).
   if (absl::Status refreshed = secrets_->Refresh(record.id, record.secrets); !refreshed.ok()) {
-    LogRecord event{.unix_ms = NowUnixMs(),
+    LogRecord event{.unix_ms = NowMs(),
                     .stream = LogStream::kEvent,
                     .data = absl::StrCat("secrets: ", refreshed.message())};
     LogIfFailed(
@@ -1486,7 +1522,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.state = SessionState::kCreating;
     s.reason.clear();
     s.pid = 0;
-    s.created_ms = s.last_used_ms = NowUnixMs();
+    s.created_ms = s.last_used_ms = NowMs();
     if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
     admitted->Settle(each);
     records.push_back(s);
@@ -1523,7 +1559,12 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
           vms[i] = disks[i].status();
           return;
         }
-        vms[i] = RestoreVm(*driver_, paths_, *image, files, *manifest, *std::move(disks[i]),
+        absl::StatusOr<VmDriver*> driver = hosts_->Place(PlacementOf(records[i].limits));
+        if (!driver.ok()) {
+          vms[i] = driver.status();
+          return;
+        }
+        vms[i] = RestoreVm(**driver, paths_, *image, files, *manifest, *std::move(disks[i]),
                            OptionsFor(records[i], SessionDir(records[i].id)));
       });
     }
@@ -1616,7 +1657,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
       store_->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
                               state == SessionState::kFailed ? "session.fail" : "session.expire"),
       absl::StrCat("session ", id, ": its end not recorded"));
-  LogRecord event{.unix_ms = NowUnixMs(),
+  LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session ", SessionStateName(state), ": ", reason)};
   LogIfFailed(store_->AppendLogs(live->record, {event}),
@@ -1627,7 +1668,7 @@ void SessionManager::ExpirePaused() {
   absl::StatusOr<std::vector<SessionRecord>> paused =
       store_->SessionsInState({SessionState::kPaused});
   if (!paused.ok()) return;
-  int64_t now = NowUnixMs();
+  int64_t now = NowMs();
   for (const SessionRecord& r : *paused) {
     if (r.limits.ttl_seconds == 0 ||
         now < r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
@@ -1658,7 +1699,7 @@ void SessionManager::WatchLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, live] : live_) all.push_back(live);
     }
-    int64_t now = NowUnixMs();
+    int64_t now = NowMs();
     for (const std::shared_ptr<LiveSession>& live : all) {
       const SessionRecord& r = live->record;
       if (std::optional<std::string> exit = live->vm->ExitReason()) {
@@ -1686,7 +1727,7 @@ void SessionManager::WatchLoop() {
             kDaemonPrincipal, *record,
             absl::StrCat("idle for ",
                          absl::FormatDuration(absl::Seconds(r.limits.idle_timeout_seconds))));
-        if (!paused.ok()) live->last_used_ms = NowUnixMs();  // try again a timeout later
+        if (!paused.ok()) live->last_used_ms = NowMs();  // try again a timeout later
       }
     }
     ExpireEgress(now);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/common/clock.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/quotas.h"
@@ -45,6 +46,8 @@
 #include "src/image/oci.h"
 #include "src/net/egress_policy.h"
 #include "src/net/egress_proxy.h"
+#include "src/providers/host_provider.h"
+#include "src/providers/network_provider.h"
 #include "src/vm/vm_driver.h"
 #include "src/vm/vm_launcher.h"
 
@@ -68,9 +71,9 @@ struct LiveSession {
   }
   SessionRecord record;
   std::unique_ptr<Vm> vm;
-  std::shared_ptr<net::EgressProxy> egress;  // its DNS and connections
-  std::shared_ptr<net::SessionCa> ca;        // set once the session has secrets
-  UniqueFd disk;                             // the VM's writable disk (unnamed)
+  std::shared_ptr<net::EgressPath> egress;  // its DNS and connections (NetworkProvider)
+  std::shared_ptr<net::SessionCa> ca;       // set once the session has secrets
+  UniqueFd disk;                            // the VM's writable disk (unnamed)
   OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
   std::atomic<int> users{0};
   std::atomic<int64_t> egress_expires_ms{0};  // the earliest expiry of its grants; 0: none
@@ -80,12 +83,12 @@ struct LiveSession {
 // What airlockd's operator decided about egress for every session.
 struct EgressSettings {
   std::shared_ptr<const net::EgressCeiling> ceiling;  // nullptr: the default ceiling
-  std::shared_ptr<net::Resolver> resolver;            // nullptr: the host's resolver
 };
 
 class SessionManager {
  public:
-  SessionManager(StateStore* store, HostPaths paths, VmDriver* driver);
+  // VMs run where `hosts` places them (not owned; see src/providers/host_provider.h).
+  SessionManager(StateStore* store, HostPaths paths, providers::HostProvider* hosts);
   ~SessionManager();
 
   // Loads the host key, settles sessions the last daemon left behind (a running session whose
@@ -167,6 +170,15 @@ class SessionManager {
   // elsewhere. Null (the default): one host, nothing shared. Call before Recover.
   void set_handoff(SessionHandoff* handoff) { handoff_ = handoff; }
   SessionHandoff* handoff() const { return handoff_; }
+  // How sessions' egress leaves (not owned); LocalNetwork with the host's resolver by default.
+  // Call before Recover.
+  void set_network(providers::NetworkProvider* network) { network_ = network; }
+  // The hosts VMs run on, each with the sessions it runs (this host's from what runs here).
+  [[nodiscard]] absl::StatusOr<std::vector<providers::HostInfo>> Hosts();
+  std::string host_id() const { return hosts_->host_id(); }
+  // What time to live, idle timeouts and egress grants are measured by (SystemClock() by
+  // default; tests move a FakeClock). Call before Recover.
+  void set_clock(Clock* clock) { clock_ = clock; }
   // A new operator ceiling (airlockd's SIGHUP): running sessions' proxies apply it at once.
   void set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling);
   std::shared_ptr<const net::EgressCeiling> ceiling() const;
@@ -181,7 +193,7 @@ class SessionManager {
                                                            const std::vector<std::string>& remove,
                                                            const std::string& action);
   // Counters of a running session's egress proxy (zero when it is not running).
-  net::EgressProxy::Counters EgressCounters(const std::string& tenant, const std::string& id);
+  net::EgressPath::Counters EgressCounters(const std::string& tenant, const std::string& id);
   // Stores the egress decisions a running session's proxy has made so far (nothing if not running).
   void FlushEgressEvents(const Principal& who, const std::string& id);
 
@@ -276,26 +288,31 @@ class SessionManager {
                                                         const ImageInfo& image);
   std::shared_ptr<const net::EgressPolicy> PolicyFor(const SessionRecord& record) const;
   // A handle that marks the session in use while it is held.
-  static std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live);
+  std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live);
   void WatchLoop();
   // Ends a live session that died or expired: state, reason, files.
   void Retire(const std::string& id, SessionState state, const std::string& reason);
   // Ends paused sessions whose time to live ran out.
   void ExpirePaused();
 
+  int64_t NowMs() const { return clock_->NowUnixMs(); }
+
   StateStore* store_;
   HostPaths paths_;
+  Clock* clock_ = &SystemClock();
   Quotas quotas_;
   QuotaReservations reservations_;
-  VmDriver* driver_;
+  providers::HostProvider* hosts_;
+  std::unique_ptr<providers::NetworkProvider> own_network_;
+  providers::NetworkProvider* network_;
   std::string key_;  // the host key that signs snapshots
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
   SessionHandoff* handoff_ = nullptr;
   bool use_templates_ = true;
   // Restores a VM from a template (counted, with a span); `session` names it in the span.
-  absl::StatusOr<LaunchedVm> RestoreTemplate(const Templates::Template& tpl, const ImageInfo& image,
-                                             const LaunchOptions& options,
+  absl::StatusOr<LaunchedVm> RestoreTemplate(VmDriver& driver, const Templates::Template& tpl,
+                                             const ImageInfo& image, const LaunchOptions& options,
                                              const std::string& session);
   VmPoolOptions pool_options_;
   std::unique_ptr<VmPool> pool_;  // after what its maker uses: it goes first

@@ -23,10 +23,11 @@ struct SessionManagerWithoutVms {
         StateStore::Open(dir + "/state.db", 1 << 20);
     EXPECT_TRUE(opened.ok()) << opened.status();
     if (opened.ok()) store = *std::move(opened);
-    sessions = std::make_unique<SessionManager>(store.get(), paths, &driver);
+    sessions = std::make_unique<SessionManager>(store.get(), paths, &host);
   }
   HostPaths paths;
   QemuDriver driver{"/bin/false"};
+  providers::LocalHost host{&driver, "test", providers::MachineCapacity()};
   std::unique_ptr<StateStore> store;
   std::unique_ptr<SessionManager> sessions;
 };

@@ -272,7 +272,7 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
   }
   if (status.ok()) ShareWithAirlockGroup(tmp + "/rootfs.ext4");
   if (status.ok()) {
-    meta["created"] = static_cast<int64_t>(time(nullptr));
+    if (!meta.contains("created")) meta["created"] = static_cast<int64_t>(time(nullptr));
     meta["converter"] = kConverterVersion;
     status = WriteFileAtomically(tmp + "/image.json", meta.dump(), kStoreFileMode);
     ShareWithAirlockGroup(tmp + "/image.json");
@@ -291,6 +291,20 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
   RemoveTree(tmp).IgnoreError();  // what is left of a lost race or a failure
   if (!status.ok()) return status;
   return SyncDirectory(root_ + "/blobs");
+}
+
+absl::Status ImageStore::InstallBlob(
+    const std::string& digest, const std::string& meta,
+    const std::function<absl::Status(const std::string&)>& write_rootfs) {
+  std::string key = absl::StartsWith(digest, "sha256:") ? digest.substr(7) : "";
+  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", digest, "\" is not an image digest"));
+  }
+  nlohmann::json parsed = nlohmann::json::parse(meta, nullptr, false);
+  if (!parsed.is_object()) {
+    return absl::DataLossError(absl::StrCat("the metadata of image ", digest, " is not JSON"));
+  }
+  return EnsureBlob(key, write_rootfs, std::move(parsed), {});
 }
 
 absl::StatusOr<ImageInfo> ImageStore::Tag(const std::string& key, const std::string& name) {

@@ -93,6 +93,13 @@ class ImageStore {
   // the image it was made from).
   [[nodiscard]] absl::StatusOr<ImageInfo> ResolveDigest(const std::string& name,
                                                         const std::string& digest) const;
+  // Installs an image made elsewhere (another host of a fleet) under its digest, untagged
+  // (sessions name their image by digest): its metadata (image.json's text, a JSON object) and
+  // a function that writes its root filesystem to the path it is given. OK without calling it
+  // when the store has that image already.
+  [[nodiscard]] absl::Status InstallBlob(
+      const std::string& digest, const std::string& meta,
+      const std::function<absl::Status(const std::string&)>& write_rootfs);
   // Points name (in this view) at an image the store holds, by digest ("sha256:<hex>").
   [[nodiscard]] absl::StatusOr<ImageInfo> TagDigest(const std::string& name,
                                                     const std::string& digest);

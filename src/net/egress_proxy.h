@@ -89,21 +89,19 @@ struct EgressProxyOptions {
   uint16_t tls_port = 443;
 };
 
-class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_this<EgressProxy> {
+// A running session's egress as the daemon steers it: the local proxy below is one; a
+// NetworkProvider (src/providers/network_provider.h) whose traffic leaves another way brings its
+// own. Thread-safe.
+class EgressPath {
  public:
-  // Serves the channel's guest streams from now on and sends the guest its address rules.
-  [[nodiscard]] static absl::StatusOr<std::shared_ptr<EgressProxy>> Start(
-      std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
-      EgressProxyOptions options);
-  ~EgressProxy() override;
-  // Ends every connection and the loop; the channel's guest streams get no more answers.
-  void Stop();
-
+  virtual ~EgressPath() = default;
+  // Ends every connection; the channel's guest streams get no more answers.
+  virtual void Stop() = 0;
   // A new policy: connections it no longer allows are reset, the guest re-asks about names.
-  void SetPolicy(std::shared_ptr<const EgressPolicy> policy);
+  virtual void SetPolicy(std::shared_ptr<const EgressPolicy> policy) = 0;
   // New secrets (or values), and the CA that intercepts for them, for connections opened from
   // now on.
-  void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca);
+  virtual void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) = 0;
   // Bytes carried and connections and denials so far.
   struct Counters {
     uint64_t bytes_out = 0;
@@ -111,10 +109,26 @@ class EgressProxy : public GuestStreamHandler, public std::enable_shared_from_th
     uint64_t connections = 0;
     uint64_t denied = 0;
   };
-  Counters counters() const;
-  // Hands every decision recorded so far to options.on_events before it returns, so that a reader
-  // that comes after (an exec that just ended, `network log`) sees them.
-  void Flush();
+  virtual Counters counters() const = 0;
+  // Hands every decision recorded so far to the path's event callback before it returns, so
+  // that a reader that comes after (an exec that just ended, `network log`) sees them.
+  virtual void Flush() = 0;
+};
+
+class EgressProxy : public EgressPath,
+                    public GuestStreamHandler,
+                    public std::enable_shared_from_this<EgressProxy> {
+ public:
+  // Serves the channel's guest streams from now on and sends the guest its address rules.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<EgressProxy>> Start(
+      std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
+      EgressProxyOptions options);
+  ~EgressProxy() override;
+  void Stop() override;
+  void SetPolicy(std::shared_ptr<const EgressPolicy> policy) override;
+  void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) override;
+  Counters counters() const override;
+  void Flush() override;
 
   void OnOpen(uint32_t id, FrameType type, std::string payload) override;
   void OnData(uint32_t id, std::string data) override;
