@@ -35,6 +35,8 @@ constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
 constexpr size_t kMaxRecordBytes = 256 * 1024;
 // An image's metadata (image.json: its run config and where it came from).
 constexpr size_t kMaxImageMeta = 1 << 20;
+// Beside an image's rootfs.ext4: the SparseSha256 of it, its blob's digest in a fleet.
+constexpr char kRootfsDigestFile[] = "rootfs.blob-sha256";
 // The largest root filesystem a published image may unpack to.
 constexpr uint64_t kMaxImageRootfs = 64ull << 30;
 
@@ -183,8 +185,17 @@ absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageI
   if (!fd.valid()) return ErrnoStatus("open", image.rootfs_path);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", image.rootfs_path);
-  absl::StatusOr<std::string> hex = SparseSha256(fd.get());
-  if (!hex.ok()) return hex.status();
+  // An image's root filesystem never changes once in the store: its digest is hashed once and
+  // kept beside it (airlockd's own note, in a directory only root writes).
+  std::string noted = DirName(image.rootfs_path) + "/" + kRootfsDigestFile;
+  absl::StatusOr<std::string> hex = ReadFileToString(noted, 64);
+  if (!hex.ok() || hex->size() != 64 ||
+      hex->find_first_not_of("0123456789abcdef") != std::string::npos) {
+    hex = SparseSha256(fd.get());
+    if (!hex.ok()) return hex.status();
+    LogIfFailed(WriteFileAtomically(noted, *hex, 0644),
+                absl::StrCat("image ", image.digest, ": its blob digest not noted"));
+  }
   ImageBlobs blobs{.rootfs = absl::StrCat("sha256:", *hex),
                    .rootfs_size = static_cast<uint64_t>(st.st_size),
                    .meta = absl::StrCat("sha256:", providers::Sha256Hex(*meta))};

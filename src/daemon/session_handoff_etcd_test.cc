@@ -132,6 +132,13 @@ TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
   // Forgotten (removed): nothing to resume anywhere.
   ASSERT_TRUE(a->Forget(kId).ok());
   EXPECT_TRUE(absl::IsNotFound(b->Find(kId).status()));
+
+  // A later run of airlockd publishing the same image does not hash its root filesystem again.
+  auto again = Host("host-a-again", key_);
+  ASSERT_TRUE(again);
+  uint64_t hashed = SnapshotBytesHashed();
+  ASSERT_TRUE(again->Publish(Record(), snapshot, image_).ok());
+  EXPECT_EQ(SnapshotBytesHashed(), hashed);
 }
 
 TEST_F(SessionHandoffTest, ARecordOrBlobChangedInTheStoresOrSignedWithAnotherKeyIsRefused) {
