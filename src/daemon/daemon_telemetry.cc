@@ -216,8 +216,7 @@ void DaemonTelemetry::ExportMetrics() {
     }
     batch.Gauge("airlock.vm.memory.usage", "By", "host memory resident for a session's VM",
                 static_cast<double>(ProcessRss(pid)), who);
-    net::EgressPath::Counters net =
-        sessions_->EgressCounters(live->record.tenant, live->record.id);
+    net::EgressPath::Counters net = sessions_->EgressCounters(live->record.tenant, live->record.id);
     telemetry::Attributes out = who, in = who;
     out.push_back({"network.io.direction", "transmit"});
     in.push_back({"network.io.direction", "receive"});
