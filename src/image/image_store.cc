@@ -216,12 +216,22 @@ absl::StatusOr<ImageInfo> ImageStore::ResolveOrPull(const std::string& name,
                                    pulled.status().message()));
 }
 
+namespace {
+
+// The blob key of an image digest ("sha256:<64 lowercase hex>"); empty if it is none.
+std::string DigestKey(const std::string& digest) {
+  std::string key = absl::StartsWith(digest, "sha256:") ? digest.substr(7) : "";
+  bool ok = key.size() == 64 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return ok ? key : "";
+}
+
+}  // namespace
+
 absl::StatusOr<ImageInfo> ImageStore::ResolveDigest(const std::string& name,
                                                     const std::string& digest) const {
-  std::string key = absl::StartsWith(digest, "sha256:") ? digest.substr(7) : "";
+  std::string key = DigestKey(digest);
   struct stat st;
-  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos ||
-      stat(absl::StrCat(root_, "/blobs/", key).c_str(), &st) != 0) {
+  if (key.empty() || stat(absl::StrCat(root_, "/blobs/", key).c_str(), &st) != 0) {
     return absl::NotFoundError(
         absl::StrCat("image ", name, " (", digest, ") is no longer in the image store"));
   }
@@ -296,8 +306,8 @@ absl::Status ImageStore::EnsureBlob(const std::string& key,
 absl::Status ImageStore::InstallBlob(
     const std::string& digest, const std::string& meta,
     const std::function<absl::Status(const std::string&)>& write_rootfs) {
-  std::string key = absl::StartsWith(digest, "sha256:") ? digest.substr(7) : "";
-  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+  std::string key = DigestKey(digest);
+  if (key.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("\"", digest, "\" is not an image digest"));
   }
   nlohmann::json parsed = nlohmann::json::parse(meta, nullptr, false);

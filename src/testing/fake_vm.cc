@@ -56,10 +56,8 @@ struct Ram {
     PayloadWriter w;
     w.U32(boots).U32(restores).U32(max_stream_seen).U32(paused ? 1 : 0).Str(hostname);
     w.U32(static_cast<uint32_t>(files.size()));
-    for (const auto& [path, data] : files) w.Str(path).U64(data.size());
-    std::string out = w.bytes();
-    for (const auto& [path, data] : files) out += data;
-    return out;
+    for (const auto& [path, data] : files) w.Str(path).Str(data);
+    return w.bytes();
   }
   static absl::StatusOr<Ram> Decode(std::string_view in) {
     Ram ram;
@@ -69,39 +67,16 @@ struct Ram {
           r.U32(&paused) && r.Str(&ram.hostname) && r.U32(&count))) {
       return absl::DataLossError("the fake guest's saved memory is malformed");
     }
-    std::vector<std::pair<std::string, uint64_t>> sizes;
-    uint64_t total = 0;
     for (uint32_t i = 0; i < count; ++i) {
-      std::string path;
-      uint64_t size = 0;
-      if (!r.Str(&path) || !r.U64(&size) || size > kMaxRamBytes) {
+      std::string path, data;
+      if (!r.Str(&path) || !r.Str(&data)) {
         return absl::DataLossError("the fake guest's saved files are malformed");
       }
-      total += size;
-      sizes.emplace_back(std::move(path), size);
+      ram.files[path] = std::move(data);
     }
-    // What follows the header is the files' bytes, exactly.
-    std::string header = Ram::HeaderOf(ram, sizes);
-    if (header.size() + total != in.size()) {
-      return absl::DataLossError("the fake guest's saved files have the wrong size");
-    }
-    size_t at = header.size();
-    for (auto& [path, size] : sizes) {
-      ram.files[path] = std::string(in.substr(at, size));
-      at += size;
-    }
+    if (!r.AtEnd()) return absl::DataLossError("the fake guest's saved memory has extra bytes");
     ram.paused = paused != 0;
     return ram;
-  }
-
- private:
-  static std::string HeaderOf(const Ram& ram,
-                              const std::vector<std::pair<std::string, uint64_t>>& sizes) {
-    PayloadWriter w;
-    w.U32(ram.boots).U32(ram.restores).U32(ram.max_stream_seen).U32(0).Str(ram.hostname);
-    w.U32(static_cast<uint32_t>(sizes.size()));
-    for (const auto& [path, size] : sizes) w.Str(path).U64(size);
-    return w.bytes();
   }
 };
 
@@ -361,9 +336,7 @@ class FakeVmCore {
         ram_.paused = false;
         Send(fd, FrameType::kReady, 0,
              PayloadWriter().U32(ram_.max_stream_seen).U32(0).Str("").bytes());
-        for (auto& [id, stream] : streams_) Flush(fd, id, stream);
-        std::erase_if(streams_,
-                      [](const auto& s) { return s.second.finished && s.second.out.empty(); });
+        for (auto it = streams_.begin(); it != streams_.end();) Pump(fd, it++);
         return;
       }
       case FrameType::kPause:
@@ -413,8 +386,7 @@ class FakeVmCore {
         return;  // policies, resizes and egress frames: this guest opens no connections
     }
     if (it != streams_.end()) {
-      Flush(fd, it->first, it->second);
-      if (it->second.finished && it->second.out.empty()) streams_.erase(it);
+      Pump(fd, it);
     }
   }
 
@@ -443,8 +415,7 @@ class FakeVmCore {
     }
     auto [it, added] = streams_.emplace(frame.stream, std::move(s));
     if (!it->second.wants_input) Run(it->second);
-    Flush(fd, it->first, it->second);
-    if (it->second.finished && it->second.out.empty()) streams_.erase(it);
+    Pump(fd, it);
   }
 
   // Does what the stream asks, once its input (if any) is in, and queues the answer.
@@ -524,6 +495,12 @@ class FakeVmCore {
     s.out.emplace_back(
         FrameType::kExit,
         PayloadWriter().U32(static_cast<uint32_t>(kind)).I32(code).Str(message).bytes());
+  }
+
+  // Flushes the stream, and forgets it once its exit is sent.
+  void Pump(int fd, std::map<uint32_t, Stream>::iterator it) {
+    Flush(fd, it->first, it->second);
+    if (it->second.finished && it->second.out.empty()) streams_.erase(it);
   }
 
   // Sends what the stream's window allows (nothing while paused).
@@ -636,13 +613,7 @@ class FakeVm : public Vm {
 
 FakeVmDriver::FakeVmDriver() = default;
 
-FakeVmDriver::~FakeVmDriver() {
-  std::map<std::string, std::shared_ptr<FakeVmCore>> detached;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    detached.swap(detached_);
-  }
-}
+FakeVmDriver::~FakeVmDriver() = default;
 
 absl::StatusOr<std::unique_ptr<Vm>> FakeVmDriver::Start(const VmConfig& config) {
   {
