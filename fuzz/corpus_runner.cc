@@ -1,5 +1,6 @@
 // Runs a fuzz target over every file of its seed corpus, so the corpus is an ordinary test in
 // every build (libFuzzer builds explore beyond it; see scripts/test.sh).
+// Usage: airlock_fuzz_corpus TARGET DIR...
 #include <dirent.h>
 
 #include <cstdint>
@@ -8,11 +9,21 @@
 #include <sstream>
 #include <string>
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+#include "fuzz/fuzz_registry.h"
 
 int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s TARGET CORPUS_DIR...\n", argv[0]);
+    return 2;
+  }
+  airlock::fuzz::Target target = airlock::fuzz::FindTarget(argv[1]);
+  if (target == nullptr) {
+    std::fprintf(stderr, "corpus_runner: no fuzz target %s; the targets are:\n", argv[1]);
+    airlock::fuzz::ListTargets(stderr);
+    return 2;
+  }
   int ran = 0;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 2; i < argc; ++i) {
     DIR* dir = opendir(argv[i]);
     if (dir == nullptr) {
       std::fprintf(stderr, "corpus_runner: cannot open %s\n", argv[i]);
@@ -25,7 +36,7 @@ int main(int argc, char** argv) {
       std::stringstream content;
       content << in.rdbuf();
       std::string bytes = content.str();
-      LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      target(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
       ++ran;
     }
     closedir(dir);

@@ -1,66 +1,95 @@
 #!/usr/bin/env bash
-# The whole test suite (run scripts/setup.sh first): formatting, unit tests, the unit tests and
-# fuzz targets under ASan+UBSan, then the tests that boot real VMs.
+# The whole test suite (run scripts/setup.sh first): formatting, the unit tests and fuzz targets
+# under ASan+UBSan (clang), then the tests that boot real VMs against the plain build. Both
+# builds go through the compiler cache that scripts/setup.sh set up; each phase's duration is
+# printed at the end, pass or fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+jobs=$(nproc)
 
-echo "== clang-format, gofmt"
+phases=()
+phase_name=""
+phase_start=$SECONDS
+suite_start=$SECONDS
+phase() {
+  if [ -n "$phase_name" ]; then
+    phases+=("$(printf '%6ss  %s' $((SECONDS - phase_start)) "$phase_name")")
+  fi
+  phase_name=$1
+  phase_start=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+report() {
+  status=$?
+  phase ""
+  echo "== phases"
+  printf '%s\n' "${phases[@]}"
+  printf '%6ss  total (%s)\n' $((SECONDS - suite_start)) "$([ $status = 0 ] && echo passed || echo failed)"
+}
+trap report EXIT
+
+phase "clang-format, gofmt"
 git ls-files -- '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 unformatted=$(gofmt -l sdk/go/*.go)
 [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }
 
-echo "== unit tests"
-# The etcd client's test runs Debian's etcd on loopback (a test counterpart only: airlock
-# itself needs no etcd on one host, so scripts/setup.sh does not install it).
-if [ ! -x /usr/bin/etcd ]; then
-  echo "test: installing etcd-server (for the etcd client's test)" >&2
+phase "test counterparts (etcd, npm packages, chromium), skipped when present"
+# Debian's etcd for the etcd client's test and the fleet test (a test counterpart only: airlock
+# itself needs no etcd on one host, so scripts/setup.sh does not install it), and Chromium for
+# the page tests.
+apt_missing=()
+[ -x /usr/bin/etcd ] || apt_missing+=(etcd-server)
+command -v chromium >/dev/null || apt_missing+=(chromium)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  echo "test: installing ${apt_missing[*]}" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >&2
 fi
-# The S3 blob store's test runs s3rver, an S3-compatible server from npm, on loopback.
-if [ ! -d tests/s3/node_modules/s3rver ]; then
-  (cd tests/s3 && npm ci --no-audit --no-fund >/dev/null)
-fi
-ninja -C build >/dev/null
-(cd build && ctest -L unit --output-on-failure)
-
-echo "== unit tests and fuzzers under ASan+UBSan (clang)"
-if [ ! -f build-asan/build.ninja ]; then
-  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DAIRLOCK_SANITIZE=ON -DAIRLOCK_BUILD_GUEST=OFF -DAIRLOCK_FUZZ=ON >/dev/null
-fi
-ninja -C build-asan >/dev/null
-(cd build-asan && ctest -L unit --output-on-failure)
-fuzz_seconds=${AIRLOCK_FUZZ_SECONDS:-20}
-for fuzzer in build-asan/*_fuzz; do
-  name=$(basename "$fuzzer" _fuzz)
-  scratch=$(mktemp -d)
-  echo "fuzzing $name for ${fuzz_seconds}s"
-  "$fuzzer" -max_total_time="$fuzz_seconds" -artifact_prefix="$scratch/" "$scratch" "fuzz/corpus/$name" \
-    > "$scratch.log" 2>&1 || { tail -50 "$scratch.log"; cp "$scratch"/crash-* . 2>/dev/null; exit 1; }
-  rm -rf "$scratch" "$scratch.log"
+# npm's packages: s3rver (an S3-compatible server), the MCP SDK client, puppeteer-core for the
+# pages, OpenTelemetry's definitions for the OTLP test, and the TypeScript SDK's own.
+for dir_and_marker in tests/s3:s3rver tests/mcp:@modelcontextprotocol/sdk \
+  tests/pages:puppeteer-core tests/otlp:@opentelemetry/otlp-transformer sdk/js:@grpc/grpc-js; do
+  dir=${dir_and_marker%%:*}
+  [ -d "$dir/node_modules/${dir_and_marker#*:}" ] || (cd "$dir" && npm ci --no-audit --no-fund >/dev/null)
 done
 
-echo "== the agent image for the Claude Code test (npm's package, its scripts run in a build VM)"
+phase "build under ASan+UBSan (clang): unit tests, fuzzers"
+scripts/configure.sh build-asan -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_COMPILER=clang++ -DAIRLOCK_SANITIZE=ON -DAIRLOCK_BUILD_GUEST=OFF -DAIRLOCK_FUZZ=ON
+ninja -C build-asan >/dev/null
+
+phase "unit tests and fuzz corpora under ASan+UBSan"
+(cd build-asan && ctest -L unit -j"$jobs" --output-on-failure)
+
+fuzz_seconds=${AIRLOCK_FUZZ_SECONDS:-20}
+phase "fuzzing, ${fuzz_seconds}s a target, $jobs at once"
+# One fuzz target: libFuzzer past its seed corpus; a crash keeps its input here (crash-*).
+fuzz_one() {
+  local name=$1 scratch
+  scratch=$(mktemp -d)
+  if ! "build-asan/${name}_fuzz" -max_total_time="$fuzz_seconds" -artifact_prefix="$scratch/" \
+    "$scratch" "fuzz/corpus/$name" >"$scratch.log" 2>&1; then
+    echo "fuzzing $name failed:" >&2
+    tail -50 "$scratch.log" >&2
+    cp "$scratch"/crash-* . 2>/dev/null || true
+    return 1
+  fi
+  echo "fuzzed $name"
+  rm -rf "$scratch" "$scratch.log"
+}
+export -f fuzz_one
+export fuzz_seconds
+# build-asan/NAME_fuzz: one link to airlock_fuzz per target.
+for fuzzer in build-asan/*_fuzz; do basename "$fuzzer" _fuzz; done |
+  xargs -P "$jobs" -I{} bash -c 'fuzz_one {}'
+
+phase "build (plain): VM tests, SDKs"
+ninja -C build >/dev/null
+(cd sdk/js && npm run --silent build && npm run --silent doc >/dev/null)
+
+phase "the agent image for the Claude Code test (npm's package, its scripts run in a build VM)"
 build/airlock image build --debian bookworm --packages git \
   --npm "@anthropic-ai/claude-code@${AIRLOCK_TEST_CLAUDE_CODE:-2.1.197}" --tag airlock/claude >/dev/null
 
-echo "== VM tests (airlock mcp driven by the MCP SDK client, timeline pages in headless Chromium, the SDKs)"
-if [ ! -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]; then
-  (cd tests/mcp && npm ci --no-audit --no-fund >/dev/null)
-fi
-if [ ! -d tests/pages/node_modules/puppeteer-core ]; then
-  (cd tests/pages && npm ci --no-audit --no-fund >/dev/null)
-fi
-if [ ! -d tests/otlp/node_modules/@opentelemetry/otlp-transformer ]; then
-  (cd tests/otlp && npm ci --no-audit --no-fund >/dev/null)
-fi
-# The TypeScript SDK: its packages, its stubs and types from the proto, its API reference.
-(cd sdk/js && { [ -d node_modules/@grpc/grpc-js ] || npm ci --no-audit --no-fund >/dev/null; } &&
-  npm run --silent build && npm run --silent doc >/dev/null)
-if ! command -v chromium >/dev/null; then
-  echo "test: installing chromium (for the timeline page test)" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
-fi
+phase "VM tests (the CLI, airlock mcp through the MCP SDK, pages in Chromium, the SDKs)"
 (cd build && ctest -L vm --output-on-failure)

@@ -51,6 +51,23 @@ std::string PathOf(const CLI::App* app) {
   return absl::StrJoin(names, " ");
 }
 
+// The word in `words` (the line as typed) that names no command of `named`, a command with
+// commands of its own, or "" where there is none: "nosuch" in `airlock image nosuch --help`.
+std::string UnknownCommand(const CLI::App& named, const std::vector<std::string>& words) {
+  if (named.get_subcommands([](const CLI::App*) { return true; }).empty()) return "";
+  std::vector<std::string> path = absl::StrSplit(PathOf(&named), ' ', absl::SkipEmpty());
+  size_t matched = 0;
+  for (const std::string& word : words) {
+    if (word.empty() || word[0] == '-') continue;
+    if (matched < path.size() && word == path[matched]) {
+      ++matched;
+      continue;
+    }
+    return word;
+  }
+  return "";
+}
+
 // The type name of a session id positional: what completion looks for.
 constexpr char kSessionIdType[] = "ID";
 
@@ -159,6 +176,7 @@ absl::Status Cli::Parse(std::vector<std::string> args) {
     args.erase(it, args.end());
     dashdash = true;
   }
+  const std::vector<std::string> words = args;
   const std::string first = args.empty() ? "" : args.front();
   try {
     std::reverse(args.begin(), args.end());  // CLI11 takes the line last word first
@@ -167,6 +185,10 @@ absl::Status Cli::Parse(std::vector<std::string> args) {
   } catch (const CLI::ParseError& e) {
     named_ = Named(app_);
     if (e.get_exit_code() == 0) {  // --help
+      // `airlock nosuch --help` names a command that does not exist: not a request for help.
+      if (std::string word = UnknownCommand(*named_, words); !word.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown command \"", word, "\""));
+      }
       app_.exit(e);
       help_shown_ = true;
       return absl::OkStatus();

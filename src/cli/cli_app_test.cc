@@ -122,6 +122,8 @@ TEST(CliAppTest, MistakesNameTheProblem) {
            {{"exec"}, "ID is required"},
            {{"ls", "--", "x"}, "nothing after --"},
            {{"nosuch"}, "nosuch"},
+           {{"nosuch", "--help"}, "unknown command \"nosuch\""},
+           {{"image", "nosuch", "--help"}, "unknown command \"nosuch\""},
            {{"image"}, "needs one of its commands: pull"},
            {{"network", "bogus"}, "needs one of its commands: ls, allow"},
        }) {
