@@ -43,7 +43,7 @@ kernel=$(scripts/build-kernel.sh)
 # the SDKs are built by scripts/test.sh).
 # The unit tests run in scripts/test.sh's sanitized build (build-asan), not in this one.
 scripts/configure.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAIRLOCK_UNIT_TESTS=OFF >&2
-ninja -C build airlock airlockd airlock-tools airlock-dashboard initramfs >&2
+ninja --quiet -C build airlock airlockd airlock-tools airlock-dashboard initramfs >&2
 ln -sfn "$PWD/build/airlock" /usr/local/bin/airlock
 ln -sfn "$PWD/build/airlockd" /usr/local/bin/airlockd  # packaging/airlockd.service runs this
 

@@ -56,7 +56,7 @@ done
 phase "build under ASan+UBSan (clang): unit tests, fuzzers"
 scripts/configure.sh build-asan -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_COMPILER=clang++ -DAIRLOCK_SANITIZE=ON -DAIRLOCK_BUILD_GUEST=OFF -DAIRLOCK_FUZZ=ON
-ninja -C build-asan >/dev/null
+ninja --quiet -C build-asan
 
 phase "unit tests and fuzz corpora under ASan+UBSan"
 (cd build-asan && ctest -L unit -j"$jobs" --output-on-failure)
@@ -84,7 +84,7 @@ for fuzzer in build-asan/*_fuzz; do basename "$fuzzer" _fuzz; done |
   xargs -P "$jobs" -I{} bash -c 'fuzz_one {}'
 
 phase "build (plain): VM tests, SDKs"
-ninja -C build >/dev/null
+ninja --quiet -C build
 (cd sdk/js && npm run --silent build && npm run --silent doc >/dev/null)
 
 phase "the agent image for the Claude Code test (npm's package, its scripts run in a build VM)"
