@@ -20,8 +20,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   if (const char* slash = std::strrchr(program, '/')) program = slash + 1;
   chosen = airlock::fuzz::FindTarget(program);
   if (chosen == nullptr) {
-    std::fprintf(stderr, "airlock_fuzz: %s names no fuzz target; run it as NAME_fuzz (a link "
-                         "to this program) where NAME is one of:\n", program);
+    std::fprintf(stderr,
+                 "airlock_fuzz: %s names no fuzz target; run it as NAME_fuzz (a link "
+                 "to this program) where NAME is one of:\n",
+                 program);
     airlock::fuzz::ListTargets(stderr);
     std::exit(2);
   }
