@@ -202,7 +202,7 @@ TEST_F(SessionLifecycleTest, PauseEndsTheVmAndResumeBringsBackTheSameGuest) {
   EXPECT_EQ(Get(s.id).state, SessionState::kPaused);
   EXPECT_FALSE(Runs(s.pid)) << "a paused session's VM still runs";
   EXPECT_FALSE(sessions_->Running(kAlice.Tenant(), s.id).ok());
-  EXPECT_EQ(access(sessions_->SessionFile(s.id, "snapshot/manifest.json").c_str(), F_OK), 0);
+  EXPECT_EQ(access((sessions_->layout().Snapshot(s.id) + "/manifest.json").c_str(), F_OK), 0);
   // Paused already: nothing to do.
   EXPECT_TRUE(sessions_->Pause(kAlice, s.id).ok());
 
@@ -230,7 +230,7 @@ TEST_F(SessionLifecycleTest, UsingAPausedSessionResumesIt) {
 TEST_F(SessionLifecycleTest, ASnapshotChangedOnDiskIsRefusedAtResume) {
   SessionRecord s = Create();
   ASSERT_TRUE(sessions_->Pause(kAlice, s.id).ok());
-  std::string state = sessions_->SessionFile(s.id, "snapshot/state");
+  std::string state = sessions_->layout().Snapshot(s.id) + "/state";
   absl::StatusOr<std::string> bytes = ReadFileToString(state, 1 << 20);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   std::string changed = *bytes;
@@ -309,7 +309,7 @@ TEST_F(SessionLifecycleTest, TimeToLiveEndsRunningAndPausedSessions) {
   EXPECT_FALSE(Runs(running.pid));
   r = AwaitState(paused.id, SessionState::kStopped);
   EXPECT_EQ(r.reason, "its time to live of 120s ran out");
-  EXPECT_NE(access(sessions_->SessionFile(paused.id, "snapshot").c_str(), F_OK), 0)
+  EXPECT_NE(access(sessions_->layout().Snapshot(paused.id).c_str(), F_OK), 0)
       << "an expired session's snapshot was kept";
   EXPECT_EQ(Get(forever.id).state, SessionState::kRunning);
   EXPECT_FALSE(sessions_->Resume(kAlice, running.id).ok());
@@ -369,7 +369,7 @@ TEST_F(SessionLifecycleTest, RemoveEndsTheVmAndTheFiles) {
   for (const SessionRecord& s : {running, paused}) {
     ASSERT_TRUE(sessions_->Remove(kAlice, s.id).ok());
     EXPECT_EQ(Get(s.id).state, SessionState::kStopped);
-    EXPECT_NE(access(sessions_->SessionFile(s.id, "").c_str(), F_OK), 0);
+    EXPECT_NE(access(sessions_->layout().Dir(s.id).c_str(), F_OK), 0);
   }
   EXPECT_FALSE(Runs(running.pid));
   EXPECT_TRUE(driver_.RunningPids().empty());

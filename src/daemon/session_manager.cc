@@ -50,16 +50,16 @@ const std::vector<std::vector<std::string>>& PoolWarmUp() {
   return *commands;
 }
 
-LaunchOptions OptionsFor(const SessionRecord& s, const std::string& session_dir) {
+LaunchOptions OptionsFor(const SessionRecord& s, const SessionLayout& layout) {
   LaunchOptions options;
-  if (s.workspace.present()) options.workspace_path = session_dir + "/" + kWorkspaceImageFile;
+  if (s.workspace.present()) options.workspace_path = layout.WorkspaceImage(s.id);
   options.memory_mib = static_cast<uint32_t>(s.limits.memory_bytes >> 20);
   options.vcpus = s.limits.vcpus;
   options.disk_bytes = s.limits.disk_bytes;
   options.pids = s.limits.pids;
   options.host_cgroup = s.id;
   options.hostname = s.hostname;
-  options.runtime_dir = session_dir + "/" + kVmRuntimeDir;
+  options.runtime_dir = layout.VmRuntime(s.id);
   return options;
 }
 
@@ -87,6 +87,7 @@ VmShape ShapeOf(const SessionLimits& limits) {
 SessionManager::SessionManager(StateStore* store, HostPaths paths, providers::HostProvider* hosts)
     : store_(store),
       paths_(std::move(paths)),
+      layout_(paths_.home),
       hosts_(hosts),
       own_network_(std::make_unique<providers::LocalNetwork>()),
       network_(own_network_.get()) {
@@ -144,14 +145,6 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
     return absl::InvalidArgumentError("the idle timeout must be at most 30 days (0: never pause)");
   }
   return l;
-}
-
-std::string SessionManager::SessionDir(const std::string& id) const {
-  return absl::StrCat(paths_.home, "/sessions/", id);
-}
-
-std::string SessionManager::LiveDiskPath(const std::string& id) const {
-  return SessionDir(id) + "/disk.ext4";
 }
 
 std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
@@ -225,7 +218,7 @@ absl::Status SessionManager::Recover() {
   {
     std::vector<std::thread> threads;
     for (const SessionRecord& s : *orphans) {
-      std::string vm_dir = SessionFile(s.id, kVmRuntimeDir);
+      std::string vm_dir = layout_.VmRuntime(s.id);
       if (s.state == SessionState::kCreating || access(vm_dir.c_str(), F_OK) != 0) continue;
       auto [slot, inserted] = found.emplace(s.id, absl::UnknownError("not looked for"));
       threads.emplace_back([this, vm_dir, out = &slot->second] {
@@ -236,12 +229,12 @@ absl::Status SessionManager::Recover() {
   }
   std::set<std::string> running_on;
   for (const SessionRecord& s : *orphans) {
-    std::string snapshot = SessionDir(s.id) + "/snapshot";
-    std::string vm_dir = SessionFile(s.id, kVmRuntimeDir);
-    if (access(SessionFile(s.id, kOneShotMarker).c_str(), F_OK) == 0) {
+    std::string snapshot = layout_.Snapshot(s.id);
+    std::string vm_dir = layout_.VmRuntime(s.id);
+    if (access(layout_.OneShotMarker(s.id).c_str(), F_OK) == 0) {
       // Its one call ended with the last daemon: remove it as that call would have.
       hosts_->local().Destroy(vm_dir);
-      LogIfFailed(RemoveTree(SessionDir(s.id)),
+      LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                   absl::StrCat("session ", s.id, ": files of its ended one-shot run not removed"));
       absl::Status st =
           store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kStopped,
@@ -259,7 +252,7 @@ absl::Status SessionManager::Recover() {
       if (absl::Status claimed = handoff_->Claim(s.id); absl::IsFailedPrecondition(claimed)) {
         hosts_->local().Destroy(vm_dir);
         LogWarning(absl::StrCat("session ", s.id, ": ended here: ", claimed.message()));
-        LogIfFailed(RemoveTree(SessionDir(s.id)),
+        LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                     absl::StrCat("session ", s.id, ": files not removed"));
         absl::Status st = store_->SetSessionState(
             kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
@@ -296,26 +289,26 @@ absl::Status SessionManager::Recover() {
                     0, "session.recover");
     if (!st.ok()) return st;
     if (!whole)
-      LogIfFailed(RemoveTree(SessionDir(s.id)),
+      LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                   absl::StrCat("session ", s.id, ": files not removed"));
-    if (whole) unlink(LiveDiskPath(s.id).c_str());  // the snapshot holds the disk now
+    if (whole) unlink(layout_.LiveDisk(s.id).c_str());  // the snapshot holds the disk now
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
-  LogIfFailed(RemoveTree(paths_.home + "/forks"), "half-made forks not removed");
-  LogIfFailed(RemoveTree(paths_.home + "/apart"), "half-made snapshots not removed");
-  if (DIR* d = opendir((paths_.home + "/sessions").c_str())) {
+  LogIfFailed(RemoveTree(layout_.forks()), "half-made forks not removed");
+  LogIfFailed(RemoveTree(layout_.apart()), "half-made snapshots not removed");
+  if (DIR* d = opendir(layout_.sessions().c_str())) {
     std::vector<std::string> leftovers;
     std::vector<std::string> stray_vms;
     while (dirent* e = readdir(d)) {
       if (e->d_name[0] == '.') continue;
-      std::string dir = SessionDir(e->d_name);
+      std::string dir = layout_.Dir(e->d_name);
       if (DIR* sd = opendir(dir.c_str())) {
         while (dirent* f = readdir(sd)) {
           std::string name = f->d_name;
           if (absl::EndsWith(name, ".tmp") || absl::EndsWith(name, ".old")) {
             leftovers.push_back(dir + "/" + name);
           }
-          if (name == kVmRuntimeDir && !running_on.contains(e->d_name)) {
+          if (SessionLayout::IsVmRuntime(name) && !running_on.contains(e->d_name)) {
             stray_vms.push_back(dir + "/" + name);
           }
         }
@@ -366,7 +359,7 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
   if (s.state == SessionState::kPaused) {
     // The last daemon stopped after restoring it, before it was recorded as running: the
     // snapshot is used up (its disk is the VM's now).
-    LogIfFailed(RemoveTree(SessionDir(s.id) + "/snapshot"),
+    LogIfFailed(RemoveTree(layout_.Snapshot(s.id)),
                 absl::StrCat("session ", s.id, ": its used snapshot not removed"));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -407,7 +400,7 @@ void SessionManager::DetachAll() {
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionRecord& s,
                                                                      const ImageInfo& image) {
-  LaunchOptions options = OptionsFor(s, SessionDir(s.id));
+  LaunchOptions options = OptionsFor(s, layout_);
   absl::StatusOr<VmDriver*> driver = hosts_->Place(PlacementOf(s.limits));
   if (!driver.ok()) return driver.status();
   absl::StatusOr<LaunchedVm> vm = absl::UnknownError("not started");
@@ -481,7 +474,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   options.upstream_tls = secrets_->upstream_tls();
   if (!record.secrets.empty()) {
     absl::StatusOr<std::shared_ptr<net::SessionCa>> ca =
-        secrets_->Ca(SessionDir(record.id), record.id);
+        secrets_->Ca(layout_.Dir(record.id), record.id);
     if (!ca.ok()) return ca.status();
     live->ca = *ca;
     options.ca = *ca;
@@ -664,7 +657,7 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
   absl::StatusOr<std::vector<SecretGrant>> grants = change(*record);
   if (!grants.ok()) return grants.status();
   if (!grants->empty() && (*live)->ca == nullptr) {
-    absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = secrets_->Ca(SessionDir(id), id);
+    absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = secrets_->Ca(layout_.Dir(id), id);
     if (!ca.ok()) return ca.status();
     if (absl::Status s = SessionSecrets::InstallTrust((*live)->vm->channel(), **ca); !s.ok()) {
       return absl::Status(s.code(),
@@ -842,9 +835,8 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   absl::Status installed =
       workspace != nullptr ? InstallWorkspace(s.id, *workspace) : absl::OkStatus();
   if (one_shot && installed.ok()) {
-    installed = MakeDirectories(SessionDir(s.id), 0700);
-    if (installed.ok())
-      installed = WriteFileAtomically(SessionFile(s.id, kOneShotMarker), "", 0600);
+    installed = MakeDirectories(layout_.Dir(s.id), 0700);
+    if (installed.ok()) installed = WriteFileAtomically(layout_.OneShotMarker(s.id), "", 0600);
   }
   absl::StatusOr<std::shared_ptr<LiveSession>> live =
       installed.ok() ? StartVm(s, *info) : absl::StatusOr<std::shared_ptr<LiveSession>>(installed);
@@ -874,22 +866,21 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
 }
 
 absl::Status SessionManager::InstallWorkspace(const std::string& id, PendingWorkspace& workspace) {
-  std::string dir = SessionDir(id);
+  std::string dir = layout_.Dir(id);
   if (absl::Status s = MakeDirectories(dir, 0700); !s.ok()) return s;
-  std::string image = SessionFile(id, kWorkspaceImageFile);
+  std::string image = layout_.WorkspaceImage(id);
   if (absl::Status s = LinkOpenFile(workspace.image.get(), image, "keep the workspace image as");
       !s.ok()) {
     return s;
   }
-  return WriteFileAtomically(SessionFile(id, kWorkspaceManifestFile), workspace.manifest, 0600);
+  return WriteFileAtomically(layout_.WorkspaceManifest(id), workspace.manifest, 0600);
 }
 
 absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const SessionRecord& record,
                                               const WorkspaceRecord& base,
                                               const std::string& manifest,
                                               const std::string& outcome) {
-  if (absl::Status s =
-          WriteFileAtomically(SessionFile(record.id, kWorkspaceManifestFile), manifest, 0600);
+  if (absl::Status s = WriteFileAtomically(layout_.WorkspaceManifest(record.id), manifest, 0600);
       !s.ok()) {
     return s;
   }
@@ -1072,7 +1063,7 @@ absl::StatusOr<SnapshotMemoryApart> SessionManager::PrepareMemoryApart(
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
   if (!image.ok()) return image.status();
-  LaunchOptions options = OptionsFor(record, SessionDir(record.id));
+  LaunchOptions options = OptionsFor(record, layout_);
   options.host_cgroup = absl::StrCat(record.id, "-apart");
   options.background = true;  // the lowest CPU weight: sessions that run come first
   return PrepareSnapshotMemoryApart(hosts_->local(), paths_, *image, dir, work_dir, key_, options);
@@ -1103,12 +1094,12 @@ void SessionManager::ApartLoop() {
       record = std::move(apart_queue_.front().record);
       apart_queue_.pop_front();
     }
-    std::string dir = SessionDir(record.id) + "/snapshot";
+    std::string dir = layout_.Snapshot(record.id);
     telemetry::Span span("snapshot.memory_apart");
     span.SetAttribute("airlock.session.id", record.id);
     // Outside the session's directory, which `rm` may remove meanwhile.
     absl::StatusOr<SnapshotMemoryApart> apart =
-        PrepareMemoryApart(record, dir, absl::StrCat(paths_.home, "/apart/", record.id));
+        PrepareMemoryApart(record, dir, layout_.Apart(record.id));
     absl::Status status = apart.status();
     if (apart.ok()) {
       // Put in place only while the session is still paused on that very snapshot.
@@ -1152,7 +1143,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   telemetry::Span span("snapshot");
   span.SetAttribute("airlock.session.id", record.id);
   absl::StatusOr<SnapshotManifest> taken =
-      TakeSnapshot(*live->vm, live->disk.get(), SessionDir(record.id) + "/snapshot", manifest, key_,
+      TakeSnapshot(*live->vm, live->disk.get(), layout_.Snapshot(record.id), manifest, key_,
                    SnapshotDisk::kLink);
   if (!taken.ok()) {
     span.SetError(std::string(taken.status().message()));
@@ -1165,10 +1156,10 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                             ": ", taken.status().message()));
   }
   counters_.snapshots++;
-  counters_.snapshot_bytes += FileBytes(SessionDir(record.id) + "/snapshot/" + kSnapshotStateFile);
+  counters_.snapshot_bytes += FileBytes(layout_.Snapshot(record.id) + "/" + kSnapshotStateFile);
   span.End();
   // A resumed session's disk had a name of its own; the snapshot holds it now.
-  unlink(LiveDiskPath(record.id).c_str());
+  unlink(layout_.LiveDisk(record.id).c_str());
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(record.id);
@@ -1243,13 +1234,13 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
         absl::StrCat("session ", id, " was published by another tenant's session"));
   }
   if (absl::Status st = handoff_->Claim(id); !st.ok()) return st;
-  std::string dir = SessionDir(id) + "/snapshot";
+  std::string dir = layout_.Snapshot(id);
   if (local.ok() && published->host == handoff_->host_id() && access(dir.c_str(), F_OK) == 0) {
     return local;  // its last snapshot was taken here, and is still here
   }
   telemetry::Span span("snapshot.fetch");
   span.SetAttribute("airlock.session.id", id);
-  absl::Status st = MakeDirectories(SessionDir(id), 0700);
+  absl::Status st = MakeDirectories(layout_.Dir(id), 0700);
   if (st.ok()) st = handoff_->Fetch(*published, dir);
   if (st.ok()) {
     // A host that never had the session's image takes it from the fleet's blob store.
@@ -1280,7 +1271,7 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(record.image, record.image_digest);
   absl::Status st = image.status();
-  if (st.ok()) st = handoff_->Publish(record, SessionDir(record.id) + "/snapshot", *image);
+  if (st.ok()) st = handoff_->Publish(record, layout_.Snapshot(record.id), *image);
   if (st.ok()) st = handoff_->Release(record.id);
   if (st.ok()) return st;
   span.SetError(std::string(st.message()));
@@ -1322,7 +1313,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
                      record.reason.empty() ? "" : " (" + record.reason + ")",
                      "; only a paused session can be resumed"));
   }
-  std::string dir = SessionDir(record.id) + "/snapshot";
+  std::string dir = layout_.Snapshot(record.id);
   SnapshotFiles files;
   telemetry::Span verify("verify");  // the manifest's signature and every file's digest
   verify.SetAttribute("airlock.session.id", record.id);
@@ -1355,7 +1346,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   // The VM takes the snapshot's disk over (it becomes the session's live disk), so the
   // snapshot is used up from here on.
   std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
-  std::string live_path = LiveDiskPath(record.id);
+  std::string live_path = layout_.LiveDisk(record.id);
   // The disk checked, made writable through its descriptor (never its path again).
   absl::StatusOr<UniqueFd> disk = ReopenFile(files.disk.get(), /*writable=*/true);
   if (!disk.ok()) return disk.status();
@@ -1363,9 +1354,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   telemetry::Span restore("restore");
   restore.SetAttribute("airlock.session.id", record.id);
   absl::Time restore_started = absl::Now();
-  absl::StatusOr<LaunchedVm> vm =
-      RestoreVm(**driver, paths_, *image, files, *manifest, *std::move(disk),
-                OptionsFor(record, SessionDir(record.id)));
+  absl::StatusOr<LaunchedVm> vm = RestoreVm(**driver, paths_, *image, files, *manifest,
+                                            *std::move(disk), OptionsFor(record, layout_));
   if (!vm.ok()) {
     restore.SetError(std::string(vm.status().message()));
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
@@ -1435,7 +1425,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
-    std::string dir = SessionDir(id) + "/snapshot";
+    std::string dir = layout_.Snapshot(id);
     return ForkFrom(who, *record, dir, count);
   }
   std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
@@ -1453,7 +1443,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   // Snapshot the running session with a copy of its disk, then let it go on.
   SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
                                          record->limits.memory_bytes, *live->vm);
-  std::string dir = absl::StrCat(paths_.home, "/forks/", id, "-", RandomHex(4));
+  std::string dir = layout_.Fork(id, RandomHex(4));
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
   absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));
@@ -1529,16 +1519,16 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     made.push_back(s);
     if (s.workspace.present()) {
       // The base is read-only: every fork shares the parent's image (and copies its manifest).
-      if (absl::Status st = MakeDirectories(SessionDir(s.id), 0700); !st.ok()) return undo(st);
-      for (const char* name : {kWorkspaceImageFile, kWorkspaceManifestFile}) {
-        std::string from = SessionFile(source.id, name), to = SessionFile(s.id, name);
+      if (absl::Status st = MakeDirectories(layout_.Dir(s.id), 0700); !st.ok()) return undo(st);
+      for (auto file : {&SessionLayout::WorkspaceImage, &SessionLayout::WorkspaceManifest}) {
+        std::string from = (layout_.*file)(source.id), to = (layout_.*file)(s.id);
         if (link(from.c_str(), to.c_str()) != 0) return undo(ErrnoStatus("link", to));
       }
     }
     if (!s.secrets.empty()) {
       // The fork's guest trusts its parent's CA and holds its placeholders.
       secrets_->CopyValues(source.id, s.id);
-      if (absl::Status st = SessionSecrets::CopyCa(SessionDir(source.id), SessionDir(s.id));
+      if (absl::Status st = SessionSecrets::CopyCa(layout_.Dir(source.id), layout_.Dir(s.id));
           !st.ok()) {
         return undo(st);
       }
@@ -1565,7 +1555,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
           return;
         }
         vms[i] = RestoreVm(**driver, paths_, *image, files, *manifest, *std::move(disks[i]),
-                           OptionsFor(records[i], SessionDir(records[i].id)));
+                           OptionsFor(records[i], layout_));
       });
     }
     for (std::thread& t : threads) t.join();
@@ -1628,7 +1618,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   }
   if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
   ForgetEverywhere(id);
-  LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
+  LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
   SessionState end =
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
@@ -1651,7 +1641,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
   }
   live->vm->Kill(absl::UnavailableError(reason));
   ForgetEverywhere(id);
-  LogIfFailed(RemoveTree(SessionDir(id)), absl::StrCat("session ", id, ": files not removed"));
+  LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
   LogIfFailed(
       store_->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
@@ -1676,7 +1666,7 @@ void SessionManager::ExpirePaused() {
     }
     std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
     std::lock_guard<std::mutex> guard(*session_lock);
-    LogIfFailed(RemoveTree(SessionDir(r.id)),
+    LogIfFailed(RemoveTree(layout_.Dir(r.id)),
                 absl::StrCat("session ", r.id, ": files not removed"));
     secrets_->Forget(r.id);
     LogIfFailed(store_->SetSessionState(

@@ -3,13 +3,7 @@
 // happens (a VM that dies marks its session failed with the reason, a TTL that passes destroys
 // it, an idle session pauses itself).
 //
-// Files: $AIRLOCK_HOME/sessions/<id>/vm (a running session's VM: its sockets and record, so
-// that it outlives airlockd; see QemuDriver), sessions/<id>/one-shot (an `airlock run`
-// session), sessions/<id>/snapshot (a paused session; see src/vm/snapshot.h),
-// sessions/<id>/ca.key and ca.pem (the CA of a session with secrets, 0600), and
-// $AIRLOCK_HOME/forks/<id>-* (a snapshot of a running session being forked). A new session's
-// writable disk is unnamed, so it goes with its VM; a resumed one's is sessions/<id>/disk.ext4
-// (the snapshot's, moved out), deleted with the session.
+// Its files under $AIRLOCK_HOME are where SessionLayout (session_layout.h) says.
 //
 // Every entry point takes the caller's Principal and only ever touches sessions of that
 // principal's tenant (others are NOT_FOUND). Pause, resume, fork and removal of one session are
@@ -37,6 +31,7 @@
 #include "src/daemon/quotas.h"
 #include "src/daemon/session_events.h"
 #include "src/daemon/session_handoff.h"
+#include "src/daemon/session_layout.h"
 #include "src/daemon/session_secrets.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
@@ -52,15 +47,6 @@
 #include "src/vm/vm_launcher.h"
 
 namespace airlock {
-
-// Files of a session with a workspace, in its directory: the captured project (read-only in the
-// guest) and its base manifest (a serialized v1::WorkspaceInfo).
-inline constexpr char kWorkspaceImageFile[] = "workspace.ext4";
-inline constexpr char kWorkspaceManifestFile[] = "workspace.manifest";
-// The runtime directory of a session's VM (its sockets and record; see VmConfig::runtime_dir).
-inline constexpr char kVmRuntimeDir[] = "vm";
-// Present in the directory of a session made for one call (SessionManager::Create's one_shot).
-inline constexpr char kOneShotMarker[] = "one-shot";
 
 // A session whose VM runs. Callers of Live() hold a shared_ptr for one operation: while any is
 // held the session counts as in use (it will not pause for idleness), and removal never frees a
@@ -208,10 +194,8 @@ class SessionManager {
                                                             const std::vector<std::string>& names);
   // Whether airlockd holds the value of a session's secret.
   bool SecretAvailable(const std::string& id, const std::string& name) const;
-  // A file of the session's own directory ($AIRLOCK_HOME/sessions/<id>/<name>).
-  std::string SessionFile(const std::string& id, const std::string& name) const {
-    return SessionDir(id) + "/" + name;
-  }
+  // Where its sessions' files are.
+  const SessionLayout& layout() const { return layout_; }
   // The session's base advanced (a sync): the new manifest replaces the old, and the record
   // changes with its audit entry in one transaction.
   [[nodiscard]] absl::Status AdvanceWorkspace(const Principal& who, const SessionRecord& record,
@@ -243,11 +227,8 @@ class SessionManager {
                                                 const std::string& what);
   // Makes a session live again with the VM found after a restart of airlockd (Recover).
   absl::Status Reattach(const SessionRecord& s, LaunchedVm vm);
-  std::string SessionDir(const std::string& id) const;
   // Puts an uploaded workspace into a new session's directory.
   absl::Status InstallWorkspace(const std::string& id, PendingWorkspace& workspace);
-  // The writable disk of a session that was resumed (a new session's disk has no name).
-  std::string LiveDiskPath(const std::string& id) const;
   // Starts a VM for a new session record: restored from the image's template, booted if that
   // fails. Fills in the record's pid.
   absl::StatusOr<std::shared_ptr<LiveSession>> StartVm(SessionRecord& record,
@@ -299,6 +280,7 @@ class SessionManager {
 
   StateStore* store_;
   HostPaths paths_;
+  SessionLayout layout_;
   Clock* clock_ = &SystemClock();
   Quotas quotas_;
   QuotaReservations reservations_;

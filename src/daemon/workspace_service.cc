@@ -148,7 +148,7 @@ absl::StatusOr<v1::WorkspaceInfo> WorkspacesService::LoadBase(const SessionRecor
         " has no workspace; create a session with one: airlock session create --workspace DIR"));
   }
   absl::StatusOr<std::string> bytes = ReadFileToString(
-      sessions_->SessionFile(record.id, kWorkspaceManifestFile), kMaxWorkspaceManifestBytes);
+      sessions_->layout().WorkspaceManifest(record.id), kMaxWorkspaceManifestBytes);
   if (!bytes.ok()) return bytes.status();
   v1::WorkspaceInfo info;
   if (!info.ParseFromString(*bytes)) {
