@@ -4,8 +4,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "src/common/log.h"
 #include "src/common/utf8.h"
-#include "src/daemon/daemon_log.h"
 #include "src/daemon/timeline.h"
 
 namespace airlock {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "src/common/log.h"
 #include "src/common/process_stats.h"
-#include "src/daemon/daemon_log.h"
 #include "src/telemetry/metrics.h"
 #include "src/telemetry/trace_context.h"
 

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/exit_codes.h"
+#include "src/common/log.h"
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/airlock_service.h"
-#include "src/daemon/daemon_log.h"
 #include "src/telemetry/tracer.h"
 
 namespace airlock {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "src/daemon/daemon_log.h"
+#include "src/common/log.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock {

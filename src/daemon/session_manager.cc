@@ -17,7 +17,7 @@
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
-#include "src/daemon/daemon_log.h"
+#include "src/common/log.h"
 #include "src/daemon/session_workspace.h"
 #include "src/image/image_store.h"
 #include "src/image/registry_client.h"

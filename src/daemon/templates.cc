@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/channel_frame.h"
 #include "src/common/file_util.h"
-#include "src/daemon/daemon_log.h"
+#include "src/common/log.h"
 #include "src/vm/accelerator.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"

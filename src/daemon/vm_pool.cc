@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
+#include "src/common/log.h"
 #include "src/common/process_stats.h"
-#include "src/daemon/daemon_log.h"
 
 namespace airlock {
 namespace {

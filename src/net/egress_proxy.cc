@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/common/log.h"
 #include "src/net/http_intercept.h"
 #include "src/net/http_request_head.h"
 #include "src/net/tls_client_hello.h"
@@ -1075,7 +1076,10 @@ class EgressProxy::Impl {
       }
     }
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->SendNetPolicy(NetPolicyPayload(*policy)).IgnoreError();
+      // The proxy enforces the new policy whatever the guest holds; the guest's copy only lets
+      // it refuse early.
+      LogIfFailed(channel->SendNetPolicy(NetPolicyPayload(*policy)),
+                  "send the guest its new egress policy");
     }
   }
 

@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/log.h"
 #include "src/common/unique_fd.h"
 #include "src/vm/host_cgroup.h"
 #include "src/vm/qmp_client.h"
@@ -351,7 +352,9 @@ class QemuVm : public Vm {
     if (!detached_ && !runtime_dir_.empty()) {
       // Unless a new VM of the same session took the directory over already.
       absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
-      if (!record.ok() || record->pid == pid_) RemoveTree(runtime_dir_).IgnoreError();
+      if (!record.ok() || record->pid == pid_) {
+        LogIfFailed(RemoveTree(runtime_dir_), "remove an ended VM's runtime directory");
+      }
     }
   }
 
@@ -366,7 +369,8 @@ class QemuVm : public Vm {
     }
     absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
     if (!record.ok()) return record.status();
-    RemoveTree(runtime_dir).IgnoreError();  // what a VM of the same session left
+    // What a VM of the same session left.
+    LogIfFailed(RemoveTree(runtime_dir), "remove an earlier VM's runtime directory");
     if (absl::Status s = MakeDirectories(DirName(runtime_dir), 0700); !s.ok()) return s;
     if (rename(runtime_dir_.c_str(), runtime_dir.c_str()) != 0) {
       return ErrnoStatus("move the VM's runtime directory to", runtime_dir);
@@ -410,7 +414,8 @@ class QemuVm : public Vm {
       return absl::FailedPreconditionError(
           absl::StrCat("the VM was left in state \"", state, "\""));
     }
-    qmp_->Execute("migrate_cancel", nlohmann::json::object(), deadline).IgnoreError();
+    LogIfFailed(qmp_->Execute("migrate_cancel", nlohmann::json::object(), deadline).status(),
+                "cancel the migration of a VM left stopped");
     for (;;) {
       std::string migration =
           field(qmp_->Execute("query-migrate", nlohmann::json::object(), deadline), "status");
@@ -889,7 +894,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   UniqueFd channel_host, channel_vm, qmp_host, qmp_vm, console_host, console_vm, err_host, err_vm;
   UniqueFd run_dir;
   if (outlive) {
-    RemoveTree(config.runtime_dir).IgnoreError();  // a VM that was here is gone
+    // A VM that was here is gone.
+    LogIfFailed(RemoveTree(config.runtime_dir), "remove a gone VM's runtime directory");
     if (absl::Status s = MakeDirectories(config.runtime_dir, 0700); !s.ok()) return s;
     run_dir.reset(open(config.runtime_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!run_dir.valid()) return ErrnoStatus("open", config.runtime_dir);
@@ -1047,7 +1053,10 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!started.ok()) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
-    if (outlive) RemoveTree(config.runtime_dir).IgnoreError();
+    if (outlive) {
+      LogIfFailed(RemoveTree(config.runtime_dir),
+                  "remove a VM's runtime directory after a failed start");
+    }
     return started;
   }
   auto vm = std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host),
@@ -1149,7 +1158,7 @@ void QemuDriver::Destroy(const std::string& runtime_dir) {
     }
     if (!record->cgroup.empty()) HostCgroup::Adopt(record->cgroup).reset();
   }
-  RemoveTree(runtime_dir).IgnoreError();
+  LogIfFailed(RemoveTree(runtime_dir), "remove a destroyed VM's runtime directory");
 }
 
 }  // namespace airlock

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/log.h"
 
 namespace airlock {
 namespace {
@@ -168,10 +169,10 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
     } else if (absl::Status s = SyncDirectory(DirName(dir)); !s.ok()) {
       written = s;
     } else if (had_old) {
-      RemoveTree(old).IgnoreError();
+      LogIfFailed(RemoveTree(old), "remove the older snapshot");
     }
   }
-  if (!written.ok()) RemoveTree(tmp).IgnoreError();
+  if (!written.ok()) LogIfFailed(RemoveTree(tmp), "remove a half-written snapshot");
   return written;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/log.h"
 #include "src/image/ext4_writer.h"
 #include "src/vm/accelerator.h"
 #include "src/vm/snapshot.h"
@@ -229,7 +230,7 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     return SyncDirectory(tmp);
   }();
   if (!written.ok()) {
-    RemoveTree(tmp).IgnoreError();
+    LogIfFailed(RemoveTree(tmp), "remove a snapshot whose memory was not set apart");
     return written;
   }
   return apart;
@@ -249,7 +250,8 @@ absl::Status CommitSnapshotMemoryApart(const std::string& dir, const SnapshotMem
     MoveVerifiedFiles(apart.dir, dir);
     return SyncDirectory(DirName(dir));
   }();
-  RemoveTree(apart.dir).IgnoreError();  // the old snapshot, or the new one not wanted
+  // The old snapshot, or the new one not wanted.
+  LogIfFailed(RemoveTree(apart.dir), "remove a snapshot set aside");
   return committed;
 }
 

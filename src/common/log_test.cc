@@ -1,4 +1,4 @@
-#include "src/daemon/daemon_log.h"
+#include "src/common/log.h"
 
 #include <gtest/gtest.h>
 #include <stdio.h>

@@ -1,9 +1,11 @@
-// airlockd's own log: one line per event on stderr (the journal under systemd, or
+// The host's log: one line per event on stderr (for airlockd, the journal under systemd, or
 // $AIRLOCK_HOME/airlockd.log when the CLI started it), with a time and a level, so an operator
-// can tell what went wrong from what merely happened. --log-level (or AIRLOCK_LOG_LEVEL) sets
-// the least level written: debug, info (the default), warning or error.
-#ifndef AIRLOCK_DAEMON_DAEMON_LOG_H_
-#define AIRLOCK_DAEMON_DAEMON_LOG_H_
+// can tell what went wrong from what merely happened. In common/ so that every layer below the
+// daemon (vm/, net/, providers/) leaves a trace of a failure it cannot act on. airlockd's
+// --log-level (or AIRLOCK_LOG_LEVEL) sets the least level written: debug, info (the default),
+// warning or error.
+#ifndef AIRLOCK_COMMON_LOG_H_
+#define AIRLOCK_COMMON_LOG_H_
 
 #include <optional>
 #include <string>
@@ -31,4 +33,4 @@ void LogIfFailed(const absl::Status& status, std::string_view what);
 
 }  // namespace airlock
 
-#endif  // AIRLOCK_DAEMON_DAEMON_LOG_H_
+#endif  // AIRLOCK_COMMON_LOG_H_

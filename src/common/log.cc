@@ -1,4 +1,4 @@
-#include "src/daemon/daemon_log.h"
+#include "src/common/log.h"
 
 #include <time.h>
 #include <unistd.h>
