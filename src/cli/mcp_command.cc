@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "src/cli/cli_app.h"
 #include "src/cli/cli_commands.h"
+#include "src/cli/mcp_policy.h"
 #include "src/cli/mcp_tools.h"
 #include "src/mcp/json_rpc.h"
 #include "src/mcp/mcp_server.h"
@@ -21,7 +24,13 @@ constexpr char kMcpFooter[] =
     "Serves the Model Context Protocol on stdin/stdout for an AI agent: run code in a fresh\n"
     "sandbox, manage sessions (create, exec, pause, resume, fork, remove), read logs, metrics\n"
     "and files. Configure a client with\n"
-    "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\"]}}}\n"
+    "  {\"mcpServers\": {\"airlock\": {\"command\": \"airlock\", \"args\": [\"mcp\",\n"
+    "    \"--allow\", \"pypi.org\", \"--secret\", \"GH_TOKEN=env:GH_TOKEN@api.github.com\",\n"
+    "    \"--workspace-root\", \"/home/me/src\"]}}}\n"
+    "The model is not trusted with your machine: it may bind only the secrets named here (by\n"
+    "name; their sources and hosts are yours), ask only for egress within --allow and the\n"
+    "secrets' hosts, and use as workspaces only directories under --workspace-root. With none\n"
+    "given it has no secrets, no network and no workspaces; its refusals say which flag to add.\n"
     "stdout carries protocol messages only; diagnostics go to stderr. When stdin ends, calls in\n"
     "flight are cancelled and it exits.";
 
@@ -38,12 +47,27 @@ void WriteLine(const std::string& line) {
   }
 }
 
-int Mcp() {
+// What the user allows the model (McpPolicy), as given on the command line.
+struct McpFlags {
+  std::vector<std::string> secrets;
+  std::vector<std::string> allow;
+  std::vector<std::string> workspace_roots;
+};
+
+int Mcp(const McpFlags& flags) {
+  absl::StatusOr<McpPolicy> policy =
+      McpPolicy::Create(flags.secrets, flags.allow, flags.workspace_roots);
+  if (!policy.ok()) {
+    std::fprintf(stderr, "airlock mcp: %s\n", std::string(policy.status().message()).c_str());
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
-  mcp::McpServer server(AirlockTools(), WriteLine, kVersion);
+  std::vector<mcp::Tool> tools = AirlockTools(*policy);
+  size_t count = tools.size();
+  mcp::McpServer server(std::move(tools), WriteLine, kVersion);
   server.set_log(
       [](const std::string& line) { std::fprintf(stderr, "airlock mcp: %s\n", line.c_str()); });
-  std::fprintf(stderr, "airlock mcp: serving %zu tools on stdio\n", AirlockTools().size());
+  std::fprintf(stderr, "airlock mcp: serving %zu tools on stdio\n", count);
   std::string line;
   bool oversized = false;
   char buf[65536];
@@ -78,7 +102,22 @@ int Mcp() {
 }  // namespace
 
 void AddMcpCommand(Cli& cli) {
-  cli.Add(&cli.app(), "mcp", "serve the Model Context Protocol on stdio", Mcp)->footer(kMcpFooter);
+  auto flags = std::make_shared<McpFlags>();
+  CLI::App* mcp = cli.Add(&cli.app(), "mcp", "serve the Model Context Protocol on stdio",
+                          [flags] { return Mcp(*flags); });
+  mcp->footer(kMcpFooter);
+  mcp->add_option("--secret", flags->secrets,
+                  "a secret the model may bind by NAME: NAME=SOURCE@HOST[,HOST...] as for "
+                  "session create --secret (repeatable)")
+      ->allow_extra_args(false);
+  mcp->add_option("--allow", flags->allow,
+                  "the widest egress the model may ask for: a rule as for --allow, or * for any "
+                  "name (repeatable; default none)")
+      ->allow_extra_args(false);
+  mcp->add_option("--workspace-root", flags->workspace_roots,
+                  "a directory under which the model may name a project as a workspace "
+                  "(repeatable; default none)")
+      ->allow_extra_args(false);
 }
 
 }  // namespace airlock

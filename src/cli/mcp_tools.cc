@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
@@ -151,7 +152,7 @@ class Args {
 
 // ---- schemas ----------------------------------------------------------------------------
 
-json Prop(const char* type, const char* description) {
+json Prop(const char* type, const std::string& description) {
   return {{"type", type}, {"description", description}};
 }
 
@@ -209,30 +210,54 @@ const json& ExecOutputSchema() {
   return *schema;
 }
 
-json AllowProp() {
+// What the user configured, as the tools' descriptions tell the model.
+std::string Offered(const std::vector<std::string>& items) {
+  return items.empty() ? "none (the user has configured none)" : absl::StrJoin(items, ", ");
+}
+
+json AllowProp(const McpPolicy& policy) {
   return {{"type", "array"},
           {"items", {{"type", "string"}}},
           {"description",
-           "destinations the code may reach (default: none), e.g. [\"pypi.org\", "
-           "\"files.pythonhosted.org\"]: HOST, *.DOMAIN, IP or CIDR, each optionally :PORT "
-           "(default ports 80 and 443). Anything else fails at once (\"Could not resolve "
-           "host\", connection refused); network_log says why"}};
+           absl::StrCat("destinations the code may reach (default: none), e.g. [\"pypi.org\"]: "
+                        "HOST, *.DOMAIN, IP or CIDR, each optionally :PORT (default ports 80 and "
+                        "443), each within what the user allows this server: ",
+                        Offered(policy.AllowRules()),
+                        ". Anything else fails at once (\"Could not resolve host\", connection "
+                        "refused); network_log says why")}};
 }
 
-json SecretsProp() {
+json SecretsProp(const McpPolicy& policy) {
   return {{"type", "array"},
           {"items", {{"type", "string"}}},
           {"description",
-           "secrets, by reference only: NAME=SOURCE@HOST[,HOST...], SOURCE being env:VAR (from "
-           "this MCP server's environment), file:PATH or op://VAULT/ITEM/FIELD (1Password). The "
-           "code sees NAME=<placeholder>; HTTPS requests to HOST carry the real value, which "
-           "neither you nor the code ever see. HOST must also be in `allow`"}};
+           absl::StrCat("names of secrets the user configured for this server: ",
+                        Offered(policy.SecretNames()),
+                        ". The code sees NAME=<placeholder>; HTTPS requests to the secret's "
+                        "hosts carry the real value, which neither you nor the code ever see. "
+                        "Those hosts must also be in `allow`")}};
 }
 
-// The secrets argument into a request's bindings (values read here, never returned).
-void AddSecrets(Args& args, google::protobuf::RepeatedPtrField<v1::SecretBinding>* out) {
-  for (const std::string& spec : args.StrList("secrets")) {
-    if (absl::Status s = AddSecretBinding(spec, out); !s.ok()) {
+// The allow argument, each rule checked against what the user allows (a refusal fails args).
+std::vector<std::string> AllowArgument(Args& args, const McpPolicy& policy) {
+  std::vector<std::string> rules = args.StrList("allow");
+  for (const std::string& rule : rules) {
+    if (absl::Status s = policy.CheckAllow(rule); !s.ok()) {
+      args.Fail(std::string(s.message()));
+      break;
+    }
+  }
+  return rules;
+}
+
+// The secrets argument, configured names only, into a request's bindings (values read here,
+// never returned).
+void AddSecrets(Args& args, const McpPolicy& policy,
+                google::protobuf::RepeatedPtrField<v1::SecretBinding>* out) {
+  for (const std::string& name : args.StrList("secrets")) {
+    absl::StatusOr<std::string> spec = policy.Secret(name);
+    absl::Status s = spec.ok() ? AddSecretBinding(*spec, out) : spec.status();
+    if (!s.ok()) {
       args.Fail(std::string(s.message()));
       return;
     }
@@ -330,7 +355,8 @@ std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : "..." + s.substr(s.size() - n);
 }
 
-ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
+ToolResult RunCommand(ToolCall& call, const json& schema, const McpPolicy& policy,
+                      bool in_session) {
   Args args(call.arguments(), schema);
   v1::ExecStart start;
   std::string session_id = in_session ? args.Str("session_id", true) : "";
@@ -360,8 +386,8 @@ ToolResult RunCommand(ToolCall& call, const json& schema, bool in_session) {
   start.set_stdin(args.Has("stdin"));
   if (!in_session) {
     start.set_image(args.Str("image"));
-    for (const std::string& rule : args.StrList("allow")) start.add_allow(rule);
-    AddSecrets(args, start.mutable_secrets());
+    for (const std::string& rule : AllowArgument(args, policy)) start.add_allow(rule);
+    AddSecrets(args, policy, start.mutable_secrets());
     v1::Limits* limits = start.mutable_limits();
     limits->set_memory_bytes(args.Uint("memory_mb", 0, 0, kAnyMib) << 20);
     limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 0, kAnyU32)));
@@ -428,15 +454,15 @@ ToolResult SessionCall(ToolCall& call, const json& schema,
 
 }  // namespace
 
-std::vector<Tool> AirlockTools() {
+std::vector<Tool> AirlockTools(const McpPolicy& policy) {
   std::vector<Tool> tools;
 
   json run_props = CommandProperties();
   run_props["image"] = Prop("string", "image to run in (default airlock/bookworm-python)");
   run_props["memory_mb"] = Prop("integer", "guest memory in MiB (default 512)");
   run_props["cpus"] = Prop("integer", "vCPUs (default 1)");
-  run_props["allow"] = AllowProp();
-  run_props["secrets"] = SecretsProp();
+  run_props["allow"] = AllowProp(policy);
+  run_props["secrets"] = SecretsProp(policy);
   Tool run{"run_code", "Run code in a fresh sandbox",
            "Runs a program or a snippet of code in a brand-new microVM (its own kernel, hard "
            "limits, no network beyond the destinations in `allow`) that is destroyed "
@@ -444,30 +470,35 @@ std::vector<Tool> AirlockTools() {
            "Returns exit code, stdout and stderr.",
            Object(run_props), ExecOutputSchema()};
   run.open_world = false;
-  run.run = [schema = run.input_schema](ToolCall& call) { return RunCommand(call, schema, false); };
+  run.run = [schema = run.input_schema, policy](ToolCall& call) {
+    return RunCommand(call, schema, policy, false);
+  };
   tools.push_back(run);
 
-  Tool create{"session_create", "Create a sandbox session",
-              "Starts a durable sandbox session (a microVM) whose files and processes last "
-              "between commands until it is removed. It pauses itself when idle and wakes on "
-              "the next use. Returns the session, with its id for the other session tools.",
-              Object({{"image", Prop("string", "image (default airlock/bookworm-python)")},
-                      {"memory_mb", Prop("integer", "guest memory in MiB (default 512)")},
-                      {"cpus", Prop("integer", "vCPUs (default 1)")},
-                      {"pids", Prop("integer", "most processes inside (default 1024)")},
-                      {"disk_mb", Prop("integer", "writable disk in MiB (default 1024)")},
-                      {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
-                      {"idle_timeout_seconds",
-                       Prop("integer", "pause it after this long unused (default 300, 0: never)")},
-                      {"allow", AllowProp()},
-                      {"secrets", SecretsProp()},
-                      {"workspace",
-                       Prop("string",
-                            "a project directory on this host (absolute path) to copy into the "
-                            "session at /workspace, with its .git; the host's copy is never "
-                            "changed. See workspace_diff and workspace_promote")}}),
-              SessionSchema()};
-  create.run = [schema = create.input_schema](ToolCall& call) {
+  Tool create{
+      "session_create", "Create a sandbox session",
+      "Starts a durable sandbox session (a microVM) whose files and processes last "
+      "between commands until it is removed. It pauses itself when idle and wakes on "
+      "the next use. Returns the session, with its id for the other session tools.",
+      Object({{"image", Prop("string", "image (default airlock/bookworm-python)")},
+              {"memory_mb", Prop("integer", "guest memory in MiB (default 512)")},
+              {"cpus", Prop("integer", "vCPUs (default 1)")},
+              {"pids", Prop("integer", "most processes inside (default 1024)")},
+              {"disk_mb", Prop("integer", "writable disk in MiB (default 1024)")},
+              {"ttl_seconds", Prop("integer", "destroy it after this long (0: never)")},
+              {"idle_timeout_seconds",
+               Prop("integer", "pause it after this long unused (default 300, 0: never)")},
+              {"allow", AllowProp(policy)},
+              {"secrets", SecretsProp(policy)},
+              {"workspace",
+               Prop("string", absl::StrCat("a project directory on this host (absolute path) to "
+                                           "copy into the session at /workspace, with its .git; "
+                                           "the host's copy is never changed. See workspace_diff "
+                                           "and workspace_promote. Only under the directories "
+                                           "the user allows this server: ",
+                                           Offered(policy.workspace_roots())))}}),
+      SessionSchema()};
+  create.run = [schema = create.input_schema, policy](ToolCall& call) {
     Args args(call.arguments(), schema);
     v1::CreateSessionRequest request;
     request.set_image(args.Str("image"));
@@ -480,15 +511,17 @@ std::vector<Tool> AirlockTools() {
     if (args.Has("idle_timeout_seconds")) {
       l->set_idle_timeout_seconds(args.Uint("idle_timeout_seconds", 300, 0, UINT64_MAX));
     }
-    for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
-    AddSecrets(args, request.mutable_secrets());
+    for (const std::string& rule : AllowArgument(args, policy)) request.add_allow(rule);
+    AddSecrets(args, policy, request.mutable_secrets());
     std::string workspace = args.Str("workspace");
     if (!workspace.empty() && args.error().empty()) {
+      absl::StatusOr<std::string> project = policy.Workspace(workspace);
+      if (!project.ok()) return ToolError(std::string(project.status().message()));
       absl::StatusOr<DaemonClient*> client = Client();
       if (!client.ok()) return ToolError(std::string(client.status().message()));
       call.Progress(0, "capturing the workspace");
       absl::StatusOr<std::string> token =
-          UploadWorkspace(**client, workspace, kDefaultWorkspaceMaxBytes);
+          UploadWorkspace(**client, *project, kDefaultWorkspaceMaxBytes);
       if (!token.ok()) return ToolError(std::string(token.status().message()));
       request.set_workspace(*token);
     }
@@ -505,8 +538,8 @@ std::vector<Tool> AirlockTools() {
             "stay for later commands. A paused session is resumed first. Returns exit code, "
             "stdout and stderr.",
             Object(exec_props, {"session_id"}), ExecOutputSchema()};
-  exec.run = [schema = exec.input_schema](ToolCall& call) {
-    return RunCommand(call, schema, true);
+  exec.run = [schema = exec.input_schema, policy](ToolCall& call) {
+    return RunCommand(call, schema, policy, true);
   };
   tools.push_back(exec);
 
@@ -711,17 +744,17 @@ std::vector<Tool> AirlockTools() {
              "operator's ceiling still applies; internal addresses are never reachable unless "
              "the operator allows them.",
              Object({{"session_id", Prop("string", "the session's id")},
-                     {"allow", AllowProp()},
+                     {"allow", AllowProp(policy)},
                      {"ttl_seconds", Prop("integer", "the rules expire after this (0: never)")}},
                     {"session_id", "allow"}),
              Object({{"version", Prop("integer", "the policy's version")},
                      {"rules", {{"type", "array"}, {"items", Prop("string", "")}}}},
                     {"version", "rules"})};
-  allow.run = [schema = allow.input_schema](ToolCall& call) {
+  allow.run = [schema = allow.input_schema, policy](ToolCall& call) {
     Args args(call.arguments(), schema);
     v1::ChangeNetworkRequest request;
     request.set_session_id(args.Str("session_id", true));
-    for (const std::string& rule : args.StrList("allow")) request.add_allow(rule);
+    for (const std::string& rule : AllowArgument(args, policy)) request.add_allow(rule);
     if (request.allow().empty() && args.error().empty()) {
       args.Fail("\"allow\" needs at least one destination, e.g. [\"pypi.org\"]");
     }
@@ -866,7 +899,7 @@ std::vector<Tool> AirlockTools() {
                     "only")}},
              {"session_id"}),
       Object({{"report", Prop("string", "")}}, {"report"})};
-  promote.run = [schema = promote.input_schema](ToolCall& call) {
+  promote.run = [schema = promote.input_schema, policy](ToolCall& call) {
     Args args(call.arguments(), schema);
     std::string id = args.Str("session_id", true);
     PromoteOptions options;
@@ -874,6 +907,9 @@ std::vector<Tool> AirlockTools() {
     options.branch = args.Str("branch");
     options.include_uncommitted = args.Bool("include_uncommitted", false);
     options.sanitize = true;
+    options.check_project = [&policy](const std::string& project) {
+      return policy.Workspace(project).status();
+    };
     if (!args.error().empty()) return ToolError(args.error());
     absl::StatusOr<DaemonClient*> client = Client();
     if (!client.ok()) return ToolError(std::string(client.status().message()));
@@ -892,15 +928,16 @@ std::vector<Tool> AirlockTools() {
                     {"dry_run", Prop("boolean", "only show what would be copied")}},
                    {"session_id"}),
             Object({{"report", Prop("string", "")}}, {"report"})};
-  sync.run = [schema = sync.input_schema](ToolCall& call) {
+  sync.run = [schema = sync.input_schema, policy](ToolCall& call) {
     Args args(call.arguments(), schema);
     std::string id = args.Str("session_id", true);
     bool dry_run = args.Bool("dry_run", false);
     if (!args.error().empty()) return ToolError(args.error());
     absl::StatusOr<DaemonClient*> client = Client();
     if (!client.ok()) return ToolError(std::string(client.status().message()));
-    absl::StatusOr<std::string> report =
-        SyncWorkspace(**client, id, dry_run, kDefaultWorkspaceMaxBytes);
+    absl::StatusOr<std::string> report = SyncWorkspace(
+        **client, id, dry_run, kDefaultWorkspaceMaxBytes,
+        [&policy](const std::string& project) { return policy.Workspace(project).status(); });
     if (!report.ok()) return ToolError(std::string(report.status().message()));
     return ToolResult{{{"report", *report}}, *report, false};
   };

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "src/cli/mcp_policy.h"
 #include "src/mcp/mcp_server.h"
 
 namespace airlock {
@@ -19,7 +20,8 @@ inline constexpr size_t kMaxOutputCap = 1024 * 1024;
 // The most file_read returns: what a reply carries whole, escaped, within a message line.
 inline constexpr size_t kMaxFileToolBytes = 4 * 1024 * 1024;
 
-std::vector<mcp::Tool> AirlockTools();
+// The tools, asking only for what `policy` (the user's configuration) allows.
+std::vector<mcp::Tool> AirlockTools(const McpPolicy& policy);
 
 }  // namespace airlock
 

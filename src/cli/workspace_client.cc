@@ -271,6 +271,9 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
                      "with --workspace DIR"));
   }
   const std::string project = session.workspace().path();
+  if (options.check_project != nullptr) {
+    if (absl::Status s = options.check_project(project); !s.ok()) return s;
+  }
   if (!options.dry_run && !IsGitRepository(project)) {
     return absl::FailedPreconditionError(
         absl::StrCat(project,
@@ -407,7 +410,7 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
 }
 
 absl::StatusOr<std::string> SyncWorkspace(DaemonClient& client, const std::string& id, bool dry_run,
-                                          uint64_t max_bytes) {
+                                          uint64_t max_bytes, const ProjectCheck& check_project) {
   grpc::ClientContext get_context;
   v1::GetWorkspaceRequest get;
   get.set_session_id(id);
@@ -417,6 +420,9 @@ absl::StatusOr<std::string> SyncWorkspace(DaemonClient& client, const std::strin
     return FromGrpc(s);
   }
   const std::string project = info.base().path();
+  if (check_project != nullptr) {
+    if (absl::Status s = check_project(project); !s.ok()) return s;
+  }
   absl::StatusOr<WorkspaceTree> now = DescribeWorkspaceWithTools(project, max_bytes);
   if (!now.ok()) return now.status();
   // What sync considers: files git tracks or does not ignore (all files outside git), never

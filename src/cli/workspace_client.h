@@ -6,6 +6,7 @@
 #define AIRLOCK_CLI_WORKSPACE_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,16 @@ namespace airlock {
 std::string RenderWorkspaceDiff(const std::vector<v1::WorkspaceChange>& changes, bool stat,
                                 bool sanitize);
 
+// Whether a session's project directory on this host may be read or written for this caller
+// (`airlock mcp`'s workspace roots); an error refuses the promote or sync.
+using ProjectCheck = std::function<absl::Status(const std::string& project)>;
+
 struct PromoteOptions {
   std::string branch;  // NAME of airlock/<id>/NAME; empty: the session's branch
   bool include_uncommitted = false;
   bool dry_run = false;
-  bool sanitize = false;  // output to a terminal
+  bool sanitize = false;       // output to a terminal
+  ProjectCheck check_project;  // null: any project
 };
 
 // Brings session `id`'s commits into its project as branch airlock/<id>/<name>, never touching
@@ -46,8 +52,9 @@ struct PromoteOptions {
 
 // Copies host changes since the base into session `id` where it has not changed the path
 // itself; returns the report (copied, conflicts).
-[[nodiscard]] absl::StatusOr<std::string> SyncWorkspace(DaemonClient& client, const std::string& id,
-                                                        bool dry_run, uint64_t max_bytes);
+[[nodiscard]] absl::StatusOr<std::string> SyncWorkspace(
+    DaemonClient& client, const std::string& id, bool dry_run, uint64_t max_bytes,
+    const ProjectCheck& check_project = nullptr);
 
 // Text from a guest made safe for a terminal: control characters but newline and tab as '?'.
 std::string SanitizeForTerminal(const std::string& text);

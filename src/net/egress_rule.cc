@@ -282,6 +282,30 @@ bool EgressRule::MatchesAddress(const IpAddress& address) const {
   return kind == Kind::kAddress && (prefix.Contains(address) || prefix.Contains(Unmapped(address)));
 }
 
+bool EgressRule::Covers(const EgressRule& other) const {
+  if (other.raw && !raw) return false;
+  if (!ports.empty()) {
+    if (other.ports.empty()) return false;
+    for (uint16_t port : other.ports) {
+      if (!MatchesPort(port)) return false;
+    }
+  }
+  switch (other.kind) {
+    case Kind::kName:
+      return MatchesName(other.name);
+    case Kind::kNameSuffix:
+      // Names strictly below other.name: below this suffix too if other.name is this suffix or
+      // a name below it.
+      return kind == Kind::kAnyName ||
+             (kind == Kind::kNameSuffix && (other.name == name || MatchesName(other.name)));
+    case Kind::kAddress:
+      return kind == Kind::kAddress && prefix.Contains(other.prefix);
+    case Kind::kAnyName:
+      return kind == Kind::kAnyName;
+  }
+  return false;
+}
+
 bool EgressRule::MatchesPort(uint16_t port) const {
   return ports.empty() || std::find(ports.begin(), ports.end(), port) != ports.end();
 }

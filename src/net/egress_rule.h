@@ -66,6 +66,10 @@ struct EgressRule {
   // For kAddress rules; an IPv4-mapped address matches as its IPv4 address.
   bool MatchesAddress(const IpAddress& address) const;
   bool MatchesPort(uint16_t port) const;
+  // Whether every destination `other` allows, this rule allows too (and carries it as checked
+  // as `other` asks: a raw rule is covered only by a raw one). For a rule asked for inside a
+  // configured set, such as a model's --allow inside what the user gave `airlock mcp`.
+  bool Covers(const EgressRule& other) const;
 
   // Canonical text: "pypi.org" (the default ports are not written), "*.example.com:8443",
   // "10.20.0.0/16:5432", "10.20.1.5", "[2001:db8::]/32:443", "api.x.com:*", "*:*". Ports that

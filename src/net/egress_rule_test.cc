@@ -156,6 +156,41 @@ TEST(EgressRuleTest, MatchesPortsAndAddresses) {
   EXPECT_FALSE(Parse("pypi.org").MatchesAddress(*IpAddress::Parse("10.20.3.4")));
 }
 
+TEST(EgressRuleTest, ARuleCoversOnlyWhatItAllowsItself) {
+  // /raw only in a session's rules, "*" only in the ceiling's.
+  auto parse = [](std::string_view text) {
+    return Parse(text, text.ends_with("/raw") ? RuleContext::kSession : RuleContext::kCeilingAllow);
+  };
+  auto covers = [&](std::string_view wide, std::string_view narrow) {
+    return parse(wide).Covers(parse(narrow));
+  };
+  EXPECT_TRUE(covers("pypi.org", "pypi.org"));
+  EXPECT_TRUE(covers("pypi.org", "pypi.org:443"));
+  EXPECT_FALSE(covers("pypi.org:443", "pypi.org"));  // 80 too
+  EXPECT_FALSE(covers("pypi.org", "pypi.org:8080"));
+  EXPECT_FALSE(covers("pypi.org", "pypi.org:*"));
+  EXPECT_TRUE(covers("pypi.org:*", "pypi.org:8080"));
+  EXPECT_FALSE(covers("pypi.org", "evil.org"));
+  EXPECT_FALSE(covers("pypi.org", "*.pypi.org"));
+  EXPECT_TRUE(covers("*.example.com", "api.example.com"));
+  EXPECT_TRUE(covers("*.example.com", "*.example.com"));
+  EXPECT_TRUE(covers("*.example.com", "*.eu.example.com"));
+  EXPECT_FALSE(covers("*.example.com", "example.com"));
+  EXPECT_FALSE(covers("*.eu.example.com", "*.example.com"));
+  EXPECT_FALSE(covers("*.example.com", "api.example.com.evil.org"));
+  EXPECT_TRUE(covers("*", "anything.org"));
+  EXPECT_TRUE(covers("*", "*.anything.org"));
+  EXPECT_FALSE(covers("*", "10.0.0.1"));  // names only
+  EXPECT_TRUE(covers("10.20.0.0/16", "10.20.3.0/24"));
+  EXPECT_TRUE(covers("10.20.0.0/16", "10.20.3.4"));
+  EXPECT_FALSE(covers("10.20.3.0/24", "10.20.0.0/16"));
+  EXPECT_FALSE(covers("10.20.0.0/16", "api.example.com"));
+  EXPECT_FALSE(covers("api.example.com", "10.20.3.4"));
+  EXPECT_FALSE(covers("git.example.com", "git.example.com/raw"));
+  EXPECT_TRUE(covers("git.example.com/raw", "git.example.com/raw"));
+  EXPECT_TRUE(covers("git.example.com/raw", "git.example.com"));
+}
+
 TEST(EgressRuleTest, MalformedRulesSayWhatToWriteInstead) {
   EXPECT_EQ(Error("*foo"),
             "\"*foo\": a wildcard must be \"*.\" followed by a domain, as in *.example.com");

@@ -36,10 +36,16 @@ const web = http.createServer((req, res) => {
 await new Promise((r) => web.listen(0, '127.0.0.1', r));
 const webPort = web.address().port;
 
+// What the user lets the model use (airlock mcp's flags): this web server, two secrets bound to
+// it, and projects under one directory.
+const projects = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcp-projects-'));
 const stderrLines = [];
 const transport = new StdioClientTransport({
   command: airlock,
-  args: ['mcp'],
+  args: ['mcp', '--allow', `web.test:${webPort}`,
+         '--secret', 'API_KEY=env:MCP_TEST_SECRET@web.test',
+         '--secret', 'UNSET_KEY=env:MCP_TEST_UNSET@web.test',
+         '--workspace-root', projects],
   // The SDK passes only a few variables by default: give the server what it needs explicitly.
   env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
          AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
@@ -65,6 +71,7 @@ after(async () => {
     }
   }
   fs.rmSync(home, { recursive: true, force: true });
+  fs.rmSync(projects, { recursive: true, force: true });
 });
 
 async function call(name, args, options) {
@@ -142,15 +149,45 @@ test('secrets go by reference: the code and the model see only a placeholder', a
     'urllib.request.urlopen(r, timeout=20).read()',
   ].join('\n');
   const r = await ok('run_code', { code, allow: [`web.test:${webPort}`],
-                                   secrets: [`API_KEY=env:MCP_TEST_SECRET@web.test`] });
+                                   secrets: ['API_KEY'] });
   assert.equal(r.exit_code, 0, r.stderr);
   assert.match(r.stdout, /^AIRLOCK_PLACEHOLDER_\w+\n$/);
   // Plain HTTP: the value is never swapped in there, and nothing returned holds it.
   assert.equal(seenAuth.at(-1), r.stdout.trim());
   assert.ok(!JSON.stringify(r).includes('mcp-secret-value-do-not-leak'));
-  const bad = await call('run_code', { code: 'print(1)', secrets: ['API_KEY=env:MCP_TEST_UNSET@web.test'] });
+  const bad = await call('run_code', { code: 'print(1)', secrets: ['UNSET_KEY'] });
   assert.equal(bad.isError, true);
   assert.match(bad.content[0].text, /MCP_TEST_UNSET is not set/);
+});
+
+test('a prompt-injected model gets only what the user configured, and is told who can change it', async () => {
+  // Its own source and host for a secret, a file of the user's, a wider destination.
+  for (const secrets of [['API_KEY=env:MCP_TEST_SECRET@evil.test'], ['X=file:/etc/shadow@web.test'],
+                         ['NOT_CONFIGURED']]) {
+    const r = await call('run_code', { code: 'print(1)', secrets, allow: ['evil.test'] });
+    assert.equal(r.isError, true, JSON.stringify(secrets));
+  }
+  const secret = await call('run_code', { code: 'print(1)', secrets: ['X=file:/etc/shadow@web.test'] });
+  assert.match(secret.content[0].text, /not one this MCP server offers \(API_KEY \(to web\.test\), UNSET_KEY/);
+  assert.match(secret.content[0].text, /airlock mcp --secret/);
+  const wider = await call('run_code', { code: 'print(1)', allow: ['evil.test'] });
+  assert.equal(wider.isError, true);
+  assert.match(wider.content[0].text, /airlock mcp --allow evil\.test/);
+  const session = await ok('session_create', {});
+  const widen = await call('network_allow', { session_id: session.id, allow: [`web.test:${webPort}`, '10.0.0.0/8'] });
+  assert.equal(widen.isError, true);
+  assert.match(widen.content[0].text, /outside the egress this MCP server allows/);
+  assert.deepEqual((await ok('network_allow', { session_id: session.id, allow: [`web.test:${webPort}`] })).rules,
+                   [`allow web.test:${webPort}`]);
+  await ok('session_remove', { session_id: session.id });
+  // A directory of the user's that is not under --workspace-root: never copied into a guest.
+  const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcp-private-'));
+  for (const workspace of [outside, path.join(projects, '..', path.basename(outside))]) {
+    const r = await call('session_create', { workspace });
+    assert.equal(r.isError, true, workspace);
+    assert.match(r.content[0].text, /not under a workspace root of this MCP server.*--workspace-root/s);
+  }
+  fs.rmSync(outside, { recursive: true });
 });
 
 test('hostile output never corrupts the protocol and is reported truncated', async () => {
@@ -257,7 +294,7 @@ test('a session: files, commands, pause, resume, fork, logs, metrics, removal', 
 });
 
 test('a workspace: the project in, a diff, a promotion only when asked', async () => {
-  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcp-ws-'));
+  const project = fs.mkdtempSync(path.join(projects, 'ws-'));
   const git = (...args) => execFileSync('git', ['-C', project, '-c', 'user.name=T',
                                                 '-c', 'user.email=t@example.com', ...args],
                                         { encoding: 'utf8' }).trim();
