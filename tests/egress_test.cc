@@ -133,6 +133,34 @@ TEST(EgressTest, NoNetworkByDefaultAndDenialsSayWhy) {
   RunAirlock({"rm", id});
 }
 
+// A guest chooses the names it asks for and the output it prints: neither may drive the
+// terminal of the user who reads the logs (colour, a window title, a carriage return that
+// rewrites a line). The C library refuses to ask for such names, so the guest builds the DNS
+// question itself.
+TEST(EgressTest, WhatAGuestChoseIsShownEscapedNeverRaw) {
+  std::string id = CreateSession({});
+  Result r = RunAirlock(
+      {"exec", id, "--", "python3", "-c",
+       "import socket, struct\n"
+       "name = b'\\x1b]0;pwned\\x07evil.test'\n"
+       "labels = b''.join(bytes([len(l)]) + l for l in name.split(b'.')) + b'\\0'\n"
+       "q = struct.pack('>6H', 7, 0x100, 1, 0, 0, 0) + labels + struct.pack('>2H', 1, 1)\n"
+       "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(10)\n"
+       "s.sendto(q, ('127.0.0.1', 53))\n"
+       "try: s.recv(512)\n"
+       "except OSError: pass\n"
+       "print('\\x1b[31mred\\rforged')\n"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string log = WaitFor({"network", "log", id}, "evil.test");
+  EXPECT_NE(log.find("\\x1b]0;pwned\\x07evil.test"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  std::string logs = WaitFor({"logs", id}, "forged");
+  EXPECT_NE(logs.find("\\x1b[31mred\\x0dforged"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find('\x1b'), std::string::npos) << logs;
+  EXPECT_EQ(logs.find('\r'), std::string::npos) << logs;
+  RunAirlock({"rm", id});
+}
+
 TEST(EgressTest, AnAllowedNameReachesItsServerAndNothingElse) {
   LoopbackHttpServer web("hello from the host");
   std::string port = std::to_string(web.port());

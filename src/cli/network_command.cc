@@ -10,6 +10,7 @@
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/session_json.h"
+#include "src/common/utf8.h"
 #include "src/net/egress_rule.h"
 
 namespace airlock {
@@ -108,11 +109,13 @@ int Log(const v1::NetworkLogRequest& request, bool json) {
       std::string address = e.name().empty() || e.address().empty() ? "-" : e.address();
       std::string verdict = e.allowed() ? absl::StrCat("allowed by ", e.rule()) : "denied";
       if (e.kind() == "secret") verdict = absl::StrCat(e.allowed() ? "sent " : "", e.rule());
+      // The name and what is said of it come from the guest: escaped, never raw.
       std::printf("%s %-7s %-40s %-15s %8llu %8llu %s%s%s\n", FormatUnixMs(e.unix_ms()).c_str(),
-                  e.kind().c_str(), where.c_str(), address.c_str(),
+                  EscapeForTerminal(e.kind()).c_str(), EscapeForTerminal(where).c_str(),
+                  EscapeForTerminal(address).c_str(),
                   static_cast<unsigned long long>(e.bytes_out()),
-                  static_cast<unsigned long long>(e.bytes_in()), verdict.c_str(),
-                  e.reason().empty() ? "" : ": ", e.reason().c_str());
+                  static_cast<unsigned long long>(e.bytes_in()), EscapeForTerminal(verdict).c_str(),
+                  e.reason().empty() ? "" : ": ", EscapeForTerminal(e.reason()).c_str());
     }
     std::fflush(stdout);
   }

@@ -23,6 +23,7 @@
 #include "src/cli/session_json.h"
 #include "src/cli/session_options.h"
 #include "src/cli/workspace_client.h"
+#include "src/common/utf8.h"
 #include "src/net/egress_rule.h"
 #include "src/workspace/workspace_capture.h"
 
@@ -292,8 +293,9 @@ int Logs(const v1::LogsRequest& request) {
     do {
       size_t end = data.find('\n', start);
       std::string line = data.substr(start, end == std::string::npos ? end : end - start);
+      // A guest's output, with what could drive the terminal or forge a line escaped.
       std::printf("%s.%03dZ %s %s\n", when, static_cast<int>(entry.unix_ms() % 1000), tag,
-                  line.c_str());
+                  EscapeForTerminal(line).c_str());
       start = end == std::string::npos ? end : end + 1;
     } while (start != std::string::npos);
     std::fflush(stdout);

@@ -34,6 +34,32 @@ size_t Utf8Length(std::string_view s, size_t i) {
 
 }  // namespace
 
+std::string EscapeForTerminal(std::string_view bytes, bool keep_newlines) {
+  std::string out;
+  out.reserve(bytes.size());
+  auto escape = [&out](std::string_view raw) {
+    for (unsigned char c : raw) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  };
+  for (size_t i = 0; i < bytes.size();) {
+    size_t n = Utf8Length(bytes, i);
+    std::string_view one = bytes.substr(i, n == 0 ? 1 : n);
+    unsigned char c = static_cast<unsigned char>(one[0]);
+    bool control = n == 1 ? (c < 0x20 && c != '\t' && !(keep_newlines && c == '\n')) || c == 0x7f
+                          : n == 2 && c == 0xc2 && static_cast<unsigned char>(one[1]) < 0xa0;
+    if (n == 0 || control) {
+      escape(one);
+    } else {
+      out.append(one);
+    }
+    i += one.size();
+  }
+  return out;
+}
+
 std::string EscapeInvalidUtf8(std::string_view bytes, bool* escaped, std::string_view marker) {
   std::string out;
   out.reserve(bytes.size());
