@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -28,6 +29,29 @@ void KillDaemon() {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i) usleep(50000);
+}
+
+// An airlockd started from a shell (here: by the CLI, with this test's limits) takes the hard
+// open-file limit: its sessions' egress connections are all its own descriptors.
+TEST(DaemonFaultTest, TheDaemonTakesTheHardOpenFileLimit) {
+  ASSERT_EQ(RunAirlock({"ls"}).exit_code, 0);
+  rlimit before;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = {256, 4096};
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  KillDaemon();
+  Result r = RunAirlock({"ls"});  // a new airlockd, started with the limits above
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream limits("/proc/" + std::to_string(DaemonPid()) + "/limits");
+  std::string line;
+  while (std::getline(limits, line) && line.rfind("Max open files", 0) != 0) {
+  }
+  // "Max open files  SOFT  HARD  files"
+  std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  ASSERT_EQ(words.size(), 6u) << line;
+  EXPECT_EQ(words[3], "4096") << line;
+  EXPECT_EQ(words[4], "4096") << line;
 }
 
 std::string SessionLine(const std::string& ls, const std::string& id) {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -155,6 +156,15 @@ int main(int argc, char** argv) {
   prctl(PR_SET_DUMPABLE, 0);
   rlimit no_core = {0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
+  // Every session's egress connections are descriptors of this one process: the soft limit a
+  // shell hands down (often 1024) would run out for every tenant at once, so take the hard one.
+  if (rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      airlock::LogWarning(absl::StrCat("could not raise the open-file limit to ", files.rlim_max,
+                                       ": ", strerror(errno)));
+    }
+  }
   const char* env_socket = std::getenv("AIRLOCK_SOCKET");
   std::string socket_path = env_socket ? env_socket : "/run/airlock/airlockd.sock";
   std::string group = "airlock";
