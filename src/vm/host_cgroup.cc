@@ -6,7 +6,11 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 
@@ -132,6 +136,32 @@ absl::Status HostCgroup::SetBackground(bool background) {
     if (absl::Status s = WriteValue(dir + "/" + file, value); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+uint64_t OomKillsIn(const std::string& events) {
+  for (absl::string_view line : absl::StrSplit(events, '\n')) {
+    uint64_t n = 0;
+    if (absl::ConsumePrefix(&line, "oom_kill ") && absl::SimpleAtoi(line, &n)) return n;
+  }
+  return 0;
+}
+
+HostCgroup::OomRecord HostCgroup::Oom() const {
+  OomRecord record;
+  for (const std::string& dir : dirs_) {
+    for (const char* events : {"memory.events", "memory.oom_control"}) {
+      absl::StatusOr<std::string> text = ReadFileToString(absl::StrCat(dir, "/", events), 4096);
+      if (text.ok()) record.kills += OomKillsIn(*text);
+    }
+    for (const char* limit : {"memory.max", "memory.limit_in_bytes"}) {
+      absl::StatusOr<std::string> text = ReadFileToString(absl::StrCat(dir, "/", limit), 64);
+      uint64_t n = 0;
+      if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &n)) {
+        record.limit_bytes = n;
+      }
+    }
+  }
+  return record;
 }
 
 std::vector<int> HostCgroup::procs_fds() const {

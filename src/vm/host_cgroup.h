@@ -44,6 +44,15 @@ class HostCgroup {
   // Changes HostCgroupLimits::background.
   [[nodiscard]] absl::Status SetBackground(bool background);
 
+  // How often the kernel killed a process of this cgroup for passing its memory limit (v2's
+  // memory.events, v1's memory.oom_control), and the limit; 0s where unknown. For telling a
+  // user why a VM died rather than only "killed by signal 9".
+  struct OomRecord {
+    uint64_t kills = 0;
+    uint64_t limit_bytes = 0;
+  };
+  OomRecord Oom() const;
+
   // cgroup.procs of every hierarchy, open for writing.
   std::vector<int> procs_fds() const;
   // The directories, for `airlock ps` and tests.
@@ -54,6 +63,9 @@ class HostCgroup {
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
 };
+
+// The count after "oom_kill " in the text of memory.events or memory.oom_control; 0 if absent.
+uint64_t OomKillsIn(const std::string& events);
 
 }  // namespace airlock
 

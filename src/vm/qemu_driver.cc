@@ -533,6 +533,14 @@ class QemuVm : public Vm {
     if (info.si_code == CLD_EXITED) {
       return absl::StrCat("the VM process exited with status ", info.si_status);
     }
+    if (info.si_status == SIGKILL && cgroup_ != nullptr) {
+      if (HostCgroup::OomRecord oom = cgroup_->Oom(); oom.kills > 0) {
+        return absl::StrCat(
+            "the host killed the VM process: it used all the memory its host cgroup allows (",
+            oom.limit_bytes > 0 ? absl::StrCat(oom.limit_bytes >> 20, " MiB: ") : "",
+            "guest RAM and the VMM's own)");
+      }
+    }
     return absl::StrCat("the VM process was killed by signal ", info.si_status, " (",
                         sigabbrev_np(info.si_status) ? sigabbrev_np(info.si_status) : "?", ")");
   }
