@@ -80,7 +80,7 @@ fuzz_one() {
 export -f fuzz_one
 export fuzz_seconds
 # build-asan/NAME_fuzz: one link to airlock_fuzz per target.
-for fuzzer in build-asan/*_fuzz; do [ -L "$fuzzer" ] && basename "$fuzzer" _fuzz; done |
+for fuzzer in build-asan/*_fuzz; do if [ -L "$fuzzer" ]; then basename "$fuzzer" _fuzz; fi; done |
   xargs -P "$jobs" -I{} bash -c 'fuzz_one {}'
 
 phase "build (plain): VM tests, SDKs"
