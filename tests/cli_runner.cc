@@ -119,13 +119,37 @@ Result Airlock::Finish() {
   return result_;
 }
 
-std::vector<pid_t> QemuPids() {
+namespace {
+
+// Whether process pid has a file open whose path starts with prefix.
+bool HasFileUnder(const std::string& pid, const std::string& prefix) {
+  std::string fds = "/proc/" + pid + "/fd";
+  DIR* dir = opendir(fds.c_str());
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (dirent* e = readdir(dir)) {
+    char target[4096];
+    ssize_t n = readlink((fds + "/" + e->d_name).c_str(), target, sizeof(target));
+    if (n > 0 && std::string_view(target, static_cast<size_t>(n)).starts_with(prefix)) {
+      found = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace
+
+std::vector<pid_t> QemuPids(const std::string& home) {
+  std::string under = (home.empty() ? DefaultHostPaths().home : home) + "/";
   std::vector<pid_t> pids;
   DIR* proc = opendir("/proc");
   while (dirent* e = readdir(proc)) {
     std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
     std::string name;
     if (!(comm >> name) || name.rfind("qemu-system", 0) != 0) continue;
+    if (!HasFileUnder(e->d_name, under)) continue;
     // An ended VM whose parent (init, once airlockd is gone) has not reaped it yet is no VM.
     std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
     std::string line;

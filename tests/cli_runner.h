@@ -50,9 +50,11 @@ class Airlock {
   bool discard_stdout_ = false;
 };
 
-// QEMU processes on this host, by pid (the suites run their VMs one at a time).
-std::vector<pid_t> QemuPids();
-// Waits (at most 10 s) until no QEMU is left; returns how many remain.
+// QEMU processes of the daemons whose homes are under `home` (default: this test's daemon), by
+// pid: those with a file open beneath it (their log, image, disks), so that VMs of other
+// daemons on the host (another suite's, the host's own airlockd) never count.
+std::vector<pid_t> QemuPids(const std::string& home = "");
+// Waits (at most 10 s) until no QEMU of this test's daemon is left; returns how many remain.
 int QemuLeftAfterWaiting();
 // The QEMU of a session (from `airlock ps --json` as `as`), 0 if it has none.
 pid_t QemuPidOf(const std::string& id, RunAs as = {});

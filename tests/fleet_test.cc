@@ -151,7 +151,6 @@ void FlipByte(const std::string& path, off_t at) {
 }
 
 TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOver) {
-  std::vector<pid_t> others = QemuPids();  // VMs not this test's (another daemon's)
   testing::TempDir dir;
   testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
   ASSERT_TRUE(s3.running()) << s3.Log();
@@ -252,13 +251,7 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
 
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
   a.Stop(SIGTERM);
-  auto ours = [&] {
-    std::vector<pid_t> left;
-    for (pid_t pid : QemuPids()) {
-      if (std::find(others.begin(), others.end(), pid) == others.end()) left.push_back(pid);
-    }
-    return left;
-  };
+  auto ours = [&] { return QemuPids(dir.path()); };  // both hosts' homes are under it
   for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);
   EXPECT_TRUE(ours().empty());
 }
