@@ -11,6 +11,7 @@ accel=$($airlock doctor | sed -n 's/^accelerator: \([a-z]*\).*/\1/p')
 if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel tcg,tb-size=256 -cpu max); fi
 
 . bench/timing.sh
+ninja --quiet -C build bench-initramfs
 
 run_times=() boot_times=()
 for _ in $(seq "$rounds"); do
