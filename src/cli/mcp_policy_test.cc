@@ -54,7 +54,7 @@ TEST(McpPolicyTest, EgressStaysWithinTheConfiguredRulesAndTheSecretsHosts) {
   EXPECT_TRUE(policy.CheckAllow("files.pythonhosted.org").ok());
   EXPECT_TRUE(policy.CheckAllow("api.github.com").ok());
   for (const char* wider :
-       {"evil.example", "pypi.org:22", "*.org", "pypi.org/raw", "10.0.0.0/8", "github.com"}) {
+       {"evil.example", "pypi.org:22", "*.pypi.org", "pypi.org/raw", "10.0.0.0/8", "github.com"}) {
     EXPECT_EQ(policy.CheckAllow(wider).code(), absl::StatusCode::kPermissionDenied) << wider;
   }
   EXPECT_EQ(policy.CheckAllow("*foo").code(), absl::StatusCode::kInvalidArgument);
