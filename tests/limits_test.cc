@@ -68,8 +68,11 @@ TEST_F(LimitsTest, ForkBombIsCappedByThePidsLimit) {
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2) << r.exit_code;
   r = RunAirlock({"exec", id, "--", "sh", "-c", "cat /sys/fs/cgroup/airlock/pids.max"});
   // Either it runs (the bomb left room) or it fails to fork with a message: never a hang.
-  if (r.exit_code == 0) EXPECT_EQ(r.out, "64\n");
-  if (r.exit_code != 0) EXPECT_FALSE(r.err.empty());
+  if (r.exit_code == 0) {
+    EXPECT_EQ(r.out, "64\n");
+  } else {
+    EXPECT_FALSE(r.err.empty());
+  }
   EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
   ExpectUnaffected();
 }
