@@ -305,7 +305,10 @@ class SessionTest(unittest.TestCase):
                 s.exec(["true"], env={"A": 1})
             with self.assertRaises(airlock.InvalidArgument):
                 s.fork(0)
-            with s.exec_stream(["sleep", "300"]) as busy:
+            with s.exec_stream(["sh", "-c", "echo started; exec sleep 300"]) as busy:
+                # The call is under way once its first output is here (the stream is opened
+                # asynchronously: a pause before that has nothing to refuse for).
+                next(iter(busy))
                 with self.assertRaises(airlock.FailedPrecondition) as pausing:
                     s.pause()
                 self.assertNotIsInstance(pausing.exception, airlock.SessionFailed)
