@@ -181,7 +181,9 @@ TEST(SnapshotTest, AChangedOrTruncatedSnapshotIsRefusedNeverLoaded) {
     bool truncate = std::string(file) == "disk.ext4";
     std::string id = Create();
     ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
-    if (std::string(file) == "memory") ASSERT_TRUE(WaitForMemoryApart(id));
+    if (std::string(file) == "memory") {
+      ASSERT_TRUE(WaitForMemoryApart(id));
+    }
     std::string victim = SnapshotDir(id) + "/" + file;
     int fd = open(victim.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
