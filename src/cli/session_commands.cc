@@ -280,6 +280,7 @@ int Logs(const v1::LogsRequest& request) {
   std::unique_ptr<grpc::ClientReader<v1::LogEntry>> reader =
       client->sessions->Logs(&context, request);
   v1::LogEntry entry;
+  const bool tty = isatty(STDOUT_FILENO);
   while (reader->Read(&entry)) {
     time_t t = static_cast<time_t>(entry.unix_ms() / 1000);
     char when[32];
@@ -293,9 +294,13 @@ int Logs(const v1::LogsRequest& request) {
     do {
       size_t end = data.find('\n', start);
       std::string line = data.substr(start, end == std::string::npos ? end : end - start);
-      // A guest's output, with what could drive the terminal or forge a line escaped.
+      // airlockd's own entries quote what a guest chose (a DNS name): always escaped. Command
+      // output is escaped on a terminal, where it could drive it or forge a line, and kept as
+      // it was otherwise (a file, a pipe).
+      bool escape = tty || (entry.stream() != v1::LogEntry::STREAM_STDOUT &&
+                            entry.stream() != v1::LogEntry::STREAM_STDERR);
       std::printf("%s.%03dZ %s %s\n", when, static_cast<int>(entry.unix_ms() % 1000), tag,
-                  EscapeForTerminal(line).c_str());
+                  escape ? EscapeForTerminal(line).c_str() : line.c_str());
       start = end == std::string::npos ? end : end + 1;
     } while (start != std::string::npos);
     std::fflush(stdout);
@@ -622,7 +627,8 @@ void AddSessionCommands(Cli& cli) {
                          [logs] { return Logs(*logs); });
   lg->footer(
       "Prints the output of every command of session ID with timestamps (also after it\n"
-      "stopped).");
+      "stopped). On a terminal, control characters in it are shown as \\xNN, so that a\n"
+      "guest's output cannot drive the terminal; into a file or a pipe it goes as it was.");
   AddSessionId(lg, [logs](const std::string& v) { logs->set_session_id(v); });
   lg->add_flag_function(
       "-f,--follow", [logs](int64_t) { logs->set_follow(true); },
