@@ -153,15 +153,33 @@ QuotaReservations::Hold& QuotaReservations::Hold::operator=(Hold&& other) noexce
   return *this;
 }
 
-void QuotaReservations::Hold::Settle(const QuotaAmounts& visible) {
-  if (owner_ == nullptr) return;
+namespace {
+
+// What of `held` a hold gives back for `visible`, taken off `held`.
+QuotaAmounts TakeVisible(QuotaAmounts& held, const QuotaAmounts& visible) {
   QuotaAmounts give;
   for (const Field& f : Fields()) {
     if (f.amount == nullptr) continue;
-    give.*(f.amount) = std::min(held_.*(f.amount), visible.*(f.amount));
-    held_.*(f.amount) -= give.*(f.amount);
+    give.*(f.amount) = std::min(held.*(f.amount), visible.*(f.amount));
+    held.*(f.amount) -= give.*(f.amount);
   }
-  owner_->Give(tenant_, give);
+  return give;
+}
+
+}  // namespace
+
+void QuotaReservations::Hold::Settle(const QuotaAmounts& visible) {
+  if (owner_ == nullptr) return;
+  owner_->Give(tenant_, TakeVisible(held_, visible));
+}
+
+absl::Status QuotaReservations::Hold::SettleWith(const QuotaAmounts& visible,
+                                                 const std::function<absl::Status()>& record) {
+  if (owner_ == nullptr) return record();
+  std::lock_guard<std::mutex> lock(owner_->mu_);
+  absl::Status recorded = record();
+  if (recorded.ok()) owner_->GiveLocked(tenant_, TakeVisible(held_, visible));
+  return recorded;
 }
 
 void QuotaReservations::Hold::Release() {
@@ -199,6 +217,10 @@ QuotaAmounts QuotaReservations::Held(const std::string& tenant) {
 
 void QuotaReservations::Give(const std::string& tenant, const QuotaAmounts& amounts) {
   std::lock_guard<std::mutex> lock(mu_);
+  GiveLocked(tenant, amounts);
+}
+
+void QuotaReservations::GiveLocked(const std::string& tenant, const QuotaAmounts& amounts) {
   QuotaAmounts& held = held_[tenant];
   for (const Field& f : Fields()) {
     if (f.amount == nullptr) continue;

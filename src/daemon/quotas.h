@@ -78,6 +78,12 @@ class QuotaReservations {
     ~Hold() { Release(); }
     // The part the state store now shows (the sessions' records exist) is no longer held.
     void Settle(const QuotaAmounts& visible);
+    // Runs `record`, which makes `visible` show in the state store (a session's record, a
+    // state that now counts as running), and on success settles it in the same step, under the
+    // lock Admit checks under: no request in between counts it twice, once held and once in
+    // the store (a burst of creates was refused below its quota so). Returns record's status.
+    absl::Status SettleWith(const QuotaAmounts& visible,
+                            const std::function<absl::Status()>& record);
     void Release();
 
    private:
@@ -96,6 +102,7 @@ class QuotaReservations {
 
  private:
   void Give(const std::string& tenant, const QuotaAmounts& amounts);
+  void GiveLocked(const std::string& tenant, const QuotaAmounts& amounts);
   std::mutex mu_;
   std::map<std::string, QuotaAmounts> held_;
 };

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 namespace airlock {
 namespace {
 
@@ -78,6 +82,31 @@ TEST(QuotasTest, RequestsUnderWayHoldTheirShareUntilTheStoreShowsIt) {
   b->Release();
   EXPECT_TRUE(reservations.Admit("t", quota, usage, {.running = 1}).ok());
   EXPECT_EQ(reservations.Held("t").running, 0u);
+}
+
+// The moment a request's session shows in the store and its hold goes is one step for every
+// other request: none sees it twice (stored and held) and is refused below the quota.
+TEST(QuotasTest, ARequestRecordingItsSessionIsNeverCountedTwice) {
+  Quota quota;
+  quota.limits.running = 2;
+  QuotaReservations reservations;
+  std::atomic<uint64_t> stored{0};
+  auto usage = [&] { return QuotaAmounts{.running = stored.load()}; };
+  absl::StatusOr<QuotaReservations::Hold> a = reservations.Admit("t", quota, usage, {.running = 1});
+  ASSERT_TRUE(a.ok());
+  absl::StatusOr<QuotaReservations::Hold> b = absl::UnknownError("not asked");
+  std::thread other;
+  absl::Status recorded = a->SettleWith({.running = 1}, [&] {
+    stored = 1;
+    // Another request asks while this one's record is made and its hold not yet given back.
+    other = std::thread([&] { b = reservations.Admit("t", quota, usage, {.running = 1}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return absl::OkStatus();
+  });
+  other.join();
+  EXPECT_TRUE(recorded.ok());
+  EXPECT_TRUE(b.ok()) << b.status();              // 1 stored + 1 asked: within 2
+  EXPECT_EQ(reservations.Held("t").running, 1u);  // b's
 }
 
 }  // namespace

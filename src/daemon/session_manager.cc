@@ -826,11 +826,12 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
     s.secrets = *std::move(grants);
   }
   if (workspace != nullptr) s.workspace = workspace->base;
-  if (absl::Status st = store_->CreateSession(who, s); !st.ok()) {
+  if (absl::Status st =
+          admitted->SettleWith(NewSession(*limits), [&] { return store_->CreateSession(who, s); });
+      !st.ok()) {
     secrets_->Forget(s.id);
     return st;
   }
-  admitted->Release();
 
   absl::Status installed =
       workspace != nullptr ? InstallWorkspace(s.id, *workspace) : absl::OkStatus();
@@ -1389,9 +1390,12 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(running, *std::move(vm), *image);
   if (!made.ok()) return made.status();
   std::shared_ptr<LiveSession> live = *std::move(made);
-  if (absl::Status st =
-          store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning, "",
-                                  live->record.pid, "session.resume");
+  if (absl::Status st = admitted->SettleWith(
+          adding,
+          [&] {
+            return store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning,
+                                           "", live->record.pid, "session.resume");
+          });
       !st.ok()) {
     return st;
   }
@@ -1513,8 +1517,10 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.reason.clear();
     s.pid = 0;
     s.created_ms = s.last_used_ms = NowMs();
-    if (absl::Status st = store_->CreateSession(who, s); !st.ok()) return undo(st);
-    admitted->Settle(each);
+    if (absl::Status st = admitted->SettleWith(each, [&] { return store_->CreateSession(who, s); });
+        !st.ok()) {
+      return undo(st);
+    }
     records.push_back(s);
     made.push_back(s);
     if (s.workspace.present()) {
