@@ -1,5 +1,6 @@
 #include "src/image/npm_spec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -28,6 +29,14 @@ absl::Status ValidateNpmSpec(const std::string& spec) {
     if (!absl::ascii_isalnum(c) && !strchr("@/._-~^<>=*+", c)) {
       return refuse("has a character a package name or version cannot have");
     }
+  }
+  // npm reads USER/REPO as a GitHub repository: only a scope's name has a slash, once.
+  bool scoped = spec[0] == '@';
+  size_t name_end = spec.find('@', scoped ? 1 : 0);
+  std::string name = spec.substr(0, name_end);
+  size_t slashes = std::count(spec.begin(), spec.end(), '/');
+  if (slashes != (scoped ? 1u : 0u) || (scoped && name.find('/') == std::string::npos)) {
+    return refuse("is a GitHub repository (USER/REPO), not a package of the registry");
   }
   return absl::OkStatus();
 }

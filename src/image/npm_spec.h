@@ -11,8 +11,9 @@
 namespace airlock {
 
 // A package from the registry, as npm takes it: NAME or @SCOPE/NAME, optionally @VERSION or
-// @TAG or a range. Paths, URLs and git references are refused (they would read from the host
-// or somewhere else than the registry), as is anything that npm could take for an option.
+// @TAG or a range. Paths, URLs, git references and GitHub's USER/REPO shorthand are refused
+// (they would read from the host or somewhere else than the registry), as is anything that npm
+// could take for an option.
 [[nodiscard]] absl::Status ValidateNpmSpec(const std::string& spec);
 
 }  // namespace airlock
