@@ -3,8 +3,10 @@
 // certificate, or over the Unix socket as a uid named by airlockd --operator (or root). It keeps
 // the last four minutes of what airlockd reports in memory (DashboardState) and serves one page
 // over HTTPS only; nothing is written to disk and nothing on the page changes anything.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <pthread.h>
@@ -45,6 +47,15 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// "localhost", or an address of 127.0.0.0/8 or ::1.
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 int Fail(const std::string& message, int code = 1) {
@@ -241,6 +252,16 @@ int Serve(const Options& o) {
       std::fprintf(stderr, "airlock dashboard: warning: %s can be read by others; chmod 600 it\n",
                    o.token_file.c_str());
     }
+  }
+
+  // Without a token anyone who reaches the page sees every tenant's sessions: only this
+  // machine may.
+  if (token.empty() && !IsLoopback(host)) {
+    return Fail(absl::StrCat("--listen ", o.listen,
+                             " is an address others can reach: give --token-file FILE (a secret "
+                             "of 16 or more characters that users sign in with), or listen on "
+                             "127.0.0.1"),
+                2);
   }
 
   std::shared_ptr<grpc::Channel> channel;

@@ -118,6 +118,16 @@ test('the dashboard refuses to serve without TLS', () => {
   assert.match(r.stderr, /serves HTTPS only: give --tls-cert and --tls-key/);
 });
 
+test('the dashboard refuses to serve other machines without a token', () => {
+  const args = dashboardArgs.filter((a, i) => a !== '--token-file' && dashboardArgs[i - 1] !== '--token-file');
+  for (const listen of ['0.0.0.0:1', '[::]:1', '192.0.2.1:1']) {
+    const r = spawnSync(airlock, args.map((a) => (a === `127.0.0.1:${webPort}` ? listen : a)),
+                        { env, encoding: 'utf8' });
+    assert.equal(r.status, 2, listen);
+    assert.match(r.stderr, /others can reach: give --token-file FILE/, listen);
+  }
+});
+
 test('two tenants\' sessions, live updates, HTML shown as text, no writes', async () => {
   await until('airlockd', () => fs.existsSync(socket));
   const mine = cli(['session', 'create']).trim();
