@@ -15,7 +15,7 @@ packages=(
   openssl git libcurl4-openssl-dev docker-registry libevent-dev libhttp-parser-dev libcpp-httplib-dev
   python3-grpcio python3-protobuf golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
-  bubblewrap ccache
+  bubblewrap ccache publicsuffix
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/net/public_suffix.h"
 
 namespace airlock::net {
 namespace {
@@ -223,6 +224,7 @@ absl::StatusOr<EgressRule> NameRule(std::string_view text, std::string_view host
                                        "domain %s; give a domain, as in *.example.%s",
                                        *name, *name));
     }
+
     rule.kind = wildcard ? EgressRule::Kind::kNameSuffix : EgressRule::Kind::kName;
     rule.name = *std::move(name);
   }
@@ -482,6 +484,14 @@ absl::StatusOr<EgressRule> ParseSessionRule(std::string_view text) {
         absl::StrCat(QuoteForMessage(text),
                      ": a session rule needs its port named (the guest listens on the ports "
                      "allowed); leave it out for 80 and 443, or write one, e.g. :8443"));
+  }
+  // A new rule from a caller (the presets' own, and rules already granted, are not asked).
+  if (rule->kind == EgressRule::Kind::kNameSuffix && IsPublicSuffix(rule->name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteForMessage(text), ": too broad: ", rule->name,
+                     " is a public suffix, under which anyone can have names; give a domain, as in "
+                     "*.example.",
+                     rule->name));
   }
   return rule;
 }

@@ -156,6 +156,22 @@ TEST(EgressRuleTest, MatchesPortsAndAddresses) {
   EXPECT_FALSE(Parse("pypi.org").MatchesAddress(*IpAddress::Parse("10.20.3.4")));
 }
 
+TEST(EgressRuleTest, ACallersWildcardOverAPublicSuffixIsTooBroad) {
+  for (const char* broad : {"*.co.uk", "*.github.io", "*.com"}) {
+    absl::StatusOr<EgressRule> rule = ParseSessionRule(broad);
+    ASSERT_FALSE(rule.ok()) << broad;
+    EXPECT_NE(rule.status().message().find("too broad"), absl::string_view::npos) << broad;
+  }
+  EXPECT_NE(ParseSessionRule("*.co.uk").status().message().find("co.uk is a public suffix"),
+            absl::string_view::npos);
+  EXPECT_TRUE(ParseSessionRule("*.example.co.uk").ok());
+  EXPECT_TRUE(ParseSessionRule("*.me.github.io").ok());
+  // Rules granted already, the presets' and the operator's ceiling are read as they are.
+  EXPECT_EQ(Parse("*.github.io").name, "github.io");
+  EXPECT_TRUE(PresetRules("github").ok());
+  EXPECT_EQ(Parse("*.co.uk", RuleContext::kCeilingAllow).name, "co.uk");
+}
+
 TEST(EgressRuleTest, ARuleCoversOnlyWhatItAllowsItself) {
   // /raw only in a session's rules, "*" only in the ceiling's.
   auto parse = [](std::string_view text) {
