@@ -137,6 +137,11 @@ absl::StatusOr<std::vector<IpAddress>> StaticResolver::Resolve(const std::string
   return fallback_->Resolve(name);
 }
 
+// What the guest is told of a name it may not reach: the reason itself (an internal address the
+// name resolved to, a line of the operator's ceiling) is the host's to keep, in the session's
+// network log.
+constexpr char kToGuest[] = "refused by the host; airlock network log says why";
+
 std::string NetPolicyPayload(const EgressPolicy& policy) {
   std::vector<const EgressRule*> rules;
   for (const EgressRule& r : policy.session_rules()) {
@@ -435,8 +440,13 @@ class EgressProxy::Impl {
     });
   }
 
+  // `why` stays on the host (the event records it): what the guest hears is the verdict and a
+  // fixed text, never an internal address a name resolved to or a line of the operator's
+  // ceiling.
   void Answer(uint32_t id, DnsVerdict verdict, const std::vector<uint16_t>& ports,
-              std::string_view message) {
+              std::string_view why) {
+    (void)why;
+    std::string_view message = verdict == DnsVerdict::kAllowed ? "" : kToGuest;
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
       channel->AnswerDns(id, verdict, ports, message).IgnoreError();  // fails the channel
     }
