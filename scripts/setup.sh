@@ -52,8 +52,9 @@ mkdir -p "$home/kernel"
 ln -sfn "$kernel" "$home/kernel/vmlinux"
 
 # The default image, from Debian packages (its root filesystem is cached in /var/cache/airlock).
-# pip installs into the (disposable) guest's system Python; git and curl for agents' work.
+# pip installs into the (disposable) guest's system Python; git, curl and the tools agents
+# reach for (ps, free, top, less, unzip, jq) for their work.
 build/airlock image build --debian bookworm \
-  --packages python3,python3-pip,git,ca-certificates,curl \
+  --packages python3,python3-pip,git,ca-certificates,curl,procps,less,unzip,jq \
   --env PIP_BREAK_SYSTEM_PACKAGES=1 --tag airlock/bookworm-python >&2
 echo "setup: ready" >&2

@@ -30,6 +30,16 @@ TEST(RunTest, PrintsOutputAndMirrorsTheExitCode) {
   EXPECT_EQ(r.err, "to-err\n");
 }
 
+// What agents expect to find in the default image, besides Python, git and curl.
+TEST(RunTest, TheDefaultImageHasTheToolsAgentsReachFor) {
+  Result r = RunAirlock({"run", "--", "sh", "-c",
+                         "ps -o comm= -p 1 && free -m >/dev/null && top -bn1 >/dev/null && "
+                         "echo '{\"a\": 42}' | jq .a && unzip -v >/dev/null && "
+                         "less --version >/dev/null && echo ok"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "init\n42\nok\n") << r.err;
+}
+
 TEST(RunTest, ExitCodesForSignalsMissingCommandsAndErrors) {
   Result r = RunAirlock({"run", "--", "sh", "-c", "kill -9 $$"});
   EXPECT_EQ(r.exit_code, 137);
