@@ -137,9 +137,9 @@ absl::StatusOr<std::vector<IpAddress>> StaticResolver::Resolve(const std::string
   return fallback_->Resolve(name);
 }
 
-// What the guest is told of a name it may not reach: the reason itself (an internal address the
-// name resolved to, a line of the operator's ceiling) is the host's to keep, in the session's
-// network log.
+// What the guest is told of a name it may not reach or a connection the host refused or ended:
+// the reason itself (an internal address a name resolved to, a line of the operator's ceiling,
+// what an upstream said) is the host's to keep, in the session's network log.
 constexpr char kToGuest[] = "refused by the host; airlock network log says why";
 
 std::string NetPolicyPayload(const EgressPolicy& policy) {
@@ -530,7 +530,7 @@ class EgressProxy::Impl {
   void Refuse(uint32_t id, NetEvent e, int code) {
     Record(e);
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->ResetGuestStream(id, static_cast<uint32_t>(code), e.reason).IgnoreError();
+      channel->ResetGuestStream(id, static_cast<uint32_t>(code), kToGuest).IgnoreError();
     }
   }
 
@@ -1036,12 +1036,12 @@ class EgressProxy::Impl {
     conns_.erase(id);
   }
 
-  // Ends a connection: the guest sees a reset with `why` (unless it is gone already), and the
-  // event records it. `allowed`: the policy allowed it and it failed later.
+  // Ends a connection: the guest sees a reset (unless it is gone already), the event records
+  // `why`. `allowed`: the policy allowed it and it failed later.
   void Close(Conn& c, int code, const std::string& why, bool allowed) {
     Record(Ended(c, allowed, why));
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->ResetGuestStream(c.id, static_cast<uint32_t>(code), why).IgnoreError();
+      channel->ResetGuestStream(c.id, static_cast<uint32_t>(code), kToGuest).IgnoreError();
     }
     uint32_t id = c.id;
     FreeConn(c);
