@@ -394,7 +394,7 @@ class EgressProxy::Impl {
     uint32_t qtype;
     if (!r.Str(&name) || !r.U32(&qtype) || !r.AtEnd() || name.empty() ||
         name.size() > kMaxDnsName) {
-      Answer(id, DnsVerdict::kFailed, {}, "malformed question");
+      Answer(id, DnsVerdict::kFailed, {});
       return;
     }
     name = absl::AsciiStrToLower(name);
@@ -409,15 +409,14 @@ class EgressProxy::Impl {
                                            "allow it with its ports named")
                             : d.reason;
       Record({.kind = "dns", .name = name, .reason = why});
-      Answer(id, DnsVerdict::kDenied, {}, why);
+      Answer(id, DnsVerdict::kDenied, {});
       return;
     }
     Resolve(name, [this, id, name, ports](const absl::StatusOr<std::vector<IpAddress>>& result) {
       if (!result.ok()) {
         bool missing = absl::IsNotFound(result.status());
         Record({.kind = "dns", .name = name, .reason = std::string(result.status().message())});
-        Answer(id, missing ? DnsVerdict::kNoSuchName : DnsVerdict::kFailed, {},
-               std::string(result.status().message()));
+        Answer(id, missing ? DnsVerdict::kNoSuchName : DnsVerdict::kFailed, {});
         return;
       }
       std::shared_ptr<const EgressPolicy> policy = Policy();
@@ -430,22 +429,19 @@ class EgressProxy::Impl {
                   .address = a.ToString(),
                   .allowed = true,
                   .rule = d.rule});
-          Answer(id, DnsVerdict::kAllowed, ports.ports, "");
+          Answer(id, DnsVerdict::kAllowed, ports.ports);
           return;
         }
         if (why.empty()) why = d.reason;
       }
       Record({.kind = "dns", .name = name, .address = (*result)[0].ToString(), .reason = why});
-      Answer(id, DnsVerdict::kDenied, {}, why);
+      Answer(id, DnsVerdict::kDenied, {});
     });
   }
 
-  // `why` stays on the host (the event records it): what the guest hears is the verdict and a
-  // fixed text, never an internal address a name resolved to or a line of the operator's
-  // ceiling.
-  void Answer(uint32_t id, DnsVerdict verdict, const std::vector<uint16_t>& ports,
-              std::string_view why) {
-    (void)why;
+  // The guest hears the verdict and a fixed text; why stays on the host, in the recorded event
+  // (never an internal address a name resolved to or a line of the operator's ceiling).
+  void Answer(uint32_t id, DnsVerdict verdict, const std::vector<uint16_t>& ports) {
     std::string_view message = verdict == DnsVerdict::kAllowed ? "" : kToGuest;
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
       channel->AnswerDns(id, verdict, ports, message).IgnoreError();  // fails the channel
