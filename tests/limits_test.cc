@@ -88,6 +88,29 @@ TEST_F(LimitsTest, MemoryBombIsKilledWithAClearMessage) {
   ExpectUnaffected();
 }
 
+// Real work is not an attack: a default session that fills its page cache by writing to its
+// disk and then uses nearly all its RAM (what `apt-get install` or a build does) is not killed
+// by the host. Before issue 44 it was, every time: the host charged its guest RAM twice (the
+// template's memory holes, then the private copies) and its disk writes once more.
+TEST_F(LimitsTest, AGuestUsingAllItsMemoryAfterFillingItsDiskIsNotKilledByTheHost) {
+  std::string id = NewSession({});
+  Result r = Attack(id, {"sh", "-c",
+                         "dd if=/dev/zero of=/root/f bs=1M count=700 2>/dev/null && python3 -c '"
+                         "b = bytearray(380 << 20)\n"
+                         "for i in range(0, len(b), 4096): b[i] = 1\n"
+                         "print(\"touched\", len(b) >> 20)'"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "touched 380\n");
+  r = RunAirlock({"exec", id, "--", "stat", "-c", "%s", "/root/f"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "734003200\n");
+  r = RunAirlock({"ls"});
+  EXPECT_NE(r.out.find(id), std::string::npos);
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
 TEST_F(LimitsTest, DiskFillStopsAtTheSessionsDiskSize) {
   std::string id = NewSession({"--disk", "64m"});
   Result r =

@@ -798,7 +798,7 @@ pid_t RunOnSpawnerThread(const std::function<pid_t()>& spawn) {
 
 }  // namespace
 
-std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
+std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool direct_disk) const {
   bool kvm = config.accelerator == "kvm";
   // A VM that outlives us gets listening sockets: each connection (ours, or a later airlockd's)
   // is accepted in turn.
@@ -854,7 +854,8 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config) const {
       "-drive",
       // No image locking: the disk is this VM's alone, and QEMU's locks on its two
       // descriptors conflict when `cont` reactivates it after a snapshot.
-      "id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off",
+      absl::StrCat("id=session,file=/dev/fdset/1,format=raw,if=none,discard=unmap,file.locking=off",
+                   direct_disk ? ",cache.direct=on" : ""),
       "-device",
       "virtio-blk-device,drive=session,serial=airlock-rw",
       "-add-fd",
@@ -932,7 +933,17 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     err_vm.reset(err[1]);
   }
 
-  std::vector<std::string> args = BuildArgv(config);
+  // QEMU gets descriptors of its own for the session disk (it sets O_DIRECT on them, which
+  // would otherwise change ours too). Written through the host's page cache, a disk the guest
+  // fills charges its dirty pages to the VM's cgroup faster than they can be written back: a
+  // guest that wrote 700 MiB and then used its RAM was killed by the host (issue 44). Where
+  // the filesystem under the disk refuses O_DIRECT (tmpfs before Linux 6.6), it stays cached.
+  std::string disk_path = absl::StrCat("/proc/self/fd/", config.session_disk_fd);
+  UniqueFd disk(open(disk_path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC));
+  bool direct_disk = disk.valid();
+  if (!direct_disk) disk.reset(open(disk_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!disk.valid()) return ErrnoStatus("reopen the session disk");
+  std::vector<std::string> args = BuildArgv(config, direct_disk);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -947,8 +958,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (plan.kvm) {
     if (group* g = getgrnam("kvm")) plan.kvm_gid = g->gr_gid;
   }
-  UniqueFd disk_read_only(
-      open(absl::StrCat("/proc/self/fd/", config.session_disk_fd).c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd disk_read_only(open(disk_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!disk_read_only.valid()) return ErrnoStatus("reopen the session disk");
   if (config.workspace_disk_fd < 0) {
     return absl::InvalidArgumentError("a VM needs a workspace disk (an empty one will do)");
@@ -961,12 +971,10 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!initrd.valid()) return ErrnoStatus("open the guest initramfs", config.initramfs_path);
   UniqueFd binary(open(qemu_path_.c_str(), O_PATH | O_CLOEXEC));
   if (!binary.valid()) return ErrnoStatus("open", qemu_path_);
-  const int sources[kSources] = {channel_vm.get(),     qmp_vm.get(),
-                                 console_vm.get(),     config.session_disk_fd,
-                                 disk_read_only.get(), config.workspace_disk_fd,
-                                 image.get(),          kernel.get(),
-                                 initrd.get(),         binary.get(),
-                                 config.memory_fd};
+  const int sources[kSources] = {channel_vm.get(), qmp_vm.get(),         console_vm.get(),
+                                 disk.get(),       disk_read_only.get(), config.workspace_disk_fd,
+                                 image.get(),      kernel.get(),         initrd.get(),
+                                 binary.get(),     config.memory_fd};
   std::copy(std::begin(sources), std::end(sources), plan.sources);
   plan.stderr_fd = err_vm.get();
   std::optional<JailUid> jail_uid;
@@ -1034,10 +1042,10 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                     .cgroup = config.host_cgroup,
                     .uid = jail_uid ? jail_uid->uid() : 0,
                     .sync = sync};
-    struct stat disk;
-    if (fstat(config.session_disk_fd, &disk) == 0) {
-      record.disk_dev = disk.st_dev;
-      record.disk_ino = disk.st_ino;
+    struct stat disk_stat;
+    if (fstat(disk.get(), &disk_stat) == 0) {
+      record.disk_dev = disk_stat.st_dev;
+      record.disk_ino = disk_stat.st_ino;
     }
     started = record.start_time == 0
                   ? absl::InternalError("the VM process vanished before it started")

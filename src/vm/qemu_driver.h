@@ -28,7 +28,10 @@ class QemuDriver : public VmDriver {
   void Destroy(const std::string& runtime_dir) override;
 
   // The argv for a config, with the channel, QMP, console and disks on descriptors 3 to 9.
-  std::vector<std::string> BuildArgv(const VmConfig& config) const;
+  // direct_disk: the session disk is written past the host's page cache (O_DIRECT), so that
+  // the guest's own cache is the only one and the VM's host memory does not grow with what
+  // it writes (see Start).
+  std::vector<std::string> BuildArgv(const VmConfig& config, bool direct_disk = true) const;
 
  private:
   std::string qemu_path_;

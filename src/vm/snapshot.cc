@@ -77,15 +77,9 @@ constexpr size_t kLoadedMemories = 4;
 struct LoadedMemoryFile {
   std::string digest;
   std::shared_ptr<const UniqueFd> memfd;
-  uint64_t loaded_bytes;  // what it held when it was loaded
 };
 std::mutex memories_mu;
 auto* memories = new std::vector<LoadedMemoryFile>;
-
-uint64_t AllocatedBytes(int fd) {
-  struct stat st;
-  return fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
-}
 
 std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
   std::lock_guard<std::mutex> lock(memories_mu);
@@ -93,15 +87,6 @@ std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
     if (it->digest != digest) continue;
     LoadedMemoryFile entry = std::move(*it);
     memories->erase(it);
-    // Linux gives a hole of the memfd a zero page of its own when a VM touches it through its
-    // private mapping (a pause reads every page), so a memfd many VMs used grows towards the
-    // guest's RAM size. Once it grew by half of that, later restores get a fresh load; the VMs
-    // that map the old one keep it until they end.
-    struct stat st;
-    if (fstat(entry.memfd->get(), &st) == 0 &&
-        AllocatedBytes(entry.memfd->get()) > entry.loaded_bytes + st.st_size / 2) {
-      return nullptr;
-    }
     memories->push_back(std::move(entry));
     return memories->back().memfd;
   }
@@ -111,8 +96,7 @@ std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
 void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd) {
   std::lock_guard<std::mutex> lock(memories_mu);
   if (memories->size() >= kLoadedMemories) memories->erase(memories->begin());
-  uint64_t loaded = AllocatedBytes(memfd->get());
-  memories->push_back({digest, std::move(memfd), loaded});
+  memories->push_back({digest, std::move(memfd)});
 }
 
 // The bytes of a snapshot's memory file in a new memfd, sealed, then checked against the
@@ -141,6 +125,15 @@ absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& di
   if (*digest != expected.sha256) {
     return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name,
                                             " does not match its hash (it was changed)"));
+  }
+  // Every page is given to the memfd now, once, in airlockd's memory. A VM maps the memfd
+  // privately, and Linux gives a hole a page of the memfd's own the first time a VM touches
+  // it, charged to that VM's host cgroup on top of the VM's private copy when it writes: a
+  // guest that used all its RAM was charged nearly twice its RAM and killed by the host
+  // (issue 44). Allocated pages are shared by every VM that maps the memfd and charged to none.
+  // (Filling holes changes no byte: the seals allow it, and the checked contents hold.)
+  if (fallocate(memfd->get(), 0, 0, st.st_size) != 0) {
+    return ErrnoStatus("allocate the guest's memory (the host is short of memory)");
   }
   if (use == SnapshotUse::kTemplate) KeepMemory(expected.sha256, memfd);
   return memfd;
