@@ -34,7 +34,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: airlockd [--socket PATH] [--log-cap BYTES] [--group NAME] [--no-templates]\n"
-    "                [--pool N] [--pool-memory SIZE]\n"
+    "                [--pool N] [--pool-memory SIZE] [--vmm-memory SIZE]\n"
     "                [--log-level debug|info|warning|error]\n"
     "                [--listen-tcp HOST:PORT --tls-cert PEM --tls-key PEM [--tls-client-ca PEM]\n"
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
@@ -59,6 +59,9 @@ constexpr char kUsage[] =
     "                   5 minutes is emptied (or $AIRLOCK_POOL)\n"
     "  --pool-memory SIZE  the guest RAM of all pooled VMs together, like 2g (default: an\n"
     "                   eighth of the host's memory)\n"
+    "  --vmm-memory SIZE  host memory each VM process may use beyond its guest's RAM (TCG's\n"
+    "                   code cache, QEMU's own); a VM past RAM + this is ended by the host,\n"
+    "                   with that reason (default 384m under TCG, 128m under KVM; at least 64m)\n"
     "  --listen-tcp     also listen on TCP, with TLS (--tls-cert, --tls-key) and a way to\n"
     "                   know each caller: a client certificate signed by --tls-client-ca (its\n"
     "                   common name is the tenant: cert:NAME), or a bearer token from an OpenID\n"
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
   std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
   bool templates = true;
+  uint64_t vmm_memory_bytes = 0;  // QemuDriver's default
   airlock::VmPoolOptions pool;
   pool.memory_budget_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                              static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 8;
@@ -302,6 +306,9 @@ int main(int argc, char** argv) {
           value(&number) && absl::SimpleAtoi(number, &pool.max_per_kind) && pool.max_per_kind <= 64;
     } else if (arg == "--pool-memory") {
       ok = value(&number) && airlock::ParseByteSize(number, 1, &pool.memory_budget_bytes);
+    } else if (arg == "--vmm-memory") {
+      ok = value(&number) && airlock::ParseByteSize(number, 1, &vmm_memory_bytes) &&
+           vmm_memory_bytes >= (64u << 20);
     } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -369,7 +376,7 @@ int main(int argc, char** argv) {
     handoff = *std::move(started);
     airlock::LogInfo(absl::StrCat("host ", handoff->host_id(), " joined the fleet at ", blob_url));
   }
-  airlock::QemuDriver driver(paths.qemu);
+  airlock::QemuDriver driver(paths.qemu, vmm_memory_bytes);
   airlock::providers::LocalHost machine(&driver, handoff_options.host_id,
                                         airlock::providers::MachineCapacity());
   std::unique_ptr<airlock::FleetHosts> fleet;

@@ -536,9 +536,9 @@ class QemuVm : public Vm {
     if (info.si_status == SIGKILL && cgroup_ != nullptr) {
       if (HostCgroup::OomRecord oom = cgroup_->Oom(); oom.kills > 0) {
         return absl::StrCat(
-            "the host killed the VM process: it used all the memory its host cgroup allows (",
-            oom.limit_bytes > 0 ? absl::StrCat(oom.limit_bytes >> 20, " MiB: ") : "",
-            "guest RAM and the VMM's own)");
+            "the host ended the VM: it passed its host memory limit",
+            oom.limit_bytes > 0 ? absl::StrCat(" of ", oom.limit_bytes >> 20, " MiB") : "",
+            " (the guest's RAM, plus what `airlockd --vmm-memory` gives QEMU beyond it)");
       }
     }
     return absl::StrCat("the VM process was killed by signal ", info.si_status, " (",
@@ -998,7 +998,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   std::unique_ptr<HostCgroup> cgroup;
   if (!config.host_cgroup.empty() && root) {
     // TCG keeps translated code (tb-size) and QEMU its own structures beside the guest's RAM.
-    uint64_t overhead = (config.accelerator == "kvm" ? 128ull : 384ull) << 20;
+    uint64_t overhead = vmm_memory_bytes_ != 0        ? vmm_memory_bytes_
+                        : config.accelerator == "kvm" ? 128ull << 20
+                                                      : 384ull << 20;
     absl::StatusOr<std::unique_ptr<HostCgroup>> created = HostCgroup::Create(
         config.host_cgroup, {.vcpus = config.vcpus,
                              .memory_bytes = (uint64_t{config.memory_mib} << 20) + overhead,
