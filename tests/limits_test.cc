@@ -88,6 +88,26 @@ TEST_F(LimitsTest, MemoryBombIsKilledWithAClearMessage) {
   ExpectUnaffected();
 }
 
+// A command that lives on after a process of it ran out of memory (a build whose compiler
+// died) says which process the guest's kernel killed, and so does the session's log.
+TEST_F(LimitsTest, AProcessKilledForMemoryInsideACommandIsNamed) {
+  std::string id = NewSession({"--memory", "256m"});
+  Result r = Attack(id, {"sh", "-c",
+                         "python3 -c 'a = []\nwhile True: a.append(\" \" * 10**6)'; "
+                         "echo \"the command goes on after $?\""});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "the command goes on after 137\n");
+  EXPECT_NE(r.err.find("airlock: out of memory in the guest: the kernel killed "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(" (python3)"), std::string::npos) << r.err;
+  r = RunAirlock({"logs", id});
+  EXPECT_NE(r.out.find("exit 0: out of memory in the guest: the kernel killed "), std::string::npos)
+      << r.out;
+  RunAirlock({"rm", id});
+  ExpectUnaffected();
+}
+
 // Real work is not an attack: a default session that fills its page cache by writing to its
 // disk and then uses nearly all its RAM (what `apt-get install` or a build does) is not killed
 // by the host. Before issue 44 it was, every time: the host charged its guest RAM twice (the

@@ -16,6 +16,7 @@
 
 #include "src/cli/terminal.h"
 #include "src/common/channel_frame.h"
+#include "src/common/utf8.h"
 
 namespace airlock {
 namespace {
@@ -238,7 +239,8 @@ int StreamExec(DaemonClient& client, const v1::ExecStart& start) {
   }
   if (outcome.exit) {
     if (!outcome.exit->message().empty()) {
-      std::fprintf(stderr, "airlock: %s\n", outcome.exit->message().c_str());
+      // The guest's words: escaped, so they cannot move the cursor or forge a line.
+      std::fprintf(stderr, "airlock: %s\n", EscapeForTerminal(outcome.exit->message()).c_str());
     }
     return outcome.exit->code();
   }

@@ -38,6 +38,8 @@ v1::ExitStatus ToExitStatus(const ExecEvent& e, const std::string& command) {
   switch (e.exit_kind) {
     case ExitKind::kExited:
       s.set_code(e.code);
+      s.set_message(
+          e.message);  // what happened on the way (a process the guest's OOM killer ended)
       break;
     case ExitKind::kSignaled:
       s.set_code(128 + e.code);

@@ -25,6 +25,7 @@
 #include "src/common/workspace_change.h"  // IsCleanRelativePath
 #include "src/guest/guest_boot.h"
 #include "src/guest/guest_workspace.h"
+#include "src/guest/oom_report.h"
 #include "src/guest/user_lookup.h"
 
 namespace airlock::guest {
@@ -67,6 +68,24 @@ uint64_t CommandOomKills() {
     if (key == "oom_kill") return value;
   }
   return 0;
+}
+
+uint64_t MonotonicMicros() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000 + static_cast<uint64_t>(now.tv_nsec) / 1000;
+}
+
+// The last `count` kills of the out-of-memory killer logged since about since_us, described.
+std::string OomKillsSince(uint64_t since_us, uint64_t count) {
+  // The kernel log's clock and CLOCK_MONOTONIC may differ by a little; the count bounds it.
+  constexpr uint64_t kSlackUs = 1000000;
+  std::vector<OomKill> kills =
+      OomKillsIn(ReadKernelLog(), since_us > kSlackUs ? since_us - kSlackUs : 0);
+  if (kills.size() > count) kills.erase(kills.begin(), kills.end() - static_cast<long>(count));
+  std::string text = DescribeOomKills(kills);
+  return text.empty() ? "out of memory in the guest: the kernel killed a process of the command"
+                      : text;
 }
 
 // Returns what failed, or an empty string.
@@ -234,7 +253,8 @@ struct AgentServer::Stream {
   uid_t file_uid = 0;     // the owner of the file it replaces
   gid_t file_gid = 0;
   uint64_t oom_kills_at_start = 0;
-  std::string buffer;  // kBuffer: an answer made at once, sent as the window allows
+  uint64_t started_us = 0;  // CLOCK_MONOTONIC
+  std::string buffer;       // kBuffer: an answer made at once, sent as the window allows
   size_t buffer_sent = 0;
 };
 
@@ -451,6 +471,7 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   }
   s.pid = pid;
   s.oom_kills_at_start = CommandOomKills();
+  s.started_us = MonotonicMicros();
   // The report pipe closes on a successful exec; otherwise it carries {errno, stage}.
   int failure[2] = {0, 0};
   ssize_t n;
@@ -1110,14 +1131,18 @@ std::string AgentServer::Serve() {
       PumpOutput(id, s, 0, true);
       PumpOutput(id, s, 1, true);
       if (s.out_fd[0] < 0 && s.out_fd[1] < 0) {
+        uint64_t oom_kills = CommandOomKills() - s.oom_kills_at_start;
         if (WIFSIGNALED(s.wait_status)) {
-          bool oom = WTERMSIG(s.wait_status) == SIGKILL && CommandOomKills() > s.oom_kills_at_start;
+          bool oom = WTERMSIG(s.wait_status) == SIGKILL && oom_kills > 0;
           FinishStream(id, ExitKind::kSignaled, WTERMSIG(s.wait_status),
                        oom ? "killed by the out-of-memory killer: the command used all the memory "
                              "the session allows"
                            : "");
         } else {
-          FinishStream(id, ExitKind::kExited, WEXITSTATUS(s.wait_status), "");
+          // The command lived on, but a process of it was killed (an `apt-get install` whose
+          // dpkg died): the exit says which, as the command's own error may not.
+          FinishStream(id, ExitKind::kExited, WEXITSTATUS(s.wait_status),
+                       oom_kills > 0 ? OomKillsSince(s.started_us, oom_kills) : "");
         }
       }
     }
