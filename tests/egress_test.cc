@@ -12,6 +12,7 @@
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -214,6 +215,62 @@ TEST(EgressTest, ANameThatResolvesToAnInternalAddressIsRefused) {
   std::string logs = WaitFor({"logs", id}, "egress: dns rebind.test denied");
   EXPECT_NE(logs.find("egress: dns rebind.test denied"), std::string::npos) << logs;
   EXPECT_NE(logs.find("10.9.9.9"), std::string::npos) << logs;
+  RunAirlock({"rm", id});
+}
+
+// An airlockd started with --guest-ca (here $AIRLOCK_GUEST_CA, as a network that inspects TLS
+// needs): every guest trusts that CA with no flag of its own, in curl, Python and pip.
+TEST(EgressTest, GuestsTrustTheOperatorsGuestCaWithoutBeingTold) {
+  TestDir dir;
+  MakeTestCa(dir.path);
+  Issue(dir.path, "web", "web.test");
+  std::string wheel = DemoWheel();
+  std::string wheel_name = "airlock_demo-1.0-py3-none-any.whl";
+  LoopbackHttpServer index(
+      [&](const std::string& path) -> std::optional<std::string> {
+        if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
+          return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", wheel_name, "\">",
+                              wheel_name, "</a></body></html>");
+        }
+        if (path == "/files/" + wheel_name) return wheel;
+        if (path == "/hello") return std::string("hello over TLS\n");
+        return std::nullopt;
+      },
+      443, dir.path, "web");
+  auto restart_daemon = [] {
+    pid_t pid = DaemonPid();
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i) usleep(50000);
+  };
+  ASSERT_EQ(RunAirlock({"ls"}).exit_code, 0);
+  restart_daemon();
+  setenv("AIRLOCK_GUEST_CA", (dir.path + "/ca.pem").c_str(), 1);
+  std::string id = CreateSession({"--allow", "web.test"});
+  unsetenv("AIRLOCK_GUEST_CA");
+  Result r = RunAirlock({"exec", id, "--", "curl", "-sS", "https://web.test/hello"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello over TLS\n");
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import urllib.request\n"
+                  "print(urllib.request.urlopen('https://web.test/hello', timeout=30).read())"});
+  EXPECT_EQ(r.out, "b'hello over TLS\\n'\n") << r.err;
+  r = RunAirlock({"exec", id, "--", "pip", "install", "--disable-pip-version-check",
+                  "--no-cache-dir", "--index-url", "https://web.test/simple", "airlock-demo"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The guest's bundles hold the CA, and nothing of the file but its certificates.
+  r = RunAirlock(
+      {"exec", id, "--", "sh", "-c",
+       "grep -c 'BEGIN CERTIFICATE' /etc/airlock/ca.pem; "
+       "cmp /etc/airlock/ca-bundle.pem /etc/ssl/certs/ca-certificates.crt && echo same"});
+  EXPECT_EQ(r.out, "1\nsame\n") << r.err;
+  RunAirlock({"rm", id});
+  // A daemon without it again, for the tests after this one: its sessions trust no such CA.
+  restart_daemon();
+  id = CreateSession({"--allow", "web.test"});
+  r = RunAirlock({"exec", id, "--", "curl", "-sS", "https://web.test/hello"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("certificate"), std::string::npos) << r.err;
   RunAirlock({"rm", id});
 }
 

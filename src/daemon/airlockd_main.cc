@@ -40,6 +40,7 @@ constexpr char kUsage[] =
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
     "                  [--oidc-jwks-ca PEM]]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
+    "                [--guest-ca FILE]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
     "                [--blob-store URL [--s3-endpoint URL] [--s3-region R]\n"
@@ -85,6 +86,11 @@ constexpr char kUsage[] =
     "  --upstream-ca FILE  PEM certificates trusted, besides the host's store, when airlockd\n"
     "                   connects to a host a session's secret is bound to (a private CA)\n"
     "                   (or $AIRLOCK_UPSTREAM_CA)\n"
+    "  --guest-ca FILE  PEM certificates every guest trusts besides its image's own: a network\n"
+    "                   that inspects TLS (a company's proxy) re-signs with its CA. Added to\n"
+    "                   the system bundle and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE,\n"
+    "                   CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT and NODE_EXTRA_CA_CERTS in\n"
+    "                   every command (or $AIRLOCK_GUEST_CA)\n"
     "  --quota-file FILE  what each tenant's sessions may hold at once: lines of\n"
     "                   `default KEY=VALUE...` and `tenant NAME KEY=VALUE...` with keys\n"
     "                   sessions, running, vcpus, memory, disk, logs, images, forks, pull\n"
@@ -191,6 +197,8 @@ int main(int argc, char** argv) {
   std::string hosts_file = env_hosts ? env_hosts : "";
   const char* env_upstream_ca = std::getenv("AIRLOCK_UPSTREAM_CA");
   std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
+  const char* env_guest_ca = std::getenv("AIRLOCK_GUEST_CA");
+  std::string guest_ca = env_guest_ca ? env_guest_ca : "";
   const char* env_quota = std::getenv("AIRLOCK_QUOTA_FILE");
   std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
@@ -250,6 +258,8 @@ int main(int argc, char** argv) {
       ok = value(&hosts_file);
     else if (arg == "--upstream-ca")
       ok = value(&upstream_ca);
+    else if (arg == "--guest-ca")
+      ok = value(&guest_ca);
     else if (arg == "--quota-file")
       ok = value(&quota_file);
     else if (arg == "--log-cap")
@@ -409,7 +419,7 @@ int main(int argc, char** argv) {
   network = std::make_unique<airlock::providers::LocalNetwork>(std::move(resolver));
   sessions.set_network(network.get());
   absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets =
-      airlock::MakeSessionSecrets(upstream_ca);
+      airlock::MakeSessionSecrets(upstream_ca, guest_ca);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
   sessions.set_secrets(*std::move(secrets));
   if (!quota_file.empty()) {

@@ -214,6 +214,7 @@ class SessionManager {
   size_t session_lock_count();
   // How secrets are resolved and servers verified. Call before Recover.
   void set_secrets(std::unique_ptr<SessionSecrets> secrets);
+  const SessionSecrets& secrets() const { return *secrets_; }
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);

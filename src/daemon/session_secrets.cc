@@ -1,5 +1,8 @@
 #include "src/daemon/session_secrets.h"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -234,9 +237,9 @@ absl::Status SessionSecrets::CopyCa(const std::string& from_dir, const std::stri
   return absl::OkStatus();
 }
 
-std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>& grants) {
+std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>& grants) const {
   std::vector<std::string> env;
-  if (grants.empty()) return env;
+  if (grants.empty() && guest_ca_.empty()) return env;
   for (const char* var :
        {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}) {
     env.push_back(absl::StrCat(var, "=", kGuestCaBundle));
@@ -246,28 +249,81 @@ std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>
   return env;
 }
 
-absl::Status SessionSecrets::InstallTrust(GuestChannel& channel, const net::SessionCa& ca) {
+absl::Status SessionSecrets::InstallTrust(GuestChannel& channel,
+                                          const net::SessionCa* session_ca) const {
+  std::string pems = guest_ca_;
+  if (session_ca != nullptr) pems += session_ca->CertificatePem();
+  if (pems.empty()) return absl::OkStatus();
   absl::Time deadline = absl::Now() + absl::Seconds(30);
-  const std::string& pem = ca.CertificatePem();
   absl::StatusOr<std::string> system = channel.ReadFile(kSystemBundle, kMaxGuestBundle, deadline);
   bool has_system = system.ok();
   std::string bundle = has_system ? *system : "";
-  if (bundle.find(pem) == std::string::npos) {
+  for (const std::string& pem :
+       {guest_ca_, session_ca != nullptr ? session_ca->CertificatePem() : std::string()}) {
+    if (pem.empty() || bundle.find(pem) != std::string::npos) continue;
     if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
     bundle += pem;
   }
-  if (absl::Status s = channel.WriteFile(kGuestCaFile, 0644, pem, deadline); !s.ok()) return s;
+  if (absl::Status s = channel.WriteFile(kGuestCaFile, 0644, pems, deadline); !s.ok()) return s;
   if (absl::Status s = channel.WriteFile(kGuestCaBundle, 0644, bundle, deadline); !s.ok()) {
     return s;
   }
   // Programs that read the system's bundle and no variable (Debian's curl, Python's ssl) trust
-  // the CA too; an image without one gets none.
+  // the CAs too; an image without one gets none.
   if (has_system) return channel.WriteFile(kSystemBundle, 0644, bundle, deadline);
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadGuestCa(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path, 1 << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--guest-ca ", path, ": ", text.status().message()));
+  }
+  if (absl::StrContains(*text, "PRIVATE KEY")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--guest-ca ", path,
+        " holds a private key; give a file of the CA's certificates only (every guest reads it)"));
+  }
+  std::unique_ptr<BIO, decltype(&BIO_free)> in(
+      BIO_new_mem_buf(text->data(), static_cast<int>(text->size())), BIO_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> out(BIO_new(BIO_s_mem()), BIO_free);
+  int count = 0;
+  for (;;) {
+    std::unique_ptr<X509, decltype(&X509_free)> cert(
+        PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr), X509_free);
+    if (cert == nullptr) break;
+    if (PEM_write_bio_X509(out.get(), cert.get()) != 1) {
+      return absl::InternalError("could not write a certificate out");
+    }
+    ++count;
+  }
+  ERR_clear_error();
+  // Every "BEGIN CERTIFICATE" must have parsed: a damaged one is an error, not a skip.
+  size_t begun = 0;
+  for (size_t at = text->find("-----BEGIN CERTIFICATE-----"); at != std::string::npos;
+       at = text->find("-----BEGIN CERTIFICATE-----", at + 1)) {
+    ++begun;
+  }
+  if (count == 0 || begun != static_cast<size_t>(count)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--guest-ca ", path,
+        count == 0 ? " holds no PEM certificate" : " holds a certificate that does not parse",
+        "; give the CA's certificate(s) as PEM (-----BEGIN CERTIFICATE-----)"));
+  }
+  char* data = nullptr;
+  long size = BIO_get_mem_data(out.get(), &data);
+  return std::string(data, static_cast<size_t>(size));
+}
+
 absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
-    const std::string& upstream_ca_file) {
+    const std::string& upstream_ca_file, const std::string& guest_ca_file) {
+  std::string guest_ca;
+  if (!guest_ca_file.empty()) {
+    absl::StatusOr<std::string> read = ReadGuestCa(guest_ca_file);
+    if (!read.ok()) return read.status();
+    guest_ca = *std::move(read);
+  }
   absl::StatusOr<net::SslCtxPtr> upstream = net::UpstreamContext(upstream_ca_file);
   if (!upstream.ok()) return upstream.status();
   const char* path = getenv("PATH");
@@ -279,10 +335,12 @@ absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
       env.emplace_back(var);
     }
   }
-  return std::make_unique<SessionSecrets>(
+  auto secrets = std::make_unique<SessionSecrets>(
       std::make_unique<secrets::OnePasswordSource>(
           path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", std::move(env)),
       std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free));
+  secrets->set_guest_ca(std::move(guest_ca));
+  return secrets;
 }
 
 }  // namespace airlock

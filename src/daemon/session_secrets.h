@@ -66,28 +66,43 @@ class SessionSecrets {
   // A fork's guest trusts its parent's CA: the fork gets the same.
   [[nodiscard]] static absl::Status CopyCa(const std::string& from_dir, const std::string& to_dir);
 
+  // The operator's CA certificates (PEM) that every guest trusts besides its image's own
+  // (`airlockd --guest-ca`: networks that inspect TLS); empty: none.
+  void set_guest_ca(std::string pem) { guest_ca_ = std::move(pem); }
+  const std::string& guest_ca() const { return guest_ca_; }
+
   // What each command of a session with these grants gets in its environment: NAME=placeholder
-  // for each, and the variables that point TLS clients at the bundle that holds the CA.
-  static std::vector<std::string> GuestEnv(const std::vector<SecretGrant>& grants);
-  // Makes the guest trust the CA: kGuestCaFile, and the system bundle with the CA appended at
-  // kGuestCaBundle and in place of /etc/ssl/certs/ca-certificates.crt.
-  [[nodiscard]] static absl::Status InstallTrust(GuestChannel& channel, const net::SessionCa& ca);
+  // for each, and (with grants or a guest CA) the variables that point TLS clients at the
+  // bundle that holds the CAs.
+  std::vector<std::string> GuestEnv(const std::vector<SecretGrant>& grants) const;
+  // Makes the guest trust the operator's guest CA and the session's CA (either may be absent):
+  // both in kGuestCaFile, and the system bundle with them appended at kGuestCaBundle and in
+  // place of /etc/ssl/certs/ca-certificates.crt. Nothing to do without either.
+  [[nodiscard]] absl::Status InstallTrust(GuestChannel& channel,
+                                          const net::SessionCa* session_ca) const;
 
  private:
   void Hold(const std::string& id, const std::string& name, std::string value);
 
   std::unique_ptr<secrets::SecretSource> op_;
   std::shared_ptr<SSL_CTX> upstream_tls_;
+  std::string guest_ca_;  // set before sessions start
   mutable std::mutex mu_;
   // Session id -> name -> value. Guarded by mu_.
   std::map<std::string, std::map<std::string, std::string>> values_;
 };
 
-// As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, and servers
-// verified against the host's trust store plus the PEM certificates in upstream_ca_file (may be
-// empty; an operator's private CA, or a test's).
+// As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, servers verified
+// against the host's trust store plus the PEM certificates in upstream_ca_file (may be empty;
+// an operator's private CA, or a test's), and guests trusting the certificates in
+// guest_ca_file (may be empty; see ReadGuestCa).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
-    const std::string& upstream_ca_file);
+    const std::string& upstream_ca_file, const std::string& guest_ca_file = "");
+
+// The certificates of a PEM file for guests to trust, written out again as PEM (so that
+// nothing else of the file reaches a guest). An error names the file and what to fix: no
+// certificate in it, one that does not parse, or a private key (which must never reach guests).
+[[nodiscard]] absl::StatusOr<std::string> ReadGuestCa(const std::string& path);
 
 }  // namespace airlock
 
