@@ -408,6 +408,28 @@ TEST_F(SessionLifecycleTest, EachVmOfASessionGetsItsEgressPathFromTheNetworkProv
 
 // The host provider decides where a VM runs: one too big for every host is refused before
 // anything starts, saying what to do; the hosts list shows what runs on this one.
+// A burst of creates exactly as large as the running quota all succeed (holds of requests in
+// flight and stored sessions are never counted twice), and one more is refused with the quota.
+TEST_F(SessionLifecycleTest, ABurstOfCreatesUpToTheRunningQuotaAllSucceed) {
+  absl::StatusOr<Quotas> quotas = Quotas::Parse("default running=6 vcpus=64 memory=64g\n");
+  ASSERT_TRUE(quotas.ok()) << quotas.status();
+  sessions_->set_quotas(*quotas);
+  absl::StatusOr<SessionLimits> limits = SessionManager::ResolveLimits({});
+  ASSERT_TRUE(limits.ok());
+  std::vector<absl::Status> results(6);
+  std::vector<std::thread> creates;
+  for (size_t i = 0; i < results.size(); ++i) {
+    creates.emplace_back(
+        [&, i] { results[i] = sessions_->Create(kAlice, kImage, *limits).status(); });
+  }
+  for (std::thread& t : creates) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<SessionRecord> extra = sessions_->Create(kAlice, kImage, *limits);
+  EXPECT_EQ(extra.status().code(), absl::StatusCode::kResourceExhausted) << extra.status();
+  EXPECT_NE(extra.status().message().find("running quota of 6"), std::string::npos)
+      << extra.status();
+}
+
 TEST_F(SessionLifecycleTest, TheHostProviderPlacesVmsAndListsWhatRunsOnEachHost) {
   providers::LocalHost small(&driver_, "small", {.vcpus = 2, .memory_bytes = 1ull << 30});
   sessions_->DetachAll();
