@@ -23,6 +23,9 @@
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
+#include "src/common/utf8.h"
+#include "src/image/dpkg_status.h"
+#include "src/image/ext4_reader.h"
 #include "src/image/image_store.h"
 #include "src/image/oci_archive.h"
 #include "src/image/registry_client.h"
@@ -87,6 +90,42 @@ int Push(const std::string& archive, const std::string& to) {
 
 // What this host runs VMs with, and what is missing with the command that fixes it. Exits 0
 // only when `airlock run` can work.
+// What the default image gives agents: the tools they reach for, with the versions its dpkg
+// database records (the image's bytes: escaped), and how many packages it holds in all.
+void PrintDefaultImageTools(ImageStore& store) {
+  absl::StatusOr<ImageInfo> image = store.Resolve(kDefaultImage);
+  if (!image.ok()) return;
+  absl::StatusOr<std::string> status =
+      ReadFileFromExt4(image->rootfs_path, kDpkgStatusPath, 32 << 20);
+  if (!status.ok()) {
+    std::printf("  %s: its packages could not be read (%s)\n", kDefaultImage,
+                std::string(status.status().message()).c_str());
+    return;
+  }
+  std::map<std::string, std::string> packages = InstalledDebianPackages(*status);
+  std::printf("  %s holds %zu Debian packages, among them:\n", kDefaultImage, packages.size());
+  static constexpr std::pair<const char*, const char*> kTools[] = {
+      {"python3", "python3"},
+      {"python3-pip", "pip"},
+      {"git", "git"},
+      {"curl", "curl"},
+      {"ca-certificates", ""},
+      {"jq", "jq"},
+      {"procps", "ps, free, top"},
+      {"less", "less"},
+      {"unzip", "unzip"},
+      {"build-essential", "gcc, make"}};
+  for (const auto& [package, commands] : kTools) {
+    auto found = packages.find(package);
+    std::string what = *commands == '\0' || std::string(commands) == package
+                           ? package
+                           : absl::StrCat(package, " (", commands, ")");
+    std::printf(
+        "    %-32s %s\n", what.c_str(),
+        found == packages.end() ? "not installed" : EscapeForTerminal(found->second).c_str());
+  }
+}
+
 int Doctor() {
   HostPaths paths = DefaultHostPaths();
   std::vector<std::string> missing;
@@ -141,7 +180,9 @@ int Doctor() {
       have_default = have_default || image.name == kDefaultImage;
     }
   }
-  if (!have_default) {
+  if (have_default) {
+    PrintDefaultImageTools(store);
+  } else {
     std::printf("  (the default image %s is missing)\n", kDefaultImage);
     missing.push_back(absl::StrCat("default image ", kDefaultImage, ": run scripts/setup.sh"));
   }

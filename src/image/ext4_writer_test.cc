@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "src/image/ext4_reader.h"
 #include "src/testing/test_util.h"
 
 namespace airlock {
@@ -65,6 +66,39 @@ TEST(Ext4WriterTest, WritesEveryKindOfEntryAndPassesFsck) {
   EXPECT_NE(Debugfs(image, "ea_list /etc/hello").find("security.capability"), std::string::npos);
   EXPECT_NE(Debugfs(image, "ls /").find("lost+found"), std::string::npos);
   EXPECT_EQ(Debugfs(image, "ls /").find("many"), std::string::npos);
+}
+
+TEST(Ext4WriterTest, AFileIsReadBackWithoutMountingTheImage) {
+  TempDir dir;
+  std::string image = dir.File("fs.ext4");
+  auto writer = Ext4Writer::Create(image, {.size_bytes = 64 << 20});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Ext4Writer& w = **writer;
+  for (const char* d : {"var", "var/lib", "var/lib/dpkg", "etc"}) {
+    ASSERT_TRUE(w.AddDirectory(d, {.mode = 0755}).ok());
+  }
+  std::string status = "Package: jq\nStatus: install ok installed\nVersion: 1.6\n";
+  ASSERT_TRUE(
+      w.AddFile("var/lib/dpkg/status", {.mode = 0644}, status.size(), StringReader(status)).ok());
+  std::string big(3 << 20, 'b');
+  ASSERT_TRUE(w.AddFile("big", {.mode = 0644}, big.size(), StringReader(big)).ok());
+  // A link is followed inside the image, never on the host.
+  ASSERT_TRUE(w.AddSymlink("etc/status", "/var/lib/dpkg/status", {}).ok());
+  ASSERT_TRUE(w.AddSymlink("etc/passwd", "/etc/passwd-of-the-host", {}).ok());
+  ASSERT_TRUE(w.Finish().ok());
+
+  EXPECT_EQ(*ReadFileFromExt4(image, "/var/lib/dpkg/status", 1 << 20), status);
+  EXPECT_EQ(*ReadFileFromExt4(image, "/etc/status", 1 << 20), status);
+  EXPECT_EQ(*ReadFileFromExt4(image, "/big", 4 << 20), big);
+  EXPECT_EQ(ReadFileFromExt4(image, "/big", 1 << 20).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadFileFromExt4(image, "/nothing", 1 << 20).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFileFromExt4(image, "/etc/passwd", 1 << 20).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadFileFromExt4(image, "/var/lib", 1 << 20).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(ReadFileFromExt4(dir.File("none.ext4"), "/big", 1 << 20).ok());
 }
 
 TEST(Ext4WriterTest, FullFilesystemIsAClearError) {
