@@ -367,6 +367,22 @@ TEST(EgressTest, GitClonesOverHttpAndTheHostHeaderIsChecked) {
   EXPECT_EQ(web80.requests(), before);
   r.out = WaitFor({"network", "log", id}, "its HTTP Host names other.test");
   EXPECT_NE(r.out.find("its HTTP Host names other.test"), std::string::npos) << r.out;
+  // Every request of a kept-alive connection is checked, not only the first: a second one for
+  // another virtual host, pipelined behind an allowed one, never reaches the server.
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "import socket\n"
+                  "s = socket.create_connection(('web.test', 80), timeout=30)\n"
+                  "s.sendall(b'GET / HTTP/1.1\\r\\nHost: web.test\\r\\n\\r\\n'\n"
+                  "          b'GET /other HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n')\n"
+                  "while s.recv(4096): pass\n"});
+  r.out = WaitFor({"network", "log", id}, "a request on it names other.test");
+  EXPECT_NE(
+      r.out.find("allowed for web.test but a request on it names other.test in its HTTP Host"),
+      std::string::npos)
+      << r.out;
+  for (const std::string& after_head : web80.bodies()) {
+    EXPECT_EQ(after_head.find("other.test"), std::string::npos) << after_head;
+  }
   RunAirlock({"rm", id});
 }
 

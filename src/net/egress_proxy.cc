@@ -27,6 +27,7 @@
 #include "absl/strings/strip.h"
 #include "src/common/log.h"
 #include "src/net/http_intercept.h"
+#include "src/net/http_request_gate.h"
 #include "src/net/http_request_head.h"
 #include "src/net/tls_client_hello.h"
 
@@ -236,6 +237,8 @@ class EgressProxy::Impl {
     };
     std::unique_ptr<Intercept> intercept;
     std::string scan_tail;  // of a plaintext connection, for placeholders split across reads
+    // Port 80: every request's Host is checked, not only the first one's (see Check).
+    std::unique_ptr<HttpRequestGate> gate;
     std::set<std::string> warned;
   };
   struct CacheEntry {
@@ -624,6 +627,18 @@ class EgressProxy::Impl {
       if (!sent.ok()) return;  // the channel failed; OnReset follows
       evbuffer_drain(input, *sent);
       c.bytes_in += *sent;
+      if (c.gate != nullptr && c.gate->waiting_for_upgrade()) {
+        // The server's answer to an upgrade request frees (or keeps checking) what followed it.
+        std::string forward;
+        absl::Status freed = c.gate->FromServer(std::string_view(buf, *sent), &forward);
+        if (!forward.empty()) bufferevent_write(c.bev, forward.data(), forward.size());
+        if (!freed.ok()) {
+          return Close(
+              c, EACCES,
+              absl::StrCat("the connection was allowed for ", c.name, " but ", freed.message()),
+              true);
+        }
+      }
       if (*sent < static_cast<size_t>(n)) {
         c.window_closed = true;
         bufferevent_disable(c.bev, EV_READ);
@@ -658,12 +673,26 @@ class EgressProxy::Impl {
     c.bytes_out += data.size();
     if (c.intercept != nullptr) return FromGuestTls(c, data);
     if (c.port != options_.tls_port) ScanPlaintext(c, data);
-    if (c.relaying) {
+    if (c.relaying) return ToUpstream(c, data);
+    c.pending += data;
+    Check(c);
+  }
+
+  // Guest bytes of a relayed plaintext connection, through its gate if it has one.
+  void ToUpstream(Conn& c, std::string_view data) {
+    if (c.gate == nullptr) {
       bufferevent_write(c.bev, data.data(), data.size());
       return;
     }
-    c.pending += data;
-    Check(c);
+    std::string forward;
+    absl::Status checked = c.gate->FromGuest(data, &forward);
+    if (!forward.empty()) bufferevent_write(c.bev, forward.data(), forward.size());
+    if (!checked.ok()) {
+      return Close(
+          c, EACCES,
+          absl::StrCat("the connection was allowed for ", c.name, " but ", checked.message()),
+          true);
+    }
   }
 
   void DataEnd(uint32_t id) {
@@ -727,6 +756,8 @@ class EgressProxy::Impl {
         return Close(c, EACCES, absl::StrCat(c.name, ":80: ", error), true);
       }
       host = head.host;
+      // The first request is checked here; it and every later one pass the gate once relayed.
+      if (host == c.name) c.gate = std::make_unique<HttpRequestGate>(c.name);
     }
     if (host != c.name) {
       return Close(c, EACCES,
@@ -764,8 +795,9 @@ class EgressProxy::Impl {
       return;
     }
     if (!c.pending.empty()) {
-      bufferevent_write(c.bev, c.pending.data(), c.pending.size());
-      c.pending.clear();
+      std::string pending;
+      pending.swap(c.pending);
+      ToUpstream(c, pending);
     } else {
       Drained(c);
     }

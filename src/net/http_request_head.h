@@ -7,7 +7,7 @@
 // the start, so the result is a pure function of the bytes: once a prefix of a connection's
 // bytes gives a result other than kNeedMore, every longer prefix gives the same result, head and
 // error. Only the first request's head is read; its body and any pipelined requests after it are
-// not looked at (so a caller that relays a kept-alive connection sees only the first Host).
+// not looked at (HttpRequestGate, http_request_gate.h, checks each later request's head).
 //
 // A head is accepted when it is HTTP/1.0 or 1.1 with a method other than CONNECT and:
 //   - the request-target is origin-form ("/path"), asterisk-form ("*") or absolute-form
