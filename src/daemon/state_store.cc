@@ -1188,12 +1188,24 @@ absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
     q.Bind(12, static_cast<int64_t>(e.bytes_in)).Step();
     if (!q.ok()) return q.status();
   }
-  // Bounded per session, like output: the oldest go first.
-  Stmt trim(db_,
-            "DELETE FROM net_events WHERE session_id = ? AND seq <= (SELECT seq FROM net_events "
-            "WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)");
-  trim.Bind(1, s.id).Bind(2, s.id).Bind(3, kMaxNetEventsPerSession).Step();
-  if (!trim.ok()) return trim.status();
+  // Bounded per session, denials and allowed connections each on their own: a guest's flood of
+  // cheap denied names never pushes out its allowed connections, and of each kind the first
+  // kFirstNetEventsKept stay (what it tried first is the evidence) besides the newest; the
+  // ones between go.
+  for (int allowed : {0, 1}) {
+    Stmt trim(db_,
+              "DELETE FROM net_events WHERE session_id = ?1 AND allowed = ?2 "
+              "AND seq > COALESCE((SELECT seq FROM net_events WHERE session_id = ?1 AND "
+              "allowed = ?2 ORDER BY seq LIMIT 1 OFFSET ?3), 9223372036854775807) "
+              "AND seq <= COALESCE((SELECT seq FROM net_events WHERE session_id = ?1 AND "
+              "allowed = ?2 ORDER BY seq DESC LIMIT 1 OFFSET ?4), -1)");
+    trim.Bind(1, s.id)
+        .Bind(2, static_cast<int64_t>(allowed))
+        .Bind(3, kFirstNetEventsKept - 1)
+        .Bind(4, kMaxNetEventsPerSession / 2 - kFirstNetEventsKept)
+        .Step();
+    if (!trim.ok()) return trim.status();
+  }
   if (absl::Status st = tx.Commit(); !st.ok()) return st;
   for (const net::NetEvent& e : events) {
     if (e.allowed || !events_) continue;

@@ -284,7 +284,8 @@ class StateStore {
                                        const std::string& id,
                                        const std::vector<EgressGrant>& egress, int64_t version,
                                        const std::string& action, const std::string& outcome);
-  // The egress proxy's decisions; at most kMaxNetEventsPerSession are kept, oldest dropped.
+  // The egress proxy's decisions. Denied and allowed ones are kept apart, at most half of
+  // kMaxNetEventsPerSession each: the first kFirstNetEventsKept of each, and the newest.
   [[nodiscard]] absl::Status AppendNetEvents(const SessionRecord& s,
                                              const std::vector<net::NetEvent>& events);
   // Replaces a session's secret bindings (never values), with an audit record.
@@ -304,6 +305,7 @@ class StateStore {
                                                                          int64_t after_seq,
                                                                          uint32_t tail);
   static constexpr int64_t kMaxNetEventsPerSession = 10000;
+  static constexpr int64_t kFirstNetEventsKept = 1000;
 
   [[nodiscard]] absl::Status Audit(const Principal& who, const std::string& tenant,
                                    const std::string& action, const std::string& target,

@@ -305,6 +305,55 @@ TEST(StateStoreTest, EgressGrantsAndNetworkEventsAreKeptPerTenantAndAudited) {
 namespace airlock {
 namespace {
 
+// A guest that floods its log with cheap denied names (20,000 of them) pushes out neither its
+// allowed connections nor the first things it tried: the evidence stays.
+TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Principal alice{1001, 1001};
+  SessionRecord s = NewSession("s-flood", alice);
+  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+  auto event = [](const std::string& name, bool allowed) {
+    net::NetEvent e;
+    e.kind = allowed ? "connect" : "dns";
+    e.name = name;
+    e.port = allowed ? 443 : 0;
+    e.allowed = allowed;
+    return e;
+  };
+  ASSERT_TRUE((*store)
+                  ->AppendNetEvents(s, {event("pypi.org", true), event("evil.example", false),
+                                        event("files.pythonhosted.org", true)})
+                  .ok());
+  for (int batch = 0; batch < 20; ++batch) {
+    std::vector<net::NetEvent> flood;
+    for (int i = 0; i < 1000; ++i) {
+      flood.push_back(event(absl::StrCat("x", batch * 1000 + i, ".cheap.example"), false));
+    }
+    ASSERT_TRUE((*store)->AppendNetEvents(s, flood).ok());
+  }
+  auto all = [&] {
+    std::vector<net::NetEvent> out;
+    int64_t after = 0;
+    for (;;) {
+      absl::StatusOr<std::vector<net::NetEvent>> page =
+          (*store)->ReadNetEvents(alice.Tenant(), "s-flood", after, 0);
+      EXPECT_TRUE(page.ok());
+      if (!page.ok() || page->empty()) return out;
+      after = page->back().seq;
+      out.insert(out.end(), page->begin(), page->end());
+    }
+  };
+  std::vector<net::NetEvent> kept = all();
+  ASSERT_EQ(kept.size(), 2u + StateStore::kMaxNetEventsPerSession / 2);
+  EXPECT_EQ(kept[0].name, "pypi.org");
+  EXPECT_EQ(kept[1].name, "evil.example");
+  EXPECT_EQ(kept[2].name, "files.pythonhosted.org");
+  EXPECT_EQ(kept[3].name, "x0.cheap.example");
+  EXPECT_EQ(kept.back().name, "x19999.cheap.example");  // and the newest
+}
+
 TEST(StateStoreTest, ATenantsOutputIsCappedInAllOldestFirst) {
   testing::TempDir dir;
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
