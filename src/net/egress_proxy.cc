@@ -742,6 +742,14 @@ class EgressProxy::Impl {
         return Close(c, EACCES, absl::StrCat(c.name, ":443: ", error), true);
       }
       host = hello.sni;
+      if (hello.encrypted_client_hello) {
+        // The name the proxy checks would be only the front's; the real one is encrypted.
+        return Close(c, EACCES,
+                     absl::StrCat("the TLS ClientHello to ", c.name,
+                                  " offers Encrypted Client Hello, which would hide the server it "
+                                  "reaches; ECH is refused (turn it off in the client)"),
+                     true);
+      }
       if (host.empty()) {
         return Close(
             c, EACCES,

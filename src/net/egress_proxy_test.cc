@@ -262,6 +262,22 @@ TEST_F(EgressProxyTest, ChecksTheHostOnPort80AndTheSniOn443BeforeDialing) {
   f = g_.ReceiveRequest();
   ExpectPlainReset(f, "other than TLS");
   EXPECT_NE(ReasonWith("other than TLS"), "");
+  // A ClientHello that names web.test but offers Encrypted Client Hello: the name may be only
+  // a front's, so it is refused.
+  auto u16 = [](size_t n) { return std::string{static_cast<char>(n >> 8), static_cast<char>(n)}; };
+  std::string name = "web.test";
+  std::string sni = u16(name.size() + 3) + '\0' + u16(name.size()) + name;
+  std::string ech("\x00\x00\x01\x00\x01\x42", 6);
+  std::string extensions =
+      std::string("\x00\x00", 2) + u16(sni.size()) + sni + "\xfe\x0d" + u16(ech.size()) + ech;
+  std::string body = std::string("\x03\x03") + std::string(32, 'r') + '\0' + u16(2) + "\x13\x01" +
+                     '\x01' + '\0' + u16(extensions.size()) + extensions;
+  std::string handshake = std::string("\x01\x00", 2) + u16(body.size()) + body;
+  Connect(6, "web.test", 443);
+  g_.Send(FrameType::kData, 6, std::string("\x16\x03\x01") + u16(handshake.size()) + handshake);
+  f = g_.ReceiveRequest();
+  ExpectPlainReset(f, "offers Encrypted Client Hello");
+  EXPECT_NE(ReasonWith("offers Encrypted Client Hello"), "");
 }
 
 TEST_F(EgressProxyTest, ARawRuleCarriesOtherProtocolsOnPort80And443) {

@@ -16,6 +16,7 @@ constexpr size_t kRandomSize = 32;
 constexpr size_t kMaxSessionIdSize = 32;
 constexpr uint16_t kExtensionServerName = 0;
 constexpr uint16_t kExtensionAlpn = 16;
+constexpr uint16_t kExtensionEncryptedClientHello = 0xfe0d;  // draft-ietf-tls-esni
 constexpr uint8_t kNameTypeHostName = 0;
 
 std::string Hex(unsigned value, int digits) {
@@ -176,6 +177,8 @@ Why ParseClientHelloBody(std::span<const uint8_t> body, ClientHelloInfo* info) {
       why = ParseServerName(data, &info->sni);
     } else if (type == kExtensionAlpn) {
       why = ParseAlpn(data, &info->alpn);
+    } else if (type == kExtensionEncryptedClientHello) {
+      info->encrypted_client_hello = true;
     }
     if (!why.empty()) return why;
   }

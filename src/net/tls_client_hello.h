@@ -20,6 +20,7 @@
 //     0 server_name  u16-length list holding exactly one entry: u8 type 0 (host_name),
 //                    u16-length name of 1..255 printable ASCII bytes (0x21..0x7e)
 //     16 ALPN        u16-length list (non-empty) of u8-length protocol names (each non-empty)
+//     0xfe0d encrypted_client_hello (ECH): only noted (its contents are not read)
 // Bytes after the ClientHello (the rest of its record, later records) are not looked at.
 #ifndef AIRLOCK_NET_TLS_CLIENT_HELLO_H_
 #define AIRLOCK_NET_TLS_CLIENT_HELLO_H_
@@ -46,6 +47,10 @@ struct ClientHelloInfo {
   // The protocol names of the ALPN extension, in the client's order, as raw bytes; empty if the
   // extension is absent.
   std::vector<std::string> alpn;
+  // The ClientHello offers Encrypted Client Hello: the server it names (sni) may be only the
+  // public name of a front that serves many (real ECH and the "GREASE" some clients send to
+  // every server look the same, by design).
+  bool encrypted_client_hello = false;
 
   friend bool operator==(const ClientHelloInfo&, const ClientHelloInfo&) = default;
 };

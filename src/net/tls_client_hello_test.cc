@@ -228,6 +228,17 @@ TEST(TlsClientHelloTest, BuiltHelloLowerCasesTheNameAndKeepsAlpnOrder) {
   ExpectPrefixesAgree(Typical().Wire());
 }
 
+TEST(TlsClientHelloTest, AnOfferOfEncryptedClientHelloIsNoted) {
+  EXPECT_FALSE(Peek(Typical().Wire()).info.encrypted_client_hello);
+  HelloBuilder b = Typical();
+  b.Extension(0xfe0d, std::string("\x00\x00\x01\x00\x01\x42", 6));  // outer, as GREASE
+  Peeked p = Peek(b.Wire());
+  ASSERT_EQ(p.result, PeekResult::kDone) << p.error;
+  EXPECT_EQ(p.info.sni, "example.com");  // the outer, public name only
+  EXPECT_TRUE(p.info.encrypted_client_hello);
+  ExpectPrefixesAgree(b.Wire());
+}
+
 TEST(TlsClientHelloTest, ReassemblesOneByteRecords) {
   std::string wire = Typical().Wire(1);
   Peeked p = Peek(wire);
