@@ -26,10 +26,13 @@ constexpr char kPlaceholder[] = "PH_0123456789";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view in(reinterpret_cast<const char*>(data), size);
-  airlock::net::HttpIntercept h(
-      "api.test", 443,
-      {{"KEY", std::string(kPlaceholder), std::string(kValue), (size > 0 && data[0] & 4) != 0},
-       {"OTHER", "PH_other_secret", "", false}});
+  airlock::net::HttpIntercept h("api.test", 443,
+                                {{"KEY",
+                                  std::string(kPlaceholder),
+                                  std::string(kValue),
+                                  (size > 0 && data[0] & 4) != 0,
+                                  {"authorization", "x-api-key"}},
+                                 {"OTHER", "PH_other_secret", "", false}});
   std::string to_guest, to_upstream, guest_sent, events;
   size_t at = 0;
   bool guest_done = false, upstream_done = false;

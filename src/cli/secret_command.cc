@@ -18,7 +18,8 @@ namespace {
 constexpr char kSecretFooter[] =
     "A secret's value never enters the guest: commands see NAME=<placeholder>, and airlockd\n"
     "puts the value in place of the placeholder only in HTTPS requests to the hosts it is\n"
-    "bound to (in headers; in bodies too with ?body), and puts the placeholder back in place\n"
+    "bound to (in credential headers such as Authorization and X-Api-Key, or in those named\n"
+    "with ?header=NAME; in bodies too with ?body), and puts the placeholder back in place\n"
     "of the value in what those hosts answer. The hosts must also be allowed (--allow).\n"
     "SOURCE is env:VAR or file:PATH (read here, by this command) or op://VAULT/ITEM/FIELD\n"
     "(read by airlockd with 1Password's `op`, again at each resume).\n"
@@ -141,7 +142,7 @@ void AddSecretCommand(Cli& cli) {
       AddCheckedList(
           app, "SPEC", &args->items,
           [](const std::string& text) { return secrets::ParseSecretSpec(text).status(); },
-          "NAME=SOURCE@HOST[,HOST...][?body]")
+          "NAME=SOURCE@HOST[,HOST...][?body&header=NAME]")
           ->required()
           ->allow_extra_args(true);
     } else if (v == "rm") {

@@ -53,7 +53,7 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
       "commands see NAME=<placeholder>; HTTPS requests to HOST carry the value instead, e.g. "
       "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com (SOURCE: env:VAR, file:PATH, "
       "op://VAULT/ITEM/FIELD; see airlock secret --help)")
-      ->type_name("NAME=SOURCE@HOST[,HOST...][?body]");
+      ->type_name("NAME=SOURCE@HOST[,HOST...][?body&header=NAME]");
   app->add_option("--workspace", o->workspace,
                   "capture the project DIR (with its .git) into the session at /workspace, "
                   "writable there while DIR itself is never touched; bring work back with "

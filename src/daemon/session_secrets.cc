@@ -190,6 +190,7 @@ std::vector<net::ProxySecret> SessionSecrets::ForProxy(
     p.placeholder = g.placeholder;
     p.hosts = g.spec.hosts;
     p.body = g.spec.body;
+    p.headers = g.spec.EffectiveHeaders();
     if (values != values_.end()) {
       auto v = values->second.find(g.spec.name);
       if (v != values->second.end()) p.value = v->second;

@@ -22,7 +22,7 @@ namespace airlock {
 
 // A secret as a client asks for it.
 struct SecretRequest {
-  std::string spec;   // NAME=SOURCE@HOST[,HOST...][?body]
+  std::string spec;   // NAME=SOURCE@HOST[,HOST...][?body&header=NAME] (see secret_spec.h)
   std::string value;  // env: and file: sources: the value the client read; op://: empty
 };
 

@@ -823,7 +823,7 @@ class EgressProxy::Impl {
     for (const ProxySecret& s : secrets_) {
       bool here = std::find(s.hosts.begin(), s.hosts.end(), host) != s.hosts.end();
       bound |= here;
-      out.push_back({s.name, s.placeholder, here ? s.value : "", s.body});
+      out.push_back({s.name, s.placeholder, here ? s.value : "", s.body, s.headers});
     }
     if (!bound) return {};
     return out;

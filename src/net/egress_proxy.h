@@ -67,7 +67,8 @@ struct ProxySecret {
   std::string placeholder;
   std::string value;  // empty: the value is not available (the request goes out unchanged)
   std::vector<std::string> hosts;
-  bool body = false;  // may enter request bodies
+  bool body = false;                 // may enter request bodies
+  std::vector<std::string> headers;  // the request headers it may enter (lower case)
 };
 
 struct EgressProxyOptions {

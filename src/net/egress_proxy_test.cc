@@ -422,7 +422,7 @@ class InterceptTest : public EgressProxyTest {
     ASSERT_TRUE(upstream.ok()) << upstream.status();
     options.upstream_tls = std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free);
     options.tls_port = server_.port();
-    options.secrets = {{"KEY", kPlaceholder, kValue, {"web.test"}, false}};
+    options.secrets = {{"KEY", kPlaceholder, kValue, {"web.test"}, false, {"authorization"}}};
     Start({"web.test:" + std::to_string(server_.port())}, std::move(options));
     // The guest trusts the session's CA, as airlock sets it up in a VM.
     char name[] = "/tmp/airlock-session-ca-XXXXXX";
@@ -536,7 +536,7 @@ TEST_F(InterceptTest, AHostWithNoSecretBoundStaysAnOpaqueTunnel) {
   EgressProxyOptions options;
   options.ca = session_ca_;
   options.upstream_tls = std::shared_ptr<SSL_CTX>(UpstreamContext("")->release(), SSL_CTX_free);
-  options.secrets = {{"KEY", kPlaceholder, kValue, {"api.other.test"}, false}};
+  options.secrets = {{"KEY", kPlaceholder, kValue, {"api.other.test"}, false, {"authorization"}}};
   Start({"web.test:" + std::to_string(echo.port())}, std::move(options));
   Connect(2, "web.test", echo.port());
   g_.Send(FrameType::kData, 2, std::string("plain ") + kPlaceholder);

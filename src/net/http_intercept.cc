@@ -242,8 +242,27 @@ void HttpIntercept::WarnOtherPlaceholders(absl::string_view bytes, absl::string_
 
 std::string HttpIntercept::SubstituteHeader(absl::string_view name, absl::string_view value) {
   std::string out(value);
+  // A binding names the headers its value may enter (the credential headers, by default):
+  // never a header the server might reflect or log, nor one the guest chose to smuggle it in.
+  auto allows = [&](const InterceptedSecret& s) {
+    return std::any_of(s.headers.begin(), s.headers.end(),
+                       [&](const std::string& h) { return absl::EqualsIgnoreCase(h, name); });
+  };
   for (const InterceptedSecret& s : secrets_) {
     if (s.value.empty()) continue;
+    if (!allows(s)) {
+      if (out.find(s.placeholder) != std::string::npos) {
+        std::string why = absl::StrCat(
+            "in header ", name,
+            ", which its binding does not name (bind it with ?header=", absl::AsciiStrToLower(name),
+            " to send it there); sent unchanged");
+        bool seen = std::any_of(events_.begin(), events_.end(), [&](const InterceptEvent& e) {
+          return e.secret == s.name && e.where == why;
+        });
+        if (!seen) events_.push_back({s.name, false, why});
+      }
+      continue;
+    }
     if (absl::StrReplaceAll({{s.placeholder, s.value}}, &out) > 0) {
       events_.push_back({s.name, true, absl::StrCat("header ", name)});
     }
@@ -256,7 +275,7 @@ std::string HttpIntercept::SubstituteHeader(absl::string_view name, absl::string
     if (absl::Base64Unescape(encoded, &decoded)) {
       std::string swapped = decoded;
       for (const InterceptedSecret& s : secrets_) {
-        if (s.value.empty()) continue;
+        if (s.value.empty() || !allows(s)) continue;
         if (absl::StrReplaceAll({{s.placeholder, s.value}}, &swapped) > 0) {
           events_.push_back({s.name, true, absl::StrCat("header ", name, " (Basic)")});
           WarnOtherPlaceholders(decoded, absl::StrCat("header ", name));

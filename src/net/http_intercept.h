@@ -46,10 +46,11 @@ inline constexpr size_t kMaxHttpHeaders = 256;
 inline constexpr size_t kMaxSubstitutedBodyBytes = 8 * 1024 * 1024;
 
 struct InterceptedSecret {
-  std::string name;         // as the user named it: OPENAI_API_KEY
-  std::string placeholder;  // what the guest holds
-  std::string value;        // the real secret; empty for a secret not bound to this host
-  bool body = false;        // the binding lets the value into request bodies
+  std::string name;                  // as the user named it: OPENAI_API_KEY
+  std::string placeholder;           // what the guest holds
+  std::string value;                 // the real secret; empty for a secret not bound to this host
+  bool body = false;                 // the binding lets the value into request bodies
+  std::vector<std::string> headers;  // and into these request headers (lower case) only
 };
 
 // Something the interceptor did or saw that the session's network log records.

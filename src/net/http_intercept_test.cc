@@ -15,8 +15,8 @@ constexpr char kValue[] = "sk-real-value-that-must-never-reach-the-guest";
 constexpr char kOtherPlaceholder[] = "AIRLOCK_SECRET_PLACEHOLDER_GH_fedcba9876543210";
 
 std::vector<InterceptedSecret> Secrets(bool body = false) {
-  return {{"OPENAI_API_KEY", kPlaceholder, kValue, body},
-          {"GH_TOKEN", kOtherPlaceholder, "", false}};
+  return {{"OPENAI_API_KEY", kPlaceholder, kValue, body, {"authorization", "x-api-key"}},
+          {"GH_TOKEN", kOtherPlaceholder, "", false, {"authorization"}}};
 }
 
 struct Sent {
@@ -55,6 +55,24 @@ TEST(HttpInterceptTest, SwapsThePlaceholderInHeadersAndForcesIdentityEncoding) {
   EXPECT_TRUE(events[0].used);
   EXPECT_EQ(events[0].where, "header Authorization");
   EXPECT_TRUE(h.GuestIdle());
+}
+
+// The value goes only into the headers its binding names: a placeholder the guest puts in a
+// header a server might log or reflect (a Referer, a custom one) goes out unchanged, and the
+// network log says how to allow it.
+TEST(HttpInterceptTest, AHeaderTheBindingDoesNotNameGetsNoValue) {
+  HttpIntercept h("api.openai.com", 443, Secrets());
+  Sent s = Guest(h, absl::StrCat("GET / HTTP/1.1\r\nHost: api.openai.com\r\nReferer: https://x/",
+                                 kPlaceholder, "\r\nCookie: k=", kPlaceholder, "\r\n\r\n"));
+  ASSERT_TRUE(s.status.ok()) << s.status;
+  EXPECT_EQ(s.upstream.find(kValue), std::string::npos) << s.upstream;
+  EXPECT_NE(s.upstream.find(absl::StrCat("Referer: https://x/", kPlaceholder)), std::string::npos);
+  std::vector<InterceptEvent> events = h.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[0].used);
+  EXPECT_EQ(events[0].where,
+            "in header Referer, which its binding does not name (bind it with ?header=referer to "
+            "send it there); sent unchanged");
 }
 
 TEST(HttpInterceptTest, SwapsInsideBasicCredentialsAndMasksTheirEcho) {

@@ -13,7 +13,7 @@ namespace airlock::secrets {
 namespace {
 
 constexpr char kForm[] =
-    "give NAME=SOURCE@HOST[,HOST...][?body], e.g. "
+    "give NAME=SOURCE@HOST[,HOST...][?OPTION[&OPTION...]] (options: body, header=NAME), e.g. "
     "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com (sources: env:VAR, file:PATH, "
     "op://VAULT/ITEM/FIELD)";
 
@@ -32,6 +32,15 @@ bool IsEnvName(absl::string_view s) {
   }
   return std::all_of(s.begin(), s.end(), [](char c) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// An HTTP field name (RFC 9110 5.1: a token), at most 64 bytes.
+bool IsHeaderName(absl::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           absl::string_view("!#$%'*+-.^_`|~").find(c) != absl::string_view::npos;
   });
 }
 
@@ -81,16 +90,31 @@ absl::StatusOr<SecretSpec> ParseSecretSpec(std::string_view input) {
     return Bad(text, "the name must be an environment variable name (letters, digits, '_')");
   }
   absl::string_view rest = text.substr(eq + 1);
-  if (absl::EndsWith(rest, "?body")) {
-    spec.body = true;
-    rest.remove_suffix(5);
-  }
   size_t at = rest.rfind('@');
   if (at == absl::string_view::npos) {
     return Bad(text, "no '@HOST': a secret is sent only to the hosts it is bound to");
   }
   spec.source = std::string(rest.substr(0, at));
   absl::string_view hosts = rest.substr(at + 1);
+  if (size_t q = hosts.find('?'); q != absl::string_view::npos) {
+    for (absl::string_view option : absl::StrSplit(hosts.substr(q + 1), '&')) {
+      if (option == "body" && !spec.body) {
+        spec.body = true;
+      } else if (absl::ConsumePrefix(&option, "header=") && IsHeaderName(option)) {
+        std::string header = absl::AsciiStrToLower(option);
+        if (std::find(spec.headers.begin(), spec.headers.end(), header) == spec.headers.end()) {
+          spec.headers.push_back(header);
+        }
+      } else {
+        return Bad(text, absl::StrCat("\"", option.substr(0, 64),
+                                      "\" is not an option (give body, or header=NAME)"));
+      }
+    }
+    if (spec.headers.size() > kMaxSecretHeaders) {
+      return Bad(text, absl::StrCat("at most ", kMaxSecretHeaders, " headers"));
+    }
+    hosts = hosts.substr(0, q);
+  }
   if (absl::StartsWith(spec.source, "env:")) {
     if (!IsEnvName(spec.source.substr(4))) return Bad(text, "env: needs a variable name");
   } else if (absl::StartsWith(spec.source, "file:")) {
@@ -127,9 +151,17 @@ absl::StatusOr<SecretSpec> ParseSecretSpec(std::string_view input) {
   return spec;
 }
 
+std::vector<std::string> SecretSpec::EffectiveHeaders() const {
+  if (!headers.empty()) return headers;
+  return {std::begin(kDefaultSecretHeaders), std::end(kDefaultSecretHeaders)};
+}
+
 std::string FormatSecretSpec(const SecretSpec& spec) {
+  std::vector<std::string> options;
+  if (spec.body) options.push_back("body");
+  for (const std::string& h : spec.headers) options.push_back("header=" + h);
   return absl::StrCat(spec.name, "=", spec.source, "@", absl::StrJoin(spec.hosts, ","),
-                      spec.body ? "?body" : "");
+                      options.empty() ? "" : "?", absl::StrJoin(options, "&"));
 }
 
 }  // namespace airlock::secrets

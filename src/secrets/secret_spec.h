@@ -1,11 +1,13 @@
 // What `--secret` names: a secret's name in the guest, where its value comes from, and the hosts
-// it may be sent to. NAME=SOURCE@HOST[,HOST...][?body], for example
+// it may be sent to. NAME=SOURCE@HOST[,HOST...][?OPTION[&OPTION...]], for example
 //   OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com
 //   GH_TOKEN=op://Engineering/github/token@api.github.com,uploads.github.com
 //   DEPLOY_KEY=file:/run/keys/deploy@api.example.com?body
+//   SESSION=env:SESSION_COOKIE@app.example.com?header=cookie
 // Sources: env:VAR and file:PATH are read by the CLI (the value travels to airlockd over its
 // authenticated socket); op://VAULT/ITEM/FIELD is resolved by airlockd with 1Password's `op`.
-// `?body` lets the value into request bodies as well as headers.
+// The value goes only into the credential headers of a request (kDefaultSecretHeaders), or only
+// into the headers `header=NAME` options name; `body` lets it into request bodies too.
 #ifndef AIRLOCK_SECRETS_SECRET_SPEC_H_
 #define AIRLOCK_SECRETS_SECRET_SPEC_H_
 
@@ -24,14 +26,23 @@ struct SecretSpec {
   std::string source;              // "env:VAR", "file:/abs/path" or "op://vault/item/field"
   std::vector<std::string> hosts;  // lower case, no duplicates
   bool body = false;
+  // The request headers the value may go into, lower case; empty: kDefaultSecretHeaders.
+  std::vector<std::string> headers;
 
   SourceKind kind() const;
+  // The headers the value may go into: `headers`, or kDefaultSecretHeaders without any.
+  std::vector<std::string> EffectiveHeaders() const;
   // The text after the scheme: VAR, /abs/path, or the whole op:// reference.
   std::string reference() const;
   friend bool operator==(const SecretSpec&, const SecretSpec&) = default;
 };
 
 inline constexpr size_t kMaxSecretHosts = 16;
+inline constexpr size_t kMaxSecretHeaders = 8;
+// Where APIs take credentials: a secret bound without `header=` options goes into these only.
+inline constexpr std::string_view kDefaultSecretHeaders[] = {
+    "authorization", "proxy-authorization", "x-api-key",     "api-key",
+    "x-auth-token",  "private-token",       "x-goog-api-key"};
 inline constexpr size_t kMaxSecretsPerSession = 64;
 // A value longer than this is refused (API keys and tokens are far shorter).
 inline constexpr size_t kMaxSecretValueBytes = 16 * 1024;
