@@ -47,6 +47,7 @@
 #ifndef AIRLOCK_WORKSPACE_IGNORE_RULES_H_
 #define AIRLOCK_WORKSPACE_IGNORE_RULES_H_
 
+#include <algorithm>
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +83,13 @@ class IgnoreRules {
 
   // No patterns (an empty file, or only comments and blank lines).
   bool empty() const { return patterns_.empty(); }
+
+  // Puts the patterns of `first` before these, as if its lines came first in the file (so a
+  // later '!' line here includes again what `first` leaves out).
+  void Prepend(const IgnoreRules& first) {
+    patterns_.insert(patterns_.begin(), first.patterns_.begin(), first.patterns_.end());
+    max_tokens_ = std::max(max_tokens_, first.max_tokens_);
+  }
 
  private:
   // One step of a compiled pattern.

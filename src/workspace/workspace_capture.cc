@@ -15,9 +15,12 @@
 #include <map>
 #include <memory>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
@@ -49,7 +52,33 @@ struct ArchiveDeleter {
   void operator()(archive* a) const { archive_read_free(a); }
 };
 
+absl::StatusOr<IgnoreRules> LoadProjectIgnoreRules(const std::string& root);
+
+// The project's .airlockignore after kSecretFilePatterns.
 absl::StatusOr<IgnoreRules> LoadIgnoreRules(const std::string& root) {
+  static const IgnoreRules* const secret_files =
+      new IgnoreRules(*IgnoreRules::Parse(kSecretFilePatterns));
+  absl::StatusOr<IgnoreRules> rules = LoadProjectIgnoreRules(root);
+  if (rules.ok()) rules->Prepend(*secret_files);
+  return rules;
+}
+
+// A .git/config that holds credentials: refused, with what to do instead.
+absl::Status CheckGitConfig(const std::string& root, const std::string& rel) {
+  std::string path = absl::StrCat(root, "/", rel);
+  absl::StatusOr<std::string> text = ReadFileToString(path, 1 << 20);
+  if (!text.ok()) return absl::OkStatus();  // read again below, where a failure is reported
+  std::string why = GitConfigCredentials(*text);
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, " holds credentials (", why,
+      "), which the session's guest could read; take them out (git remote set-url origin "
+      "URL-without-password, and keep the token in a credential helper outside the project), "
+      "or leave the file out with ",
+      kIgnoreFileName));
+}
+
+absl::StatusOr<IgnoreRules> LoadProjectIgnoreRules(const std::string& root) {
   std::string path = absl::StrCat(root, "/", kIgnoreFileName);
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return IgnoreRules();
@@ -64,6 +93,29 @@ absl::StatusOr<IgnoreRules> LoadIgnoreRules(const std::string& root) {
   }
   return rules;
 }
+
+}  // namespace
+
+std::string GitConfigCredentials(std::string_view config) {
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(config.data(), config.size()), '\n')) {
+    std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line));
+    if (absl::StartsWith(lower, "#") || absl::StartsWith(lower, ";")) continue;
+    if (absl::StartsWith(lower, "extraheader")) return "an http.extraHeader";
+    if (!absl::StartsWith(lower, "url") && !absl::StartsWith(lower, "pushurl")) continue;
+    size_t scheme = lower.find("://");
+    if (scheme == std::string::npos) continue;
+    std::string authority = lower.substr(scheme + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    size_t at = authority.rfind('@');
+    if (at != std::string::npos && authority.substr(0, at).find(':') != std::string::npos) {
+      return "a remote URL with a password";
+    }
+  }
+  return "";
+}
+
+namespace {
 
 std::string OverCapMessage(const std::string& root, uint64_t total, uint64_t cap,
                            const std::map<std::string, uint64_t>& top_sizes) {
@@ -122,6 +174,12 @@ absl::StatusOr<Walk> WalkProject(const std::string& root, const CaptureOptions& 
     unsigned type = archive_entry_filetype(entry);
     bool is_dir = type == AE_IFDIR;
     if (!rel.empty() && rules->Ignored(rel, is_dir)) continue;
+    if (rel == ".git/config" && type == AE_IFREG) {
+      if (absl::Status s = CheckGitConfig(root, rel); !s.ok()) {
+        failure = s;
+        break;
+      }
+    }
     if (is_dir) {
       if (archive_read_disk_can_descend(a.get())) archive_read_disk_descend(a.get());
       if (rel.empty()) continue;

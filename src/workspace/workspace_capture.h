@@ -3,11 +3,14 @@
 // own rights (the CLI), so it can never read what its user could not.
 //
 // The directory is walked with libarchive's disk reader (symlinks not followed, other mounts
-// not entered), leaving out what the project's .airlockignore names (see ignore_rules.h); the
-// .git directory is kept. Files become inodes of a new ext4 built with libext2fs (Ext4Writer):
-// nothing is unpacked, copied or linked anywhere on the host. Symlinks are stored verbatim and
-// never followed; sockets, fifos and devices are left out. Everything is owned by root in the
-// image; permission bits are kept (set-id bits dropped).
+// not entered), leaving out what the project's .airlockignore names (see ignore_rules.h) and,
+// before it, the files that hold secrets by convention (kSecretFilePatterns: .env files, which
+// an .airlockignore line `!.env` takes in again); the .git directory is kept, but a
+// .git/config that holds credentials (a remote URL with a password, an http.extraHeader) is
+// refused, since the guest could read them. Files become inodes of a new ext4 built with libext2fs
+// (Ext4Writer): nothing is unpacked, copied or linked anywhere on the host. Symlinks are stored
+// verbatim and never followed; sockets, fifos and devices are left out. Everything is owned by root
+// in the image; permission bits are kept (set-id bits dropped).
 //
 // Alongside the image comes the base manifest: each file's and symlink's path, mode, size and
 // SHA-256 (or target), sorted by path, and a digest of it all (the tree digest). `sync` compares
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +29,12 @@
 namespace airlock {
 
 inline constexpr char kIgnoreFileName[] = ".airlockignore";
+// Left out of every capture as if the .airlockignore began with these lines.
+inline constexpr char kSecretFilePatterns[] =
+    ".env\n.env.*\n!.env.example\n!.env.sample\n!.env.template\n!.env.dist\n";
+
+// Why a .git/config's text holds credentials ("a remote URL with a password"); empty if not.
+std::string GitConfigCredentials(std::string_view config);
 // Default cap on the bytes of file content a workspace holds.
 inline constexpr uint64_t kDefaultWorkspaceMaxBytes = 2ull << 30;
 // Entries (files, directories, symlinks) a workspace may hold.

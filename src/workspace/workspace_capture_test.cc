@@ -104,6 +104,46 @@ TEST_F(CaptureTest, AProjectOverTheCapNamesItsLargestDirectories) {
   EXPECT_NE(message.find(".airlockignore"), std::string::npos) << message;
 }
 
+// .env files hold secrets by convention: left out unless the .airlockignore takes them in again.
+TEST_F(CaptureTest, DotEnvFilesAreLeftOutUnlessTheProjectTakesThemIn) {
+  Write(project_ + "/.env", "API_KEY=secret\n");
+  Write(project_ + "/.env.local", "API_KEY=secret\n");
+  Write(project_ + "/.env.example", "API_KEY=\n");
+  Write(project_ + "/src/.env", "DB_PASSWORD=secret\n");
+  absl::StatusOr<WorkspaceTree> tree = DescribeWorkspace(project_, {});
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_EQ(Find(*tree, ".env"), nullptr);
+  EXPECT_EQ(Find(*tree, ".env.local"), nullptr);
+  EXPECT_EQ(Find(*tree, "src/.env"), nullptr);
+  EXPECT_NE(Find(*tree, ".env.example"), nullptr);
+  EXPECT_NE(Find(*tree, "src/main.c"), nullptr);
+  Write(project_ + "/.airlockignore", "build/\n*.log\n!/.env\n");
+  tree = DescribeWorkspace(project_, {});
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_NE(Find(*tree, ".env"), nullptr);
+  EXPECT_EQ(Find(*tree, "src/.env"), nullptr);
+}
+
+// A .git/config with credentials in it is refused with what to do; one without is captured.
+TEST_F(CaptureTest, AGitConfigHoldingCredentialsIsRefused) {
+  Write(project_ + "/.git/config",
+        "[remote \"origin\"]\n\turl = https://github.com/a/b.git\n"
+        "# url = https://old:password@example.com/x\n");
+  ASSERT_TRUE(DescribeWorkspace(project_, {}).ok());
+  Write(project_ + "/.git/config",
+        "[remote \"origin\"]\n\turl = https://ci:ghp_token@github.com/a/b.git\n");
+  absl::StatusOr<WorkspaceTree> refused = DescribeWorkspace(project_, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("holds credentials (a remote URL with a password)"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("git remote set-url"), std::string::npos);
+  EXPECT_EQ(GitConfigCredentials("[http]\n\textraHeader = AUTHORIZATION: basic eA==\n"),
+            "an http.extraHeader");
+  EXPECT_EQ(GitConfigCredentials("[remote \"o\"]\n\turl = ssh://git@github.com/a/b\n"), "");
+  EXPECT_EQ(GitConfigCredentials("\turl = https://user@host/x\n"), "");  // a name, no password
+}
+
 TEST_F(CaptureTest, BadInputIsRefusedWithWhatToDo) {
   std::string file = dir_.File("file");
   Write(file, "x");
