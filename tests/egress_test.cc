@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -80,6 +81,24 @@ std::string DemoWheel() {
   archive_write_free(a);
   buffer.resize(used);
   return buffer;
+}
+
+constexpr char kDemoWheelName[] = "airlock_demo-1.0-py3-none-any.whl";
+
+// A package index (PEP 503 simple pages) serving DemoWheel() as airlock-demo, and `extra`
+// paths with their bodies.
+LoopbackHttpServer::Handler DemoIndex(std::map<std::string, std::string> extra = {}) {
+  return [wheel = DemoWheel(),
+          extra = std::move(extra)](const std::string& path) -> std::optional<std::string> {
+    if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
+      return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", kDemoWheelName, "\">",
+                          kDemoWheelName, "</a></body></html>");
+    }
+    if (path == absl::StrCat("/files/", kDemoWheelName)) return wheel;
+    auto found = extra.find(path);
+    if (found != extra.end()) return found->second;
+    return std::nullopt;
+  };
 }
 
 // Runs git on the host (argv, no shell) in dir; a failure fails the test.
@@ -224,19 +243,7 @@ TEST(EgressTest, GuestsTrustTheOperatorsGuestCaWithoutBeingTold) {
   TestDir dir;
   MakeTestCa(dir.path);
   Issue(dir.path, "web", "web.test");
-  std::string wheel = DemoWheel();
-  std::string wheel_name = "airlock_demo-1.0-py3-none-any.whl";
-  LoopbackHttpServer index(
-      [&](const std::string& path) -> std::optional<std::string> {
-        if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
-          return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", wheel_name, "\">",
-                              wheel_name, "</a></body></html>");
-        }
-        if (path == "/files/" + wheel_name) return wheel;
-        if (path == "/hello") return std::string("hello over TLS\n");
-        return std::nullopt;
-      },
-      443, dir.path, "web");
+  LoopbackHttpServer index(DemoIndex({{"/hello", "hello over TLS\n"}}), 443, dir.path, "web");
   auto restart_daemon = [] {
     pid_t pid = DaemonPid();
     ASSERT_GT(pid, 0);
@@ -278,18 +285,8 @@ TEST(EgressTest, PipInstallsFromAnHttpsIndexAndTheGuestMustNameTheHostItWasAllow
   TestDir dir;
   MakeTestCa(dir.path);
   Issue(dir.path, "web", "web.test");
-  std::string wheel = DemoWheel();
-  std::string wheel_name = "airlock_demo-1.0-py3-none-any.whl";
-  LoopbackHttpServer index(
-      [&](const std::string& path) -> std::optional<std::string> {
-        if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
-          return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", wheel_name, "\">",
-                              wheel_name, "</a></body></html>");
-        }
-        if (path == "/files/" + wheel_name) return wheel;
-        return std::nullopt;
-      },
-      443, dir.path, "web");
+  std::string wheel_name = kDemoWheelName;
+  LoopbackHttpServer index(DemoIndex(), 443, dir.path, "web");
   std::string id = CreateSession({"--allow", "web.test"});
   std::string ca = *ReadFileToString(dir.path + "/ca.pem", 1 << 20);
   Result r = RunAirlock({"file", "write", id, "/tmp/ca.pem"}, ca);

@@ -631,13 +631,7 @@ class EgressProxy::Impl {
         // The server's answer to an upgrade request frees (or keeps checking) what followed it.
         std::string forward;
         absl::Status freed = c.gate->FromServer(std::string_view(buf, *sent), &forward);
-        if (!forward.empty()) bufferevent_write(c.bev, forward.data(), forward.size());
-        if (!freed.ok()) {
-          return Close(
-              c, EACCES,
-              absl::StrCat("the connection was allowed for ", c.name, " but ", freed.message()),
-              true);
-        }
+        if (!GatePassed(c, freed, forward)) return;
       }
       if (*sent < static_cast<size_t>(n)) {
         c.window_closed = true;
@@ -686,13 +680,17 @@ class EgressProxy::Impl {
     }
     std::string forward;
     absl::Status checked = c.gate->FromGuest(data, &forward);
+    GatePassed(c, checked, forward);
+  }
+
+  // Sends what a connection's gate let through; false (the connection closed) if it refused.
+  bool GatePassed(Conn& c, const absl::Status& verdict, const std::string& forward) {
     if (!forward.empty()) bufferevent_write(c.bev, forward.data(), forward.size());
-    if (!checked.ok()) {
-      return Close(
-          c, EACCES,
-          absl::StrCat("the connection was allowed for ", c.name, " but ", checked.message()),
+    if (verdict.ok()) return true;
+    Close(c, EACCES,
+          absl::StrCat("the connection was allowed for ", c.name, " but ", verdict.message()),
           true);
-    }
+    return false;
   }
 
   void DataEnd(uint32_t id) {
