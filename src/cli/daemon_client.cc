@@ -89,8 +89,9 @@ std::string DaemonSocketPath() {
   return env && *env ? env : "/run/airlock/airlockd.sock";
 }
 
-absl::StatusOr<DaemonClient> ConnectToDaemon() {
-  std::string socket = DaemonSocketPath();
+namespace {
+
+std::shared_ptr<grpc::Channel> ChannelTo(const std::string& socket) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> traced;
@@ -98,8 +99,31 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   if (traceparent != nullptr && telemetry::ParseTraceparent(traceparent).has_value()) {
     traced.push_back(std::make_unique<TraceparentInterceptors>(traceparent));
   }
-  std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
       "unix:" + socket, grpc::InsecureChannelCredentials(), args, std::move(traced));
+}
+
+// A channel to the airlockd just started, once it answers (it may recover many sessions
+// first). Each try is a new channel: one that failed backs off for seconds between attempts
+// and would miss a daemon that comes up between them.
+std::shared_ptr<grpc::Channel> AwaitStartedDaemon(const std::string& socket) {
+  constexpr int kTries = 600;  // 60 s
+  for (int i = 0; i < kTries; ++i) {
+    struct stat st;
+    if (stat(socket.c_str(), &st) == 0) {
+      std::shared_ptr<grpc::Channel> channel = ChannelTo(socket);
+      if (Answers(channel, 500)) return channel;
+    }
+    usleep(100000);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<DaemonClient> ConnectToDaemon() {
+  std::string socket = DaemonSocketPath();
+  std::shared_ptr<grpc::Channel> channel = ChannelTo(socket);
   if (!Answers(channel, 300)) {
     if (geteuid() != 0) {
       struct stat st;
@@ -112,7 +136,8 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
                                                  "); start it as root: airlockd &"));
     }
     if (absl::Status s = StartDaemon(); !s.ok()) return s;
-    if (!Answers(channel, 15000)) {
+    channel = AwaitStartedDaemon(socket);
+    if (channel == nullptr) {
       return absl::UnavailableError(absl::StrCat("started airlockd, but it does not answer at ",
                                                  socket, "; see ", DefaultHostPaths().home,
                                                  "/airlockd.log"));
