@@ -3,8 +3,9 @@
 // database or a log could give it away.
 //
 // The test's airlockd resolves api.test and other.test to 127.0.0.1, trusts the test's own CA
-// for the servers it intercepts for (AIRLOCK_UPSTREAM_CA), and finds a fake `op` first on its
-// PATH; see tests/vm_test_env.cc.
+// for the servers it intercepts for (AIRLOCK_UPSTREAM_CA), shares op://test/github/token with
+// root (AIRLOCK_SHARED_SECRETS), and the CLI and airlockd find a fake `op` first on their PATH;
+// see tests/vm_test_env.cc.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -185,27 +186,50 @@ TEST(SecretsTest, TheServerGetsTheValueAndNothingTheGuestOrTheHostKeepsHoldsIt) 
   RunAirlock({"rm", fork});
 }
 
-TEST(SecretsTest, OpReferencesAreResolvedByTheDaemonAgainAtResume) {
+TEST(SecretsTest, OpReferencesAreReadWithTheCallersRightsAndSharedSourcesByAirlockd) {
   EchoApi api;
-  std::string items = getenv("AIRLOCK_TEST_OP_ITEMS");
+  const RunAs mallory{61004, 61004};
+  std::string items = getenv("AIRLOCK_TEST_OP_ITEMS");  // root's 1Password: 0700, root's only
   std::string first = FreshValue("op-one-"), second = FreshValue("op-two-");
   ASSERT_TRUE(WriteFileAtomically(items + "/github", first + "\n", 0600).ok());
+  // The caller's own reference is read by the CLI, as the caller: root's works ...
   std::string id =
       CreateSession({"--allow", "api.test", "--secret", "API_KEY=op://test/github/token@api.test"});
+  Exec(id, kCurlAuth);
+  EXPECT_EQ(api.seen().back(), "Bearer " + first);
+  RunAirlock({"rm", id});
+  // ... and another user's `op` cannot read root's 1Password, nor may it make airlockd read it.
+  Result r = RunAirlock({"session", "create", "--allow", "api.test", "--secret",
+                         "API_KEY=op://test/github/token@api.test"},
+                        "", mallory);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.find(first), std::string::npos);
+  r = RunAirlock(
+      {"session", "create", "--allow", "api.test", "--secret", "API_KEY=shared:github@api.test"},
+      "", mallory);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no source shared:github is shared with you"), std::string::npos) << r.err;
+
+  // A source the operator shares with root (AIRLOCK_SHARED_SECRETS) is read by airlockd, and
+  // again at resume: rotated in 1Password, the session picks it up, placeholder unchanged.
+  id = CreateSession({"--allow", "api.test", "--secret", "API_KEY=shared:github@api.test"});
   std::string placeholder(absl::StripTrailingAsciiWhitespace(Exec(id, "echo $API_KEY")));
   Exec(id, kCurlAuth);
   EXPECT_EQ(api.seen().back(), "Bearer " + first);
-  // Rotated in 1Password: the session picks it up at its next resume, placeholder unchanged.
   ASSERT_TRUE(WriteFileAtomically(items + "/github", second + "\n", 0600).ok());
   ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
   EXPECT_EQ(Exec(id, "echo $API_KEY"), placeholder + "\n");
   Exec(id, kCurlAuth);
   EXPECT_EQ(api.seen().back(), "Bearer " + second);
+  // Only to the hosts its line names.
+  r = RunAirlock({"secret", "set", id, "OTHER=shared:github@other.test"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("may go only to api.test"), std::string::npos) << r.err;
   RunAirlock({"rm", id});
 
-  // A reference op cannot read: no session, and op's own words.
-  Result r = RunAirlock({"session", "create", "--allow", "api.test", "--secret",
-                         "API_KEY=op://test/missing/token@api.test"});
+  // A reference op cannot read: no session, and op's own words (the caller's own 1Password).
+  r = RunAirlock({"session", "create", "--allow", "api.test", "--secret",
+                  "API_KEY=op://test/missing/token@api.test"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no such item"), std::string::npos) << r.err;
 }

@@ -132,6 +132,11 @@ class PrivateDaemon : public ::testing::Environment {
             .ok());
     setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
     setenv("AIRLOCK_TEST_OP_ITEMS", items.c_str(), 1);
+    // airlockd reads that 1Password's github item for root alone (SecretsTest).
+    ASSERT_TRUE(WriteFileAtomically(home_ + "/shared-secrets",
+                                    "github op://test/github/token@api.test uid:0\n", 0600)
+                    .ok());
+    setenv("AIRLOCK_SHARED_SECRETS", (home_ + "/shared-secrets").c_str(), 1);
   }
   void TearDown() override {
     std::ifstream pid_file(home_ + "/airlockd.pid");

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -29,7 +30,8 @@ type SessionOptions struct {
 	Allow       []string       // egress rules: "pypi.org", "*.example.com:8443"; none by default
 	Presets     []string       // rule sets: "pypi", "npm", "github", ...
 	// Secrets the guest holds only placeholders of: "NAME=SOURCE@HOST[,HOST...]" to the value
-	// (nil: read here for env: and file: sources, as the CLI does).
+	// (nil: read here, with this process's rights, for env:, file: and op:// sources, as the CLI
+	// does; shared: sources are read by airlockd).
 	Secrets map[string][]byte
 }
 
@@ -92,6 +94,12 @@ func (o SessionOptions) secrets() ([]*airlockv1.SecretBinding, error) {
 				b.Value = []byte(v)
 			case strings.HasPrefix(source, "file:"):
 				v, err := os.ReadFile(source[5:])
+				if err != nil {
+					return nil, invalid("secret %s: %v", spec, err)
+				}
+				b.Value = v
+			case strings.HasPrefix(source, "op://"):
+				v, err := opRead(source)
 				if err != nil {
 					return nil, invalid("secret %s: %v", spec, err)
 				}
@@ -452,4 +460,19 @@ func (n *Network) Change(ctx context.Context, change *airlockv1.ChangeNetworkReq
 		return nil, n.s.explain(ctx, err)
 	}
 	return p.Rules, nil
+}
+
+// opRead is the value 1Password's `op read` prints for reference, as this process's user.
+func opRead(reference string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "op", "read", reference)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		first, _, _ := strings.Cut(stderr.String(), "\n")
+		return nil, fmt.Errorf("`op read` failed: %v %s", err, first)
+	}
+	return bytes.TrimSuffix(out, []byte("\n")), nil
 }

@@ -21,8 +21,9 @@ constexpr char kSecretFooter[] =
     "bound to (in credential headers such as Authorization and X-Api-Key, or in those named\n"
     "with ?header=NAME; in bodies too with ?body), and puts the placeholder back in place\n"
     "of the value in what those hosts answer. The hosts must also be allowed (--allow).\n"
-    "SOURCE is env:VAR or file:PATH (read here, by this command) or op://VAULT/ITEM/FIELD\n"
-    "(read by airlockd with 1Password's `op`, again at each resume).\n"
+    "SOURCE is env:VAR, file:PATH or op://VAULT/ITEM/FIELD (read here, by this command, with\n"
+    "your rights; op:// with 1Password's `op`), or shared:NAME, a source the operator shares\n"
+    "with you (read by airlockd, again at each resume).\n"
     "set binds new secrets or gives bound ones a new source or value (the placeholder stays);\n"
     "ls shows names, sources, hosts, placeholders and when each was last sent.";
 
@@ -74,7 +75,7 @@ absl::Status AddSecretBinding(const std::string& text,
   if (!spec.ok()) return spec.status();
   v1::SecretBinding* binding = out->Add();
   binding->set_spec(secrets::FormatSecretSpec(*spec));
-  if (spec->kind() == secrets::SourceKind::kOnePassword) return absl::OkStatus();
+  if (spec->kind() == secrets::SourceKind::kShared) return absl::OkStatus();  // airlockd reads it
   std::string warning;
   absl::StatusOr<std::string> value = secrets::ReadLocalSecret(*spec, &warning);
   if (!warning.empty()) std::fprintf(stderr, "airlock: warning: %s\n", warning.c_str());

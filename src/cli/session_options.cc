@@ -52,7 +52,7 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
       [](const std::string& v) { return secrets::ParseSecretSpec(v).status(); },
       "commands see NAME=<placeholder>; HTTPS requests to HOST carry the value instead, e.g. "
       "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com (SOURCE: env:VAR, file:PATH, "
-      "op://VAULT/ITEM/FIELD; see airlock secret --help)")
+      "op://VAULT/ITEM/FIELD, shared:NAME; see airlock secret --help)")
       ->type_name("NAME=SOURCE@HOST[,HOST...][?body&header=NAME]");
   app->add_option("--workspace", o->workspace,
                   "capture the project DIR (with its .git) into the session at /workspace, "

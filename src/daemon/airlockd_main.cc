@@ -40,7 +40,7 @@ constexpr char kUsage[] =
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
     "                  [--oidc-jwks-ca PEM]]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
-    "                [--guest-ca FILE]\n"
+    "                [--guest-ca FILE] [--shared-secrets FILE]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
     "                [--blob-store URL [--s3-endpoint URL] [--s3-region R]\n"
@@ -91,6 +91,12 @@ constexpr char kUsage[] =
     "                   the system bundle and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE,\n"
     "                   CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT and NODE_EXTRA_CA_CERTS in\n"
     "                   every command (or $AIRLOCK_GUEST_CA)\n"
+    "  --shared-secrets FILE  secrets airlockd reads itself, with its own environment, files\n"
+    "                   and 1Password login, for the tenants and hosts each line names:\n"
+    "                   `NAME SOURCE@HOST[,HOST...][?OPTIONS] TENANT...` (TENANT as `airlock\n"
+    "                   whoami` prints it, or *); a tenant binds one with\n"
+    "                   --secret VAR=shared:NAME@HOST. Every other source is read by the\n"
+    "                   client with its user's rights (or $AIRLOCK_SHARED_SECRETS)\n"
     "  --quota-file FILE  what each tenant's sessions may hold at once: lines of\n"
     "                   `default KEY=VALUE...` and `tenant NAME KEY=VALUE...` with keys\n"
     "                   sessions, running, vcpus, memory, disk, logs, images, forks, pull\n"
@@ -199,6 +205,8 @@ int main(int argc, char** argv) {
   std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
   const char* env_guest_ca = std::getenv("AIRLOCK_GUEST_CA");
   std::string guest_ca = env_guest_ca ? env_guest_ca : "";
+  const char* env_shared = std::getenv("AIRLOCK_SHARED_SECRETS");
+  std::string shared_secrets = env_shared ? env_shared : "";
   const char* env_quota = std::getenv("AIRLOCK_QUOTA_FILE");
   std::string quota_file = env_quota ? env_quota : "";
   uint64_t log_cap = 16ull << 20;
@@ -260,6 +268,8 @@ int main(int argc, char** argv) {
       ok = value(&upstream_ca);
     else if (arg == "--guest-ca")
       ok = value(&guest_ca);
+    else if (arg == "--shared-secrets")
+      ok = value(&shared_secrets);
     else if (arg == "--quota-file")
       ok = value(&quota_file);
     else if (arg == "--log-cap")
@@ -419,7 +429,7 @@ int main(int argc, char** argv) {
   network = std::make_unique<airlock::providers::LocalNetwork>(std::move(resolver));
   sessions.set_network(network.get());
   absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets =
-      airlock::MakeSessionSecrets(upstream_ca, guest_ca);
+      airlock::MakeSessionSecrets(upstream_ca, guest_ca, shared_secrets);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
   sessions.set_secrets(*std::move(secrets));
   if (!quota_file.empty()) {

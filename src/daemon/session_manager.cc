@@ -330,8 +330,8 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
   absl::StatusOr<ImageInfo> image =
       ImageStore(paths_.images).ResolveDigest(s.image, s.image_digest);
   if (!image.ok()) return image.status();
-  // Values of env: and file: secrets are read again (airlockd held them only in memory).
-  absl::Status refreshed = secrets_->Refresh(s.id, s.secrets);
+  // Values of shared sources are read again (airlockd held them only in memory).
+  absl::Status refreshed = secrets_->Refresh(s.id, s.tenant, s.secrets);
   SessionRecord running = s;
   running.state = SessionState::kRunning;
   running.reason.clear();
@@ -682,7 +682,10 @@ absl::StatusOr<SessionRecord> SessionManager::SetSecrets(const Principal& who,
   std::vector<std::string> names;
   for (const SecretRequest& r : add) names.push_back(r.spec.substr(0, r.spec.find('=')));
   return ChangeSecrets(
-      who, id, [&](const SessionRecord& record) { return secrets_->Bind(id, add, record.secrets); },
+      who, id,
+      [&](const SessionRecord& record) {
+        return secrets_->Bind(id, record.tenant, add, record.secrets);
+      },
       "secret.set", absl::StrJoin(names, ", "));
 }
 
@@ -821,7 +824,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   s.hostname = "airlock-" + s.id.substr(0, 8);
   s.egress = egress;
   if (!secrets.empty()) {
-    absl::StatusOr<std::vector<SecretGrant>> grants = secrets_->Bind(s.id, secrets, {});
+    absl::StatusOr<std::vector<SecretGrant>> grants = secrets_->Bind(s.id, s.tenant, secrets, {});
     if (!grants.ok()) return grants.status();
     s.secrets = *std::move(grants);
   }
@@ -1373,8 +1376,9 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   counters_.restores++;
   counters_.restore_ms.Record(absl::ToDoubleMilliseconds(absl::Now() - restore_started));
   restore.End();
-  // op:// sources are read again: a rotated secret takes effect (its placeholder stays).
-  if (absl::Status refreshed = secrets_->Refresh(record.id, record.secrets); !refreshed.ok()) {
+  // Shared sources are read again: a rotated secret takes effect (its placeholder stays).
+  if (absl::Status refreshed = secrets_->Refresh(record.id, record.tenant, record.secrets);
+      !refreshed.ok()) {
     LogRecord event{.unix_ms = NowMs(),
                     .stream = LogStream::kEvent,
                     .data = absl::StrCat("secrets: ", refreshed.message())};

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
+#include "src/common/log.h"
 
 namespace airlock {
 namespace {
@@ -43,8 +44,41 @@ void SessionSecrets::Hold(const std::string& id, const std::string& name, std::s
   slot = std::move(value);
 }
 
+absl::StatusOr<std::string> SessionSecrets::ReadShared(const secrets::SecretSpec& spec,
+                                                       const std::string& tenant) {
+  const secrets::SharedSource* source = shared_.Find(spec.reference(), tenant);
+  if (source == nullptr) {
+    return absl::NotFoundError(absl::StrCat("secret ", spec.name, ": ", spec.source,
+                                            " is no longer shared with you; ask the operator"));
+  }
+  secrets::SecretSpec read = source->spec;
+  read.name = spec.name;
+  absl::StatusOr<std::string> value;
+  std::string warning;
+  if (read.kind() == secrets::SourceKind::kOnePassword) {
+    value = op_ != nullptr ? op_->Resolve(read)
+                           : absl::FailedPreconditionError("airlockd has no 1Password CLI");
+  } else {
+    value = secrets::ReadLocalSecret(read, &warning);
+  }
+  if (value.ok()) {
+    if (absl::Status s = secrets::CheckSecretValue(read, *value); !s.ok()) {
+      secrets::Wipe(*value);
+      value = s;
+    }
+  }
+  if (!value.ok()) {
+    LogWarning(absl::StrCat("shared source ", source->name, " for ", tenant, ": ",
+                            value.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("secret ", spec.name, ": airlockd could not read the shared source ",
+                     spec.reference(), "; the operator finds why in airlockd's log"));
+  }
+  return value;
+}
+
 absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Bind(
-    const std::string& id, const std::vector<SecretRequest>& requests,
+    const std::string& id, const std::string& tenant, const std::vector<SecretRequest>& requests,
     const std::vector<SecretGrant>& current) {
   std::vector<SecretGrant> grants = current;
   std::vector<std::pair<std::string, std::string>> staged;  // name, value
@@ -64,29 +98,28 @@ absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Bind(
           absl::StrCat("secret ", spec->name, " is given twice; give each name once"));
     }
     std::string value;
-    if (spec->kind() == secrets::SourceKind::kOnePassword) {
+    if (spec->kind() == secrets::SourceKind::kShared) {
       if (!r.value.empty()) {
         wipe_staged();
         return absl::InvalidArgumentError(absl::StrCat(
-            "secret ", spec->name, ": op:// references are resolved by airlockd; send no value"));
+            "secret ", spec->name, ": shared sources are read by airlockd; send no value"));
       }
-      if (op_ == nullptr) {
+      absl::StatusOr<secrets::SecretSpec> granted = shared_.Grant(*spec, tenant);
+      absl::StatusOr<std::string> read =
+          granted.ok() ? ReadShared(*granted, tenant) : granted.status();
+      if (!read.ok()) {
         wipe_staged();
-        return absl::FailedPreconditionError(
-            absl::StrCat("secret ", spec->name, ": this airlockd resolves no op:// references"));
+        return read.status();
       }
-      absl::StatusOr<std::string> resolved = op_->Resolve(*spec);
-      if (!resolved.ok()) {
-        wipe_staged();
-        return resolved.status();
-      }
-      value = *std::move(resolved);
+      spec = *std::move(granted);
+      value = *std::move(read);
     } else {
       if (r.value.empty()) {
         wipe_staged();
         return absl::InvalidArgumentError(
             absl::StrCat("secret ", spec->name, ": ", spec->source,
-                         " is read by the client, which sent no value; use `airlock --secret`"));
+                         " is read by the client, with its user's rights, which sent no value; use "
+                         "`airlock --secret` (or shared:NAME for a source the operator shares)"));
       }
       value = r.value;
       if (absl::Status s = secrets::CheckSecretValue(*spec, value); !s.ok()) {
@@ -126,27 +159,31 @@ absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Unbind(
     }
     grants.erase(it);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto values = values_.find(id);
-  if (values != values_.end()) {
-    for (const std::string& name : names) {
-      auto v = values->second.find(name);
-      if (v == values->second.end()) continue;
-      secrets::Wipe(v->second);
-      values->second.erase(v);
-    }
-  }
+  Drop(id, names);
   return grants;
 }
 
-absl::Status SessionSecrets::Refresh(const std::string& id,
+void SessionSecrets::Drop(const std::string& id, const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto values = values_.find(id);
+  if (values == values_.end()) return;
+  for (const std::string& name : names) {
+    auto v = values->second.find(name);
+    if (v == values->second.end()) continue;
+    secrets::Wipe(v->second);
+    values->second.erase(v);
+  }
+}
+
+absl::Status SessionSecrets::Refresh(const std::string& id, const std::string& tenant,
                                      const std::vector<SecretGrant>& grants) {
   absl::Status first;
   for (const SecretGrant& g : grants) {
-    if (g.spec.kind() != secrets::SourceKind::kOnePassword || op_ == nullptr) continue;
-    absl::StatusOr<std::string> value = op_->Resolve(g.spec);
+    if (g.spec.kind() != secrets::SourceKind::kShared) continue;
+    absl::StatusOr<std::string> value = ReadShared(g.spec, tenant);
     if (!value.ok()) {
       if (first.ok()) first = value.status();
+      Drop(id, {g.spec.name});  // the old value goes too: the source is not the tenant's now
       continue;
     }
     Hold(id, g.spec.name, *std::move(value));
@@ -318,7 +355,8 @@ absl::StatusOr<std::string> ReadGuestCa(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
-    const std::string& upstream_ca_file, const std::string& guest_ca_file) {
+    const std::string& upstream_ca_file, const std::string& guest_ca_file,
+    const std::string& shared_file) {
   std::string guest_ca;
   if (!guest_ca_file.empty()) {
     absl::StatusOr<std::string> read = ReadGuestCa(guest_ca_file);
@@ -327,19 +365,14 @@ absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
   }
   absl::StatusOr<net::SslCtxPtr> upstream = net::UpstreamContext(upstream_ca_file);
   if (!upstream.ok()) return upstream.status();
-  const char* path = getenv("PATH");
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    absl::string_view var(*e);
-    if (absl::StartsWith(var, "OP_") || absl::StartsWith(var, "HOME=") ||
-        absl::StartsWith(var, "XDG_CONFIG_HOME=")) {
-      env.emplace_back(var);
-    }
+  auto secrets =
+      std::make_unique<SessionSecrets>(secrets::OnePasswordFromEnvironment(),
+                                       std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free));
+  if (!shared_file.empty()) {
+    absl::StatusOr<secrets::SharedSources> shared = secrets::SharedSources::Load(shared_file);
+    if (!shared.ok()) return shared.status();
+    secrets->set_shared(*std::move(shared));
   }
-  auto secrets = std::make_unique<SessionSecrets>(
-      std::make_unique<secrets::OnePasswordSource>(
-          path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", std::move(env)),
-      std::shared_ptr<SSL_CTX>(upstream->release(), SSL_CTX_free));
   secrets->set_guest_ca(std::move(guest_ca));
   return secrets;
 }

@@ -16,6 +16,7 @@
 #include "src/net/egress_proxy.h"
 #include "src/net/tls_intercept.h"
 #include "src/secrets/secret_source.h"
+#include "src/secrets/shared_sources.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock {
@@ -23,7 +24,7 @@ namespace airlock {
 // A secret as a client asks for it.
 struct SecretRequest {
   std::string spec;   // NAME=SOURCE@HOST[,HOST...][?body&header=NAME] (see secret_spec.h)
-  std::string value;  // env: and file: sources: the value the client read; op://: empty
+  std::string value;  // the value the client read; shared: sources: empty
 };
 
 // Where the guest finds the session's CA; commands get these in their environment.
@@ -32,25 +33,32 @@ inline constexpr char kGuestCaBundle[] = "/etc/airlock/ca-bundle.pem";
 
 class SessionSecrets {
  public:
-  // op: resolves op:// references (nullptr: they are refused). upstream_tls: how real servers
-  // are verified.
+  // op: resolves the op:// references of shared sources (nullptr: they fail). upstream_tls:
+  // how real servers are verified.
   SessionSecrets(std::unique_ptr<secrets::SecretSource> op, std::shared_ptr<SSL_CTX> upstream_tls);
   ~SessionSecrets();
 
-  // The grants of session `id` after binding `requests` to it (whose grants are `current`):
-  // each spec parsed, its value taken from the request (env:, file:) or resolved (op://) and
+  // The sources the operator shares with tenants (airlockd --shared-secrets); set before
+  // sessions start. Only these are read by airlockd, with its own rights.
+  void set_shared(secrets::SharedSources shared) { shared_ = std::move(shared); }
+
+  // The grants of session `id` of `tenant` after binding `requests` to it (whose grants are
+  // `current`): each spec parsed, its value taken from the request (the client read it with its
+  // user's rights) or, for a shared: source `tenant` may use, read by airlockd; each value
   // checked; a name already bound keeps its placeholder. Nothing changes if one fails. The
   // values are held for `id` once this returns.
   [[nodiscard]] absl::StatusOr<std::vector<SecretGrant>> Bind(
-      const std::string& id, const std::vector<SecretRequest>& requests,
+      const std::string& id, const std::string& tenant, const std::vector<SecretRequest>& requests,
       const std::vector<SecretGrant>& current);
   // The grants without `names` (NOT_FOUND naming one that is not bound); their values go.
   [[nodiscard]] absl::StatusOr<std::vector<SecretGrant>> Unbind(
       const std::string& id, const std::vector<std::string>& names,
       const std::vector<SecretGrant>& current);
-  // At resume: resolves op:// sources again (a rotated secret keeps its placeholder). A source
-  // that fails leaves the secret without a value, and says so.
-  [[nodiscard]] absl::Status Refresh(const std::string& id, const std::vector<SecretGrant>& grants);
+  // At resume: reads shared sources again (a rotated secret keeps its placeholder). A source
+  // that fails, or is no longer shared with `tenant`, leaves the secret without a value, and
+  // says so.
+  [[nodiscard]] absl::Status Refresh(const std::string& id, const std::string& tenant,
+                                     const std::vector<SecretGrant>& grants);
   void CopyValues(const std::string& from, const std::string& to);
   void Forget(const std::string& id);
   bool Available(const std::string& id, const std::string& name) const;
@@ -83,8 +91,14 @@ class SessionSecrets {
 
  private:
   void Hold(const std::string& id, const std::string& name, std::string value);
+  void Drop(const std::string& id, const std::vector<std::string>& names);
+  // The value of a shared: binding of `tenant`. What went wrong goes to airlockd's log; the
+  // tenant hears only that it failed (the words could name the operator's vaults and items).
+  absl::StatusOr<std::string> ReadShared(const secrets::SecretSpec& spec,
+                                         const std::string& tenant);
 
   std::unique_ptr<secrets::SecretSource> op_;
+  secrets::SharedSources shared_;
   std::shared_ptr<SSL_CTX> upstream_tls_;
   std::string guest_ca_;  // set before sessions start
   mutable std::mutex mu_;
@@ -94,10 +108,12 @@ class SessionSecrets {
 
 // As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, servers verified
 // against the host's trust store plus the PEM certificates in upstream_ca_file (may be empty;
-// an operator's private CA, or a test's), and guests trusting the certificates in
-// guest_ca_file (may be empty; see ReadGuestCa).
+// an operator's private CA, or a test's), guests trusting the certificates in guest_ca_file
+// (may be empty; see ReadGuestCa), and the sources shared_file shares with tenants (may be
+// empty: none; see shared_sources.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
-    const std::string& upstream_ca_file, const std::string& guest_ca_file = "");
+    const std::string& upstream_ca_file, const std::string& guest_ca_file = "",
+    const std::string& shared_file = "");
 
 // The certificates of a PEM file for guests to trust, written out again as PEM (so that
 // nothing else of the file reaches a guest). An error names the file and what to fix: no

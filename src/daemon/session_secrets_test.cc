@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "src/common/file_util.h"
+#include "src/secrets/shared_sources.h"
 #include "src/testing/test_util.h"
 
 namespace airlock {
@@ -54,6 +55,65 @@ TEST(SessionSecretsTest, AGuestCaFileThatIsNotJustCertificatesIsRefusedWithWhatT
   EXPECT_NE(missing.status().message().find("--guest-ca " + dir.File("none.pem")),
             std::string::npos)
       << missing.status();
+}
+
+// A 1Password of the operator's: the one reference it holds, and words that name the vault.
+class OperatorsOp : public secrets::SecretSource {
+ public:
+  absl::StatusOr<std::string> Resolve(const secrets::SecretSpec& spec) override {
+    ++reads;
+    if (spec.source == "op://Ops/github/token") return value;
+    return absl::NotFoundError("\"Ops\" vault has no item \"deploy\"");
+  }
+  std::string value = "ghp-operators";
+  int reads = 0;
+};
+
+TEST(SessionSecretsTest, AirlockdReadsOnlyTheSourcesItsOperatorSharesWithTheCaller) {
+  auto op = std::make_unique<OperatorsOp>();
+  OperatorsOp* ops = op.get();
+  SessionSecrets secrets(std::move(op), nullptr);
+  absl::StatusOr<secrets::SharedSources> shared = secrets::SharedSources::Parse(
+      "github op://Ops/github/token@api.github.com uid:1000\n"
+      "deploy op://Ops/deploy/key@deploy.test *\n");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  secrets.set_shared(*std::move(shared));
+
+  // A reference of the caller's own is read by the client: airlockd never runs its `op` for it.
+  absl::StatusOr<std::vector<SecretGrant>> grants =
+      secrets.Bind("s1", "uid:1000", {{"GH=op://Ops/github/token@evil.test", ""}}, {});
+  EXPECT_EQ(grants.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(grants.status().message().find("read by the client"), std::string::npos);
+  EXPECT_EQ(ops->reads, 0);
+
+  // Another tenant, or a host the line does not name: refused, nothing read.
+  grants = secrets.Bind("s2", "uid:2000", {{"GH=shared:github@api.github.com", ""}}, {});
+  EXPECT_EQ(grants.status().code(), absl::StatusCode::kNotFound);
+  grants = secrets.Bind("s1", "uid:1000", {{"GH=shared:github@evil.test", ""}}, {});
+  EXPECT_EQ(grants.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ops->reads, 0);
+  EXPECT_FALSE(secrets.Available("s1", "GH"));
+
+  // The tenant it is shared with: held, and the grant names the shared source, not the vault.
+  grants = secrets.Bind("s1", "uid:1000", {{"GH=shared:github@api.github.com", ""}}, {});
+  ASSERT_TRUE(grants.ok()) << grants.status();
+  ASSERT_EQ(grants->size(), 1u);
+  EXPECT_EQ((*grants)[0].spec.source, "shared:github");
+  EXPECT_TRUE(secrets.Available("s1", "GH"));
+  std::vector<net::ProxySecret> proxy = secrets.ForProxy("s1", *grants);
+  ASSERT_EQ(proxy.size(), 1u);
+  EXPECT_EQ(proxy[0].value, "ghp-operators");
+
+  // Rotated: read again at resume.
+  ops->value = "ghp-rotated";
+  ASSERT_TRUE(secrets.Refresh("s1", "uid:1000", *grants).ok());
+  EXPECT_EQ(secrets.ForProxy("s1", *grants)[0].value, "ghp-rotated");
+
+  // A source that fails: the tenant hears no vault or item names.
+  grants = secrets.Bind("s3", "uid:3000", {{"K=shared:deploy@deploy.test", ""}}, {});
+  EXPECT_FALSE(grants.ok());
+  EXPECT_EQ(grants.status().message().find("Ops"), std::string::npos) << grants.status();
+  EXPECT_NE(grants.status().message().find("airlockd's log"), std::string::npos);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "src/common/errno_status.h"
 #include "src/common/subprocess.h"
 #include "src/common/unique_fd.h"
@@ -40,8 +42,8 @@ absl::StatusOr<std::string> OnePasswordSource::Resolve(const SecretSpec& spec) {
   if (op.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("secret ", spec.name,
-                     ": 1Password's `op` is not on airlockd's PATH; install the 1Password "
-                     "CLI where airlockd runs, or pass the value with env:VAR or file:PATH"));
+                     ": 1Password's `op` is not on the PATH; install the 1Password CLI, or pass "
+                     "the value with env:VAR or file:PATH"));
   }
   ProcessOptions options;
   options.env = env_;
@@ -55,7 +57,7 @@ absl::StatusOr<std::string> OnePasswordSource::Resolve(const SecretSpec& spec) {
     Wipe(r->output);
     return absl::DeadlineExceededError(
         absl::StrCat("secret ", spec.name, ": `op read` gave no answer within ",
-                     absl::FormatDuration(timeout_), "; is 1Password signed in for airlockd?"));
+                     absl::FormatDuration(timeout_), "; is 1Password signed in?"));
   }
   if (r->exit_code != 0) {
     Wipe(r->output);
@@ -70,6 +72,20 @@ absl::StatusOr<std::string> OnePasswordSource::Resolve(const SecretSpec& spec) {
     return s;
   }
   return value;
+}
+
+std::unique_ptr<OnePasswordSource> OnePasswordFromEnvironment() {
+  const char* path = getenv("PATH");
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view var(*e);
+    if (absl::StartsWith(var, "OP_") || absl::StartsWith(var, "HOME=") ||
+        absl::StartsWith(var, "XDG_CONFIG_HOME=")) {
+      env.emplace_back(var);
+    }
+  }
+  return std::make_unique<OnePasswordSource>(
+      path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", std::move(env));
 }
 
 absl::StatusOr<std::string> ReadLocalSecret(const SecretSpec& spec, std::string* warning) {
@@ -114,9 +130,11 @@ absl::StatusOr<std::string> ReadLocalSecret(const SecretSpec& spec, std::string*
     }
     explicit_bzero(buf, sizeof(buf));
     if (!value.empty() && value.back() == '\n') value.pop_back();
+  } else if (spec.kind() == SourceKind::kOnePassword) {
+    return OnePasswordFromEnvironment()->Resolve(spec);  // checked there
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("secret ", spec.name, ": ", spec.source, " is resolved by airlockd"));
+        absl::StrCat("secret ", spec.name, ": ", spec.source, " is read by airlockd"));
   }
   if (absl::Status s = CheckSecretValue(spec, value); !s.ok()) {
     Wipe(value);

@@ -1,11 +1,13 @@
 // Where values come from, and what the guest holds instead of them.
 //
-// The daemon resolves op:// references itself through a SecretSource (1Password's `op` today;
-// Vault and cloud secret managers are new classes behind the same interface). env: and file:
-// are read by the CLI on the caller's side, where that environment and those files are.
+// Every source a client names is read on the client's side, with its user's rights: env:, file:
+// and op:// (1Password's `op`, through a SecretSource; Vault and cloud secret managers are new
+// classes behind the same interface). airlockd reads only the sources its operator shares
+// (shared_sources.h), with its own.
 #ifndef AIRLOCK_SECRETS_SECRET_SOURCE_H_
 #define AIRLOCK_SECRETS_SECRET_SOURCE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,12 @@ class OnePasswordSource : public SecretSource {
   absl::Duration timeout_;
 };
 
-// The CLI's side: env:VAR from `getenv`, file:PATH from disk (one trailing newline dropped).
+// `op` as this process would run it: found on its PATH, with its HOME, XDG_CONFIG_HOME and OP_*
+// variables (1Password's session and service-account token).
+std::unique_ptr<OnePasswordSource> OnePasswordFromEnvironment();
+
+// The client's side: env:VAR from `getenv`, file:PATH from disk (one trailing newline dropped),
+// op:// with OnePasswordFromEnvironment(); shared: is refused (airlockd reads those).
 // *warning is set (else cleared) when the file can be read by users other than its owner.
 [[nodiscard]] absl::StatusOr<std::string> ReadLocalSecret(const SecretSpec& spec,
                                                           std::string* warning);

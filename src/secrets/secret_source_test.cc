@@ -64,7 +64,7 @@ TEST(OnePasswordSourceTest, FailsClosedWithOpsComplaintATimeoutOrGarbage) {
     OnePasswordSource source("/nonexistent", {}, absl::Seconds(1));
     absl::StatusOr<std::string> v = source.Resolve(*ParseSecretSpec("K=op://v/i/f@api.test"));
     ASSERT_FALSE(v.ok());
-    EXPECT_NE(v.status().message().find("not on airlockd's PATH"), std::string::npos);
+    EXPECT_NE(v.status().message().find("is not on the PATH"), std::string::npos);
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 constexpr char kForm[] =
     "give NAME=SOURCE@HOST[,HOST...][?OPTION[&OPTION...]] (options: body, header=NAME), e.g. "
     "OPENAI_API_KEY=env:OPENAI_API_KEY@api.openai.com (sources: env:VAR, file:PATH, "
-    "op://VAULT/ITEM/FIELD)";
+    "op://VAULT/ITEM/FIELD, shared:NAME)";
 
 absl::Status Bad(absl::string_view text, absl::string_view problem) {
   std::string shown(text.substr(0, 80));  // cut short, printable only
@@ -34,6 +34,17 @@ bool IsEnvName(absl::string_view s) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
 }
+
+}  // namespace
+
+bool IsSharedName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+namespace {
 
 // An HTTP field name (RFC 9110 5.1: a token), at most 64 bytes.
 bool IsHeaderName(absl::string_view s) {
@@ -65,6 +76,7 @@ bool IsHostName(absl::string_view s) {
 SourceKind SecretSpec::kind() const {
   if (absl::StartsWith(source, "env:")) return SourceKind::kEnv;
   if (absl::StartsWith(source, "file:")) return SourceKind::kFile;
+  if (absl::StartsWith(source, "shared:")) return SourceKind::kShared;
   return SourceKind::kOnePassword;
 }
 
@@ -74,6 +86,8 @@ std::string SecretSpec::reference() const {
       return source.substr(4);
     case SourceKind::kFile:
       return source.substr(5);
+    case SourceKind::kShared:
+      return source.substr(7);
     case SourceKind::kOnePassword:
       return source;
   }
@@ -133,8 +147,15 @@ absl::StatusOr<SecretSpec> ParseSecretSpec(std::string_view input) {
                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
       return Bad(text, "the op:// reference holds control characters");
     }
+  } else if (absl::StartsWith(spec.source, "shared:")) {
+    if (!IsSharedName(spec.source.substr(7))) {
+      return Bad(text,
+                 "shared: needs the name of a source the operator shares (letters, digits, "
+                 "'-', '_', '.')");
+    }
   } else {
-    return Bad(text, "unknown source (use env:VAR, file:PATH or op://VAULT/ITEM/FIELD)");
+    return Bad(text,
+               "unknown source (use env:VAR, file:PATH, op://VAULT/ITEM/FIELD or shared:NAME)");
   }
   for (absl::string_view h : absl::StrSplit(hosts, ',')) {
     std::string host = absl::AsciiStrToLower(h);

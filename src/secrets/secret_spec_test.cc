@@ -25,6 +25,13 @@ TEST(SecretSpecTest, ReadsEachSourceAndItsHosts) {
   EXPECT_EQ(FormatSecretSpec(*s),
             "GH_TOKEN=op://Engineering/github/token@api.github.com,uploads.github.com");
 
+  s = ParseSecretSpec("GH_TOKEN=shared:github.ci@api.github.com");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind(), SourceKind::kShared);
+  EXPECT_EQ(s->reference(), "github.ci");
+  EXPECT_FALSE(ParseSecretSpec("K=shared:@a.test").ok());
+  EXPECT_FALSE(ParseSecretSpec("K=shared:a/b@a.test").ok());
+
   s = ParseSecretSpec("K=file:/run/keys/k@a.test?body");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->kind(), SourceKind::kFile);

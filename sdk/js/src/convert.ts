@@ -1,5 +1,6 @@
 // Arguments to requests and replies to plain values. Wrong types are refused here, before
 // anything reaches the wire.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { InvalidArgument, Timeout } from './errors.js';
 import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
@@ -82,6 +83,17 @@ export function limits(o: SessionOptions): LimitsProto | undefined {
   return any ? l : undefined;
 }
 
+/** The value 1Password's `op read` prints for a reference, as this process's user. */
+function opRead(spec: string, reference: string): Buffer {
+  const r = spawnSync('op', ['read', reference], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 30000 });
+  if (r.error !== undefined) throw new InvalidArgument(`secret ${spec}: cannot run 1Password's op: ${r.error.message}`);
+  if (r.status !== 0) {
+    throw new InvalidArgument(`secret ${spec}: \`op read\` failed: ${r.stderr.toString().split('\n')[0]}`);
+  }
+  const out = r.stdout;
+  return out.length > 0 && out[out.length - 1] === 0x0a ? out.subarray(0, out.length - 1) : out;
+}
+
 export function secrets(map: SessionOptions['secrets']): SecretBinding[] {
   if (map === undefined) return [];
   if (typeof map !== 'object' || map === null) {
@@ -96,6 +108,7 @@ export function secrets(map: SessionOptions['secrets']): SecretBinding[] {
       return { spec, value: Buffer.from(env) };
     }
     if (source.startsWith('file:')) return { spec, value: readFileSync(source.slice(5)) };
+    if (source.startsWith('op://')) return { spec, value: opRead(spec, source) };
     return { spec };
   });
 }

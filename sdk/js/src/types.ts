@@ -88,8 +88,9 @@ export interface SessionOptions {
   presets?: string[];
   /**
    * Protected credentials: {"NAME=env:VAR@api.host": null}. The guest sees a placeholder;
-   * airlockd puts the value into HTTPS requests to the hosts. env: and file: values are read
-   * here, on the client's side; give a value instead of null to pass it directly.
+   * airlockd puts the value into HTTPS requests to the hosts. env:, file: and op:// values are
+   * read here, with this process's rights (shared: ones by airlockd); give a value instead of
+   * null to pass it directly.
    */
   secrets?: Record<string, string | Buffer | null>;
 }

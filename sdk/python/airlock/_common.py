@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import subprocess
 import typing
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -100,9 +101,25 @@ def limits(vcpus=None, memory=None, disk=None, pids=None, ttl=None, idle_timeout
     return out
 
 
+def _op_read(spec: str, reference: str) -> bytes:
+    """The value 1Password's `op read` prints for reference, as this process's user."""
+    try:
+        r = subprocess.run(["op", "read", reference], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise InvalidArgument(f"secret {spec}: 1Password's `op` is not on the PATH") from None
+    except subprocess.TimeoutExpired:
+        raise InvalidArgument(f"secret {spec}: `op read` gave no answer within 30s") from None
+    if r.returncode != 0:
+        why = r.stderr.decode(errors="replace").splitlines()[:1]
+        raise InvalidArgument(f"secret {spec}: `op read` failed: {why[0] if why else r.returncode}")
+    return r.stdout[:-1] if r.stdout.endswith(b"\n") else r.stdout
+
+
 def secrets(values: Optional[Mapping[str, Union[str, bytes]]]) -> List[pb.SecretBinding]:
-    """{"NAME=SOURCE@HOST": value-or-None}: a protected credential per entry. For env: and file:
-    sources the value is read here, on the client's side, as the CLI does."""
+    """{"NAME=SOURCE@HOST": value-or-None}: a protected credential per entry. For env:, file: and
+    op:// sources the value is read here, with this process's rights, as the CLI does; shared:
+    sources are read by airlockd."""
     out = []
     for spec, value in (values or {}).items():
         if not isinstance(spec, str):
@@ -118,6 +135,8 @@ def secrets(values: Optional[Mapping[str, Union[str, bytes]]]) -> List[pb.Secret
             elif source.startswith("file:"):
                 with open(source[5:], "rb") as f:
                     b.value = f.read(1 << 20)
+            elif source.startswith("op://"):
+                b.value = _op_read(spec, source)
         else:
             b.value = to_bytes(value, "a secret's value")
         out.append(b)
