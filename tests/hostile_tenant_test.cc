@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,10 +197,43 @@ TEST(HostileTenantTest, ATenantCannotTakeTheHostsResources) {
     r = RunAirlock({"pause", std::string(100000, 'a' + i % 26)}, "", kMallory);
     EXPECT_NE(r.exit_code, 0);
   }
-  // The other user still gets what the host has.
-  r = RunAirlock({"run", "--", "echo", "fine"}, "", kAlice);
+  // Egress connections: her session opens more than her quota of 40 (one airlockd holds them
+  // all, so one tenant must not take every descriptor); the extra ones are refused.
+  int sink = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}};
+  ASSERT_EQ(bind(sink, reinterpret_cast<sockaddr*>(&at), sizeof(at)), 0);
+  ASSERT_EQ(listen(sink, 512), 0);  // the kernel completes the handshakes; nobody reads
+  socklen_t at_size = sizeof(at);
+  getsockname(sink, reinterpret_cast<sockaddr*>(&at), &at_size);
+  std::string target = "web.test:" + std::to_string(ntohs(at.sin_port));
+  ASSERT_EQ(RunAirlock({"network", "allow", own, target}, "", kMallory).exit_code, 0);
+  // (A connect the proxy refuses may first look open to the program: it is reset after.)
+  r = RunAirlock({"exec", own, "--", "python3", "-c",
+                  "import select, socket, time\n"
+                  "held = []\n"
+                  "for i in range(60):\n"
+                  "    try: held.append(socket.create_connection(('web.test', " +
+                      std::to_string(ntohs(at.sin_port)) +
+                      "), timeout=20))\n"
+                      "    except OSError: pass\n"
+                      "time.sleep(2)\n"
+                      "ended, _, _ = select.select(held, [], [], 1)  # reset: readable\n"
+                      "print(len(held) - len(ended))\n"},
+                 "", kMallory);
+  EXPECT_EQ(r.out, "40\n") << r.err;
+  r = RunAirlock({"network", "log", own}, "", kMallory);
+  EXPECT_NE(r.out.find("over the tenant's egress connection quota of 40"), std::string::npos)
+      << r.out;
+  r = RunAirlock({"quota"}, "", kMallory);
+  EXPECT_NE(r.out.find("connections"), std::string::npos) << r.out;
+  // The other user still gets what the host has, egress included.
+  r = RunAirlock({"run", "--allow", target, "--", "python3", "-c",
+                  "import socket; socket.create_connection(('web.test', " +
+                      std::to_string(ntohs(at.sin_port)) + "), timeout=20); print('fine')"},
+                 "", kAlice);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "fine\n");
+  close(sink);
   RunAirlock({"rm", own}, "", kMallory);
 }
 

@@ -97,7 +97,7 @@ class PrivateDaemon : public ::testing::Environment {
     // Tenants with small quotas (SessionTest, HostileTenantTest); others have the defaults.
     ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",
                                     "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n"
-                                    "tenant uid:61004 running=1 memory=1g forks=2\n",
+                                    "tenant uid:61004 running=1 memory=1g forks=2 connections=40\n",
                                     0644)
                     .ok());
     setenv("AIRLOCK_QUOTA_FILE", (home_ + "/quotas").c_str(), 1);

@@ -40,7 +40,7 @@ constexpr char kUsage[] =
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
     "                  [--oidc-jwks-ca PEM]]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
-    "                [--guest-ca FILE] [--shared-secrets FILE]\n"
+    "                [--guest-ca FILE] [--shared-secrets FILE] [--egress-idle-timeout 10m]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
     "                [--blob-store URL [--s3-endpoint URL] [--s3-region R]\n"
@@ -83,6 +83,10 @@ constexpr char kUsage[] =
     "  --egress-hosts FILE  names resolved from this file (`ADDRESS NAME...` lines, as in\n"
     "                   /etc/hosts) before the host's resolver, for sessions' egress\n"
     "                   (or $AIRLOCK_EGRESS_HOSTS)\n"
+    "  --egress-idle-timeout D  an egress connection that carries no byte either way for\n"
+    "                   this long is ended (default 10m; 0: never; or\n"
+    "                   $AIRLOCK_EGRESS_IDLE_TIMEOUT). Each tenant's open connections are\n"
+    "                   also counted against its `connections` quota\n"
     "  --upstream-ca FILE  PEM certificates trusted, besides the host's store, when airlockd\n"
     "                   connects to a host a session's secret is bound to (a private CA)\n"
     "                   (or $AIRLOCK_UPSTREAM_CA)\n"
@@ -205,6 +209,8 @@ int main(int argc, char** argv) {
   std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
   const char* env_guest_ca = std::getenv("AIRLOCK_GUEST_CA");
   std::string guest_ca = env_guest_ca ? env_guest_ca : "";
+  const char* env_idle = std::getenv("AIRLOCK_EGRESS_IDLE_TIMEOUT");
+  std::string idle_timeout = env_idle ? env_idle : "10m";
   const char* env_shared = std::getenv("AIRLOCK_SHARED_SECRETS");
   std::string shared_secrets = env_shared ? env_shared : "";
   const char* env_quota = std::getenv("AIRLOCK_QUOTA_FILE");
@@ -292,6 +298,8 @@ int main(int argc, char** argv) {
         return Fail("--otlp-header NAME=VALUE, like --otlp-header x-api-key=KEY");
       }
       if (ok) otlp.headers.emplace_back(header.substr(0, eq), header.substr(eq + 1));
+    } else if (arg == "--egress-idle-timeout") {
+      ok = value(&idle_timeout);
     } else if (arg == "--otlp-interval") {
       std::string interval;
       ok = value(&interval);
@@ -418,6 +426,14 @@ int main(int argc, char** argv) {
       LoadCeiling(ceiling_file);
   if (!ceiling.ok()) return Fail(std::string(ceiling.status().message()));
   egress.ceiling = *std::move(ceiling);
+  if (absl::Duration idle; idle_timeout == "0") {
+    egress.idle_timeout_ms = 0;
+  } else if (absl::ParseDuration(idle_timeout, &idle) && idle >= absl::Seconds(1) &&
+             idle <= absl::Hours(24 * 7)) {
+    egress.idle_timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(idle));
+  } else {
+    return Fail("--egress-idle-timeout takes a duration from 1s to 168h, like 10m, or 0 (never)");
+  }
   if (!hosts_file.empty()) {
     absl::StatusOr<std::string> text = airlock::ReadFileToString(hosts_file, 1 << 20);
     if (!text.ok()) return Fail(std::string(text.status().message()));

@@ -34,6 +34,8 @@ const std::vector<Field>& Fields() {
        "stored command output (the oldest goes beyond it)"},
       {"images", true, &QuotaAmounts::image_bytes, nullptr,
        "images your pulls, imports and builds named, on disk (one over it is not kept)"},
+      {"connections", false, &QuotaAmounts::connections, nullptr,
+       "egress connections open at once, over all running sessions"},
       {"forks", false, nullptr, &Quota::forks_per_call, "forks one request makes"},
       {"pull", true, nullptr, &Quota::pull_bytes, "download size of one image pull"},
   };
@@ -77,7 +79,7 @@ absl::StatusOr<Quotas> Quotas::Parse(absl::string_view text) {
       return absl::InvalidArgumentError(absl::StrCat(
           "quota file line ", number, ": ", what,
           "; write `default KEY=VALUE...` or `tenant NAME KEY=VALUE...` with keys sessions, "
-          "running, vcpus, memory, disk, logs, images, forks, pull (sizes like 8g)"));
+          "running, vcpus, memory, disk, logs, images, connections, forks, pull (sizes like 8g)"));
     };
     bool tenant = words[0] == "tenant";
     if (tenant && (words.size() < 2 || words[1].find('=') != std::string::npos)) {

@@ -4,7 +4,7 @@
 //
 // The operator's file (`airlockd --quota-file FILE`, one rule per line, `#` comments):
 //   default sessions=64 running=16 vcpus=32 memory=32g disk=512g logs=1g images=32g forks=16
-//           pull=8g
+//           pull=8g connections=1024
 //   tenant uid:1000 running=4 memory=8g
 // `default` changes what every tenant gets; `tenant NAME` what one tenant gets on top of that.
 #ifndef AIRLOCK_DAEMON_QUOTAS_H_
@@ -32,6 +32,7 @@ struct QuotaAmounts {
   uint64_t disk_bytes = 0;    // the writable disks' sizes, of every session that exists
   uint64_t log_bytes = 0;     // command output stored, over all the tenant's sessions
   uint64_t image_bytes = 0;   // images the tenant's own pulls named (their root filesystems)
+  uint64_t connections = 0;   // egress connections open through airlockd's proxy
 };
 
 struct Quota {
@@ -41,7 +42,8 @@ struct Quota {
                       .memory_bytes = 32ull << 30,
                       .disk_bytes = 512ull << 30,
                       .log_bytes = 1ull << 30,
-                      .image_bytes = 32ull << 30};
+                      .image_bytes = 32ull << 30,
+                      .connections = 1024};
   uint64_t forks_per_call = 16;      // sessions one fork request makes
   uint64_t pull_bytes = 8ull << 30;  // what one image pull may download
 };

@@ -91,6 +91,7 @@ SessionManager::SessionManager(StateStore* store, HostPaths paths, providers::Ho
       hosts_(hosts),
       own_network_(std::make_unique<providers::LocalNetwork>()),
       network_(own_network_.get()) {
+  set_egress({});
   absl::StatusOr<std::unique_ptr<SessionSecrets>> secrets = MakeSessionSecrets("");
   secrets_ =
       secrets.ok() ? *std::move(secrets) : std::make_unique<SessionSecrets>(nullptr, nullptr);
@@ -471,6 +472,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   live->last_used_ms = NowMs();
   net::EgressProxyOptions options;
   options.bytes_per_second = record.limits.net_bytes_per_second;
+  options.ledger = egress_.connections;
+  options.tenant = record.tenant;
+  options.tenant_connections = quotas_.For(record.tenant).limits.connections;
+  options.idle_timeout_ms = egress_.idle_timeout_ms;
   options.upstream_tls = secrets_->upstream_tls();
   if (!record.secrets.empty()) {
     absl::StatusOr<std::shared_ptr<net::SessionCa>> ca =
@@ -735,6 +740,10 @@ void SessionManager::set_egress(EgressSettings settings) {
   if (egress_.ceiling == nullptr) {
     egress_.ceiling = std::make_shared<const net::EgressCeiling>(net::EgressCeiling::Default());
   }
+  if (egress_.connections == nullptr) {
+    egress_.connections =
+        std::make_shared<net::ConnectionLedger>(net::ConnectionLedger::TotalForThisProcess());
+  }
 }
 
 absl::StatusOr<std::vector<EgressGrant>> SessionManager::ResolveEgress(
@@ -965,6 +974,7 @@ QuotaAmounts SessionManager::UsageOf(const std::string& tenant) {
     used.vcpus += s.limits.vcpus;
     used.memory_bytes += s.limits.memory_bytes;
   }
+  used.connections = egress_.connections->Open(tenant);
   used.log_bytes = store_->LogBytes(tenant).value_or(0);
   used.image_bytes = ImageStore(paths_.images, tenant).OwnBytes();
   return used;

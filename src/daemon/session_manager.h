@@ -69,6 +69,11 @@ struct LiveSession {
 // What airlockd's operator decided about egress for every session.
 struct EgressSettings {
   std::shared_ptr<const net::EgressCeiling> ceiling;  // nullptr: the default ceiling
+  // An egress connection that carries no byte either way for this long is ended; 0: never.
+  int idle_timeout_ms = 10 * 60 * 1000;
+  // Every session's egress connections, counted per tenant (the `connections` quota) and in
+  // all (what airlockd's open-file limit leaves after a reserve); nullptr: made from that limit.
+  std::shared_ptr<net::ConnectionLedger> connections;
 };
 
 class SessionManager {

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "src/common/log.h"
 #include "src/net/http_intercept.h"
 #include "src/net/http_request_gate.h"
@@ -223,6 +224,9 @@ class EgressProxy::Impl {
     bool upstream_ended = false;
     bool ended_to_guest = false;
     bool window_closed = false;
+    bool counted = false;   // holds a place in options_.ledger
+    int64_t active_ms = 0;  // when a byte last went either way (as of the last sweep)
+    uint64_t swept_bytes = 0;
     uint64_t bytes_out = 0;
     uint64_t bytes_in = 0;
     std::string end_reason;  // why a connection that ended cleanly ended early
@@ -263,6 +267,12 @@ class EgressProxy::Impl {
     timeval every = {0, 250000};
     event_add(flush_, &every);
     event_add(inbox_->wake, nullptr);
+    if (options_.idle_timeout_ms > 0) {
+      int ms = std::clamp(options_.idle_timeout_ms / 4, 250, 5000);
+      timeval sweep = {ms / 1000, (ms % 1000) * 1000};
+      sweep_ = event_new(base_, -1, EV_PERSIST, &Impl::OnSweep, this);
+      event_add(sweep_, &sweep);
+    }
     if (options_.bytes_per_second > 0) {
       // One token bucket for the session's connections together, refilled every 100 ms.
       size_t rate = std::min<uint64_t>(options_.bytes_per_second, 1ull << 30) / 10;
@@ -295,6 +305,7 @@ class EgressProxy::Impl {
     if (rate_cfg_ != nullptr) ev_token_bucket_cfg_free(rate_cfg_);
     event_free(inbox_->wake);
     event_free(flush_);
+    if (sweep_ != nullptr) event_free(sweep_);
     event_base_free(base_);
     base_ = nullptr;
   }
@@ -316,6 +327,30 @@ class EgressProxy::Impl {
   }
 
   static void OnFlush(evutil_socket_t, short, void* arg) { static_cast<Impl*>(arg)->FlushEvents(); }
+
+  // Ends the connections that carried nothing either way for options_.idle_timeout_ms.
+  static void OnSweep(evutil_socket_t, short, void* arg) {
+    auto* self = static_cast<Impl*>(arg);
+    int64_t now = NowMs();
+    std::vector<uint32_t> idle;
+    for (auto& [id, c] : self->conns_) {
+      uint64_t bytes = c->bytes_in + c->bytes_out;
+      if (bytes != c->swept_bytes) {
+        c->swept_bytes = bytes;
+        c->active_ms = now;
+      } else if (now - c->active_ms >= self->options_.idle_timeout_ms) {
+        idle.push_back(id);
+      }
+    }
+    for (uint32_t id : idle) {
+      self->Close(
+          *self->conns_[id], ETIMEDOUT,
+          absl::StrCat("idle for ",
+                       absl::FormatDuration(absl::Milliseconds(self->options_.idle_timeout_ms)),
+                       " (no byte either way; airlockd --egress-idle-timeout)"),
+          true);
+    }
+  }
 
   void FlushEvents() {
     if (events_.empty() || !options_.on_events) return;
@@ -484,6 +519,21 @@ class EgressProxy::Impl {
              ECONNREFUSED);
       return;
     }
+    if (options_.ledger != nullptr) {
+      if (absl::Status s = options_.ledger->Take(options_.tenant, options_.tenant_connections);
+          !s.ok()) {
+        Refuse(id,
+               {.kind = "connect",
+                .name = c.name,
+                .address = asked.ToString(),
+                .port = port,
+                .reason = std::string(s.message())},
+               ECONNREFUSED);
+        return;
+      }
+      c.counted = true;
+    }
+    c.active_ms = NowMs();
     conns_[id] = std::move(conn);
     std::shared_ptr<const EgressPolicy> policy = Policy();
     if (c.name.empty()) {
@@ -1092,6 +1142,8 @@ class EgressProxy::Impl {
   }
 
   void FreeConn(Conn& c) {
+    if (c.counted) options_.ledger->Give(options_.tenant);
+    c.counted = false;
     if (c.timer != nullptr) event_free(c.timer);
     if (c.bev != nullptr) bufferevent_free(c.bev);
     c.timer = nullptr;
@@ -1150,6 +1202,7 @@ class EgressProxy::Impl {
   bool stopped_ = false;
   event_base* base_ = nullptr;
   event* flush_ = nullptr;
+  event* sweep_ = nullptr;
   ev_token_bucket_cfg* rate_cfg_ = nullptr;
   bufferevent_rate_limit_group* rate_group_ = nullptr;
   std::shared_ptr<Inbox> inbox_;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/net/connection_ledger.h"
 #include "src/net/egress_policy.h"
 #include "src/net/net_event.h"
 #include "src/net/tls_intercept.h"
@@ -76,6 +77,13 @@ struct EgressProxyOptions {
   // Called on the proxy's thread with events in batches (at most every 250 ms).
   std::function<void(std::vector<NetEvent>)> on_events;
   uint32_t max_connections = 256;
+  // Connections counted with every other session's, per tenant and in all (nullptr: not
+  // counted); `tenant_connections` is the tenant's quota of them.
+  std::shared_ptr<ConnectionLedger> ledger;
+  std::string tenant;
+  uint64_t tenant_connections = UINT64_MAX;
+  // A connection that carries no byte either way for this long is ended; 0: never.
+  int idle_timeout_ms = 10 * 60 * 1000;
   // All connections of the session together, each direction; 0: no limit.
   uint64_t bytes_per_second = 0;
   // A destination that does not accept the connection within this is reported ETIMEDOUT.

@@ -325,6 +325,73 @@ TEST_F(EgressProxyTest, RefusesConnectionsBeyondItsCap) {
   EXPECT_NE(ReasonWith("too many connections"), "");
 }
 
+TEST_F(EgressProxyTest, ATenantsConnectionsAreCountedOverItsSessionsAndGivenBack) {
+  EchoServer echo;
+  auto ledger = std::make_shared<ConnectionLedger>(100);
+  ASSERT_TRUE(ledger->Take("uid:1000", 2).ok());  // another session of the tenant holds one
+  EgressProxyOptions options;
+  options.ledger = ledger;
+  options.tenant = "uid:1000";
+  options.tenant_connections = 2;
+  Start({"web.test:" + std::to_string(echo.port())}, std::move(options));
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, "x");
+  ASSERT_EQ(g_.ReceiveRequest().type, FrameType::kData);
+  EXPECT_EQ(ledger->Open("uid:1000"), 2u);
+  Connect(4, "web.test", echo.port());
+  Frame f;
+  do {
+    f = g_.ReceiveRequest();
+  } while (f.stream != 4);
+  ExpectPlainReset(f, "connection quota");
+  EXPECT_NE(ReasonWith("over the tenant's egress connection quota of 2"), "");
+  // Another tenant is not touched by it.
+  EXPECT_TRUE(ledger->Take("uid:2000", 2).ok());
+  // The connection that ends gives its place back; so does a proxy that stops.
+  g_.Send(FrameType::kDataEnd, 2, "");
+  for (int i = 0; i < 200 && ledger->Open("uid:1000") != 1; ++i) usleep(10000);
+  EXPECT_EQ(ledger->Open("uid:1000"), 1u);
+}
+
+TEST_F(EgressProxyTest, AConnectionIdleBothWaysIsEndedAndSaysWhy) {
+  EchoServer echo;
+  auto ledger = std::make_shared<ConnectionLedger>(100);
+  EgressProxyOptions options;
+  options.ledger = ledger;
+  options.tenant = "uid:1000";
+  options.idle_timeout_ms = 600;
+  Start({"web.test:" + std::to_string(echo.port())}, std::move(options));
+  Connect(2, "web.test", echo.port());
+  g_.Send(FrameType::kData, 2, "x");
+  ASSERT_EQ(g_.ReceiveRequest().type, FrameType::kData);
+  // Nothing more either way: reset, recorded with the setting to change, its place given back.
+  Frame f = g_.ReceiveRequest();
+  EXPECT_EQ(f.stream, 2u);
+  ExpectPlainReset(f, "idle for");
+  EXPECT_NE(ReasonWith("--egress-idle-timeout"), "");
+  EXPECT_EQ(ledger->Open("uid:1000"), 0u);
+}
+
+TEST(ConnectionLedgerTest, ATenantStopsAtItsQuotaAndEveryoneAtTheTotal) {
+  ConnectionLedger ledger(3);
+  EXPECT_TRUE(ledger.Take("a", 2).ok());
+  EXPECT_TRUE(ledger.Take("a", 2).ok());
+  absl::Status over = ledger.Take("a", 2);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("quota of 2"), std::string::npos) << over;
+  EXPECT_TRUE(ledger.Take("b", 5).ok());
+  absl::Status full = ledger.Take("c", 5);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("all the egress connections it can (3"), std::string::npos);
+  ledger.Give("a");
+  EXPECT_EQ(ledger.Open("a"), 1u);
+  EXPECT_TRUE(ledger.Take("c", 5).ok());
+  ledger.Give("nobody");  // nothing to give back: nothing changes
+  EXPECT_EQ(ledger.Open("b"), 1u);
+  // The process's share leaves a reserve below its open-file limit.
+  EXPECT_GE(ConnectionLedger::TotalForThisProcess(), 64u);
+}
+
 // An HTTPS server on loopback (a certificate from its own CA, as a public one would be): answers
 // each request with the Authorization header it received, echoed in its body and a header.
 class EchoHttpsServer {
