@@ -1,6 +1,7 @@
 #include "src/cli/daemon_client.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,13 @@ absl::Status StartDaemon() {
   if (pid == 0) {
     setsid();
     if (fork() != 0) _exit(0);  // the daemon is reparented away from us
+    // As packaging/airlockd.service starts it: umask 022 and 65536 open files (more where the
+    // hard limit allows; airlockd takes the hard limit).
+    umask(022);
+    if (rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < 65536) {
+      rlimit raised = {65536, 65536};
+      setrlimit(RLIMIT_NOFILE, &raised);  // only root may raise the hard limit; else as it was
+    }
     int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (null_fd < 0 || log_fd < 0) _exit(127);
