@@ -192,13 +192,71 @@ bool ChunkSize(absl::string_view line, uint64_t* size) {
          ((rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t') && IsFieldValue(rest));
 }
 
+// The characters of base64(k zero bytes + value) that only the value's bits decide: how the
+// value reads inside a longer base64 text, at each of the three alignments.
+std::string Base64Core(const std::string& value, size_t k, bool web_safe) {
+  std::string padded = std::string(k, '\0') + value;
+  std::string encoded = web_safe ? absl::WebSafeBase64Escape(padded) : absl::Base64Escape(padded);
+  size_t first = (8 * k + 5) / 6, end = (8 * (k + value.size())) / 6;
+  return end > first ? encoded.substr(first, end - first) : "";
+}
+
+// %XX for every byte that is not unreserved in a URL (RFC 3986 2.3); the first `pad` unreserved
+// bytes are escaped too, which lets a placeholder take the length of the value's encoding.
+std::string PercentEncode(const std::string& value, size_t pad, bool lower) {
+  std::string out;
+  for (char c : value) {
+    bool unreserved = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                      c == '.' || c == '_' || c == '~';
+    if (unreserved && pad == 0) {
+      out += c;
+      continue;
+    }
+    if (unreserved) --pad;
+    std::string hex = absl::BytesToHexString(absl::string_view(&c, 1));
+    out += '%';
+    out += lower ? hex : absl::AsciiStrToUpper(hex);
+  }
+  return out;
+}
+
+// Encoded forms of a value shorter than this are not masked: they would match by chance.
+constexpr size_t kMinEncodedPattern = 12;
+
 }  // namespace
 
 HttpIntercept::HttpIntercept(std::string host, uint16_t port,
                              std::vector<InterceptedSecret> secrets)
     : host_(std::move(host)), port_(port), secrets_(std::move(secrets)) {
   for (const InterceptedSecret& s : secrets_) {
-    if (!s.value.empty()) mask_.push_back({s.value, s.placeholder, s.name});
+    if (s.value.empty()) continue;
+    mask_.push_back({s.value, s.placeholder, s.name});
+    // A server that reflects the value encoded (hex, base64 at any alignment, URL-encoded)
+    // must not hand it to the guest that way either.
+    auto add = [&](std::string from, std::string to) {
+      bool known = std::any_of(mask_.begin(), mask_.end(),
+                               [&](const Replacement& r) { return r.from == from; });
+      if (from.size() >= kMinEncodedPattern && !known) {
+        mask_.push_back({std::move(from), std::move(to), s.name});
+      }
+    };
+    std::string hex = absl::BytesToHexString(s.value);
+    std::string placeholder_hex = absl::BytesToHexString(s.placeholder);
+    add(hex, placeholder_hex);
+    add(absl::AsciiStrToUpper(hex), absl::AsciiStrToUpper(placeholder_hex));
+    for (size_t k = 0; k < 3; ++k) {
+      for (bool web_safe : {false, true}) {
+        add(Base64Core(s.value, k, web_safe), Base64Core(s.placeholder, k, web_safe));
+      }
+    }
+    for (bool lower : {false, true}) {
+      std::string encoded = PercentEncode(s.value, 0, lower);
+      // Placeholders are letters, digits and '_': escaping some of them evens the lengths.
+      size_t pad = encoded.size() > s.placeholder.size()
+                       ? (encoded.size() - s.placeholder.size()) / 2
+                       : 0;
+      add(encoded, PercentEncode(s.placeholder, pad, lower));
+    }
   }
 }
 
@@ -387,15 +445,36 @@ absl::Status HttpIntercept::GuestHead(absl::string_view text, std::string* upstr
   buffering_ = std::any_of(secrets_.begin(), secrets_.end(),
                            [](const InterceptedSecret& s) { return !s.value.empty() && s.body; }) &&
                (codings == 1 || (has_length && length > 0));
-  std::string out = absl::StrCat(head.start, kCrlf);
+  std::vector<std::string> values;
+  std::string carried;  // a secret whose value goes (or may go, in the body) into this request
+  for (const InterceptedSecret& s : secrets_) {
+    if (buffering_ && s.body && !s.value.empty() && carried.empty()) carried = s.name;
+  }
   for (const Header& h : head.headers) {
+    size_t before = events_.size();
+    values.push_back(SubstituteHeader(h.name, h.value));
+    for (size_t e = before; e < events_.size() && carried.empty(); ++e) {
+      if (events_[e].used) carried = events_[e].secret;
+    }
+  }
+  bool carries = !carried.empty();
+  std::string out = absl::StrCat(head.start, kCrlf);
+  for (size_t i = 0; i < head.headers.size(); ++i) {
+    const Header& h = head.headers[i];
     if (absl::EqualsIgnoreCase(h.name, "accept-encoding")) continue;
     if (buffering_ && (absl::EqualsIgnoreCase(h.name, "content-length") ||
                        absl::EqualsIgnoreCase(h.name, "transfer-encoding") ||
                        (expects_continue && absl::EqualsIgnoreCase(h.name, "expect")))) {
       continue;
     }
-    absl::StrAppend(&out, h.name, ": ", SubstituteHeader(h.name, h.value), kCrlf);
+    // A part of a response is a part of what the server reflects: slices of the value would
+    // pass a mask that looks for the whole. A request that carries the value asks for all.
+    if (carries &&
+        (absl::EqualsIgnoreCase(h.name, "range") || absl::EqualsIgnoreCase(h.name, "if-range"))) {
+      ReportRangeDropped(carried);
+      continue;
+    }
+    absl::StrAppend(&out, h.name, ": ", values[i], kCrlf);
   }
   // The mask needs the response's bytes as the server meant them.
   absl::StrAppend(&out, "Accept-Encoding: identity", kCrlf);
@@ -584,6 +663,15 @@ std::string HttpIntercept::Mask(absl::string_view text, std::vector<std::string>
   m.Add(text, &out, hits);
   m.Finish(&out, hits);
   return out;
+}
+
+void HttpIntercept::ReportRangeDropped(const std::string& secret) {
+  std::string why = "Range left out of a request that carries it (a part of a response could "
+                    "hold a slice of it)";
+  bool seen = std::any_of(events_.begin(), events_.end(), [&](const InterceptEvent& e) {
+    return e.secret == secret && e.where == why;
+  });
+  if (!seen) events_.push_back({secret, false, why});
 }
 
 void HttpIntercept::ReportMasked(const std::vector<std::string>& hits) {

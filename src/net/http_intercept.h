@@ -5,10 +5,11 @@
 // Toward the server it swaps each bound secret's placeholder for the real value in request
 // headers (and, for `Authorization: Basic`, inside the decoded credentials), and in the body only
 // when the binding opts in (the body is then buffered, de-chunked and sent with a recomputed
-// Content-Length). Toward the guest it replaces the real value (and the Basic form it built) with
-// the placeholder in response headers and bodies, so a server that echoes the secret does not
-// leak it; a response whose length changes is re-framed as chunked (HTTP/1.1) or ends with the
-// connection (HTTP/1.0).
+// Content-Length). Toward the guest it replaces the real value (and the Basic form it built, and
+// the value's hex, base64 and URL encodings) with the placeholder in response headers and bodies,
+// so a server that echoes the secret does not leak it; a response whose length changes is
+// re-framed as chunked (HTTP/1.1) or ends with the connection (HTTP/1.0). A request that carries
+// a value loses its Range and If-Range fields: a partial response could hold a slice of it.
 //
 // Every byte from the guest is hostile. Requests are parsed strictly, because a framing the proxy
 // and the server read differently would let a second request (with a placeholder swapped in)
@@ -130,6 +131,7 @@ class HttpIntercept {
   absl::Status BadResponse(absl::string_view reason, std::string* guest);
   std::string Mask(absl::string_view text, std::vector<std::string>* hits) const;
   void ReportMasked(const std::vector<std::string>& hits);
+  void ReportRangeDropped(const std::string& secret);
   std::string SubstituteHeader(absl::string_view name, absl::string_view value);
   void WarnOtherPlaceholders(absl::string_view bytes, absl::string_view where);
 

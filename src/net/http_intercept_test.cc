@@ -5,7 +5,9 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace airlock::net {
 namespace {
@@ -117,6 +119,60 @@ TEST(HttpInterceptTest, MasksAnEchoedSecretAcrossReadsAndReframesTheBody) {
   bool masked = false;
   for (const InterceptEvent& e : h.TakeEvents()) masked |= !e.used && e.secret == "OPENAI_API_KEY";
   EXPECT_TRUE(masked);
+}
+
+TEST(HttpInterceptTest, MasksTheValueHexBase64AndUrlEncodedAtAnyOffset) {
+  std::string value = "tok/with+reserved=chars-0123456789";
+  std::string placeholder(value.size(), 'P');
+  HttpIntercept h("api.test", 443, {{"K", placeholder, value, false, {"authorization"}}});
+  ASSERT_TRUE(Guest(h, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n").status.ok());
+  std::string hex = absl::BytesToHexString(value);
+  std::string url = "tok%2Fwith%2Breserved%3Dchars-0123456789";
+  std::string body = absl::StrCat(hex, " ", absl::AsciiStrToUpper(hex), " ", url, " ");
+  // Base64 of the value inside longer texts, at each alignment, both alphabets.
+  for (const char* before : {"", "a", "ab"}) {
+    absl::StrAppend(&body, absl::Base64Escape(absl::StrCat(before, value, "xyz")), " ",
+                    absl::WebSafeBase64Escape(absl::StrCat(before, value, "!")), " ");
+  }
+  std::string guest =
+      Upstream(h, absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", body.size(), "\r\n\r\n",
+                               body));
+  EXPECT_EQ(guest.find(hex), std::string::npos) << guest;
+  EXPECT_EQ(guest.find(absl::AsciiStrToUpper(hex)), std::string::npos) << guest;
+  EXPECT_EQ(guest.find(url), std::string::npos) << guest;
+  EXPECT_NE(guest.find(absl::BytesToHexString(placeholder)), std::string::npos) << guest;
+  for (size_t k = 0; k < 3; ++k) {
+    std::string aligned = std::string(k, 'a') + value;
+    EXPECT_EQ(guest.find(absl::Base64Escape(aligned).substr(4, 24)), std::string::npos) << k;
+    EXPECT_EQ(guest.find(absl::WebSafeBase64Escape(aligned).substr(4, 24)), std::string::npos);
+  }
+  // What the guest decodes holds no more than a few bits of the value at the edges.
+  for (absl::string_view word : absl::StrSplit(guest.substr(guest.find("\r\n\r\n") + 4), ' ')) {
+    std::string decoded;
+    if (absl::Base64Unescape(word, &decoded) || absl::WebSafeBase64Unescape(word, &decoded)) {
+      EXPECT_EQ(decoded.find("with+reserved"), std::string::npos) << word;
+    }
+  }
+  // The URL-encoded placeholder is as long as the encoded value: Content-Length stays.
+  EXPECT_NE(guest.find(absl::StrCat("Content-Length: ", body.size())), std::string::npos) << guest;
+}
+
+TEST(HttpInterceptTest, ARequestThatCarriesTheValueAsksForTheWholeResponse) {
+  HttpIntercept h("api.test", 443, Secrets());
+  Sent s = Guest(h, absl::StrCat("GET /echo HTTP/1.1\r\nHost: api.test\r\nRange: bytes=3-5\r\n"
+                                 "If-Range: \"x\"\r\nAuthorization: Bearer ",
+                                 kPlaceholder, "\r\n\r\n"));
+  ASSERT_TRUE(s.status.ok()) << s.status;
+  EXPECT_EQ(s.upstream.find("Range"), std::string::npos) << s.upstream;
+  bool reported = false;
+  for (const InterceptEvent& e : h.TakeEvents()) {
+    reported |= e.secret == "OPENAI_API_KEY" && e.where.find("Range left out") == 0;
+  }
+  EXPECT_TRUE(reported);
+  // Without the value, a Range goes as it came.
+  ASSERT_TRUE(Upstream(h, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").size() > 0);
+  s = Guest(h, "GET /file HTTP/1.1\r\nHost: api.test\r\nRange: bytes=3-5\r\n\r\n");
+  EXPECT_NE(s.upstream.find("Range: bytes=3-5"), std::string::npos) << s.upstream;
 }
 
 TEST(HttpInterceptTest, KeepsContentLengthWhenThePlaceholderIsAsLongAsTheValue) {
