@@ -27,6 +27,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "src/common/log.h"
+#include "src/common/wipe.h"
 #include "src/net/http_intercept.h"
 #include "src/net/http_request_gate.h"
 #include "src/net/http_request_head.h"
@@ -299,7 +300,11 @@ class EgressProxy::Impl {
       inbox_->work.clear();  // a waiting Flush() sees its promise broken and returns
     }
     for (auto& [id, c] : conns_) FreeConn(*c);
-    conns_.clear();
+    conns_.clear();  // each connection's HttpIntercept wipes its copies
+    {
+      std::lock_guard<std::mutex> lock(secrets_mu_);
+      WipeSecrets();
+    }
     FlushEvents();
     if (rate_group_ != nullptr) bufferevent_rate_limit_group_free(rate_group_);
     if (rate_cfg_ != nullptr) ev_token_bucket_cfg_free(rate_cfg_);
@@ -1095,8 +1100,15 @@ class EgressProxy::Impl {
 
   void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) {
     std::lock_guard<std::mutex> lock(secrets_mu_);
+    WipeSecrets();
     secrets_ = std::move(secrets);
     ca_ = std::move(ca);
+  }
+
+  // The values go before their memory does. Under secrets_mu_.
+  void WipeSecrets() {
+    for (ProxySecret& s : secrets_) Wipe(s.value);
+    secrets_.clear();
   }
 
   // The event of a connection as it ends: allowed (by its rule) or not, and why it ended.

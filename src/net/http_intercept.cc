@@ -206,8 +206,8 @@ std::string Base64Core(const std::string& value, size_t k, bool web_safe) {
 std::string PercentEncode(const std::string& value, size_t pad, bool lower) {
   std::string out;
   for (char c : value) {
-    bool unreserved = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-                      c == '.' || c == '_' || c == '~';
+    bool unreserved = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
+                      c == '_' || c == '~';
     if (unreserved && pad == 0) {
       out += c;
       continue;
@@ -252,12 +252,18 @@ HttpIntercept::HttpIntercept(std::string host, uint16_t port,
     for (bool lower : {false, true}) {
       std::string encoded = PercentEncode(s.value, 0, lower);
       // Placeholders are letters, digits and '_': escaping some of them evens the lengths.
-      size_t pad = encoded.size() > s.placeholder.size()
-                       ? (encoded.size() - s.placeholder.size()) / 2
-                       : 0;
+      size_t pad =
+          encoded.size() > s.placeholder.size() ? (encoded.size() - s.placeholder.size()) / 2 : 0;
       add(encoded, PercentEncode(s.placeholder, pad, lower));
     }
   }
+}
+
+HttpIntercept::~HttpIntercept() {
+  for (InterceptedSecret& s : secrets_) Wipe(s.value);
+  for (Replacement& r : mask_) Wipe(r.from);
+  Wipe(held_head_);
+  Wipe(body_buffer_);
 }
 
 std::vector<InterceptEvent> HttpIntercept::TakeEvents() {
@@ -666,8 +672,9 @@ std::string HttpIntercept::Mask(absl::string_view text, std::vector<std::string>
 }
 
 void HttpIntercept::ReportRangeDropped(const std::string& secret) {
-  std::string why = "Range left out of a request that carries it (a part of a response could "
-                    "hold a slice of it)";
+  std::string why =
+      "Range left out of a request that carries it (a part of a response could "
+      "hold a slice of it)";
   bool seen = std::any_of(events_.begin(), events_.end(), [&](const InterceptEvent& e) {
     return e.secret == secret && e.where == why;
   });

@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "src/common/wipe.h"
 
 namespace airlock::net {
 
@@ -67,6 +68,10 @@ class HttpIntercept {
   // port: the port the guest connected to (a Host header may name it). secrets: those bound to
   // this host (with values) and the session's others (without: warnings only).
   HttpIntercept(std::string host, uint16_t port, std::vector<InterceptedSecret> secrets);
+  // Wipes its copies of the values (and the forms of them it masks) and what it buffered.
+  ~HttpIntercept();
+  HttpIntercept(const HttpIntercept&) = delete;
+  HttpIntercept& operator=(const HttpIntercept&) = delete;
 
   // Plaintext from the guest. Appends what goes to the server to *upstream, and what the
   // interceptor answers the guest itself (a 100 Continue, an error response) to *guest. An error:
@@ -100,6 +105,7 @@ class HttpIntercept {
   // reads is still found.
   class Masker {
    public:
+    ~Masker() { Wipe(held_); }
     void Reset(const std::vector<Replacement>* table) {
       table_ = table;
       held_.clear();

@@ -179,9 +179,4 @@ std::string MakePlaceholder(size_t value_length) {
   return out;
 }
 
-void Wipe(std::string& value) {
-  explicit_bzero(value.data(), value.size());
-  value.clear();
-}
-
 }  // namespace airlock::secrets

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/common/wipe.h"
 #include "src/secrets/secret_spec.h"
 
 namespace airlock::secrets {
@@ -57,8 +58,8 @@ std::unique_ptr<OnePasswordSource> OnePasswordFromEnvironment();
 // that masking a response keeps its length.
 std::string MakePlaceholder(size_t value_length);
 
-// Overwrites a string's bytes before it is freed.
-void Wipe(std::string& value);
+// Overwrites a string's bytes before it is freed (src/common/wipe.h).
+using ::airlock::Wipe;
 
 }  // namespace airlock::secrets
 
