@@ -109,13 +109,18 @@ int Log(const v1::NetworkLogRequest& request, bool json) {
       std::string address = e.name().empty() || e.address().empty() ? "-" : e.address();
       std::string verdict = e.allowed() ? absl::StrCat("allowed by ", e.rule()) : "denied";
       if (e.kind() == "secret") verdict = absl::StrCat(e.allowed() ? "sent " : "", e.rule());
+      std::string repeats;
+      if (e.repeats() > 0) {
+        repeats = absl::StrCat(" (", e.repeats() + 1, " times, the last at ",
+                               FormatUnixMs(e.last_unix_ms()), ")");
+      }
       // The name and what is said of it come from the guest: escaped, never raw.
-      std::printf("%s %-7s %-40s %-15s %8llu %8llu %s%s%s\n", FormatUnixMs(e.unix_ms()).c_str(),
-                  EscapeForTerminal(e.kind()).c_str(), EscapeForTerminal(where).c_str(),
-                  EscapeForTerminal(address).c_str(),
-                  static_cast<unsigned long long>(e.bytes_out()),
-                  static_cast<unsigned long long>(e.bytes_in()), EscapeForTerminal(verdict).c_str(),
-                  e.reason().empty() ? "" : ": ", EscapeForTerminal(e.reason()).c_str());
+      std::printf(
+          "%s %-7s %-40s %-15s %8llu %8llu %s%s%s%s\n", FormatUnixMs(e.unix_ms()).c_str(),
+          EscapeForTerminal(e.kind()).c_str(), EscapeForTerminal(where).c_str(),
+          EscapeForTerminal(address).c_str(), static_cast<unsigned long long>(e.bytes_out()),
+          static_cast<unsigned long long>(e.bytes_in()), EscapeForTerminal(verdict).c_str(),
+          e.reason().empty() ? "" : ": ", EscapeForTerminal(e.reason()).c_str(), repeats.c_str());
     }
     std::fflush(stdout);
   }

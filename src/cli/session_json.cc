@@ -59,10 +59,10 @@ nlohmann::json MetricsToJson(const v1::MetricsSample& s) {
 }
 
 nlohmann::json NetworkEventToJson(const v1::NetworkEvent& e) {
-  return {{"unix_ms", e.unix_ms()},  {"kind", e.kind()},     {"name", e.name()},
-          {"address", e.address()},  {"port", e.port()},     {"allowed", e.allowed()},
-          {"rule", e.rule()},        {"reason", e.reason()}, {"bytes_out", e.bytes_out()},
-          {"bytes_in", e.bytes_in()}};
+  return {{"unix_ms", e.unix_ms()},   {"kind", e.kind()},       {"name", e.name()},
+          {"address", e.address()},   {"port", e.port()},       {"allowed", e.allowed()},
+          {"rule", e.rule()},         {"reason", e.reason()},   {"bytes_out", e.bytes_out()},
+          {"bytes_in", e.bytes_in()}, {"repeats", e.repeats()}, {"last_unix_ms", e.last_unix_ms()}};
 }
 
 }  // namespace airlock

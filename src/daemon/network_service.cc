@@ -102,6 +102,8 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
       out.set_reason(e.reason);
       out.set_bytes_out(e.bytes_out);
       out.set_bytes_in(e.bytes_in);
+      out.set_repeats(e.repeats);
+      out.set_last_unix_ms(e.last_ms);
       if (!writer->Write(out)) return grpc::Status::CANCELLED;
       after = e.seq;
     }

@@ -154,7 +154,16 @@ CREATE INDEX agent_events_by_session ON agent_events(session_id, seq);
 DROP TRIGGER audit_no_update;
 ALTER TABLE audit ADD COLUMN hash TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 9: a denial seen again is counted on its first row (repeats, and when the last
+    // was), so that a guest repeating names cannot push other evidence out.
+    R"sql(
+ALTER TABLE net_events ADD COLUMN repeats INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE net_events ADD COLUMN last_ms INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX net_events_denied ON net_events(session_id, name, port) WHERE allowed = 0;
+)sql",
 };
+static_assert(StateStore::kSchemaVersion == sizeof(kMigrations) / sizeof(kMigrations[0]),
+              "a migration is a new schema version");
 constexpr int64_t kAuditChainVersion = 8;
 constexpr char kAuditNoUpdate[] = R"sql(
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
@@ -1179,6 +1188,16 @@ absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const net::NetEvent& e : events) {
+    if (!e.allowed) {
+      Stmt again(db_,
+                 "UPDATE net_events SET repeats = repeats + 1, last_ms = ? WHERE session_id = ? "
+                 "AND allowed = 0 AND name = ? AND port = ? AND kind = ? AND address = ? AND "
+                 "reason = ?");
+      again.Bind(1, e.unix_ms).Bind(2, s.id).Bind(3, e.name).Bind(4, static_cast<int64_t>(e.port));
+      again.Bind(5, e.kind).Bind(6, e.address).Bind(7, e.reason).Step();
+      if (!again.ok()) return again.status();
+      if (sqlite3_changes(db_) > 0) continue;
+    }
     Stmt q(db_,
            "INSERT INTO net_events(session_id, tenant, unix_ms, kind, name, address, port, "
            "allowed, rule, reason, bytes_out, bytes_in) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -1191,7 +1210,7 @@ absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
   // Bounded per session, denials and allowed connections each on their own: a guest's flood of
   // cheap denied names never pushes out its allowed connections, and of each kind the first
   // kFirstNetEventsKept stay (what it tried first is the evidence) besides the newest; the
-  // ones between go.
+  // ones between go. A denial seen before is only counted, on its first row.
   for (int allowed : {0, 1}) {
     Stmt trim(db_,
               "DELETE FROM net_events WHERE session_id = ?1 AND allowed = ?2 "
@@ -1228,7 +1247,7 @@ absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::
   std::lock_guard<std::mutex> lock(mu_);
   std::string sql =
       "SELECT seq, unix_ms, kind, name, address, port, allowed, rule, reason, bytes_out, "
-      "bytes_in FROM net_events WHERE session_id = ? AND tenant = ? AND seq > ?";
+      "bytes_in, repeats, last_ms FROM net_events WHERE session_id = ? AND tenant = ? AND seq > ?";
   sql += tail > 0 ? " ORDER BY seq DESC LIMIT ?" : " ORDER BY seq LIMIT 4096";
   Stmt q(db_, sql.c_str());
   q.Bind(1, id).Bind(2, tenant).Bind(3, after_seq);
@@ -1247,6 +1266,8 @@ absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::
     e.reason = q.Text(8);
     e.bytes_out = static_cast<uint64_t>(q.Int(9));
     e.bytes_in = static_cast<uint64_t>(q.Int(10));
+    e.repeats = static_cast<uint64_t>(q.Int(11));
+    e.last_ms = q.Int(12);
     out.push_back(std::move(e));
   }
   if (!q.ok()) return q.status();

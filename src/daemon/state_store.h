@@ -202,7 +202,8 @@ class SessionEventHub;
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 7;
+  // The database's version (PRAGMA user_version) once migrated: one per migration.
+  static constexpr int kSchemaVersion = 9;
 
   // Opens (creating and migrating) the database at path; the file is 0600.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path,

@@ -216,7 +216,9 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
   ASSERT_EQ(sqlite3_exec(db,
                          "DROP TRIGGER audit_no_update; ALTER TABLE audit DROP COLUMN hash; "
                          "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT "
-                         "RAISE(ABORT, 'no'); END; PRAGMA user_version = 7;",
+                         "RAISE(ABORT, 'no'); END; DROP INDEX net_events_denied; ALTER TABLE "
+                         "net_events DROP COLUMN repeats; ALTER TABLE net_events DROP COLUMN "
+                         "last_ms; PRAGMA user_version = 7;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK)
       << sqlite3_errmsg(db);
@@ -352,6 +354,18 @@ TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
   EXPECT_EQ(kept[2].name, "files.pythonhosted.org");
   EXPECT_EQ(kept[3].name, "x0.cheap.example");
   EXPECT_EQ(kept.back().name, "x19999.cheap.example");  // and the newest
+
+  // The same denial again, 10,000 times: counted on its first row, which stays where it was,
+  // and nothing else goes.
+  std::vector<net::NetEvent> again(10000, event("evil.example", false));
+  for (size_t i = 0; i < again.size(); ++i) again[i].unix_ms = 5000 + static_cast<int64_t>(i);
+  ASSERT_TRUE((*store)->AppendNetEvents(s, again).ok());
+  std::vector<net::NetEvent> now = all();
+  ASSERT_EQ(now.size(), kept.size());
+  EXPECT_EQ(now[1].name, "evil.example");
+  EXPECT_EQ(now[1].repeats, 10000u);
+  EXPECT_EQ(now[1].last_ms, 5000 + 9999);
+  EXPECT_EQ(now.back().name, "x19999.cheap.example");
 }
 
 TEST(StateStoreTest, ATenantsOutputIsCappedInAllOldestFirst) {

@@ -21,6 +21,10 @@ struct NetEvent {
   std::string reason;      // why it was denied or ended badly, with what would allow it
   uint64_t bytes_out = 0;  // guest -> destination
   uint64_t bytes_in = 0;   // destination -> guest
+  // A denial seen again (the same name, port, address and reason) is counted on its first
+  // record: how many more times, and when the last was (once stored).
+  uint64_t repeats = 0;
+  int64_t last_ms = 0;
 };
 
 // One line for the session's log: "egress: connect pypi.org:443 (151.101.0.223) allowed by
