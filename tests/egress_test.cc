@@ -33,73 +33,11 @@
 #include "src/common/subprocess.h"
 #include "tests/cli_runner.h"
 #include "tests/loopback_http_server.h"
+#include "tests/package_mirror.h"
 #include "tests/test_certs.h"
 
 namespace airlock {
 namespace {
-
-// A wheel of one module, airlock_demo (VALUE = 42), zipped here with libarchive.
-std::string DemoWheel() {
-  auto record_hash = [](const std::string& data) {
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-    unsigned char b64[64];
-    int n = EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
-    std::string out(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
-    for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
-    return absl::StrCat("sha256=", std::string(absl::StripSuffix(absl::StripSuffix(out, "="), "=")),
-                        ",", data.size());
-  };
-  std::vector<std::pair<std::string, std::string>> files = {
-      {"airlock_demo/__init__.py", "VALUE = 42\n"},
-      {"airlock_demo-1.0.dist-info/METADATA",
-       "Metadata-Version: 2.1\nName: airlock-demo\nVersion: 1.0\n"},
-      {"airlock_demo-1.0.dist-info/WHEEL",
-       "Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-  };
-  std::string record;
-  for (const auto& [name, data] : files)
-    absl::StrAppend(&record, name, ",", record_hash(data), "\n");
-  absl::StrAppend(&record, "airlock_demo-1.0.dist-info/RECORD,,\n");
-  files.emplace_back("airlock_demo-1.0.dist-info/RECORD", record);
-  std::string buffer(1 << 20, '\0');
-  size_t used = 0;
-  archive* a = archive_write_new();
-  archive_write_set_format_zip(a);
-  archive_write_open_memory(a, buffer.data(), buffer.size(), &used);
-  for (const auto& [name, data] : files) {
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_write_header(a, e);
-    archive_write_data(a, data.data(), data.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-  buffer.resize(used);
-  return buffer;
-}
-
-constexpr char kDemoWheelName[] = "airlock_demo-1.0-py3-none-any.whl";
-
-// A package index (PEP 503 simple pages) serving DemoWheel() as airlock-demo, and `extra`
-// paths with their bodies.
-LoopbackHttpServer::Handler DemoIndex(std::map<std::string, std::string> extra = {}) {
-  return [wheel = DemoWheel(),
-          extra = std::move(extra)](const std::string& path) -> std::optional<std::string> {
-    if (path == "/simple/airlock-demo/" || path == "/simple/airlock-demo") {
-      return absl::StrCat("<!DOCTYPE html><html><body><a href=\"/files/", kDemoWheelName, "\">",
-                          kDemoWheelName, "</a></body></html>");
-    }
-    if (path == absl::StrCat("/files/", kDemoWheelName)) return wheel;
-    auto found = extra.find(path);
-    if (found != extra.end()) return found->second;
-    return std::nullopt;
-  };
-}
 
 // Runs git on the host (argv, no shell) in dir; a failure fails the test.
 void Git(const std::string& dir, std::vector<std::string> args) {

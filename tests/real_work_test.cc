@@ -1,0 +1,67 @@
+// Real work, as agents do it, must never kill a session: installs from a Debian mirror and a
+// Python index (on loopback, through the egress proxy) in a default 512 MiB session, ten times
+// in a row, and the session is the same running VM afterwards.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
+#include "tests/loopback_http_server.h"
+#include "tests/package_mirror.h"
+
+namespace airlock {
+namespace {
+
+// The VM process of a running session, from `airlock ps --json` (0 if not running).
+int64_t VmPid(const std::string& id) {
+  Result r = RunAirlock({"ps", "--json"});
+  nlohmann::json ps = nlohmann::json::parse(r.out, nullptr, false);
+  if (!ps.is_array()) return 0;
+  for (const nlohmann::json& vm : ps) {
+    if (vm.value("session_id", "") == id) return vm.value("pid", int64_t{0});
+  }
+  return 0;
+}
+
+TEST(RealWorkTest, AptAndPipInstallTenTimesInADefaultSessionWithoutAKill) {
+  LoopbackHttpServer mirror(DemoIndex(DemoDebianRepository()), 80);
+  std::string id = CreateSession({"--allow", "web.test:80"});
+  int64_t pid = VmPid(id);
+  ASSERT_NE(pid, 0) << RunAirlock({"ps", "--json"}).out;
+  Result r = RunAirlock(
+      {"exec", id, "--", "sh", "-c",
+       "set -e\n"
+       "rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\n"
+       "echo 'deb [trusted=yes] http://web.test/debian ./' > /etc/apt/sources.list.d/mirror.list\n"
+       "for i in 1 2 3 4 5 6 7 8 9 10; do\n"
+       "  apt-get update -qq\n"
+       "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall airlock-hello "
+       ">/dev/null\n"
+       "  airlock-hello\n"
+       "  pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall "
+       "--index-url http://web.test/simple --trusted-host web.test airlock-demo\n"
+       "  python3 -c 'import airlock_demo; print(airlock_demo.VALUE)'\n"
+       "done\n"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  int hellos = 0, values = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    hellos += line == "hello from a package";
+    values += line == "42";
+  }
+  EXPECT_EQ(hellos, 10) << r.out;
+  EXPECT_EQ(values, 10) << r.out;
+  // The same VM, still running, still answering: no kill on the way.
+  EXPECT_EQ(VmPid(id), pid);
+  r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"ls"});
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+}
+
+}  // namespace
+}  // namespace airlock
