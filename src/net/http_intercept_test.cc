@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -134,9 +134,8 @@ TEST(HttpInterceptTest, MasksTheValueHexBase64AndUrlEncodedAtAnyOffset) {
     absl::StrAppend(&body, absl::Base64Escape(absl::StrCat(before, value, "xyz")), " ",
                     absl::WebSafeBase64Escape(absl::StrCat(before, value, "!")), " ");
   }
-  std::string guest =
-      Upstream(h, absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", body.size(), "\r\n\r\n",
-                               body));
+  std::string guest = Upstream(
+      h, absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", body.size(), "\r\n\r\n", body));
   EXPECT_EQ(guest.find(hex), std::string::npos) << guest;
   EXPECT_EQ(guest.find(absl::AsciiStrToUpper(hex)), std::string::npos) << guest;
   EXPECT_EQ(guest.find(url), std::string::npos) << guest;

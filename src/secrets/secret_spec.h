@@ -24,7 +24,7 @@ namespace airlock::secrets {
 enum class SourceKind { kEnv, kFile, kOnePassword, kShared };
 
 struct SecretSpec {
-  std::string name;                // an environment variable name: [A-Za-z_][A-Za-z0-9_]*
+  std::string name;  // an environment variable name: [A-Za-z_][A-Za-z0-9_]*
   // "env:VAR", "file:/abs/path", "op://vault/item/field" or "shared:NAME"
   std::string source;
   std::vector<std::string> hosts;  // lower case, no duplicates
