@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1161,13 +1162,14 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                    SnapshotDisk::kLink);
   if (!taken.ok()) {
     span.SetError(std::string(taken.status().message()));
-    // Nothing was written; the VM goes on if it still can.
-    if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok()) {
+    // Nothing was written; the VM goes on if it still can, or waits, whole, for disk space.
+    if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok() && !WaitsForDiskSpace(*live)) {
       Retire(record.id, SessionState::kFailed,
              absl::StrCat("pausing failed and the VM could not go on: ", taken.status().message()));
     }
-    return absl::Status(taken.status().code(), absl::StrCat("could not pause session ", record.id,
-                                                            ": ", taken.status().message()));
+    return absl::Status(taken.status().code(),
+                        absl::StrCat("could not pause session ", record.id, ": ",
+                                     taken.status().message(), DiskSpaceHint()));
   }
   counters_.snapshots++;
   counters_.snapshot_bytes += FileBytes(layout_.Snapshot(record.id) + "/" + kSnapshotStateFile);
@@ -1465,13 +1467,15 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
   absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));
-  if (!resumed.ok()) {
+  if (!resumed.ok() && !WaitsForDiskSpace(*live)) {
     Retire(id, SessionState::kFailed,
            absl::StrCat("the VM could not go on after a snapshot for a fork: ", resumed.message()));
   }
   if (!taken.ok()) {
-    return absl::Status(taken.status().code(), absl::StrCat("could not snapshot session ", id, ": ",
-                                                            taken.status().message()));
+    LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
+    return absl::Status(taken.status().code(),
+                        absl::StrCat("could not snapshot session ", id, ": ",
+                                     taken.status().message(), DiskSpaceHint()));
   }
   counters_.snapshots++;
   counters_.snapshot_bytes += FileBytes(dir + "/" + kSnapshotStateFile);
@@ -1697,6 +1701,49 @@ void SessionManager::ExpirePaused() {
   }
 }
 
+uint64_t SessionManager::FreeDiskBytes() const {
+  struct statvfs fs;
+  if (statvfs(paths_.home.c_str(), &fs) != 0) return 0;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+std::string SessionManager::DiskSpaceHint() const {
+  uint64_t free = FreeDiskBytes();
+  if (free >= kDiskSpaceToGoOn) return "";
+  return absl::StrCat(" (the disk of ", paths_.home, " has ", FormatBytes(free),
+                      " free: free some space there)");
+}
+
+bool SessionManager::WaitsForDiskSpace(LiveSession& live) {
+  absl::StatusOr<bool> stopped = live.vm->StoppedForDiskSpace(absl::Now() + absl::Seconds(2));
+  return stopped.ok() && *stopped;
+}
+
+void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
+  if (!WaitsForDiskSpace(live)) return;
+  const SessionRecord& r = live.record;
+  auto note = [&](const std::string& text) {
+    LogWarning(absl::StrCat("session ", r.id, ": ", text));
+    LogRecord event{.unix_ms = NowMs(), .stream = LogStream::kEvent, .data = text};
+    LogIfFailed(store_->AppendLogs(r, {event}), absl::StrCat("session ", r.id, ": not logged"));
+  };
+  uint64_t free = FreeDiskBytes();
+  if (free < kDiskSpaceToGoOn) {
+    if (!live.waiting_for_disk.exchange(true)) {
+      note(absl::StrCat("the host's disk is full (", FormatBytes(free), " free under ", paths_.home,
+                        "): the VM waits, losing nothing, and goes on by itself once there is ",
+                        FormatBytes(kDiskSpaceToGoOn), " free"));
+    }
+    return;
+  }
+  absl::Status went_on = live.vm->Continue(absl::Now() + absl::Seconds(10));
+  if (went_on.ok()) {
+    live.waiting_for_disk = false;
+    note(absl::StrCat("the host's disk has space again (", FormatBytes(free),
+                      " free): the VM went on"));
+  }
+}
+
 void SessionManager::WatchLoop() {
   for (int round = 0;; ++round) {
     {
@@ -1738,6 +1785,14 @@ void SessionManager::WatchLoop() {
             absl::StrCat("idle for ",
                          absl::FormatDuration(absl::Seconds(r.limits.idle_timeout_seconds))));
         if (!paused.ok()) live->last_used_ms = NowMs();  // try again a timeout later
+      }
+    }
+    if (round % 8 == 4) {
+      for (const std::shared_ptr<LiveSession>& live : all) {
+        std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
+        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
+        if (!guard.owns_lock() || !FindLive(live->record.tenant, live->record.id)) continue;
+        GoOnWhenDiskHasSpace(*live);
       }
     }
     ExpireEgress(now);

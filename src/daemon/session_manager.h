@@ -64,6 +64,7 @@ struct LiveSession {
   std::atomic<int> users{0};
   std::atomic<int64_t> egress_expires_ms{0};  // the earliest expiry of its grants; 0: none
   std::atomic<int64_t> last_used_ms{0};
+  std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
 };
 
 // What airlockd's operator decided about egress for every session.
@@ -231,6 +232,15 @@ class SessionManager {
   absl::StatusOr<QuotaReservations::Hold> Admit(const Principal& who, const std::string& tenant,
                                                 const QuotaAmounts& adding,
                                                 const std::string& what);
+  // A VM stopped for lack of disk space on the host goes on once this much is free.
+  static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
+  uint64_t FreeDiskBytes() const;
+  // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "".
+  std::string DiskSpaceHint() const;
+  // Whether the session's VM is stopped, whole, until the host's disk has space.
+  bool WaitsForDiskSpace(LiveSession& live);
+  // The watcher's: says once that the VM waits for disk space, and lets it go on when there is.
+  void GoOnWhenDiskHasSpace(LiveSession& live);
   // Makes a session live again with the VM found after a restart of airlockd (Recover).
   absl::Status Reattach(const SessionRecord& s, LaunchedVm vm);
   // Puts an uploaded workspace into a new session's directory.

@@ -316,6 +316,16 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text) {
 
 namespace {
 
+// The database's last error: with what to do when its disk is full (nothing was written).
+absl::Status DbError(sqlite3* db, absl::string_view what, absl::StatusCode code) {
+  if (sqlite3_errcode(db) == SQLITE_FULL) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": the disk that holds airlockd's state is full (",
+                     sqlite3_db_filename(db, "main"), "); free some space there and try again"));
+  }
+  return absl::Status(code, absl::StrCat(what, ": ", sqlite3_errmsg(db)));
+}
+
 // A prepared statement, finalized on destruction.
 class Stmt {
  public:
@@ -354,7 +364,7 @@ class Stmt {
   bool ok() const { return rc_ == SQLITE_OK || rc_ == SQLITE_ROW; }
   absl::Status status() const {
     if (ok()) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("state database: ", sqlite3_errmsg(db_)));
+    return DbError(db_, "state database", absl::StatusCode::kInternal);
   }
 
  private:
@@ -373,12 +383,11 @@ class Transaction {
     if (ok_ && !done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   absl::Status Begun() const {
-    return ok_ ? absl::OkStatus()
-               : absl::UnavailableError(absl::StrCat("state database: ", sqlite3_errmsg(db_)));
+    return ok_ ? absl::OkStatus() : DbError(db_, "state database", absl::StatusCode::kUnavailable);
   }
   absl::Status Commit() {
     if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-      return absl::InternalError(absl::StrCat("state database commit: ", sqlite3_errmsg(db_)));
+      return DbError(db_, "state database commit", absl::StatusCode::kInternal);
     }
     done_ = true;
     return absl::OkStatus();

@@ -456,6 +456,16 @@ class QemuVm : public Vm {
     return WaitForMigration(*qmp_, deadline);
   }
 
+  absl::StatusOr<bool> StoppedForDiskSpace(absl::Time deadline) override {
+    std::lock_guard<std::mutex> lock(qmp_mu_);
+    absl::StatusOr<nlohmann::json> status =
+        qmp_->Execute("query-status", nlohmann::json::object(), deadline);
+    if (!status.ok()) return status.status();
+    // The session disk's werror policy is QEMU's default, "enospc": only a full host disk stops
+    // the guest; other write errors go to the guest as errors.
+    return JsonText(*status, "status") == "io-error";
+  }
+
   absl::Status Continue(absl::Time deadline) override {
     {
       std::lock_guard<std::mutex> lock(qmp_mu_);

@@ -75,7 +75,14 @@ class Vm {
   // destroyed).
   [[nodiscard]] virtual absl::Status SaveState(int state_fd, absl::Time deadline) = 0;
   // Runs a guest stopped by SaveState again and synchronizes its agent as after a restore.
+  // Also runs a guest stopped for disk space (below) again.
   [[nodiscard]] virtual absl::Status Continue(absl::Time deadline) = 0;
+  // Whether the VMM stopped the guest because a write to its disk found no space on the host
+  // (QEMU's "io-error" state): the write waits, nothing is lost, and Continue retries it once
+  // the host has space again. False for a VMM that never stops so.
+  [[nodiscard]] virtual absl::StatusOr<bool> StoppedForDiskSpace(absl::Time deadline) {
+    return false;
+  }
   virtual GuestChannel& channel() = 0;
   virtual pid_t pid() const = 0;
   // Ends the VM at once; reason becomes the channel's failure.

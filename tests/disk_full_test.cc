@@ -1,0 +1,139 @@
+// The host's disk runs full under $AIRLOCK_HOME: nothing is lost. A private airlockd whose home
+// is a small tmpfs (the test daemon's images and kernel by symlink): a pause or fork that finds
+// no space is refused with what to do, its partial snapshot goes, and the session runs on; a
+// guest whose disk writes find no space waits, whole, and goes on by itself once space is
+// freed, with every file it had.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/common/file_util.h"
+#include "src/common/host_paths.h"
+#include "tests/cli_runner.h"
+#include "tests/loopback_http_server.h"
+
+namespace airlock {
+namespace {
+
+// A home of its own on a tmpfs of `megabytes`, used by RunAirlock while this lives (the CLI
+// starts its airlockd there).
+class SmallHome {
+ public:
+  explicit SmallHome(int megabytes) {
+    path_ = dir_.path + "/home";
+    EXPECT_EQ(mkdir(path_.c_str(), 0755), 0);
+    EXPECT_EQ(mount("tmpfs", path_.c_str(), "tmpfs", 0,
+                    absl::StrCat("size=", megabytes, "m,mode=0755").c_str()),
+              0)
+        << strerror(errno);
+    HostPaths shared = DefaultHostPaths();
+    EXPECT_EQ(symlink(shared.images.c_str(), (path_ + "/images").c_str()), 0);
+    EXPECT_EQ(symlink((shared.home + "/kernel").c_str(), (path_ + "/kernel").c_str()), 0);
+    old_home_ = getenv("AIRLOCK_HOME");
+    old_socket_ = getenv("AIRLOCK_SOCKET");
+    setenv("AIRLOCK_HOME", path_.c_str(), 1);
+    setenv("AIRLOCK_SOCKET", (path_ + "/airlockd.sock").c_str(), 1);
+  }
+  ~SmallHome() {
+    for (absl::string_view id :
+         absl::StrSplit(RunAirlock({"ls", "-q"}).out, '\n', absl::SkipEmpty())) {
+      RunAirlock({"rm", std::string(id)});
+    }
+    std::ifstream pid_file(path_ + "/airlockd.pid");
+    pid_t pid = 0;
+    if (pid_file >> pid && pid > 0) {
+      kill(pid, SIGTERM);
+      for (int i = 0; i < 200 && kill(pid, 0) == 0; ++i) usleep(50000);
+    }
+    setenv("AIRLOCK_HOME", old_home_.c_str(), 1);
+    setenv("AIRLOCK_SOCKET", old_socket_.c_str(), 1);
+    EXPECT_EQ(umount2(path_.c_str(), MNT_DETACH), 0) << strerror(errno);
+  }
+  // Takes all but `megabytes` of the free space (a file of its own, removed by Free).
+  void Fill(int megabytes) {
+    struct statvfs fs;
+    ASSERT_EQ(statvfs(path_.c_str(), &fs), 0);
+    int64_t take = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize - (int64_t{megabytes} << 20);
+    int fd = open((path_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fallocate(fd, 0, 0, take), 0) << strerror(errno);
+    close(fd);
+  }
+  void Free() { EXPECT_EQ(unlink((path_ + "/filler").c_str()), 0); }
+  std::string Log() const {
+    return ReadFileToString(path_ + "/airlockd.log", 1 << 20).value_or("");
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  TestDir dir_;
+  std::string path_, old_home_, old_socket_;
+};
+
+// Output of `airlock exec ID -- ARGS` once it is `want`, or the last one after ~60 s.
+std::string ExecUntil(const std::string& id, const std::vector<std::string>& args,
+                      const std::string& want) {
+  std::vector<std::string> command = {"exec", id, "--"};
+  command.insert(command.end(), args.begin(), args.end());
+  std::string out;
+  for (int i = 0; i < 60 && out != want; ++i) {
+    out = RunAirlock(command).out;
+    if (out != want) sleep(1);
+  }
+  return out;
+}
+
+TEST(DiskFullTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
+  SmallHome home(768);
+  std::string id = CreateSession({});
+  ASSERT_FALSE(id.empty());
+  // 48 MiB written in the guest, still in its page cache, then the host's disk runs full: the
+  // pause's sync finds no room. The VM waits, whole, rather than being ended, and says so.
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c",
+                         "echo kept > /root/kept && dd if=/dev/urandom of=/root/big bs=1M "
+                         "count=48 2>/dev/null"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  home.Fill(16);
+  r = RunAirlock({"pause", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
+  for (int i = 0; i < 60 && home.Log().find("the VM waits, losing nothing") == std::string::npos;
+       ++i) {
+    usleep(500000);
+  }
+  EXPECT_NE(home.Log().find("the VM waits, losing nothing"), std::string::npos) << home.Log();
+  // Space again: it goes on by itself, with everything it wrote.
+  home.Free();
+  EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n") << home.Log();
+  EXPECT_NE(home.Log().find("the VM went on"), std::string::npos) << home.Log();
+  EXPECT_EQ(ExecUntil(id, {"sh", "-c", "sync && stat -c %s /root/big"}, "50331648\n"),
+            "50331648\n");
+
+  // No room for a snapshot itself: the pause and the fork are refused and say what to do, the
+  // space their partial snapshots took is given back, and the session runs on.
+  home.Fill(16);
+  r = RunAirlock({"pause", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
+  r = RunAirlock({"fork", id});
+  EXPECT_NE(r.exit_code, 0);
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(home.path().c_str(), &fs), 0);
+  EXPECT_GE(static_cast<int64_t>(fs.f_bavail) * fs.f_frsize, int64_t{12} << 20);
+  EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");
+  home.Free();
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");
+}
+
+}  // namespace
+}  // namespace airlock
