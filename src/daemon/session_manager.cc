@@ -1165,7 +1165,8 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
     // Nothing was written; the VM goes on if it still can, or waits, whole, for disk space.
     if (!live->vm->Continue(absl::Now() + absl::Seconds(10)).ok() && !WaitsForDiskSpace(*live)) {
       Retire(record.id, SessionState::kFailed,
-             absl::StrCat("pausing failed and the VM could not go on: ", taken.status().message()));
+             absl::StrCat("pausing failed and the VM could not go on: ",
+                          WhyVmFailed(*live, taken.status())));
     }
     return absl::Status(taken.status().code(),
                         absl::StrCat("could not pause session ", record.id, ": ",
@@ -1469,7 +1470,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));
   if (!resumed.ok() && !WaitsForDiskSpace(*live)) {
     Retire(id, SessionState::kFailed,
-           absl::StrCat("the VM could not go on after a snapshot for a fork: ", resumed.message()));
+           absl::StrCat("the VM could not go on after a snapshot for a fork: ",
+                        WhyVmFailed(*live, resumed)));
   }
   if (!taken.ok()) {
     LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
@@ -1712,6 +1714,16 @@ std::string SessionManager::DiskSpaceHint() const {
   if (free >= kDiskSpaceToGoOn) return "";
   return absl::StrCat(" (the disk of ", paths_.home, " has ", FormatBytes(free),
                       " free: free some space there)");
+}
+
+std::string SessionManager::WhyVmFailed(LiveSession& live, const absl::Status& status) {
+  // A VM process that died mid-way shows first as a broken monitor or channel: how it ended
+  // says more, if it did (the watcher's wait, as for a channel that closes).
+  std::optional<std::string> ended;
+  for (int i = 0; i < 20 && !(ended = live.vm->ExitReason()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return ended ? *ended : std::string(status.message());
 }
 
 bool SessionManager::WaitsForDiskSpace(LiveSession& live) {

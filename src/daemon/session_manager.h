@@ -237,6 +237,8 @@ class SessionManager {
   uint64_t FreeDiskBytes() const;
   // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "".
   std::string DiskSpaceHint() const;
+  // Why an operation on the session's VM failed: how its process ended, if it did, else `status`.
+  std::string WhyVmFailed(LiveSession& live, const absl::Status& status);
   // Whether the session's VM is stopped, whole, until the host's disk has space.
   bool WaitsForDiskSpace(LiveSession& live);
   // The watcher's: says once that the VM waits for disk space, and lets it go on when there is.

@@ -1,21 +1,26 @@
-// The host's disk runs full under $AIRLOCK_HOME: nothing is lost. A private airlockd whose home
-// is a small tmpfs (the test daemon's images and kernel by symlink): a pause or fork that finds
-// no space is refused with what to do, its partial snapshot goes, and the session runs on; a
-// guest whose disk writes find no space waits, whole, and goes on by itself once space is
-// freed, with every file it had.
+// Faults of the host under a session. The host's disk runs full under $AIRLOCK_HOME (a private
+// airlockd whose home is a small tmpfs, the test daemon's images and kernel by symlink): a
+// pause or fork that finds no space is refused with what to do, its partial snapshot goes, and
+// the session runs on; a guest whose disk writes find no space waits, whole, and goes on by
+// itself once space is freed, with every file it had. The VM process killed while a pause
+// saves it: the session fails with how the VM ended, and no part of a snapshot stays to be
+// loaded.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "tests/cli_runner.h"
@@ -92,7 +97,7 @@ std::string ExecUntil(const std::string& id, const std::vector<std::string>& arg
   return out;
 }
 
-TEST(DiskFullTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
+TEST(HostFaultTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   SmallHome home(768);
   std::string id = CreateSession({});
   ASSERT_FALSE(id.empty());
@@ -133,6 +138,48 @@ TEST(DiskFullTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   home.Free();
   ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
   EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");
+}
+
+// The pid of a running session's VM, from `airlock ps --json` (0: none).
+pid_t VmPid(const std::string& id) {
+  nlohmann::json ps = nlohmann::json::parse(RunAirlock({"ps", "--json"}).out, nullptr, false);
+  if (!ps.is_array()) return 0;
+  for (const nlohmann::json& vm : ps) {
+    if (vm.value("session_id", "") == id) return vm.value("pid", 0);
+  }
+  return 0;
+}
+
+TEST(HostFaultTest, AVmKilledWhileItIsSavedFailsItsSessionWithHowItEnded) {
+  std::string id = CreateSession({});
+  // 250 MiB of guest RAM written with random bytes (freed again, but not zero: saved whole),
+  // so that saving it takes a while.
+  Result r =
+      RunAirlock({"exec", id, "--", "python3", "-c", "import os; b = os.urandom(250 << 20)"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t pid = VmPid(id);
+  ASSERT_GT(pid, 0);
+  // Killed a moment after the pause starts: while it saves the VM, or (on a fast host) just
+  // before; either way the session fails with how the VM ended.
+  Airlock pause({"pause", id});
+  usleep(150000);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  r = pause.Finish();
+  EXPECT_NE(r.exit_code, 0);
+  r = RunAirlock({"ls", "-a"});
+  std::string line;
+  for (absl::string_view l : absl::StrSplit(r.out, '\n')) {
+    if (absl::StartsWith(l, id)) line = std::string(l);
+  }
+  EXPECT_NE(line.find("failed"), std::string::npos) << r.out;
+  EXPECT_NE(line.find("killed by signal 9"), std::string::npos) << r.out;
+  // Nothing of a snapshot is left to load, and the session says so when used.
+  struct stat st;
+  EXPECT_NE(stat((DefaultHostPaths().home + "/sessions/" + id + "/snapshot").c_str(), &st), 0);
+  r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is failed"), std::string::npos) << r.err;
+  RunAirlock({"rm", id});
 }
 
 }  // namespace
