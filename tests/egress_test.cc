@@ -210,6 +210,24 @@ TEST(EgressTest, GuestsTrustTheOperatorsGuestCaWithoutBeingTold) {
        "cmp /etc/airlock/ca-bundle.pem /etc/ssl/certs/ca-certificates.crt && echo same"});
   EXPECT_EQ(r.out, "1\nsame\n") << r.err;
   RunAirlock({"rm", id});
+  // One tenant's CA (--guest-ca-for): that tenant's guests trust it, another's do not.
+  restart_daemon();
+  const RunAs alice{61001, 61001}, mallory{61004, 61004};
+  setenv("AIRLOCK_GUEST_CA_FOR", ("uid:61001=" + dir.path + "/ca.pem").c_str(), 1);
+  ASSERT_EQ(RunAirlock({"ls"}).exit_code, 0);  // root starts it, with the variable
+  unsetenv("AIRLOCK_GUEST_CA_FOR");
+  for (const RunAs& who : {alice, mallory}) {
+    r = RunAirlock({"session", "create", "--allow", "web.test"}, "", who);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string own(absl::StripTrailingAsciiWhitespace(r.out));
+    r = RunAirlock({"exec", own, "--", "curl", "-sS", "https://web.test/hello"}, "", who);
+    if (who.uid == alice.uid) {
+      EXPECT_EQ(r.out, "hello over TLS\n") << r.err;
+    } else {
+      EXPECT_NE(r.err.find("certificate"), std::string::npos) << r.err;
+    }
+    RunAirlock({"rm", own}, "", who);
+  }
   // A daemon without it again, for the tests after this one: its sessions trust no such CA.
   restart_daemon();
   id = CreateSession({"--allow", "web.test"});

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -40,7 +41,8 @@ constexpr char kUsage[] =
     "                 [--oidc-issuer URL --oidc-audience ID --oidc-jwks FILE|URL\n"
     "                  [--oidc-jwks-ca PEM]]]\n"
     "                [--egress-ceiling FILE] [--egress-hosts FILE] [--upstream-ca FILE]\n"
-    "                [--guest-ca FILE] [--shared-secrets FILE] [--egress-idle-timeout 10m]\n"
+    "                [--guest-ca FILE] [--guest-ca-for TENANT=FILE]...\n"
+    "                [--shared-secrets FILE] [--egress-idle-timeout 10m]\n"
     "                [--quota-file FILE] [--operator PRINCIPAL]...\n"
     "                [--otlp-endpoint URL [--otlp-header NAME=VALUE]... [--otlp-interval 10s]]\n"
     "                [--blob-store URL [--s3-endpoint URL] [--s3-region R]\n"
@@ -95,6 +97,9 @@ constexpr char kUsage[] =
     "                   the system bundle and named by SSL_CERT_FILE, REQUESTS_CA_BUNDLE,\n"
     "                   CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT and NODE_EXTRA_CA_CERTS in\n"
     "                   every command (or $AIRLOCK_GUEST_CA)\n"
+    "  --guest-ca-for TENANT=FILE  the same for one tenant's guests only, on top of\n"
+    "                   --guest-ca (TENANT as `airlock whoami` prints it; repeatable; or\n"
+    "                   $AIRLOCK_GUEST_CA_FOR, entries separated by spaces)\n"
     "  --shared-secrets FILE  secrets airlockd reads itself, with its own environment, files\n"
     "                   and 1Password login, for the tenants and hosts each line names:\n"
     "                   `NAME SOURCE@HOST[,HOST...][?OPTIONS] TENANT...` (TENANT as `airlock\n"
@@ -209,6 +214,20 @@ int main(int argc, char** argv) {
   std::string upstream_ca = env_upstream_ca ? env_upstream_ca : "";
   const char* env_guest_ca = std::getenv("AIRLOCK_GUEST_CA");
   std::string guest_ca = env_guest_ca ? env_guest_ca : "";
+  std::map<std::string, std::string> tenant_guest_ca;
+  auto add_tenant_guest_ca = [&](absl::string_view entry) {
+    size_t eq = entry.rfind('=');
+    if (eq == absl::string_view::npos || eq == 0 || eq + 1 == entry.size()) return false;
+    tenant_guest_ca[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+    return true;
+  };
+  if (const char* env_for = std::getenv("AIRLOCK_GUEST_CA_FOR")) {
+    for (absl::string_view entry : absl::StrSplit(env_for, ' ', absl::SkipEmpty())) {
+      if (!add_tenant_guest_ca(entry)) {
+        return Fail("$AIRLOCK_GUEST_CA_FOR holds TENANT=FILE entries, like uid:1000=/etc/ca.pem");
+      }
+    }
+  }
   const char* env_idle = std::getenv("AIRLOCK_EGRESS_IDLE_TIMEOUT");
   std::string idle_timeout = env_idle ? env_idle : "10m";
   const char* env_shared = std::getenv("AIRLOCK_SHARED_SECRETS");
@@ -276,7 +295,13 @@ int main(int argc, char** argv) {
       ok = value(&guest_ca);
     else if (arg == "--shared-secrets")
       ok = value(&shared_secrets);
-    else if (arg == "--quota-file")
+    else if (arg == "--guest-ca-for") {
+      std::string entry;
+      ok = value(&entry);
+      if (ok && !add_tenant_guest_ca(entry)) {
+        return Fail("--guest-ca-for takes TENANT=FILE, like --guest-ca-for uid:1000=/etc/ca.pem");
+      }
+    } else if (arg == "--quota-file")
       ok = value(&quota_file);
     else if (arg == "--log-cap")
       ok = value(&number) && absl::SimpleAtoi(number, &log_cap) && log_cap >= 4096;
@@ -445,7 +470,7 @@ int main(int argc, char** argv) {
   network = std::make_unique<airlock::providers::LocalNetwork>(std::move(resolver));
   sessions.set_network(network.get());
   absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets =
-      airlock::MakeSessionSecrets(upstream_ca, guest_ca, shared_secrets);
+      airlock::MakeSessionSecrets(upstream_ca, guest_ca, shared_secrets, tenant_guest_ca);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
   sessions.set_secrets(*std::move(secrets));
   if (!quota_file.empty()) {

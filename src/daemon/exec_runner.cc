@@ -262,7 +262,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   }
   request.env = MergeEnv({base,
                           image.env,
-                          sessions_->secrets().GuestEnv(current->secrets),
+                          sessions_->secrets().GuestEnv(current->tenant, current->secrets),
                           {start.env().begin(), start.env().end()}});
   request.cwd = start.cwd().empty() ? image.working_dir : start.cwd();
   // The guest resolves the user in its own /etc/passwd, and sets HOME from it unless given.

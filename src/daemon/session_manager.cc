@@ -665,7 +665,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
   if (!grants->empty() && (*live)->ca == nullptr) {
     absl::StatusOr<std::shared_ptr<net::SessionCa>> ca = secrets_->Ca(layout_.Dir(id), id);
     if (!ca.ok()) return ca.status();
-    if (absl::Status s = secrets_->InstallTrust((*live)->vm->channel(), ca->get()); !s.ok()) {
+    if (absl::Status s = secrets_->InstallTrust(record->tenant, (*live)->vm->channel(), ca->get());
+        !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("installing the session's CA in the guest: ", s.message()));
     }
@@ -854,9 +855,10 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   }
   absl::StatusOr<std::shared_ptr<LiveSession>> live =
       installed.ok() ? StartVm(s, *info) : absl::StatusOr<std::shared_ptr<LiveSession>>(installed);
-  if (live.ok() && ((*live)->ca != nullptr || !secrets_->guest_ca().empty())) {
+  if (live.ok() && ((*live)->ca != nullptr || !secrets_->GuestCaFor(s.tenant).empty())) {
     // The template's disk knows nothing of this session's CA, nor of the operator's.
-    absl::Status trusted = secrets_->InstallTrust((*live)->vm->channel(), (*live)->ca.get());
+    absl::Status trusted =
+        secrets_->InstallTrust(s.tenant, (*live)->vm->channel(), (*live)->ca.get());
     if (!trusted.ok()) {
       live = absl::Status(trusted.code(), absl::StrCat("installing the session's CA in the guest: ",
                                                        trusted.message()));

@@ -275,9 +275,15 @@ absl::Status SessionSecrets::CopyCa(const std::string& from_dir, const std::stri
   return absl::OkStatus();
 }
 
-std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>& grants) const {
+std::string SessionSecrets::GuestCaFor(const std::string& tenant) const {
+  auto it = tenant_guest_ca_.find(tenant);
+  return it == tenant_guest_ca_.end() ? guest_ca_ : guest_ca_ + it->second;
+}
+
+std::vector<std::string> SessionSecrets::GuestEnv(const std::string& tenant,
+                                                  const std::vector<SecretGrant>& grants) const {
   std::vector<std::string> env;
-  if (grants.empty() && guest_ca_.empty()) return env;
+  if (grants.empty() && GuestCaFor(tenant).empty()) return env;
   for (const char* var :
        {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}) {
     env.push_back(absl::StrCat(var, "=", kGuestCaBundle));
@@ -287,9 +293,10 @@ std::vector<std::string> SessionSecrets::GuestEnv(const std::vector<SecretGrant>
   return env;
 }
 
-absl::Status SessionSecrets::InstallTrust(GuestChannel& channel,
+absl::Status SessionSecrets::InstallTrust(const std::string& tenant, GuestChannel& channel,
                                           const net::SessionCa* session_ca) const {
-  std::string pems = guest_ca_;
+  std::string operators = GuestCaFor(tenant);
+  std::string pems = operators;
   if (session_ca != nullptr) pems += session_ca->CertificatePem();
   if (pems.empty()) return absl::OkStatus();
   absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -297,7 +304,7 @@ absl::Status SessionSecrets::InstallTrust(GuestChannel& channel,
   bool has_system = system.ok();
   std::string bundle = has_system ? *system : "";
   for (const std::string& pem :
-       {guest_ca_, session_ca != nullptr ? session_ca->CertificatePem() : std::string()}) {
+       {operators, session_ca != nullptr ? session_ca->CertificatePem() : std::string()}) {
     if (pem.empty() || bundle.find(pem) != std::string::npos) continue;
     if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
     bundle += pem;
@@ -356,7 +363,8 @@ absl::StatusOr<std::string> ReadGuestCa(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
     const std::string& upstream_ca_file, const std::string& guest_ca_file,
-    const std::string& shared_file) {
+    const std::string& shared_file,
+    const std::map<std::string, std::string>& tenant_guest_ca_files) {
   std::string guest_ca;
   if (!guest_ca_file.empty()) {
     absl::StatusOr<std::string> read = ReadGuestCa(guest_ca_file);
@@ -374,6 +382,14 @@ absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
     secrets->set_shared(*std::move(shared));
   }
   secrets->set_guest_ca(std::move(guest_ca));
+  for (const auto& [tenant, file] : tenant_guest_ca_files) {
+    absl::StatusOr<std::string> read = ReadGuestCa(file);
+    if (!read.ok()) {
+      return absl::Status(read.status().code(),
+                          absl::StrCat("for ", tenant, ": ", read.status().message()));
+    }
+    secrets->set_tenant_guest_ca(tenant, *std::move(read));
+  }
   return secrets;
 }
 

@@ -77,16 +77,23 @@ class SessionSecrets {
   // The operator's CA certificates (PEM) that every guest trusts besides its image's own
   // (`airlockd --guest-ca`: networks that inspect TLS); empty: none.
   void set_guest_ca(std::string pem) { guest_ca_ = std::move(pem); }
-  const std::string& guest_ca() const { return guest_ca_; }
+  // More of them for one tenant's guests only (`airlockd --guest-ca-for TENANT=FILE`).
+  void set_tenant_guest_ca(const std::string& tenant, std::string pem) {
+    tenant_guest_ca_[tenant] = std::move(pem);
+  }
+  // What the guests of `tenant` trust of the operator's: every guest's and the tenant's own.
+  std::string GuestCaFor(const std::string& tenant) const;
 
-  // What each command of a session with these grants gets in its environment: NAME=placeholder
-  // for each, and (with grants or a guest CA) the variables that point TLS clients at the
-  // bundle that holds the CAs.
-  std::vector<std::string> GuestEnv(const std::vector<SecretGrant>& grants) const;
-  // Makes the guest trust the operator's guest CA and the session's CA (either may be absent):
-  // both in kGuestCaFile, and the system bundle with them appended at kGuestCaBundle and in
-  // place of /etc/ssl/certs/ca-certificates.crt. Nothing to do without either.
-  [[nodiscard]] absl::Status InstallTrust(GuestChannel& channel,
+  // What each command of a session of `tenant` with these grants gets in its environment:
+  // NAME=placeholder for each, and (with grants or a guest CA) the variables that point TLS
+  // clients at the bundle that holds the CAs.
+  std::vector<std::string> GuestEnv(const std::string& tenant,
+                                    const std::vector<SecretGrant>& grants) const;
+  // Makes the guest of a session of `tenant` trust the operator's guest CAs for it and the
+  // session's CA (either may be absent): both in kGuestCaFile, and the system bundle with them
+  // appended at kGuestCaBundle and in place of /etc/ssl/certs/ca-certificates.crt. Nothing to
+  // do without either.
+  [[nodiscard]] absl::Status InstallTrust(const std::string& tenant, GuestChannel& channel,
                                           const net::SessionCa* session_ca) const;
 
  private:
@@ -100,7 +107,8 @@ class SessionSecrets {
   std::unique_ptr<secrets::SecretSource> op_;
   secrets::SharedSources shared_;
   std::shared_ptr<SSL_CTX> upstream_tls_;
-  std::string guest_ca_;  // set before sessions start
+  std::string guest_ca_;  // set before sessions start, as are those of tenants
+  std::map<std::string, std::string> tenant_guest_ca_;
   mutable std::mutex mu_;
   // Session id -> name -> value. Guarded by mu_.
   std::map<std::string, std::map<std::string, std::string>> values_;
@@ -109,11 +117,13 @@ class SessionSecrets {
 // As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, servers verified
 // against the host's trust store plus the PEM certificates in upstream_ca_file (may be empty;
 // an operator's private CA, or a test's), guests trusting the certificates in guest_ca_file
-// (may be empty; see ReadGuestCa), and the sources shared_file shares with tenants (may be
-// empty: none; see shared_sources.h).
+// (may be empty; see ReadGuestCa), those of tenant_guest_ca_files (tenant -> file) too for
+// that tenant's guests, and the sources shared_file shares with tenants (may be empty: none;
+// see shared_sources.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<SessionSecrets>> MakeSessionSecrets(
     const std::string& upstream_ca_file, const std::string& guest_ca_file = "",
-    const std::string& shared_file = "");
+    const std::string& shared_file = "",
+    const std::map<std::string, std::string>& tenant_guest_ca_files = {});
 
 // The certificates of a PEM file for guests to trust, written out again as PEM (so that
 // nothing else of the file reaches a guest). An error names the file and what to fix: no

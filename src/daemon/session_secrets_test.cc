@@ -26,9 +26,18 @@ TEST(SessionSecretsTest, AGuestCaFileGivesGuestsItsCertificatesOnly) {
 
   // Every command then points TLS clients at the bundle that holds it, with or without secrets.
   SessionSecrets secrets(nullptr, nullptr);
-  EXPECT_TRUE(secrets.GuestEnv({}).empty());
+  EXPECT_TRUE(secrets.GuestEnv("uid:1000", {}).empty());
+  // One tenant's own CA: its guests trust it (and point their clients at the bundle), others not.
+  std::string own = CertificatePem("own");
+  secrets.set_tenant_guest_ca("uid:1000", own);
+  EXPECT_EQ(secrets.GuestCaFor("uid:1000"), own);
+  EXPECT_EQ(secrets.GuestCaFor("uid:2000"), "");
+  EXPECT_FALSE(secrets.GuestEnv("uid:1000", {}).empty());
+  EXPECT_TRUE(secrets.GuestEnv("uid:2000", {}).empty());
   secrets.set_guest_ca(*pem);
-  std::vector<std::string> env = secrets.GuestEnv({});
+  EXPECT_EQ(secrets.GuestCaFor("uid:1000"), *pem + own);
+  EXPECT_EQ(secrets.GuestCaFor("uid:2000"), *pem);
+  std::vector<std::string> env = secrets.GuestEnv("uid:2000", {});
   EXPECT_NE(std::find(env.begin(), env.end(), std::string("SSL_CERT_FILE=") + kGuestCaBundle),
             env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), std::string("NODE_EXTRA_CA_CERTS=") + kGuestCaFile),
