@@ -25,64 +25,10 @@
 #include "src/common/host_paths.h"
 #include "tests/cli_runner.h"
 #include "tests/loopback_http_server.h"
+#include "tests/small_home.h"
 
 namespace airlock {
 namespace {
-
-// A home of its own on a tmpfs of `megabytes`, used by RunAirlock while this lives (the CLI
-// starts its airlockd there).
-class SmallHome {
- public:
-  explicit SmallHome(int megabytes) {
-    path_ = dir_.path + "/home";
-    EXPECT_EQ(mkdir(path_.c_str(), 0755), 0);
-    EXPECT_EQ(mount("tmpfs", path_.c_str(), "tmpfs", 0,
-                    absl::StrCat("size=", megabytes, "m,mode=0755").c_str()),
-              0)
-        << strerror(errno);
-    HostPaths shared = DefaultHostPaths();
-    EXPECT_EQ(symlink(shared.images.c_str(), (path_ + "/images").c_str()), 0);
-    EXPECT_EQ(symlink((shared.home + "/kernel").c_str(), (path_ + "/kernel").c_str()), 0);
-    old_home_ = getenv("AIRLOCK_HOME");
-    old_socket_ = getenv("AIRLOCK_SOCKET");
-    setenv("AIRLOCK_HOME", path_.c_str(), 1);
-    setenv("AIRLOCK_SOCKET", (path_ + "/airlockd.sock").c_str(), 1);
-  }
-  ~SmallHome() {
-    for (absl::string_view id :
-         absl::StrSplit(RunAirlock({"ls", "-q"}).out, '\n', absl::SkipEmpty())) {
-      RunAirlock({"rm", std::string(id)});
-    }
-    std::ifstream pid_file(path_ + "/airlockd.pid");
-    pid_t pid = 0;
-    if (pid_file >> pid && pid > 0) {
-      kill(pid, SIGTERM);
-      for (int i = 0; i < 200 && kill(pid, 0) == 0; ++i) usleep(50000);
-    }
-    setenv("AIRLOCK_HOME", old_home_.c_str(), 1);
-    setenv("AIRLOCK_SOCKET", old_socket_.c_str(), 1);
-    EXPECT_EQ(umount2(path_.c_str(), MNT_DETACH), 0) << strerror(errno);
-  }
-  // Takes all but `megabytes` of the free space (a file of its own, removed by Free).
-  void Fill(int megabytes) {
-    struct statvfs fs;
-    ASSERT_EQ(statvfs(path_.c_str(), &fs), 0);
-    int64_t take = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize - (int64_t{megabytes} << 20);
-    int fd = open((path_ + "/filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(fallocate(fd, 0, 0, take), 0) << strerror(errno);
-    close(fd);
-  }
-  void Free() { EXPECT_EQ(unlink((path_ + "/filler").c_str()), 0); }
-  std::string Log() const {
-    return ReadFileToString(path_ + "/airlockd.log", 1 << 20).value_or("");
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  TestDir dir_;
-  std::string path_, old_home_, old_socket_;
-};
 
 // Output of `airlock exec ID -- ARGS` once it is `want`, or the last one after ~60 s.
 std::string ExecUntil(const std::string& id, const std::vector<std::string>& args,

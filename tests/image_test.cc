@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "src/testing/local_registry.h"
 #include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
+#include "tests/small_home.h"
 
 namespace airlock {
 namespace {
@@ -72,16 +74,20 @@ std::string WorkDir() {
   return tmpl;
 }
 
-// Writes an OCI image layout tar at `out`: the default rootfs as the base layer, then `layers`
-// (tar files), with `config` as the image's config and `ref` as its name.
+// Writes an OCI image layout tar at `out`: the default rootfs as the base layer (unless not
+// `base`), then `layers` (tar files), with `config` as the image's config and `ref` as its name.
 void WriteLayoutArchive(const std::string& work, const std::vector<std::string>& layers,
-                        const json& run_config, const std::string& ref, const std::string& out) {
-  std::string rootfs = RootfsTar();
-  ASSERT_FALSE(rootfs.empty()) << "run scripts/setup.sh first (it caches the rootfs tar)";
+                        const json& run_config, const std::string& ref, const std::string& out,
+                        bool base = true) {
   std::string layout = out + ".layout";
   ASSERT_TRUE(MakeDirectories(layout + "/blobs/sha256", 0755).ok());
   const char* kLayer = "application/vnd.oci.image.layer.v1.tar";
-  json descriptors = {AddBlob(layout, kLayer, "", rootfs)};
+  json descriptors = json::array();
+  if (base) {
+    std::string rootfs = RootfsTar();
+    ASSERT_FALSE(rootfs.empty()) << "run scripts/setup.sh first (it caches the rootfs tar)";
+    descriptors.push_back(AddBlob(layout, kLayer, "", rootfs));
+  }
   for (const std::string& layer : layers) descriptors.push_back(AddBlob(layout, kLayer, "", layer));
   json config = {{"architecture", "amd64"}, {"os", "linux"}, {"config", run_config}};
   json manifest = {
@@ -97,6 +103,42 @@ void WriteLayoutArchive(const std::string& work, const std::vector<std::string>&
       WriteFileAtomically(layout + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})", 0644).ok());
   Tar(out, layout);
   RemoveTree(layout).IgnoreError();
+}
+
+// The image store's disk runs full: an import is refused and says so, and the store is as it
+// was (no partial image, no work left behind, the space given back); with room, it imports.
+TEST(ImageTest, AnImportThatFindsNoRoomLeavesTheStoreAsItWas) {
+  std::string work = WorkDir();
+  ASSERT_TRUE(MakeDirectories(work + "/big/srv", 0755).ok());
+  std::string noise(24 << 20, '\0');
+  for (size_t done = 0; done < noise.size();) {
+    ssize_t n = getrandom(noise.data() + done, noise.size() - done, 0);
+    ASSERT_GT(n, 0);
+    done += static_cast<size_t>(n);
+  }
+  ASSERT_TRUE(WriteFileAtomically(work + "/big/srv/noise", noise, 0644).ok());
+  Tar(work + "/big.tar", work + "/big");
+  WriteLayoutArchive(work, {work + "/big.tar"}, {{"Cmd", {"true"}}}, "airlock-test/big:1",
+                     work + "/big-image.tar", /*base=*/false);
+  {
+    SmallHome home(160, /*shared_images=*/false);
+    ASSERT_EQ(RunAirlock({"image", "ls"}).exit_code, 0);  // its airlockd is up
+    home.Fill(12);
+    int64_t before = home.FreeBytes();
+    Result r = RunAirlock({"image", "import", work + "/big-image.tar"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+    EXPECT_GE(home.FreeBytes(), before - (2 << 20));
+    EXPECT_EQ(RunAirlock({"image", "ls"}).out.find("airlock-test/big"), std::string::npos);
+    absl::StatusOr<ProcessResult> left =
+        RunProcess({"/usr/bin/find", home.path() + "/images", "-name", "*.tmp*"});
+    ASSERT_TRUE(left.ok());
+    EXPECT_EQ(left->output, "");
+    home.Free();
+    r = RunAirlock({"image", "import", work + "/big-image.tar"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  RemoveTree(work).IgnoreError();
 }
 
 TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
