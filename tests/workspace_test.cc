@@ -1,8 +1,12 @@
 // Agent workspaces as a user meets them: a project goes into a session read-only under a
 // writable /workspace, and the session's work comes back only as a diff or as commits on a
 // review branch that host git verified, with nothing of the guest's .git ever run on the host.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -269,6 +273,51 @@ TEST(WorkspaceTest, BundlesAHostileGuestMakesAreRefusedAndTheProjectStaysAsItWas
     EXPECT_EQ(project.State(), before) << c.bundle;
   }
   EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+}
+
+// The project's disk runs full during a promote: refused, the project as it was, and the pack
+// git began to write removed, so the space comes back; with room, it promotes.
+TEST(WorkspaceTest, APromoteThatFindsNoRoomLeavesTheProjectAsItWasAndTheSpaceFree) {
+  TestDir dir;
+  std::string fs = dir.path + "/fs", repo = fs + "/proj";
+  ASSERT_EQ(mkdir(fs.c_str(), 0755), 0);
+  ASSERT_EQ(mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=48m"), 0) << strerror(errno);
+  ASSERT_EQ(mkdir(repo.c_str(), 0755), 0);
+  Git(repo, {"init", "-q", "-b", "main"});
+  WriteFile(repo + "/README", "hello\n");
+  Git(repo, {"add", "-A"});
+  Git(repo, {"commit", "-qm", "first"});
+  std::string id = CreateSession({"--workspace", repo});
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(Exec(id, absl::StrCat("cd /workspace && head -c 30000000 /dev/urandom > big && "
+                                  "git add big && ",
+                                  kCommit, " -m big"))
+                .exit_code,
+            0);
+  auto free_bytes = [&] {
+    struct statvfs st;
+    EXPECT_EQ(statvfs(fs.c_str(), &st), 0);
+    return static_cast<int64_t>(st.f_bavail) * st.f_frsize;
+  };
+  int filler = open((fs + "/filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(filler, 0);
+  ASSERT_EQ(fallocate(filler, 0, 0, free_bytes() - (4 << 20)), 0) << strerror(errno);
+  close(filler);
+  std::string refs = Git(repo, {"for-each-ref"});
+  int64_t before = free_bytes();
+  Result r = RunAirlock({"promote", id});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("is unchanged"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(Git(repo, {"for-each-ref"}), refs);
+  EXPECT_NE(Git(repo, {"count-objects", "-v"}).find("garbage: 0"), std::string::npos);
+  EXPECT_GE(free_bytes(), before - (256 << 10));
+  ASSERT_EQ(unlink((fs + "/filler").c_str()), 0);
+  r = RunAirlock({"promote", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Git(repo, {"for-each-ref"}), refs);
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  EXPECT_EQ(umount2(fs.c_str(), MNT_DETACH), 0);
 }
 
 TEST(WorkspaceTest, PlainDirectoriesRunAndDiffButDoNotPromote) {

@@ -11,11 +11,13 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/cli/host_tools.h"
 #include "src/common/errno_status.h"
+#include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
 #include "src/workspace/host_git.h"
 #include "src/workspace/unified_diff.h"
@@ -388,12 +390,32 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
     return refused(absl::StrCat("it holds refs other than ", info.ref(), " at ",
                                 info.head_commit().substr(0, 12)));
   }
+  // A fetch that fails (a full disk, say) leaves its half-written pack behind: what was not
+  // there before it is removed, so the space comes back.
+  absl::StatusOr<std::string> packs = HostGitOutput(
+      project, {"rev-parse", "--git-path", "objects/pack"}, "finding the repository's packs");
+  if (!packs.ok()) return packs.status();
+  std::string pack_dir(absl::StripAsciiWhitespace(*packs));
+  if (!pack_dir.empty() && pack_dir[0] != '/') pack_dir = absl::StrCat(project, "/", pack_dir);
+  auto temporary_packs = [&] {
+    std::set<std::string> names;
+    for (const std::string& name : ListDirectory(pack_dir)) {
+      if (absl::StartsWith(name, "tmp_pack_") || absl::StartsWith(name, "tmp_idx_")) {
+        names.insert(name);
+      }
+    }
+    return names;
+  };
+  std::set<std::string> before = temporary_packs();
   absl::StatusOr<ProcessResult> fetched = RunHostGit(
       project, {"-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true", "fetch",
                 "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", bundle,
                 absl::StrCat(info.ref(), ":refs/heads/", branch)});
   if (!fetched.ok()) return fetched.status();
   if (fetched->exit_code != 0) {
+    for (const std::string& name : temporary_packs()) {
+      if (before.count(name) == 0) unlink(absl::StrCat(pack_dir, "/", name).c_str());
+    }
     return refused(absl::StrCat(
         "git fetch says: ",
         SanitizeForTerminal(std::string(absl::StripAsciiWhitespace(fetched->error_output)))));
