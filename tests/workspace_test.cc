@@ -320,6 +320,30 @@ TEST(WorkspaceTest, APromoteThatFindsNoRoomLeavesTheProjectAsItWasAndTheSpaceFre
   EXPECT_EQ(umount2(fs.c_str(), MNT_DETACH), 0);
 }
 
+// The capture's scratch disk (TMPDIR) runs full: no session, nothing left behind there.
+TEST(WorkspaceTest, ACaptureThatFindsNoRoomMakesNothingAndLeavesNothing) {
+  TestDir dir;
+  std::string scratch = dir.path + "/tmp", repo = dir.path + "/proj";
+  ASSERT_EQ(mkdir(scratch.c_str(), 0755), 0);
+  ASSERT_EQ(mount("tmpfs", scratch.c_str(), "tmpfs", 0, "size=8m"), 0) << strerror(errno);
+  ASSERT_EQ(mkdir(repo.c_str(), 0755), 0);
+  Git(repo, {"init", "-q", "-b", "main"});
+  std::string noise(12 << 20, '\0');
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 2654435761u) >> 13);
+  WriteFile(repo + "/big", noise);
+  Git(repo, {"add", "-A"});
+  Git(repo, {"commit", "-qm", "big"});
+  std::string sessions = RunAirlock({"ls", "-q"}).out;
+  setenv("TMPDIR", scratch.c_str(), 1);
+  Result r = RunAirlock({"session", "create", "--workspace", repo});
+  unsetenv("TMPDIR");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"ls", "-q"}).out, sessions);
+  EXPECT_TRUE(ListDirectory(scratch).empty());
+  EXPECT_EQ(umount2(scratch.c_str(), MNT_DETACH), 0);
+}
+
 TEST(WorkspaceTest, PlainDirectoriesRunAndDiffButDoNotPromote) {
   TestDir dir;
   WriteFile(dir.path + "/data.txt", "one\n");
