@@ -1801,7 +1801,13 @@ void SessionManager::WatchLoop() {
         if (!paused.ok()) live->last_used_ms = NowMs();  // try again a timeout later
       }
     }
-    if (round % 8 == 4) {
+    // VMs are asked whether they wait for disk space (a QMP round trip each, under their
+    // session's lock) only while the disk is or was lately short, and every 30 s besides: a
+    // disk that filled and emptied between two looks is caught then.
+    if (FreeDiskBytes() < 2 * kDiskSpaceToGoOn) disk_short_rounds_ = 40;
+    bool ask = round % 120 == 60 || (disk_short_rounds_ > 0 && round % 8 == 4);
+    if (disk_short_rounds_ > 0) --disk_short_rounds_;
+    if (ask) {
       for (const std::shared_ptr<LiveSession>& live : all) {
         std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
         std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);

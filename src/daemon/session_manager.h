@@ -234,6 +234,7 @@ class SessionManager {
                                                 const std::string& what);
   // A VM stopped for lack of disk space on the host goes on once this much is free.
   static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
+  int disk_short_rounds_ = 0;  // the watcher's: rounds left to ask VMs about disk space
   uint64_t FreeDiskBytes() const;
   // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "".
   std::string DiskSpaceHint() const;
