@@ -28,24 +28,31 @@ int64_t VmPid(const std::string& id) {
 }
 
 TEST(RealWorkTest, AptAndPipInstallTenTimesInADefaultSessionWithoutAKill) {
-  LoopbackHttpServer mirror(DemoIndex(DemoDebianRepository()), 80);
-  std::string id = CreateSession({"--allow", "web.test:80"});
+  // On a port of its own: suites that run alongside hold loopback's 80 and 443.
+  LoopbackHttpServer mirror(DemoIndex(DemoDebianRepository()));
+  std::string host = absl::StrCat("web.test:", mirror.port());
+  std::string id = CreateSession({"--allow", host});
   int64_t pid = VmPid(id);
   ASSERT_NE(pid, 0) << RunAirlock({"ps", "--json"}).out;
   Result r = RunAirlock(
       {"exec", id, "--", "sh", "-c",
-       "set -e\n"
-       "rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\n"
-       "echo 'deb [trusted=yes] http://web.test/debian ./' > /etc/apt/sources.list.d/mirror.list\n"
-       "for i in 1 2 3 4 5 6 7 8 9 10; do\n"
-       "  apt-get update -qq\n"
-       "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall airlock-hello "
-       ">/dev/null\n"
-       "  airlock-hello\n"
-       "  pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall "
-       "--index-url http://web.test/simple --trusted-host web.test airlock-demo\n"
-       "  python3 -c 'import airlock_demo; print(airlock_demo.VALUE)'\n"
-       "done\n"});
+       absl::StrCat(
+           "set -e\n"
+           "rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*\n"
+           "echo 'deb [trusted=yes] http://",
+           host,
+           "/debian ./' > /etc/apt/sources.list.d/mirror.list\n"
+           "for i in 1 2 3 4 5 6 7 8 9 10; do\n"
+           "  apt-get update -qq\n"
+           "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall airlock-hello "
+           ">/dev/null\n"
+           "  airlock-hello\n"
+           "  pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall "
+           "--index-url http://",
+           host,
+           "/simple --trusted-host web.test airlock-demo\n"
+           "  python3 -c 'import airlock_demo; print(airlock_demo.VALUE)'\n"
+           "done\n")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   int hellos = 0, values = 0;
   for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
