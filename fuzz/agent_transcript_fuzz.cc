@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "src/cli/timeline_render.h"
-#include "src/common/channel_frame.h"
+#include "src/common/channel_messages.h"
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/timeline.h"
 

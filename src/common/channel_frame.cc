@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "src/common/workspace_change.h"  // IsCleanRelativePath
-
 namespace airlock {
 namespace {
 
@@ -188,62 +186,6 @@ bool PayloadReader::StrList(std::vector<std::string>* list) {
     std::string s;
     if (!Str(&s)) return false;
     list->push_back(std::move(s));
-  }
-  return true;
-}
-
-std::string EncodeMetrics(const GuestMetrics& m) {
-  PayloadWriter w;
-  w.U64(m.cpu_busy_ticks).U64(m.cpu_total_ticks).U64(m.ticks_per_second).U64(m.vcpus);
-  w.U64(m.memory_total_bytes).U64(m.memory_available_bytes).U64(m.processes);
-  w.U64(m.disk_total_bytes).U64(m.disk_used_bytes).U64(m.uptime_ms);
-  return w.bytes();
-}
-
-bool DecodeMetrics(std::string_view payload, GuestMetrics* m) {
-  PayloadReader r(payload);
-  r.U64(&m->cpu_busy_ticks) && r.U64(&m->cpu_total_ticks) && r.U64(&m->ticks_per_second) &&
-      r.U64(&m->vcpus) && r.U64(&m->memory_total_bytes) && r.U64(&m->memory_available_bytes) &&
-      r.U64(&m->processes) && r.U64(&m->disk_total_bytes) && r.U64(&m->disk_used_bytes) &&
-      r.U64(&m->uptime_ms);
-  return r.AtEnd();
-}
-
-std::string EncodeTailRecord(const TailRecord& r) {
-  PayloadWriter w;
-  w.Str(r.name).U64(r.size).U64(r.offset).Str(r.bytes);
-  return w.bytes();
-}
-
-bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
-                       std::string* error) {
-  out->clear();
-  PayloadReader r(answer);
-  uint64_t content = 0;
-  while (!r.AtEnd()) {
-    TailRecord t;
-    if (!(r.Str(&t.name) && r.U64(&t.size) && r.U64(&t.offset) && r.Str(&t.bytes))) {
-      *error = "a record is cut short";
-      return false;
-    }
-    if (out->size() == kMaxTailFiles) {
-      *error = "more files than asked for";
-      return false;
-    }
-    if (!IsCleanRelativePath(t.name)) {
-      *error = "a file name is not a clean relative path";
-      return false;
-    }
-    if (t.offset > t.size || t.bytes.size() > t.size - t.offset) {
-      *error = "a file's bytes go beyond its size";
-      return false;
-    }
-    content += t.bytes.size();
-    if (content > max_bytes) {
-      *error = "more content than asked for";
-      return false;
-    }
-    out->push_back(std::move(t));
   }
   return true;
 }

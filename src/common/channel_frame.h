@@ -1,5 +1,7 @@
 // The host <-> guest channel's wire format: frames, their parser, and the payload codec.
 //
+// The payloads of the frames, typed, are in channel_messages.h.
+//
 // This file is shared by the host (src/vm/) and the guest agent (src/guest/), so it depends
 // on nothing but the C++ standard library. Every byte it parses may come from a hostile peer:
 // lengths are checked against fixed caps before they size anything, and a parser that saw one
@@ -299,44 +301,6 @@ class PayloadReader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
-
-// kTailFiles's limits.
-inline constexpr uint32_t kMaxTailDepth = 4;
-inline constexpr uint32_t kMaxTailBytes = 4 << 20;
-inline constexpr uint32_t kMaxTailFiles = 256;
-
-// One file's news in a kTailFiles answer: its name (relative to the directory), its size now,
-// and its bytes from offset (the host's, or 0 if the file is new to it or shrank) on.
-struct TailRecord {
-  std::string name;
-  uint64_t size = 0;
-  uint64_t offset = 0;
-  std::string bytes;
-};
-// string name, u64 size, u64 offset, string bytes.
-std::string EncodeTailRecord(const TailRecord& r);
-// A whole kTailFiles answer (the concatenated kStdout payloads): false, with why, on anything
-// malformed: a record cut short, more than kMaxTailFiles, names empty, absolute, with a "."
-// or ".." component, a NUL, or over 4096 bytes, bytes beyond size or offset, or more than
-// max_bytes of content in all.
-bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
-                       std::string* error);
-
-// Guest resource usage (kMetrics), sampled by the agent.
-struct GuestMetrics {
-  uint64_t cpu_busy_ticks = 0;    // /proc/stat user+nice+system+irq+softirq+steal
-  uint64_t cpu_total_ticks = 0;   // the above plus idle and iowait
-  uint64_t ticks_per_second = 0;  // sysconf(_SC_CLK_TCK)
-  uint64_t vcpus = 0;
-  uint64_t memory_total_bytes = 0;
-  uint64_t memory_available_bytes = 0;
-  uint64_t processes = 0;
-  uint64_t disk_total_bytes = 0;  // the writable layer
-  uint64_t disk_used_bytes = 0;
-  uint64_t uptime_ms = 0;
-};
-std::string EncodeMetrics(const GuestMetrics& m);
-bool DecodeMetrics(std::string_view payload, GuestMetrics* m);
 
 }  // namespace airlock
 

@@ -110,19 +110,5 @@ TEST(ChannelFrameTest, PayloadReaderEnforcesBounds) {
   EXPECT_FALSE(r4.AtEnd());
 }
 
-TEST(ChannelFrameTest, MetricsRoundTrip) {
-  GuestMetrics m;
-  m.cpu_busy_ticks = 1;
-  m.memory_total_bytes = 2;
-  m.uptime_ms = 3;
-  GuestMetrics back;
-  ASSERT_TRUE(DecodeMetrics(EncodeMetrics(m), &back));
-  EXPECT_EQ(back.cpu_busy_ticks, 1u);
-  EXPECT_EQ(back.memory_total_bytes, 2u);
-  EXPECT_EQ(back.uptime_ms, 3u);
-  EXPECT_FALSE(DecodeMetrics(EncodeMetrics(m) + "x", &back));
-  EXPECT_FALSE(DecodeMetrics("short", &back));
-}
-
 }  // namespace
 }  // namespace airlock

@@ -353,7 +353,7 @@ void GuestNet::Ask(const std::string& name, bool refresh) {
   q->refresh = refresh;
   questions_[id] = std::move(q);
   asking_[name] = id;
-  send_(FrameType::kDnsQuery, id, PayloadWriter().Str(name).U32(kDnsTypeA).bytes());
+  SendMessage(id, DnsQueryMessage{.name = name, .qtype = kDnsTypeA});
 }
 
 void GuestNet::AnswerWaiters(Question& q, bool failed) {
@@ -530,10 +530,9 @@ void GuestNet::Accept(Listener& listener) {
     c->fd = fd;
     conns_[id] = std::move(c);
     uint32_t be = htonl(addr);
-    PayloadWriter w;
-    w.Str(name).Str(std::string_view(reinterpret_cast<const char*>(&be), sizeof(be)));
-    w.U32(listener.port);
-    send_(FrameType::kConnect, id, w.bytes());
+    SendMessage(id, ConnectMessage{.name = name,
+                                   .address = std::string(reinterpret_cast<const char*>(&be), 4),
+                                   .port = listener.port});
   }
 }
 
@@ -586,7 +585,7 @@ void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
 void GuestNet::GrantConn(uint32_t id, Conn& c, bool force) {
   // Everything the socket took is granted once nothing more waits for it.
   if (uint32_t grant = c.window.TakeGrant(force || c.to_socket.empty()); grant > 0) {
-    send_(FrameType::kWindow, id, PayloadWriter().U32(grant).bytes());
+    SendMessage(id, WindowMessage{.bytes = grant});
   }
 }
 
@@ -600,7 +599,7 @@ void GuestNet::CloseConn(uint32_t id, bool reset_socket, bool tell_host, uint32_
     close(it->second->fd);
   }
   conns_.erase(it);
-  if (tell_host) send_(FrameType::kReset, id, PayloadWriter().U32(code).Str(why).bytes());
+  if (tell_host) SendMessage(id, ResetMessage{.code = code, .message = why});
 }
 
 bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
@@ -610,29 +609,14 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
   };
   if (frame.type == FrameType::kNetPolicy) {
     if (frame.stream != 0) return fail("address rules on a stream");
-    PayloadReader r(frame.payload);
-    uint32_t count;
-    if (!r.U32(&count) || count > kMaxListItems) return fail("malformed address rules");
+    NetPolicyMessage policy;
+    if (!DecodePayload(frame.payload, &policy)) return fail("malformed address rules");
     std::vector<AddressRule> rules;
-    for (uint32_t i = 0; i < count; ++i) {
-      std::string base;
-      AddressRule rule;
-      uint32_t ports;
-      if (!r.Str(&base) || base.size() != 4 || !r.U32(&rule.prefix) || rule.prefix > 32 ||
-          !r.U32(&ports) || ports > kMaxRulePorts) {
-        return fail("malformed address rule");
-      }
+    for (AddressRuleMessage& r : policy.rules) {
       uint32_t be;
-      memcpy(&be, base.data(), 4);
-      rule.base = ntohl(be);
-      for (uint32_t p = 0; p < ports; ++p) {
-        uint32_t port;
-        if (!r.U32(&port) || port == 0 || port > 65535) return fail("malformed address rule");
-        rule.ports.push_back(static_cast<uint16_t>(port));
-      }
-      rules.push_back(std::move(rule));
+      memcpy(&be, r.base.data(), 4);
+      rules.push_back({.base = ntohl(be), .prefix = r.prefix, .ports = std::move(r.ports)});
     }
-    if (!r.AtEnd()) return fail("malformed address rules");
     ApplyPolicy(std::move(rules));
     std::vector<std::string> names;
     for (auto& [name, n] : names_) {
@@ -651,25 +635,13 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
   if (frame.type == FrameType::kDnsAnswer) {
     auto q = questions_.find(id);
     if (q == questions_.end()) return conns_.count(id) == 0 || fail("DNS answer on a connection");
-    PayloadReader r(frame.payload);
-    uint32_t verdict, count;
-    std::string message;
-    std::vector<uint16_t> ports;
-    if (!r.U32(&verdict) || verdict > static_cast<uint32_t>(DnsVerdict::kFailed) ||
-        !r.U32(&count) || count > kMaxRulePorts) {
-      return fail("malformed DNS answer");
-    }
-    for (uint32_t i = 0; i < count; ++i) {
-      uint32_t port;
-      if (!r.U32(&port) || port == 0 || port > 65535) return fail("malformed DNS answer");
-      ports.push_back(static_cast<uint16_t>(port));
-    }
-    if (!r.Str(&message) || !r.AtEnd()) return fail("malformed DNS answer");
+    DnsAnswerMessage answer;
+    if (!DecodePayload(frame.payload, &answer)) return fail("malformed DNS answer");
     std::unique_ptr<Question> question = std::move(q->second);
     questions_.erase(q);
     asking_.erase(question->name);
-    ApplyAnswer(question->name, static_cast<DnsVerdict>(verdict), std::move(ports));
-    AnswerWaiters(*question, static_cast<DnsVerdict>(verdict) == DnsVerdict::kFailed);
+    ApplyAnswer(question->name, answer.verdict, std::move(answer.ports));
+    AnswerWaiters(*question, answer.verdict == DnsVerdict::kFailed);
     return true;
   }
   auto it = conns_.find(id);
@@ -692,10 +664,9 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
       CloseConn(id, true, false, 0, "");
       return true;
     case FrameType::kWindow: {
-      PayloadReader r(frame.payload);
-      uint32_t more;
-      if (!r.U32(&more) || !r.AtEnd()) return fail("malformed window");
-      if (!c.window.Granted(more)) return fail("window grows beyond its size");
+      WindowMessage window;
+      if (!DecodePayload(frame.payload, &window)) return fail("malformed window");
+      if (!c.window.Granted(window.bytes)) return fail("window grows beyond its size");
       return true;
     }
     default:

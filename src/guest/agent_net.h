@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/common/channel_frame.h"
+#include "src/common/channel_messages.h"
 #include "src/guest/dns_message.h"
 
 namespace airlock::guest {
@@ -96,6 +96,10 @@ class GuestNet {
                  const std::string& why);
 
   SendFn send_;
+  template <typename Message>
+  void SendMessage(uint32_t stream, const Message& m) {
+    send_(Message::kType, stream, EncodePayload(m));
+  }
   int dns_fd_ = -1;
   uint32_t next_stream_ = 2;
   uint32_t next_address_ = 0;  // offset into the synthetic range

@@ -36,7 +36,6 @@ constexpr char kAgentVersion[] = "airlock-agent 1";
 constexpr size_t kOutQueueCap = 1024 * 1024;
 // The size of a command's stdout and stderr pipes (the kernel's default: 64 KiB).
 constexpr int kCommandPipeBytes = 1024 * 1024;
-constexpr uint32_t kMaxEntropy = 512;
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 // Commands run in this cgroup (see ExecChild); the agent itself stays outside it, so a command
@@ -378,9 +377,7 @@ void AgentServer::EndSplice(std::string_view header) {
 }
 
 void AgentServer::FinishStream(uint32_t id, ExitKind kind, int code, const std::string& message) {
-  PayloadWriter w;
-  w.U32(static_cast<uint32_t>(kind)).I32(code).Str(message);
-  Send(FrameType::kExit, id, w.bytes());
+  SendMessage(id, ExitMessage{.kind = kind, .code = code, .message = message});
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = *it->second;
@@ -410,20 +407,20 @@ bool OpenPty(uint32_t rows, uint32_t cols, int* master, int* peer) {
 }
 
 void AgentServer::StartExec(uint32_t id, const std::string& payload) {
-  PayloadReader r(payload);
-  std::vector<std::string> argv, env;
-  std::string cwd, user;
-  uint32_t flags = 0, rows = 0, cols = 0;
-  r.StrList(&argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags) && r.Str(&user) &&
-      r.U32(&rows) && r.U32(&cols);
+  ExecStartMessage request;
+  bool ok = DecodePayload(payload, &request);
   auto stream = std::make_unique<Stream>();
   streams_[id] = std::move(stream);
-  bool tty = flags & kExecFlagTty;
-  if (!r.AtEnd() || argv.empty() ||
-      (tty && (rows == 0 || cols == 0 || rows > kMaxTerminalSide || cols > kMaxTerminalSide))) {
+  if (!ok) {
     FinishStream(id, ExitKind::kSpawnFailed, EINVAL, "malformed exec request");
     return;
   }
+  const std::vector<std::string>& argv = request.argv;
+  const std::vector<std::string>& env = request.env;
+  const std::string& cwd = request.cwd;
+  const std::string& user = request.user;
+  uint32_t flags = request.flags, rows = request.rows, cols = request.cols;
+  bool tty = flags & kExecFlagTty;
   Identity who;
   std::string who_error;
   if (!ResolveUser(user, ReadSmallFile("/etc/passwd"), ReadSmallFile("/etc/group"), &who,
@@ -501,14 +498,14 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
 }
 
 void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
-  PayloadReader r(payload);
-  std::string path;
-  uint32_t mode = 0;
-  r.Str(&path) && r.U32(&mode);
+  FileWriteMessage request;
+  bool ok = DecodePayload(payload, &request);
+  const std::string& path = request.path;
+  uint32_t mode = request.mode;
   auto stream = std::make_unique<Stream>();
   stream->kind = Stream::Kind::kFileWrite;
   streams_[id] = std::move(stream);
-  if (!r.AtEnd() || path.empty() || path[0] != '/') {
+  if (!ok || path.empty() || path[0] != '/') {
     FinishStream(id, ExitKind::kFailed, EINVAL, "path must be absolute");
     return;
   }
@@ -563,13 +560,13 @@ void AgentServer::FinishFileWrite(uint32_t id, Stream& s) {
 }
 
 void AgentServer::StartFileRead(uint32_t id, const std::string& payload) {
-  PayloadReader r(payload);
-  std::string path;
-  r.Str(&path);
+  FileReadMessage request;
+  bool ok = DecodePayload(payload, &request);
+  const std::string& path = request.path;
   auto stream = std::make_unique<Stream>();
   stream->kind = Stream::Kind::kFileRead;
   streams_[id] = std::move(stream);
-  if (!r.AtEnd() || path.empty() || path[0] != '/') {
+  if (!ok || path.empty() || path[0] != '/') {
     FinishStream(id, ExitKind::kFailed, EINVAL, "path must be absolute");
     return;
   }
@@ -637,23 +634,17 @@ struct TailWalk {
 }  // namespace
 
 void AgentServer::StartTailFiles(uint32_t id, const std::string& payload) {
-  PayloadReader r(payload);
-  std::string user, dir, suffix;
-  uint32_t depth = 0, max_bytes = 0, count = 0;
-  bool ok = r.Str(&user) && r.Str(&dir) && r.Str(&suffix) && r.U32(&depth) && r.U32(&max_bytes) &&
-            r.U32(&count) && count <= kMaxTailFiles;
-  std::map<std::string, uint64_t> known;
-  for (uint32_t i = 0; ok && i < count; ++i) {
-    std::string name;
-    uint64_t offset;
-    ok = r.Str(&name) && r.U64(&offset);
-    known[name] = offset;
-  }
+  TailFilesMessage request;
+  bool ok = DecodePayload(payload, &request);
+  const std::string& user = request.user;
+  const std::string& dir = request.dir;
+  const std::string& suffix = request.suffix;
+  uint32_t depth = request.depth, max_bytes = request.max_bytes;
+  std::map<std::string, uint64_t> known(request.offsets.begin(), request.offsets.end());
   auto stream = std::make_unique<Stream>();
   stream->kind = Stream::Kind::kBuffer;
   streams_[id] = std::move(stream);
-  if (!ok || !r.AtEnd() || !IsCleanRelativePath(dir) || suffix.size() > 64 ||
-      depth > kMaxTailDepth || max_bytes > kMaxTailBytes) {
+  if (!ok || !IsCleanRelativePath(dir)) {
     FinishStream(id, ExitKind::kFailed, EINVAL, "malformed tail request");
     return;
   }
@@ -727,7 +718,7 @@ void AgentServer::PumpBuffer(uint32_t id, Stream& s) {
 
 void AgentServer::GrantInput(uint32_t id, Stream& s, bool force) {
   if (uint32_t grant = s.window.TakeGrant(force); grant > 0) {
-    Send(FrameType::kWindow, id, PayloadWriter().U32(grant).bytes());
+    SendMessage(id, WindowMessage{.bytes = grant});
   }
 }
 
@@ -774,7 +765,7 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
 }
 
 void AgentServer::StartMetrics(uint32_t id, const std::string& payload) {
-  Send(FrameType::kMetrics, id, EncodeMetrics(SampleMetrics()));
+  SendMessage(id, SampleMetrics());
 }
 
 bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
@@ -791,19 +782,14 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
   }
   switch (frame.type) {
     case FrameType::kSync: {
-      PayloadReader r(frame.payload);
-      int64_t sec;
-      uint32_t nsec;
-      std::string entropy;
-      uint32_t pids_max = 0, flags = 0;
-      std::string hostname;
-      if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids_max) &&
-            r.Str(&hostname) && r.U32(&flags) && r.AtEnd()) ||
-          nsec >= 1000000000 || entropy.size() > kMaxEntropy || hostname.size() > 64) {
+      SyncMessage sync;
+      if (!DecodePayload(frame.payload, &sync)) {
         *error = "malformed sync";
         return false;
       }
-      timespec now = {static_cast<time_t>(sec), static_cast<long>(nsec)};
+      const std::string& entropy = sync.entropy;
+      const std::string& hostname = sync.hostname;
+      timespec now = {static_cast<time_t>(sync.seconds), static_cast<long>(sync.nanoseconds)};
       if (clock_settime(CLOCK_REALTIME, &now) != 0) ConsoleLog("clock_settime failed");
       int rnd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
       if (rnd >= 0) {
@@ -821,16 +807,17 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0) {
         ConsoleLog("sethostname failed");
       }
-      std::string limit_error = ApplyCommandLimits(pids_max);
+      std::string limit_error = ApplyCommandLimits(sync.pids_max);
       if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
       std::string problem;
-      if (flags & kSyncMountWorkspace) {
+      if (sync.flags & kSyncMountWorkspace) {
         problem = MountWorkspace(SessionDiskRoot());
         if (!problem.empty()) ConsoleLog("workspace: " + problem);
       }
       paused_ = false;
-      Send(FrameType::kReady, 0,
-           PayloadWriter().U32(max_stream_seen_).U32(net_.highest_stream()).Str(problem).bytes());
+      SendMessage(0, ReadyMessage{.highest_stream = max_stream_seen_,
+                                  .highest_guest_stream = net_.highest_stream(),
+                                  .problem = problem});
       return true;
     }
     case FrameType::kPause:
@@ -850,12 +837,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       if (it->second->kind == Stream::Kind::kFileWrite) FinishFileWrite(frame.stream, *it->second);
       return true;
     case FrameType::kSignal: {
-      PayloadReader r(frame.payload);
-      int32_t sig;
-      if (!r.I32(&sig) || !r.AtEnd() || sig <= 0 || sig >= NSIG) {
+      SignalMessage signal;
+      if (!DecodePayload(frame.payload, &signal) || signal.signal >= NSIG) {
         *error = "malformed signal request";
         return false;
       }
+      int sig = signal.signal;
       if (it == streams_.end()) return true;
       if (it->second->kind == Stream::Kind::kFileWrite ||
           it->second->kind == Stream::Kind::kFileRead) {
@@ -867,13 +854,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       return true;
     }
     case FrameType::kResize: {
-      PayloadReader r(frame.payload);
-      uint32_t rows, cols;
-      if (!r.U32(&rows) || !r.U32(&cols) || !r.AtEnd() || rows == 0 || cols == 0 ||
-          rows > kMaxTerminalSide || cols > kMaxTerminalSide) {
+      ResizeMessage resize;
+      if (!DecodePayload(frame.payload, &resize)) {
         *error = "malformed resize";
         return false;
       }
+      uint32_t rows = resize.rows, cols = resize.cols;
       if (it != streams_.end() && it->second->tty && it->second->out_fd[0] >= 0) {
         winsize size = {};
         size.ws_row = static_cast<unsigned short>(rows);
@@ -883,13 +869,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       return true;
     }
     case FrameType::kWindow: {
-      PayloadReader r(frame.payload);
-      uint32_t more;
-      if (!r.U32(&more) || !r.AtEnd()) {
+      WindowMessage window;
+      if (!DecodePayload(frame.payload, &window)) {
         *error = "malformed window";
         return false;
       }
-      if (it != streams_.end() && !it->second->window.Granted(more)) {
+      if (it != streams_.end() && !it->second->window.Granted(window.bytes)) {
         *error = "window grows beyond its size";
         return false;
       }

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "src/common/channel_frame.h"
+#include "src/common/channel_messages.h"
 #include "src/guest/agent_net.h"
 
 namespace airlock::guest {
@@ -34,6 +34,10 @@ class AgentServer {
   struct Stream;
 
   void Send(FrameType type, uint32_t stream, std::string_view payload);
+  template <typename Message>
+  void SendMessage(uint32_t stream, const Message& m) {
+    Send(Message::kType, stream, EncodePayload(m));
+  }
   // Writes bytes of frames to the port now if nothing waits before them, and queues what the
   // port did not take.
   void SendBytes(std::string_view bytes);

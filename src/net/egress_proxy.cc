@@ -41,7 +41,6 @@ constexpr int kMaxResolving = 8;
 constexpr int64_t kResolvedTtlMs = 30000;
 constexpr int64_t kUnresolvedTtlMs = 5000;
 constexpr int64_t kDnsEventRepeatMs = 10000;
-constexpr size_t kMaxDnsName = 253;
 
 int64_t NowMs() {
   timespec now;
@@ -145,24 +144,19 @@ absl::StatusOr<std::vector<IpAddress>> StaticResolver::Resolve(const std::string
 // what an upstream said) is the host's to keep, in the session's network log.
 constexpr char kToGuest[] = "refused by the host; airlock network log says why";
 
-std::string NetPolicyPayload(const EgressPolicy& policy) {
-  std::vector<const EgressRule*> rules;
+NetPolicyMessage GuestNetPolicy(const EgressPolicy& policy) {
+  NetPolicyMessage message;
   for (const EgressRule& r : policy.session_rules()) {
     if (r.kind == EgressRule::Kind::kAddress && r.prefix.base.family == AF_INET &&
-        !r.ports.empty() && rules.size() < kMaxListItems) {
-      rules.push_back(&r);
+        !r.ports.empty() && message.rules.size() < kMaxListItems) {
+      message.rules.push_back(
+          {.base = std::string(reinterpret_cast<const char*>(r.prefix.base.bytes.data()), 4),
+           .prefix = static_cast<uint32_t>(r.prefix.length),
+           .ports = {r.ports.begin(),
+                     r.ports.begin() + std::min<size_t>(r.ports.size(), kMaxRulePorts)}});
     }
   }
-  PayloadWriter w;
-  w.U32(static_cast<uint32_t>(rules.size()));
-  for (const EgressRule* r : rules) {
-    w.Str(std::string_view(reinterpret_cast<const char*>(r->prefix.base.bytes.data()), 4));
-    w.U32(static_cast<uint32_t>(r->prefix.length));
-    size_t count = std::min<size_t>(r->ports.size(), kMaxRulePorts);
-    w.U32(static_cast<uint32_t>(count));
-    for (size_t i = 0; i < count; ++i) w.U32(r->ports[i]);
-  }
-  return w.bytes();
+  return message;
 }
 
 std::string DescribeNetEvent(const NetEvent& e) {
@@ -432,15 +426,12 @@ class EgressProxy::Impl {
   // --- DNS questions ---
 
   void Question(uint32_t id, const std::string& payload) {
-    PayloadReader r(payload);
-    std::string name;
-    uint32_t qtype;
-    if (!r.Str(&name) || !r.U32(&qtype) || !r.AtEnd() || name.empty() ||
-        name.size() > kMaxDnsName) {
+    DnsQueryMessage question;
+    if (!DecodePayload(payload, &question)) {
       Answer(id, DnsVerdict::kFailed, {});
       return;
     }
-    name = absl::AsciiStrToLower(name);
+    std::string name = absl::AsciiStrToLower(question.name);
     std::shared_ptr<const EgressPolicy> policy = Policy();
     PortSet ports = policy->PortsForName(name);
     if (ports.any) ports.ports.clear();  // the guest listens on named ports only
@@ -485,24 +476,25 @@ class EgressProxy::Impl {
   // The guest hears the verdict and a fixed text; why stays on the host, in the recorded event
   // (never an internal address a name resolved to or a line of the operator's ceiling).
   void Answer(uint32_t id, DnsVerdict verdict, const std::vector<uint16_t>& ports) {
-    std::string_view message = verdict == DnsVerdict::kAllowed ? "" : kToGuest;
+    DnsAnswerMessage answer{.verdict = verdict,
+                            .ports = ports,
+                            .message = verdict == DnsVerdict::kAllowed ? "" : kToGuest};
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->AnswerDns(id, verdict, ports, message).IgnoreError();  // fails the channel
+      channel->AnswerDns(id, answer).IgnoreError();  // a failed write fails the channel
     }
   }
 
   // --- connections ---
 
   void Open(uint32_t id, const std::string& payload) {
-    PayloadReader r(payload);
-    std::string name, address;
-    uint32_t port;
-    if (!r.Str(&name) || !r.Str(&address) || !r.U32(&port) || !r.AtEnd() ||
-        (address.size() != 4 && address.size() != 16) || port == 0 || port > 65535 ||
-        name.size() > kMaxDnsName) {
+    ConnectMessage open;
+    if (!DecodePayload(payload, &open)) {
       Refuse(id, {.kind = "connect", .reason = "malformed connection request"}, EINVAL);
       return;
     }
+    const std::string& name = open.name;
+    const std::string& address = open.address;
+    uint32_t port = open.port;
     IpAddress asked;
     asked.family = address.size() == 4 ? AF_INET : AF_INET6;
     memcpy(asked.bytes.data(), address.data(), address.size());
@@ -584,7 +576,8 @@ class EgressProxy::Impl {
   void Refuse(uint32_t id, NetEvent e, int code) {
     Record(e);
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->ResetGuestStream(id, static_cast<uint32_t>(code), kToGuest).IgnoreError();
+      channel->ResetGuestStream(id, {.code = static_cast<uint32_t>(code), .message = kToGuest})
+          .IgnoreError();  // a failed write fails the channel
     }
   }
 
@@ -1137,7 +1130,8 @@ class EgressProxy::Impl {
   void Close(Conn& c, int code, const std::string& why, bool allowed) {
     Record(Ended(c, allowed, why));
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->ResetGuestStream(c.id, static_cast<uint32_t>(code), kToGuest).IgnoreError();
+      channel->ResetGuestStream(c.id, {.code = static_cast<uint32_t>(code), .message = kToGuest})
+          .IgnoreError();  // a failed write fails the channel
     }
     uint32_t id = c.id;
     FreeConn(c);
@@ -1186,7 +1180,7 @@ class EgressProxy::Impl {
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
       // The proxy enforces the new policy whatever the guest holds; the guest's copy only lets
       // it refuse early.
-      LogIfFailed(channel->SendNetPolicy(NetPolicyPayload(*policy)),
+      LogIfFailed(channel->SendNetPolicy(GuestNetPolicy(*policy)),
                   "send the guest its new egress policy");
     }
   }
@@ -1238,13 +1232,13 @@ absl::StatusOr<std::shared_ptr<EgressProxy>> EgressProxy::Start(
     std::shared_ptr<GuestChannel> channel, std::shared_ptr<const EgressPolicy> policy,
     EgressProxyOptions options) {
   if (options.resolver == nullptr) options.resolver = std::make_shared<SystemResolver>();
-  std::string payload = NetPolicyPayload(*policy);
+  NetPolicyMessage rules = GuestNetPolicy(*policy);
   auto impl = std::make_unique<Impl>(channel, std::move(policy), std::move(options));
   if (absl::Status s = impl->Start(); !s.ok()) return s;
   std::shared_ptr<EgressProxy> proxy(new EgressProxy(std::move(impl)));
   channel->RegisterGuestStreamKind(FrameType::kDnsQuery, proxy);
   channel->RegisterGuestStreamKind(FrameType::kConnect, proxy);
-  if (absl::Status s = channel->SendNetPolicy(payload); !s.ok()) {
+  if (absl::Status s = channel->SendNetPolicy(rules); !s.ok()) {
     proxy->Stop();
     return s;
   }

@@ -152,8 +152,8 @@ class EgressProxy : public EgressPath,
   std::unique_ptr<Impl> impl_;
 };
 
-// The payload of kNetPolicy for a policy: its IPv4 address rules.
-std::string NetPolicyPayload(const EgressPolicy& policy);
+// What the guest is told of a policy (kNetPolicy): its IPv4 address rules.
+NetPolicyMessage GuestNetPolicy(const EgressPolicy& policy);
 
 }  // namespace airlock::net
 

@@ -116,26 +116,18 @@ class EgressProxyTest : public ::testing::Test {
     std::string message;
   };
   Answer Ask(uint32_t id, const std::string& name) {
-    g_.Send(FrameType::kDnsQuery, id, PayloadWriter().Str(name).U32(1).bytes());
+    g_.Send(FrameType::kDnsQuery, id, EncodePayload(DnsQueryMessage{.name = name, .qtype = 1}));
     Frame f = g_.ReceiveRequest();
     EXPECT_EQ(f.type, FrameType::kDnsAnswer);
     EXPECT_EQ(f.stream, id);
-    PayloadReader r(f.payload);
-    uint32_t verdict = 0, count = 0;
-    Answer a;
-    EXPECT_TRUE(r.U32(&verdict) && r.U32(&count));
-    for (uint32_t i = 0; i < count; ++i) {
-      uint32_t p;
-      EXPECT_TRUE(r.U32(&p));
-      a.ports.push_back(p);
-    }
-    EXPECT_TRUE(r.Str(&a.message) && r.AtEnd());
-    a.verdict = static_cast<DnsVerdict>(verdict);
-    return a;
+    DnsAnswerMessage answer;
+    EXPECT_TRUE(DecodePayload(f.payload, &answer));
+    return {answer.verdict, {answer.ports.begin(), answer.ports.end()}, answer.message};
   }
   void Connect(uint32_t id, const std::string& name, uint32_t port) {
     std::string synthetic("\xc6\x12\x00\x01", 4);
-    g_.Send(FrameType::kConnect, id, PayloadWriter().Str(name).Str(synthetic).U32(port).bytes());
+    g_.Send(FrameType::kConnect, id,
+            EncodePayload(ConnectMessage{.name = name, .address = synthetic, .port = port}));
   }
   // The reason of the first recorded event that contains `text`, once flushed; "" if none comes.
   std::string ReasonWith(const std::string& text) {

@@ -75,7 +75,7 @@ class FakeGuest {
     Send(FrameType::kHello, 0, EncodeHello("fake"));
     Frame sync = Receive();
     EXPECT_EQ(sync.type, FrameType::kSync);
-    Send(FrameType::kReady, 0, PayloadWriter().U32(0).U32(0).Str("").bytes());
+    Send(FrameType::kReady, 0, EncodePayload(ReadyMessage{}));
     host.join();
   }
   // Waits until the channel has failed.

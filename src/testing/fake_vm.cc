@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "src/common/channel_frame.h"
+#include "src/common/channel_messages.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 
@@ -307,6 +307,10 @@ class FakeVmCore {
   }
 
   // A host that went away loses what was sent (no SIGPIPE: MSG_NOSIGNAL).
+  template <typename Message>
+  void SendMessage(int fd, uint32_t stream, const Message& m) {
+    Send(fd, Message::kType, stream, EncodePayload(m));
+  }
   void Send(int fd, FrameType type, uint32_t stream, std::string_view payload) {
     std::string frame = EncodeFrame(type, stream, payload);
     for (size_t at = 0; at < frame.size();) {
@@ -323,19 +327,14 @@ class FakeVmCore {
     auto it = streams_.find(frame.stream);
     switch (frame.type) {
       case FrameType::kSync: {
-        PayloadReader r(frame.payload);
-        int64_t sec;
-        uint32_t nsec, pids, flags;
-        std::string entropy, hostname;
-        if (!(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
-              r.U32(&flags) && r.AtEnd())) {
-          Send(fd, FrameType::kProtocolError, 0, PayloadWriter().Str("malformed sync").bytes());
+        SyncMessage sync;
+        if (!DecodePayload(frame.payload, &sync)) {
+          SendMessage(fd, 0, ProtocolErrorMessage{"malformed sync"});
           return;
         }
-        if (!hostname.empty()) ram_.hostname = hostname;
+        if (!sync.hostname.empty()) ram_.hostname = sync.hostname;
         ram_.paused = false;
-        Send(fd, FrameType::kReady, 0,
-             PayloadWriter().U32(ram_.max_stream_seen).U32(0).Str("").bytes());
+        SendMessage(fd, 0, ReadyMessage{.highest_stream = ram_.max_stream_seen});
         for (auto it = streams_.begin(); it != streams_.end();) Pump(fd, it++);
         return;
       }
@@ -356,8 +355,8 @@ class FakeVmCore {
         if (it->second.input.size() > kMaxRamBytes) {
           Finish(it->second, ExitKind::kFailed, ENOSPC, "the fake guest's memory is full");
         } else if (!ram_.paused && !frame.payload.empty()) {
-          Send(fd, FrameType::kWindow, frame.stream,
-               PayloadWriter().U32(static_cast<uint32_t>(frame.payload.size())).bytes());
+          SendMessage(fd, frame.stream,
+                      WindowMessage{.bytes = static_cast<uint32_t>(frame.payload.size())});
         }
         break;
       case FrameType::kInputEnd:
@@ -367,19 +366,22 @@ class FakeVmCore {
         break;
       case FrameType::kSignal: {
         if (it == streams_.end() || it->second.finished) return;
-        int32_t sig = 0;
-        PayloadReader(frame.payload).I32(&sig);
+        SignalMessage signal;
+        if (!DecodePayload(frame.payload, &signal)) {
+          SendMessage(fd, 0, ProtocolErrorMessage{"malformed signal request"});
+          return;
+        }
         if (it->second.kind == FrameType::kExecStart) {
-          Finish(it->second, ExitKind::kSignaled, sig, "");
+          Finish(it->second, ExitKind::kSignaled, signal.signal, "");
         } else {
           Finish(it->second, ExitKind::kFailed, ECANCELED, "cancelled by the host");
         }
         break;
       }
       case FrameType::kWindow: {
-        uint32_t more = 0;
-        if (it == streams_.end() || !PayloadReader(frame.payload).U32(&more)) return;
-        it->second.sendable += more;
+        WindowMessage window;
+        if (it == streams_.end() || !DecodePayload(frame.payload, &window)) return;
+        it->second.sendable += window.bytes;
         break;
       }
       default:
@@ -392,28 +394,42 @@ class FakeVmCore {
 
   void Open(int fd, const Frame& frame) {
     if (frame.stream == 0 || streams_.count(frame.stream) != 0) {
-      Send(fd, FrameType::kProtocolError, 0, PayloadWriter().Str("stream reused").bytes());
+      SendMessage(fd, 0, ProtocolErrorMessage{"stream reused"});
       return;
     }
     ram_.max_stream_seen = std::max(ram_.max_stream_seen, frame.stream);
     if (frame.type == FrameType::kMetricsRequest) {
-      Send(fd, FrameType::kMetrics, frame.stream, EncodeMetrics(GuestMetrics{}));
+      SendMessage(fd, frame.stream, GuestMetrics{});
       return;
     }
     Stream s;
     s.kind = frame.type;
-    PayloadReader r(frame.payload);
+    bool ok = false;
     if (frame.type == FrameType::kExecStart) {
-      std::vector<std::string> env;
-      std::string cwd;
-      uint32_t flags = 0;
-      r.StrList(&s.argv) && r.StrList(&env) && r.Str(&cwd) && r.U32(&flags);
-      s.wants_input = (flags & kExecFlagStdin) != 0;
+      ExecStartMessage exec;
+      ok = DecodePayload(frame.payload, &exec);
+      s.argv = std::move(exec.argv);
+      s.wants_input = (exec.flags & kExecFlagStdin) != 0;
+    } else if (frame.type == FrameType::kFileWrite) {
+      FileWriteMessage write;
+      ok = DecodePayload(frame.payload, &write);
+      s.path = std::move(write.path);
+      s.wants_input = true;
+    } else if (frame.type == FrameType::kFileRead) {
+      FileReadMessage read;
+      ok = DecodePayload(frame.payload, &read);
+      s.path = std::move(read.path);
     } else {
-      r.Str(&s.path);
-      s.wants_input = frame.type == FrameType::kFileWrite;
+      TailFilesMessage tail;
+      ok = DecodePayload(frame.payload, &tail);
     }
     auto [it, added] = streams_.emplace(frame.stream, std::move(s));
+    if (!ok) {
+      it->second.wants_input = false;
+      Finish(it->second,
+             frame.type == FrameType::kExecStart ? ExitKind::kSpawnFailed : ExitKind::kFailed,
+             EINVAL, "malformed request");
+    }
     if (!it->second.wants_input) Run(it->second);
     Pump(fd, it);
   }
@@ -492,9 +508,8 @@ class FakeVmCore {
   void Finish(Stream& s, ExitKind kind, int32_t code, const std::string& message) {
     if (s.finished) return;
     s.finished = true;
-    s.out.emplace_back(
-        FrameType::kExit,
-        PayloadWriter().U32(static_cast<uint32_t>(kind)).I32(code).Str(message).bytes());
+    s.out.emplace_back(FrameType::kExit,
+                       EncodePayload(ExitMessage{.kind = kind, .code = code, .message = message}));
   }
 
   // Flushes the stream, and forgets it once its exit is sent.

@@ -35,9 +35,7 @@ void ExecStream::Abandon() { channel_->AbandonStream(id_); }
 absl::Status ExecStream::CloseStdin() { return channel_->Send(FrameType::kInputEnd, id_, ""); }
 
 absl::Status ExecStream::Signal(int signal) {
-  PayloadWriter w;
-  w.I32(signal);
-  return channel_->Send(FrameType::kSignal, id_, w.bytes());
+  return channel_->SendMessage(id_, SignalMessage{.signal = signal});
 }
 
 absl::Status ExecStream::Resize(uint32_t rows, uint32_t cols) {
@@ -45,7 +43,7 @@ absl::Status ExecStream::Resize(uint32_t rows, uint32_t cols) {
     return absl::InvalidArgumentError(
         absl::StrCat("a terminal has 1 to ", kMaxTerminalSide, " rows and columns"));
   }
-  return channel_->Send(FrameType::kResize, id_, PayloadWriter().U32(rows).U32(cols).bytes());
+  return channel_->SendMessage(id_, ResizeMessage{.rows = rows, .cols = cols});
 }
 
 GuestChannel::GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway)
@@ -149,8 +147,7 @@ void GuestChannel::ReadLoop() {
         after = nullptr;
       }
       if (!status.ok()) {
-        Send(FrameType::kProtocolError, 0, std::string(status.message().substr(0, 1000)))
-            .IgnoreError();
+        SendMessage(0, ProtocolErrorMessage{std::string(status.message())}).IgnoreError();
         Fail(status);
         return;
       }
@@ -180,17 +177,11 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
         break;
       }
       case FrameType::kReady: {
-        PayloadReader r(frame.payload);
-        uint32_t highest, highest_guest;
-        std::string problem;
-        if (!r.U32(&highest) || !r.U32(&highest_guest) || !r.Str(&problem) || !r.AtEnd() ||
-            highest >= (1u << 31) || highest_guest >= (1u << 31) || highest_guest % 2 != 0 ||
-            problem.size() > 1024) {
-          return violation("malformed ready");
-        }
-        ready_problem_ = std::move(problem);
-        next_stream_ = std::max(next_stream_, (highest | 1) + 2);
-        highest_guest_stream_ = std::max(highest_guest_stream_, highest_guest);
+        ReadyMessage ready;
+        if (!DecodePayload(frame.payload, &ready)) return violation("malformed ready");
+        ready_problem_ = std::move(ready.problem);
+        next_stream_ = std::max(next_stream_, (ready.highest_stream | 1) + 2);
+        highest_guest_stream_ = std::max(highest_guest_stream_, ready.highest_guest_stream);
         ready_ = true;
         break;
       }
@@ -198,9 +189,12 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
         if (!quiescing_) return violation("pause answer nobody asked for");
         paused_ = true;
         break;
-      case FrameType::kProtocolError:
+      case FrameType::kProtocolError: {
+        ProtocolErrorMessage error;
+        if (!DecodePayload(frame.payload, &error)) return violation("malformed protocol error");
         return absl::DataLossError(absl::StrCat("the guest agent reported a protocol error: ",
-                                                frame.payload.substr(0, 200)));
+                                                error.message.substr(0, 200)));
+      }
       default:
         return violation("unexpected frame on the connection stream");
     }
@@ -237,31 +231,23 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
       break;
     }
     case FrameType::kExit: {
-      PayloadReader r(frame.payload);
-      uint32_t kind;
+      ExitMessage exit;
+      if (!DecodePayload(frame.payload, &exit)) {
+        return violation("malformed exit (cut short, or an exit status out of range)");
+      }
       ExecEvent event;
       event.type = ExecEvent::Type::kExit;
-      if (!r.U32(&kind) || !r.I32(&event.code) || !r.Str(&event.message) || !r.AtEnd() ||
-          kind > static_cast<uint32_t>(ExitKind::kFailed) || event.message.size() > 4096) {
-        return violation("malformed exit");
-      }
-      event.exit_kind = static_cast<ExitKind>(kind);
-      // Exit statuses are 0-255, signals 1-64, errnos below 4096: anything else is a guest
-      // making numbers up (and 128 + code would overflow).
-      bool in_range = event.exit_kind == ExitKind::kExited ? event.code >= 0 && event.code <= 255
-                      : event.exit_kind == ExitKind::kSignaled
-                          ? event.code >= 1 && event.code <= 64
-                          : event.code >= 0 && event.code < 4096;
-      if (!in_range) return violation("exit status out of range");
+      event.exit_kind = exit.kind;
+      event.code = exit.code;
+      event.message = std::move(exit.message);
       s.events.push_back(std::move(event));
       s.done = true;
       break;
     }
     case FrameType::kWindow: {
-      PayloadReader r(frame.payload);
-      uint32_t more;
-      if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
-      if (!s.window.Granted(more)) return violation("window grows beyond its size");
+      WindowMessage window;
+      if (!DecodePayload(frame.payload, &window)) return violation("malformed window");
+      if (!s.window.Granted(window.bytes)) return violation("window grows beyond its size");
       break;
     }
     case FrameType::kMetrics:
@@ -307,8 +293,8 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       *after = [this, id, type, why] {
         absl::Status sent =
             type == FrameType::kDnsQuery
-                ? AnswerRefusal(id, why)
-                : Send(FrameType::kReset, id, PayloadWriter().U32(ECONNREFUSED).Str(why).bytes());
+                ? SendMessage(id, DnsAnswerMessage{.verdict = DnsVerdict::kFailed, .message = why})
+                : SendMessage(id, ResetMessage{.code = ECONNREFUSED, .message = why});
         sent.IgnoreError();  // a failed write fails the channel, which is reported there
       };
       return absl::OkStatus();
@@ -342,23 +328,18 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
       *after = [handler, id] { handler->OnDataEnd(id); };
       return absl::OkStatus();
     case FrameType::kReset: {
-      PayloadReader r(frame.payload);
-      uint32_t code;
-      std::string message;
-      if (!r.U32(&code) || !r.Str(&message) || !r.AtEnd() || message.size() > 1024) {
-        return violation("malformed reset");
-      }
+      ResetMessage reset;
+      if (!DecodePayload(frame.payload, &reset)) return violation("malformed reset");
       guest_streams_.erase(it);
-      *after = [handler, id, code, message = std::move(message)]() mutable {
-        handler->OnReset(id, code, std::move(message));
+      *after = [handler, id, reset = std::move(reset)]() mutable {
+        handler->OnReset(id, reset.code, std::move(reset.message));
       };
       return absl::OkStatus();
     }
     case FrameType::kWindow: {
-      PayloadReader r(frame.payload);
-      uint32_t more;
-      if (!r.U32(&more) || !r.AtEnd()) return violation("malformed window");
-      if (!g.window.Granted(more)) return violation("window grows beyond its size");
+      WindowMessage window;
+      if (!DecodePayload(frame.payload, &window)) return violation("malformed window");
+      if (!g.window.Granted(window.bytes)) return violation("window grows beyond its size");
       *after = [handler, id] { handler->OnWindow(id); };
       return absl::OkStatus();
     }
@@ -388,14 +369,7 @@ void GuestChannel::RegisterGuestStreamKind(FrameType opens,
   }
 }
 
-absl::Status GuestChannel::AnswerRefusal(uint32_t id, std::string_view why) {
-  PayloadWriter w;
-  w.U32(static_cast<uint32_t>(DnsVerdict::kFailed)).U32(0).Str(why);
-  return Send(FrameType::kDnsAnswer, id, w.bytes());
-}
-
-absl::Status GuestChannel::AnswerDns(uint32_t id, DnsVerdict verdict,
-                                     const std::vector<uint16_t>& ports, std::string_view message) {
+absl::Status GuestChannel::AnswerDns(uint32_t id, const DnsAnswerMessage& answer) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = guest_streams_.find(id);
@@ -404,12 +378,7 @@ absl::Status GuestChannel::AnswerDns(uint32_t id, DnsVerdict verdict,
     }
     guest_streams_.erase(it);
   }
-  PayloadWriter w;
-  w.U32(static_cast<uint32_t>(verdict));
-  w.U32(static_cast<uint32_t>(std::min<size_t>(ports.size(), kMaxRulePorts)));
-  for (size_t i = 0; i < ports.size() && i < kMaxRulePorts; ++i) w.U32(ports[i]);
-  w.Str(message.substr(0, 1024));
-  return Send(FrameType::kDnsAnswer, id, w.bytes());
+  return SendMessage(id, answer);
 }
 
 absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view data) {
@@ -440,7 +409,7 @@ absl::Status GuestChannel::GrantGuestData(uint32_t id, uint32_t bytes) {
     bytes = it->second.window.TakeGrant(/*force=*/true);
     if (bytes == 0) return absl::OkStatus();
   }
-  return Send(FrameType::kWindow, id, PayloadWriter().U32(bytes).bytes());
+  return SendMessage(id, WindowMessage{.bytes = bytes});
 }
 
 absl::Status GuestChannel::EndGuestData(uint32_t id) {
@@ -454,17 +423,17 @@ absl::Status GuestChannel::EndGuestData(uint32_t id) {
   return Send(FrameType::kDataEnd, id, "");
 }
 
-absl::Status GuestChannel::ResetGuestStream(uint32_t id, uint32_t code, std::string_view message) {
+absl::Status GuestChannel::ResetGuestStream(uint32_t id, const ResetMessage& reset) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (guest_streams_.erase(id) == 0) return absl::OkStatus();
   }
-  return Send(FrameType::kReset, id,
-              PayloadWriter().U32(code).Str(message.substr(0, 1024)).bytes());
+  return SendMessage(id, reset);
 }
 
-absl::Status GuestChannel::SendNetPolicy(std::string_view payload) {
-  if (payload.size() > kMaxPayload) {
+absl::Status GuestChannel::SendNetPolicy(const NetPolicyMessage& policy) {
+  std::string payload = EncodePayload(policy);
+  if (payload.size() > kMaxPayload || policy.rules.size() > kMaxListItems) {
     return absl::InvalidArgumentError("the session's address rules do not fit in one frame");
   }
   return Send(FrameType::kNetPolicy, 0, payload);
@@ -529,10 +498,13 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
   if (getrandom(entropy.data(), entropy.size(), 0) != static_cast<ssize_t>(entropy.size())) {
     return ErrnoStatus("getrandom");
   }
-  PayloadWriter w;
-  w.I64(now.tv_sec).U32(static_cast<uint32_t>(now.tv_nsec)).Str(entropy).U32(sync.pids_max);
-  w.Str(sync.hostname).U32(sync.mount_workspace ? kSyncMountWorkspace : 0);
-  if (absl::Status s = Send(FrameType::kSync, 0, w.bytes()); !s.ok()) return s;
+  SyncMessage message{.seconds = now.tv_sec,
+                      .nanoseconds = static_cast<uint32_t>(now.tv_nsec),
+                      .entropy = std::move(entropy),
+                      .pids_max = sync.pids_max,
+                      .hostname = sync.hostname,
+                      .flags = sync.mount_workspace ? kSyncMountWorkspace : 0};
+  if (absl::Status s = SendMessage(0, message); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   while (!ready_ && failure_.ok()) {
     if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
@@ -602,9 +574,8 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
     }
   }
   if (grant > 0 && !event.data.empty()) {
-    PayloadWriter w;
-    w.U32(static_cast<uint32_t>(grant));
-    if (absl::Status s = Send(FrameType::kWindow, id, w.bytes()); !s.ok()) return s;
+    WindowMessage window{.bytes = static_cast<uint32_t>(grant)};
+    if (absl::Status s = SendMessage(id, window); !s.ok()) return s;
   }
   return event;
 }
@@ -648,16 +619,20 @@ absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::T
 
 absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("no command given");
-  PayloadWriter w;
-  w.StrList(request.argv).StrList(request.env).Str(request.cwd);
   if (request.tty && (request.rows == 0 || request.cols == 0 || request.rows > kMaxTerminalSide ||
                       request.cols > kMaxTerminalSide)) {
     return absl::InvalidArgumentError(
         absl::StrCat("a terminal has 1 to ", kMaxTerminalSide, " rows and columns"));
   }
-  w.U32((request.stdin ? kExecFlagStdin : 0) | (request.tty ? kExecFlagTty : 0)).Str(request.user);
-  w.U32(request.tty ? request.rows : 0).U32(request.tty ? request.cols : 0);
-  if (w.bytes().size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
+  std::string payload = EncodePayload(ExecStartMessage{
+      .argv = request.argv,
+      .env = request.env,
+      .cwd = request.cwd,
+      .flags = (request.stdin ? kExecFlagStdin : 0) | (request.tty ? kExecFlagTty : 0),
+      .user = request.user,
+      .rows = request.tty ? request.rows : 0,
+      .cols = request.tty ? request.cols : 0});
+  if (payload.size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));
   }
@@ -666,7 +641,7 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
   if (!opened.ok()) return opened.status();
   uint32_t id = *opened;
   std::unique_ptr<ExecStream> stream(new ExecStream(shared_from_this(), id));
-  if (absl::Status s = Send(FrameType::kExecStart, id, w.bytes()); !s.ok()) return s;
+  if (absl::Status s = Send(FrameType::kExecStart, id, payload); !s.ok()) return s;
   return stream;
 }
 
@@ -729,7 +704,7 @@ absl::StatusOr<std::string> GuestFileRead::Next(absl::Time deadline) {
 
 void GuestChannel::CancelFileStream(uint32_t id) {
   // Any signal cancels a file stream; a channel that failed has nothing left to cancel.
-  Send(FrameType::kSignal, id, PayloadWriter().I32(SIGKILL).bytes()).IgnoreError();
+  SendMessage(id, SignalMessage{.signal = SIGKILL}).IgnoreError();
 }
 
 absl::Status GuestChannel::FileExitStatus(const ExecEvent& exit, const std::string& what) {
@@ -740,27 +715,25 @@ absl::Status GuestChannel::FileExitStatus(const ExecEvent& exit, const std::stri
 
 absl::StatusOr<std::unique_ptr<GuestFileWrite>> GuestChannel::StartFileWrite(
     const std::string& path, uint32_t mode) {
-  PayloadWriter w;
-  w.Str(path).U32(mode);
-  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  std::string payload = EncodePayload(FileWriteMessage{.path = path, .mode = mode});
+  if (payload.size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
   if (absl::Status s = status(); !s.ok()) return s;
   absl::StatusOr<uint32_t> opened = OpenStream();
   if (!opened.ok()) return opened.status();
   std::unique_ptr<GuestFileWrite> file(new GuestFileWrite(shared_from_this(), *opened, path));
-  if (absl::Status s = Send(FrameType::kFileWrite, *opened, w.bytes()); !s.ok()) return s;
+  if (absl::Status s = Send(FrameType::kFileWrite, *opened, payload); !s.ok()) return s;
   return file;
 }
 
 absl::StatusOr<std::unique_ptr<GuestFileRead>> GuestChannel::StartFileRead(
     const std::string& path) {
-  PayloadWriter w;
-  w.Str(path);
-  if (w.bytes().size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
+  std::string payload = EncodePayload(FileReadMessage{.path = path});
+  if (payload.size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
   if (absl::Status s = status(); !s.ok()) return s;
   absl::StatusOr<uint32_t> opened = OpenStream();
   if (!opened.ok()) return opened.status();
   std::unique_ptr<GuestFileRead> file(new GuestFileRead(shared_from_this(), *opened, path));
-  if (absl::Status s = Send(FrameType::kFileRead, *opened, w.bytes()); !s.ok()) return s;
+  if (absl::Status s = Send(FrameType::kFileRead, *opened, payload); !s.ok()) return s;
   return file;
 }
 
@@ -816,17 +789,21 @@ absl::StatusOr<std::string> GuestChannel::Collect(FrameType type, const std::str
 
 absl::StatusOr<std::vector<TailRecord>> GuestChannel::TailFiles(const TailRequest& request,
                                                                 absl::Time deadline) {
-  PayloadWriter w;
-  w.Str(request.user).Str(request.dir).Str(request.suffix).U32(request.depth);
-  w.U32(request.max_bytes).U32(static_cast<uint32_t>(request.offsets.size()));
-  for (const auto& [name, offset] : request.offsets) w.Str(name).U64(offset);
-  if (w.bytes().size() > kMaxPayload || request.offsets.size() > kMaxTailFiles ||
-      request.max_bytes > kMaxTailBytes || request.depth > kMaxTailDepth) {
+  std::string payload =
+      EncodePayload(TailFilesMessage{.user = request.user,
+                                     .dir = request.dir,
+                                     .suffix = request.suffix,
+                                     .depth = request.depth,
+                                     .max_bytes = request.max_bytes,
+                                     .offsets = {request.offsets.begin(), request.offsets.end()}});
+  if (payload.size() > kMaxPayload || request.offsets.size() > kMaxTailFiles ||
+      request.max_bytes > kMaxTailBytes || request.depth > kMaxTailDepth ||
+      request.suffix.size() > kMaxTailSuffixBytes) {
     return absl::InvalidArgumentError("tail request over the protocol's limits");
   }
   // Each record adds at most a name and 24 bytes of framing to the content asked for.
   absl::StatusOr<std::string> answer =
-      Collect(FrameType::kTailFiles, w.bytes(), request.max_bytes + kMaxTailFiles * (4096 + 24),
+      Collect(FrameType::kTailFiles, payload, request.max_bytes + kMaxTailFiles * (4096 + 24),
               "the files under " + request.dir, deadline);
   if (!answer.ok()) return answer.status();
   std::vector<TailRecord> records;
@@ -852,7 +829,7 @@ absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
     Stream& s = streams_[id];
     if (s.done) {
       GuestMetrics m;
-      if (!DecodeMetrics(s.metrics, &m)) {
+      if (!DecodePayload(s.metrics, &m)) {
         absl::Status status = absl::DataLossError("the guest sent malformed metrics");
         lock.unlock();
         Fail(status);

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/common/channel_frame.h"
+#include "src/common/channel_messages.h"
 #include "src/common/unique_fd.h"
 
 namespace airlock {
@@ -205,9 +205,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // each stream's flow control and checks its frames; the handler sees only valid ones.
   void RegisterGuestStreamKind(FrameType opens, std::shared_ptr<GuestStreamHandler> handler);
   // Answers a kDnsQuery stream, which ends it.
-  [[nodiscard]] absl::Status AnswerDns(uint32_t id, DnsVerdict verdict,
-                                       const std::vector<uint16_t>& ports,
-                                       std::string_view message);
+  [[nodiscard]] absl::Status AnswerDns(uint32_t id, const DnsAnswerMessage& answer);
   // Sends connection bytes within the guest's window, in frames of at most kMaxPayload;
   // returns how many it sent (0 when the window is closed: wait for OnWindow).
   [[nodiscard]] absl::StatusOr<size_t> SendGuestData(uint32_t id, std::string_view data);
@@ -215,9 +213,10 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   [[nodiscard]] absl::Status GrantGuestData(uint32_t id, uint32_t bytes);
   [[nodiscard]] absl::Status EndGuestData(uint32_t id);
   // Aborts a connection; the stream is done (OnReset does not follow).
-  [[nodiscard]] absl::Status ResetGuestStream(uint32_t id, uint32_t code, std::string_view message);
-  // Sends a kNetPolicy payload (address rules; the guest asks again about its names).
-  [[nodiscard]] absl::Status SendNetPolicy(std::string_view payload);
+  [[nodiscard]] absl::Status ResetGuestStream(uint32_t id, const ResetMessage& reset);
+  // Sends the session's address rules (the guest asks again about its names); InvalidArgument
+  // if they do not fit in one frame.
+  [[nodiscard]] absl::Status SendNetPolicy(const NetPolicyMessage& policy);
 
   // The failure, or OK while the channel works.
   absl::Status status() const;
@@ -260,8 +259,11 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after);
   // Forgets every guest stream and tells the handler (a pause, or the channel's end).
   void DropGuestStreams(const std::string& why);
-  absl::Status AnswerRefusal(uint32_t id, std::string_view why);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
+  template <typename Message>
+  absl::Status SendMessage(uint32_t stream, const Message& m) {
+    return Send(Message::kType, stream, EncodePayload(m));
+  }
   absl::StatusOr<uint32_t> OpenStream();
   void CloseStream(uint32_t id);
   absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);

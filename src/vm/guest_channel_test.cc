@@ -288,7 +288,7 @@ TEST(GuestChannelTest, FileAndMetricsRequests) {
     Frame metrics = g.ReceiveRequest();
     GuestMetrics m;
     m.processes = 5;
-    g.Send(FrameType::kMetrics, metrics.stream, EncodeMetrics(m));
+    g.Send(FrameType::kMetrics, metrics.stream, EncodePayload(m));
   });
   absl::Time deadline = absl::Now() + absl::Seconds(5);
   EXPECT_TRUE(g.channel_->WriteFile("/x", 0644, "content", deadline).ok());

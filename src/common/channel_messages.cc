@@ -1,0 +1,307 @@
+#include "src/common/channel_messages.h"
+
+#include <algorithm>
+
+#include "src/common/workspace_change.h"  // IsCleanRelativePath
+
+namespace airlock {
+namespace {
+
+std::string_view Cut(std::string_view s, size_t cap) { return s.substr(0, cap); }
+
+bool ValidPort(uint32_t port) { return port >= 1 && port <= 65535; }
+
+bool ValidTerminal(uint32_t rows, uint32_t cols) {
+  return rows >= 1 && cols >= 1 && rows <= kMaxTerminalSide && cols <= kMaxTerminalSide;
+}
+
+// At most kMaxRulePorts of them.
+PayloadWriter& Ports(PayloadWriter& w, const std::vector<uint16_t>& ports) {
+  size_t count = std::min<size_t>(ports.size(), kMaxRulePorts);
+  w.U32(static_cast<uint32_t>(count));
+  for (size_t i = 0; i < count; ++i) w.U32(ports[i]);
+  return w;
+}
+
+bool ReadPorts(PayloadReader& r, std::vector<uint16_t>* ports) {
+  uint32_t count;
+  if (!r.U32(&count) || count > kMaxRulePorts) return false;
+  ports->clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t port;
+    if (!r.U32(&port) || !ValidPort(port)) return false;
+    ports->push_back(static_cast<uint16_t>(port));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodePayload(const SyncMessage& m) {
+  PayloadWriter w;
+  w.I64(m.seconds).U32(m.nanoseconds).Str(m.entropy).U32(m.pids_max).Str(m.hostname).U32(m.flags);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, SyncMessage* m) {
+  PayloadReader r(payload);
+  return r.I64(&m->seconds) && r.U32(&m->nanoseconds) && r.Str(&m->entropy) &&
+         r.U32(&m->pids_max) && r.Str(&m->hostname) && r.U32(&m->flags) && r.AtEnd() &&
+         m->nanoseconds < 1000000000 && m->entropy.size() <= kMaxSyncEntropy &&
+         m->hostname.size() <= kMaxHostnameBytes;
+}
+
+std::string EncodePayload(const ReadyMessage& m) {
+  PayloadWriter w;
+  w.U32(m.highest_stream).U32(m.highest_guest_stream).Str(Cut(m.problem, kMaxReasonBytes));
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, ReadyMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->highest_stream) && r.U32(&m->highest_guest_stream) && r.Str(&m->problem) &&
+         r.AtEnd() && m->highest_stream < (1u << 31) && m->highest_guest_stream < (1u << 31) &&
+         m->highest_guest_stream % 2 == 0 && m->problem.size() <= kMaxReasonBytes;
+}
+
+std::string EncodePayload(const ExecStartMessage& m) {
+  PayloadWriter w;
+  w.StrList(m.argv).StrList(m.env).Str(m.cwd).U32(m.flags).Str(m.user).U32(m.rows).U32(m.cols);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, ExecStartMessage* m) {
+  PayloadReader r(payload);
+  return r.StrList(&m->argv) && r.StrList(&m->env) && r.Str(&m->cwd) && r.U32(&m->flags) &&
+         r.Str(&m->user) && r.U32(&m->rows) && r.U32(&m->cols) && r.AtEnd() && !m->argv.empty() &&
+         m->argv.size() + m->env.size() <= kMaxListItems &&
+         ((m->flags & kExecFlagTty) == 0 || ValidTerminal(m->rows, m->cols));
+}
+
+std::string EncodePayload(const ExitMessage& m) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(m.kind)).I32(m.code).Str(Cut(m.message, kMaxExitMessageBytes));
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, ExitMessage* m) {
+  PayloadReader r(payload);
+  uint32_t kind;
+  if (!(r.U32(&kind) && r.I32(&m->code) && r.Str(&m->message) && r.AtEnd()) ||
+      kind > static_cast<uint32_t>(ExitKind::kFailed) || m->message.size() > kMaxExitMessageBytes) {
+    return false;
+  }
+  m->kind = static_cast<ExitKind>(kind);
+  // Anything else is a peer making numbers up (and 128 + code would overflow).
+  switch (m->kind) {
+    case ExitKind::kExited:
+      return m->code >= 0 && m->code <= 255;
+    case ExitKind::kSignaled:
+      return m->code >= 1 && m->code <= kMaxSignal;
+    default:
+      return m->code >= 0 && m->code < 4096;
+  }
+}
+
+std::string EncodePayload(const SignalMessage& m) { return PayloadWriter().I32(m.signal).bytes(); }
+
+bool DecodePayload(std::string_view payload, SignalMessage* m) {
+  PayloadReader r(payload);
+  return r.I32(&m->signal) && r.AtEnd() && m->signal >= 1 && m->signal <= kMaxSignal;
+}
+
+std::string EncodePayload(const WindowMessage& m) { return PayloadWriter().U32(m.bytes).bytes(); }
+
+bool DecodePayload(std::string_view payload, WindowMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->bytes) && r.AtEnd();
+}
+
+std::string EncodePayload(const ResizeMessage& m) {
+  return PayloadWriter().U32(m.rows).U32(m.cols).bytes();
+}
+
+bool DecodePayload(std::string_view payload, ResizeMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->rows) && r.U32(&m->cols) && r.AtEnd() && ValidTerminal(m->rows, m->cols);
+}
+
+std::string EncodePayload(const FileWriteMessage& m) {
+  return PayloadWriter().Str(m.path).U32(m.mode).bytes();
+}
+
+bool DecodePayload(std::string_view payload, FileWriteMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->path) && r.U32(&m->mode) && r.AtEnd();
+}
+
+std::string EncodePayload(const FileReadMessage& m) { return PayloadWriter().Str(m.path).bytes(); }
+
+bool DecodePayload(std::string_view payload, FileReadMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->path) && r.AtEnd();
+}
+
+std::string EncodePayload(const TailFilesMessage& m) {
+  PayloadWriter w;
+  w.Str(m.user).Str(m.dir).Str(m.suffix).U32(m.depth).U32(m.max_bytes);
+  w.U32(static_cast<uint32_t>(m.offsets.size()));
+  for (const auto& [name, offset] : m.offsets) w.Str(name).U64(offset);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, TailFilesMessage* m) {
+  PayloadReader r(payload);
+  uint32_t count;
+  if (!(r.Str(&m->user) && r.Str(&m->dir) && r.Str(&m->suffix) && r.U32(&m->depth) &&
+        r.U32(&m->max_bytes) && r.U32(&count)) ||
+      count > kMaxTailFiles || m->depth > kMaxTailDepth || m->max_bytes > kMaxTailBytes ||
+      m->suffix.size() > kMaxTailSuffixBytes) {
+    return false;
+  }
+  m->offsets.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string name;
+    uint64_t offset;
+    if (!r.Str(&name) || !r.U64(&offset)) return false;
+    m->offsets.emplace_back(std::move(name), offset);
+  }
+  return r.AtEnd();
+}
+
+std::string EncodePayload(const ProtocolErrorMessage& m) {
+  return PayloadWriter().Str(Cut(m.message, kMaxReasonBytes)).bytes();
+}
+
+bool DecodePayload(std::string_view payload, ProtocolErrorMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->message) && r.AtEnd() && m->message.size() <= kMaxReasonBytes;
+}
+
+std::string EncodePayload(const DnsQueryMessage& m) {
+  return PayloadWriter().Str(m.name).U32(m.qtype).bytes();
+}
+
+bool DecodePayload(std::string_view payload, DnsQueryMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->name) && r.U32(&m->qtype) && r.AtEnd() && !m->name.empty() &&
+         m->name.size() <= kMaxDnsNameBytes;
+}
+
+std::string EncodePayload(const DnsAnswerMessage& m) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(m.verdict));
+  Ports(w, m.ports).Str(Cut(m.message, kMaxReasonBytes));
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, DnsAnswerMessage* m) {
+  PayloadReader r(payload);
+  uint32_t verdict;
+  if (!r.U32(&verdict) || verdict > static_cast<uint32_t>(DnsVerdict::kFailed)) return false;
+  m->verdict = static_cast<DnsVerdict>(verdict);
+  return ReadPorts(r, &m->ports) && r.Str(&m->message) && r.AtEnd() &&
+         m->message.size() <= kMaxReasonBytes;
+}
+
+std::string EncodePayload(const ConnectMessage& m) {
+  return PayloadWriter().Str(m.name).Str(m.address).U32(m.port).bytes();
+}
+
+bool DecodePayload(std::string_view payload, ConnectMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->name) && r.Str(&m->address) && r.U32(&m->port) && r.AtEnd() &&
+         (m->address.size() == 4 || m->address.size() == 16) && ValidPort(m->port) &&
+         m->name.size() <= kMaxDnsNameBytes;
+}
+
+std::string EncodePayload(const ResetMessage& m) {
+  return PayloadWriter().U32(m.code).Str(Cut(m.message, kMaxReasonBytes)).bytes();
+}
+
+bool DecodePayload(std::string_view payload, ResetMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->code) && r.Str(&m->message) && r.AtEnd() && m->message.size() <= kMaxReasonBytes;
+}
+
+std::string EncodePayload(const NetPolicyMessage& m) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(m.rules.size()));
+  for (const AddressRuleMessage& rule : m.rules)
+    Ports(w.Str(rule.base).U32(rule.prefix), rule.ports);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, NetPolicyMessage* m) {
+  PayloadReader r(payload);
+  uint32_t count;
+  if (!r.U32(&count) || count > kMaxListItems) return false;
+  m->rules.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    AddressRuleMessage rule;
+    if (!r.Str(&rule.base) || rule.base.size() != 4 || !r.U32(&rule.prefix) || rule.prefix > 32 ||
+        !ReadPorts(r, &rule.ports)) {
+      return false;
+    }
+    m->rules.push_back(std::move(rule));
+  }
+  return r.AtEnd();
+}
+
+std::string EncodePayload(const GuestMetrics& m) {
+  PayloadWriter w;
+  w.U64(m.cpu_busy_ticks).U64(m.cpu_total_ticks).U64(m.ticks_per_second).U64(m.vcpus);
+  w.U64(m.memory_total_bytes).U64(m.memory_available_bytes).U64(m.processes);
+  w.U64(m.disk_total_bytes).U64(m.disk_used_bytes).U64(m.uptime_ms);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, GuestMetrics* m) {
+  PayloadReader r(payload);
+  r.U64(&m->cpu_busy_ticks) && r.U64(&m->cpu_total_ticks) && r.U64(&m->ticks_per_second) &&
+      r.U64(&m->vcpus) && r.U64(&m->memory_total_bytes) && r.U64(&m->memory_available_bytes) &&
+      r.U64(&m->processes) && r.U64(&m->disk_total_bytes) && r.U64(&m->disk_used_bytes) &&
+      r.U64(&m->uptime_ms);
+  return r.AtEnd();
+}
+
+std::string EncodeTailRecord(const TailRecord& r) {
+  PayloadWriter w;
+  w.Str(r.name).U64(r.size).U64(r.offset).Str(r.bytes);
+  return w.bytes();
+}
+
+bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
+                       std::string* error) {
+  out->clear();
+  PayloadReader r(answer);
+  uint64_t content = 0;
+  while (!r.AtEnd()) {
+    TailRecord t;
+    if (!(r.Str(&t.name) && r.U64(&t.size) && r.U64(&t.offset) && r.Str(&t.bytes))) {
+      *error = "a record is cut short";
+      return false;
+    }
+    if (out->size() == kMaxTailFiles) {
+      *error = "more files than asked for";
+      return false;
+    }
+    if (!IsCleanRelativePath(t.name)) {
+      *error = "a file name is not a clean relative path";
+      return false;
+    }
+    if (t.offset > t.size || t.bytes.size() > t.size - t.offset) {
+      *error = "a file's bytes go beyond its size";
+      return false;
+    }
+    content += t.bytes.size();
+    if (content > max_bytes) {
+      *error = "more content than asked for";
+      return false;
+    }
+    out->push_back(std::move(t));
+  }
+  return true;
+}
+
+}  // namespace airlock

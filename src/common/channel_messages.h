@@ -1,0 +1,273 @@
+// The payloads of the host <-> guest channel's frames (channel_frame.h): one struct per frame
+// type that carries one, and one encoder and one decoder for each, shared by the host
+// (src/vm/, src/net/), the guest agent (src/guest/) and the fake guest (src/testing/).
+//
+// DecodePayload is the only place a payload's bytes are read: it refuses (returns false) a
+// payload that is cut short, has bytes left over, or has a field outside the protocol's caps
+// and ranges stated on each struct, so a caller sees only messages the protocol allows. What a
+// field means to one side (an absolute path, a clean directory) is that side's to check.
+// EncodePayload writes what DecodePayload reads: a payload decoded and encoded again is the
+// same bytes. Free-text fields (messages, reasons) and lists of ports are cut to their caps
+// when encoded; every other field is the caller's to keep within its caps.
+//
+// Depends on nothing but channel_frame.h and the C++ standard library (the agent links it).
+#ifndef AIRLOCK_COMMON_CHANNEL_MESSAGES_H_
+#define AIRLOCK_COMMON_CHANNEL_MESSAGES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "src/common/channel_frame.h"
+
+namespace airlock {
+
+// Caps of the free-text fields.
+inline constexpr size_t kMaxReasonBytes = 1024;       // kReady's problem, kReset, kDnsAnswer
+inline constexpr size_t kMaxExitMessageBytes = 4096;  // kExit
+// kSync's fields.
+inline constexpr size_t kMaxSyncEntropy = 512;
+inline constexpr size_t kMaxHostnameBytes = 64;
+// A DNS name (kDnsQuery, kConnect), without its trailing dot.
+inline constexpr size_t kMaxDnsNameBytes = 253;
+// Signal numbers (kSignal, kExit of a signaled process).
+inline constexpr int32_t kMaxSignal = 64;
+
+// kSync: nanoseconds < 10^9, entropy at most kMaxSyncEntropy, hostname at most
+// kMaxHostnameBytes.
+struct SyncMessage {
+  static constexpr FrameType kType = FrameType::kSync;
+  int64_t seconds = 0;  // unix time
+  uint32_t nanoseconds = 0;
+  std::string entropy;
+  uint32_t pids_max = 0;  // 0: no limit
+  std::string hostname;   // empty: keep
+  uint32_t flags = 0;     // kSync*
+  bool operator==(const SyncMessage&) const = default;
+};
+
+// kReady: both stream ids below 2^31, the guest's even; problem at most kMaxReasonBytes.
+struct ReadyMessage {
+  static constexpr FrameType kType = FrameType::kReady;
+  uint32_t highest_stream = 0;        // the highest stream id the guest has seen
+  uint32_t highest_guest_stream = 0;  // the highest it opened itself
+  std::string problem;                // what the guest could not set up; empty: nothing
+  bool operator==(const ReadyMessage&) const = default;
+};
+
+// kExecStart: argv not empty, at most kMaxListItems strings in argv and env together; with
+// kExecFlagTty, rows and cols within 1..kMaxTerminalSide.
+struct ExecStartMessage {
+  static constexpr FrameType kType = FrameType::kExecStart;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+  std::string cwd;
+  uint32_t flags = 0;  // kExecFlag*
+  std::string user;    // empty: root
+  uint32_t rows = 0, cols = 0;
+  bool operator==(const ExecStartMessage&) const = default;
+};
+
+// kExit: code an exit status (0..255) for kExited, a signal (1..kMaxSignal) for kSignaled, an
+// errno (0..4095) otherwise; message at most kMaxExitMessageBytes.
+struct ExitMessage {
+  static constexpr FrameType kType = FrameType::kExit;
+  ExitKind kind = ExitKind::kExited;
+  int32_t code = 0;
+  std::string message;
+  bool operator==(const ExitMessage&) const = default;
+};
+
+// kSignal: 1..kMaxSignal.
+struct SignalMessage {
+  static constexpr FrameType kType = FrameType::kSignal;
+  int32_t signal = 0;
+  bool operator==(const SignalMessage&) const = default;
+};
+
+// kWindow.
+struct WindowMessage {
+  static constexpr FrameType kType = FrameType::kWindow;
+  uint32_t bytes = 0;  // more the sender will accept
+  bool operator==(const WindowMessage&) const = default;
+};
+
+// kResize: rows and cols within 1..kMaxTerminalSide.
+struct ResizeMessage {
+  static constexpr FrameType kType = FrameType::kResize;
+  uint32_t rows = 0, cols = 0;
+  bool operator==(const ResizeMessage&) const = default;
+};
+
+// kFileWrite.
+struct FileWriteMessage {
+  static constexpr FrameType kType = FrameType::kFileWrite;
+  std::string path;
+  uint32_t mode = 0;
+  bool operator==(const FileWriteMessage&) const = default;
+};
+
+// kFileRead.
+struct FileReadMessage {
+  static constexpr FrameType kType = FrameType::kFileRead;
+  std::string path;
+  bool operator==(const FileReadMessage&) const = default;
+};
+
+// kTailFiles's limits.
+inline constexpr uint32_t kMaxTailDepth = 4;
+inline constexpr uint32_t kMaxTailBytes = 4 << 20;
+inline constexpr uint32_t kMaxTailFiles = 256;
+inline constexpr size_t kMaxTailSuffixBytes = 64;
+
+// kTailFiles: depth at most kMaxTailDepth, max_bytes at most kMaxTailBytes, suffix at most
+// kMaxTailSuffixBytes, at most kMaxTailFiles files already read.
+struct TailFilesMessage {
+  static constexpr FrameType kType = FrameType::kTailFiles;
+  std::string user;
+  std::string dir;
+  std::string suffix;
+  uint32_t depth = 0;
+  uint32_t max_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> offsets;  // name (relative to dir), offset
+  bool operator==(const TailFilesMessage&) const = default;
+};
+
+// kProtocolError.
+struct ProtocolErrorMessage {
+  static constexpr FrameType kType = FrameType::kProtocolError;
+  std::string message;  // at most kMaxReasonBytes
+  bool operator==(const ProtocolErrorMessage&) const = default;
+};
+
+// kDnsQuery: name not empty, at most kMaxDnsNameBytes.
+struct DnsQueryMessage {
+  static constexpr FrameType kType = FrameType::kDnsQuery;
+  std::string name;
+  uint32_t qtype = 0;
+  bool operator==(const DnsQueryMessage&) const = default;
+};
+
+// kDnsAnswer: a known verdict, at most kMaxRulePorts ports each within 1..65535, message at most
+// kMaxReasonBytes.
+struct DnsAnswerMessage {
+  static constexpr FrameType kType = FrameType::kDnsAnswer;
+  DnsVerdict verdict = DnsVerdict::kFailed;
+  std::vector<uint16_t> ports;
+  std::string message;  // why it was denied
+  bool operator==(const DnsAnswerMessage&) const = default;
+};
+
+// kConnect: address 4 or 16 bytes, port within 1..65535, name at most kMaxDnsNameBytes.
+struct ConnectMessage {
+  static constexpr FrameType kType = FrameType::kConnect;
+  std::string name;     // the name whose synthetic address was dialed; empty: an address rule
+  std::string address;  // network byte order
+  uint32_t port = 0;
+  bool operator==(const ConnectMessage&) const = default;
+};
+
+// kReset: message at most kMaxReasonBytes.
+struct ResetMessage {
+  static constexpr FrameType kType = FrameType::kReset;
+  uint32_t code = 0;  // an errno
+  std::string message;
+  bool operator==(const ResetMessage&) const = default;
+};
+
+// One address rule of kNetPolicy: base 4 bytes (network byte order), prefix at most 32, at most
+// kMaxRulePorts ports each within 1..65535.
+struct AddressRuleMessage {
+  std::string base;
+  uint32_t prefix = 0;
+  std::vector<uint16_t> ports;
+  bool operator==(const AddressRuleMessage&) const = default;
+};
+
+// kNetPolicy: at most kMaxListItems rules.
+struct NetPolicyMessage {
+  static constexpr FrameType kType = FrameType::kNetPolicy;
+  std::vector<AddressRuleMessage> rules;
+  bool operator==(const NetPolicyMessage&) const = default;
+};
+
+// kMetrics: guest resource usage, sampled by the agent.
+struct GuestMetrics {
+  static constexpr FrameType kType = FrameType::kMetrics;
+  uint64_t cpu_busy_ticks = 0;    // /proc/stat user+nice+system+irq+softirq+steal
+  uint64_t cpu_total_ticks = 0;   // the above plus idle and iowait
+  uint64_t ticks_per_second = 0;  // sysconf(_SC_CLK_TCK)
+  uint64_t vcpus = 0;
+  uint64_t memory_total_bytes = 0;
+  uint64_t memory_available_bytes = 0;
+  uint64_t processes = 0;
+  uint64_t disk_total_bytes = 0;  // the writable layer
+  uint64_t disk_used_bytes = 0;
+  uint64_t uptime_ms = 0;
+  bool operator==(const GuestMetrics&) const = default;
+};
+
+std::string EncodePayload(const SyncMessage& m);
+std::string EncodePayload(const ReadyMessage& m);
+std::string EncodePayload(const ExecStartMessage& m);
+std::string EncodePayload(const ExitMessage& m);
+std::string EncodePayload(const SignalMessage& m);
+std::string EncodePayload(const WindowMessage& m);
+std::string EncodePayload(const ResizeMessage& m);
+std::string EncodePayload(const FileWriteMessage& m);
+std::string EncodePayload(const FileReadMessage& m);
+std::string EncodePayload(const TailFilesMessage& m);
+std::string EncodePayload(const ProtocolErrorMessage& m);
+std::string EncodePayload(const DnsQueryMessage& m);
+std::string EncodePayload(const DnsAnswerMessage& m);
+std::string EncodePayload(const ConnectMessage& m);
+std::string EncodePayload(const ResetMessage& m);
+std::string EncodePayload(const NetPolicyMessage& m);
+std::string EncodePayload(const GuestMetrics& m);
+
+[[nodiscard]] bool DecodePayload(std::string_view payload, SyncMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ReadyMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ExecStartMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ExitMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, SignalMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, WindowMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ResizeMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, FileWriteMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, FileReadMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, TailFilesMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ProtocolErrorMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, DnsQueryMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, DnsAnswerMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ConnectMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, ResetMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, NetPolicyMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, GuestMetrics* m);
+
+// A whole frame carrying m, on `stream`.
+template <typename Message>
+std::string EncodeMessageFrame(uint32_t stream, const Message& m) {
+  return EncodeFrame(Message::kType, stream, EncodePayload(m));
+}
+
+// One file's news in a kTailFiles answer: its name (relative to the directory), its size now,
+// and its bytes from offset (the host's, or 0 if the file is new to it or shrank) on.
+struct TailRecord {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+  std::string bytes;
+};
+// string name, u64 size, u64 offset, string bytes.
+std::string EncodeTailRecord(const TailRecord& r);
+// A whole kTailFiles answer (the concatenated kStdout payloads): false, with why, on anything
+// malformed: a record cut short, more than kMaxTailFiles, names empty, absolute, with a "."
+// or ".." component, a NUL, or over 4096 bytes, bytes beyond size or offset, or more than
+// max_bytes of content in all.
+bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
+                       std::string* error);
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_COMMON_CHANNEL_MESSAGES_H_

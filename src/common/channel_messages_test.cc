@@ -1,0 +1,152 @@
+#include "src/common/channel_messages.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace airlock {
+namespace {
+
+// m encodes to bytes that decode to m again.
+template <typename Message>
+void ExpectRoundTrip(const Message& m) {
+  std::string bytes = EncodePayload(m);
+  Message back;
+  ASSERT_TRUE(DecodePayload(bytes, &back)) << static_cast<int>(Message::kType);
+  EXPECT_TRUE(back == m) << static_cast<int>(Message::kType);
+  // Cut short by a byte, or with one left over: refused.
+  EXPECT_FALSE(DecodePayload(bytes.substr(0, bytes.size() - 1), &back));
+  EXPECT_FALSE(DecodePayload(bytes + "x", &back));
+}
+
+// m's encoding is refused: a field is outside the protocol's caps.
+template <typename Message>
+bool Refused(const Message& m) {
+  Message back;
+  return !DecodePayload(EncodePayload(m), &back);
+}
+
+TEST(ChannelMessagesTest, EveryKindRoundTrips) {
+  ExpectRoundTrip(SyncMessage{.seconds = -5,
+                              .nanoseconds = 999999999,
+                              .entropy = std::string(kMaxSyncEntropy, 'e'),
+                              .pids_max = 64,
+                              .hostname = "box",
+                              .flags = kSyncMountWorkspace});
+  ExpectRoundTrip(ReadyMessage{.highest_stream = 7, .highest_guest_stream = 8, .problem = "p"});
+  ExpectRoundTrip(ExecStartMessage{.argv = {"sh", "-c", "true"},
+                                   .env = {"A=b"},
+                                   .cwd = "/tmp",
+                                   .flags = kExecFlagStdin | kExecFlagTty,
+                                   .user = "1000:1000",
+                                   .rows = 24,
+                                   .cols = 80});
+  ExpectRoundTrip(ExitMessage{.kind = ExitKind::kSignaled, .code = 9, .message = ""});
+  ExpectRoundTrip(ExitMessage{.kind = ExitKind::kFailed, .code = ENOENT, .message = "gone"});
+  ExpectRoundTrip(SignalMessage{.signal = 15});
+  ExpectRoundTrip(WindowMessage{.bytes = kInitialWindow});
+  ExpectRoundTrip(ResizeMessage{.rows = 50, .cols = 132});
+  ExpectRoundTrip(FileWriteMessage{.path = "/etc/x", .mode = 0600});
+  ExpectRoundTrip(FileReadMessage{.path = "/etc/x"});
+  ExpectRoundTrip(TailFilesMessage{.user = "agent",
+                                   .dir = ".claude/projects",
+                                   .suffix = ".jsonl",
+                                   .depth = 2,
+                                   .max_bytes = 1 << 20,
+                                   .offsets = {{"a/b.jsonl", 10}, {"c.jsonl", 0}}});
+  ExpectRoundTrip(ProtocolErrorMessage{"bad"});
+  ExpectRoundTrip(DnsQueryMessage{.name = "pypi.org", .qtype = 1});
+  ExpectRoundTrip(
+      DnsAnswerMessage{.verdict = DnsVerdict::kAllowed, .ports = {80, 443}, .message = ""});
+  ExpectRoundTrip(ConnectMessage{.name = "", .address = std::string(16, '\1'), .port = 22});
+  ExpectRoundTrip(ResetMessage{.code = 111, .message = "refused"});
+  ExpectRoundTrip(
+      NetPolicyMessage{.rules = {{.base = std::string("\x0a\0\0\0", 4), .prefix = 8, .ports = {22}},
+                                 {.base = "abcd", .prefix = 32}}});
+  ExpectRoundTrip(GuestMetrics{.cpu_busy_ticks = 1, .memory_total_bytes = 2, .uptime_ms = 3});
+}
+
+// What no peer may send, each refused by the decoder (so neither side ever acts on it).
+TEST(ChannelMessagesTest, FieldsOutsideTheProtocolsCapsAreRefused) {
+  EXPECT_TRUE(Refused(SyncMessage{.nanoseconds = 1000000000}));
+  EXPECT_TRUE(Refused(SyncMessage{.entropy = std::string(kMaxSyncEntropy + 1, 'e')}));
+  EXPECT_TRUE(Refused(SyncMessage{.hostname = std::string(kMaxHostnameBytes + 1, 'h')}));
+  EXPECT_TRUE(Refused(ReadyMessage{.highest_stream = 1u << 31}));
+  EXPECT_TRUE(Refused(ReadyMessage{.highest_guest_stream = 3}));  // guest ids are even
+  EXPECT_TRUE(Refused(ExecStartMessage{}));                       // no argv
+  EXPECT_TRUE(Refused(ExecStartMessage{.argv = {"sh"}, .flags = kExecFlagTty, .rows = 0}));
+  EXPECT_TRUE(
+      Refused(ExecStartMessage{.argv = {"sh"}, .flags = kExecFlagTty, .rows = 1, .cols = 10001}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kExited, .code = 256}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kExited, .code = -1}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kSignaled, .code = 0}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kSignaled, .code = kMaxSignal + 1}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kFailed, .code = 4096}));
+  EXPECT_TRUE(Refused(ExitMessage{.kind = static_cast<ExitKind>(4)}));
+  EXPECT_TRUE(Refused(SignalMessage{.signal = 0}));
+  EXPECT_TRUE(Refused(SignalMessage{.signal = kMaxSignal + 1}));
+  EXPECT_TRUE(Refused(ResizeMessage{.rows = 0, .cols = 80}));
+  EXPECT_TRUE(Refused(TailFilesMessage{.depth = kMaxTailDepth + 1}));
+  EXPECT_TRUE(Refused(TailFilesMessage{.max_bytes = kMaxTailBytes + 1}));
+  EXPECT_TRUE(Refused(TailFilesMessage{.suffix = std::string(kMaxTailSuffixBytes + 1, 's')}));
+  TailFilesMessage many;
+  for (uint32_t i = 0; i <= kMaxTailFiles; ++i) many.offsets.emplace_back("f", i);
+  EXPECT_TRUE(Refused(many));
+  EXPECT_TRUE(Refused(DnsQueryMessage{.name = ""}));
+  EXPECT_TRUE(Refused(DnsQueryMessage{.name = std::string(kMaxDnsNameBytes + 1, 'a')}));
+  EXPECT_TRUE(Refused(DnsAnswerMessage{.verdict = static_cast<DnsVerdict>(4)}));
+  EXPECT_TRUE(Refused(DnsAnswerMessage{.verdict = DnsVerdict::kAllowed, .ports = {0}}));
+  EXPECT_TRUE(Refused(ConnectMessage{.address = "abc", .port = 80}));
+  EXPECT_TRUE(Refused(ConnectMessage{.address = "abcd", .port = 0}));
+  EXPECT_TRUE(Refused(ConnectMessage{.address = "abcd", .port = 65536}));
+  EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abc", .prefix = 8}}}));
+  EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abcd", .prefix = 33}}}));
+  EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abcd", .prefix = 8, .ports = {0}}}}));
+}
+
+// A peer's list count is checked before it sizes anything, and ports beyond kMaxRulePorts are
+// refused on the wire (the encoder never writes them).
+TEST(ChannelMessagesTest, ListsAreCappedBeforeTheyAreRead) {
+  std::string ports = PayloadWriter().U32(0).U32(kMaxRulePorts + 1).bytes();
+  for (uint32_t i = 0; i <= kMaxRulePorts; ++i) ports += PayloadWriter().U32(80).bytes();
+  DnsAnswerMessage answer;
+  EXPECT_FALSE(DecodePayload(ports + PayloadWriter().Str("").bytes(), &answer));
+  NetPolicyMessage policy;
+  EXPECT_FALSE(DecodePayload(PayloadWriter().U32(kMaxListItems + 1).bytes(), &policy));
+  DnsAnswerMessage many{.verdict = DnsVerdict::kAllowed,
+                        .ports = std::vector<uint16_t>(kMaxRulePorts + 5, 443)};
+  ASSERT_TRUE(DecodePayload(EncodePayload(many), &answer));
+  EXPECT_EQ(answer.ports.size(), kMaxRulePorts);
+}
+
+// Free text is cut to its cap when encoded, so a long reason never breaks the channel.
+TEST(ChannelMessagesTest, FreeTextIsCutToItsCap) {
+  std::string long_text(10000, 'r');
+  ResetMessage reset;
+  ASSERT_TRUE(DecodePayload(EncodePayload(ResetMessage{.code = 1, .message = long_text}), &reset));
+  EXPECT_EQ(reset.message.size(), kMaxReasonBytes);
+  ExitMessage exit;
+  ASSERT_TRUE(DecodePayload(
+      EncodePayload(ExitMessage{.kind = ExitKind::kFailed, .code = 5, .message = long_text}),
+      &exit));
+  EXPECT_EQ(exit.message.size(), kMaxExitMessageBytes);
+  ReadyMessage ready;
+  ASSERT_TRUE(DecodePayload(EncodePayload(ReadyMessage{.problem = long_text}), &ready));
+  EXPECT_EQ(ready.problem.size(), kMaxReasonBytes);
+}
+
+TEST(ChannelMessagesTest, AMessageFrameCarriesItsType) {
+  std::string bytes = EncodeMessageFrame(5, WindowMessage{.bytes = 9});
+  std::span<const uint8_t> input(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  FrameParser parser;
+  Frame frame;
+  ASSERT_EQ(parser.Next(&input, &frame), FrameParser::Result::kFrame);
+  EXPECT_EQ(frame.type, FrameType::kWindow);
+  EXPECT_EQ(frame.stream, 5u);
+  WindowMessage window;
+  ASSERT_TRUE(DecodePayload(frame.payload, &window));
+  EXPECT_EQ(window.bytes, 9u);
+}
+
+}  // namespace
+}  // namespace airlock
