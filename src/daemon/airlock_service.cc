@@ -709,8 +709,7 @@ grpc::Status ImagesService::List(grpc::ServerContext* context, const v1::ListIma
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   // The operator's images and the caller's own pulls; never another tenant's names.
-  absl::StatusOr<std::vector<ImageInfo>> images =
-      ImageStore(paths_.images, who->ImageScope()).List();
+  absl::StatusOr<std::vector<ImageInfo>> images = sessions_->images().For(*who).List();
   if (!images.ok()) return ToGrpc(images.status());
   for (const ImageInfo& i : *images) ToProto(i, response->add_images());
   return grpc::Status::OK;
@@ -725,17 +724,6 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
     return ToGrpc(absl::InvalidArgumentError(
         "name an image to pull, like python:3.11-slim or ghcr.io/org/tool:1"));
   }
-  ImageStore images(paths_.images, who->ImageScope());
-  v1::ImageProgress last;
-  if (request->if_missing()) {
-    absl::StatusOr<ImageInfo> there = images.Resolve(ref);
-    if (there.ok()) {
-      ToProto(*there, last.mutable_image());
-      writer->Write(last);
-      return grpc::Status::OK;
-    }
-    if (!absl::IsNotFound(there.status())) return ToGrpc(there.status());
-  }
   // At most ten progress messages a second. A client that goes away does not stop the pull:
   // the blobs are the store's, and the next pull of them is free.
   absl::Time shown = absl::InfinitePast();
@@ -749,24 +737,10 @@ grpc::Status ImagesService::Pull(grpc::ServerContext* context, const v1::PullIma
     p.set_total_bytes(total);
     listening = !context->IsCancelled() && writer->Write(p);
   };
-  RegistryAccess access = sessions_->RegistryAccessFor(*who);
-  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(*who);
-  telemetry::Span span("pull");
-  span.SetAttribute("airlock.image", ref);
-  sessions_->counters().image_pulls++;
-  absl::StatusOr<ImageInfo> info = request->if_missing()
-                                       ? images.ResolveOrPull(ref, progress, access)
-                                       : images.Pull(ref, progress, access);
-  if (!info.ok()) span.SetError(std::string(info.status().message()));
-  span.End();
-  if (info.ok()) {
-    if (absl::Status s = within_quota(*info); !s.ok()) info = s;
-  }
-  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.pull", ref,
-                            info.ok() ? absl::StrCat("ok; ", info->digest)
-                                      : absl::StrCat("failed: ", info.status().message())),
-              absl::StrCat("image pull of ", ref, " not audited"));
+  absl::StatusOr<ImageInfo> info = sessions_->images().Pull(
+      *who, ref, {.if_missing = request->if_missing(), .progress = progress});
   if (!info.ok()) return ToGrpc(info.status());
+  v1::ImageProgress last;
   ToProto(*info, last.mutable_image());
   writer->Write(last);
   return grpc::Status::OK;
@@ -791,7 +765,7 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
     if (absl::Status s = ImageStore::ValidateName(name); !s.ok()) return ToGrpc(s);
   }
   // What the caller may still add: all of an image for root, the rest of its quota otherwise.
-  uint64_t cap = std::min(sessions_->RegistryAccessFor(*who).max_bytes, kMaxImageBytes);
+  uint64_t cap = std::min(sessions_->images().AccessFor(*who).max_bytes, kMaxImageBytes);
   absl::StatusOr<UniqueFd> archive = UnnamedFile(paths_.scratch);
   if (!archive.ok()) return ToGrpc(archive.status());
   UploadMessages<v1::ImportImageChunk> messages(context, reader, "nothing was imported");
@@ -820,8 +794,8 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   }
   // The unnamed file by its /proc name: nothing to clean up, whatever happens next.
   std::string path = absl::StrCat("/proc/self/fd/", archive->get());
-  ImageStore images(paths_.images, who->ImageScope());
-  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(*who);
+  ImageStore images = sessions_->images().For(*who);
+  ImageService::QuotaCheck within_quota = sessions_->images().CheckQuotaAfter(*who);
   absl::StatusOr<ImageInfo> info =
       rootfs ? images.ImportRootfsTar(path, name) : images.ImportArchive(path, name);
   if (info.ok()) {
@@ -886,7 +860,7 @@ grpc::Status ImagesService::AuthorizeStoreChange(grpc::ServerContext* context, c
                         absl::StrCat("only root may ", what, " images (they are the host's)"));
   }
   *who = *caller;
-  absl::StatusOr<std::vector<std::string>> digests = sessions_->ImagesInUse();
+  absl::StatusOr<std::vector<std::string>> digests = sessions_->images().InUse();
   if (!digests.ok()) return ToGrpc(digests.status());
   *in_use = *std::move(digests);
   return grpc::Status::OK;
@@ -914,7 +888,7 @@ grpc::Status ImagesService::Prune(grpc::ServerContext* context,
   Principal who;
   std::vector<std::string> in_use;
   if (grpc::Status s = AuthorizeStoreChange(context, "prune", &who, &in_use); !s.ok()) return s;
-  ImageStore images(paths_.images);
+  ImageStore images = sessions_->images().Operators();
   absl::StatusOr<ImageStore::PruneResult> pruned = images.Prune(in_use);
   if (!pruned.ok()) return ToGrpc(pruned.status());
   RemoveTemplatesOf(pruned->removed);
@@ -936,7 +910,7 @@ grpc::Status ImagesService::Remove(grpc::ServerContext* context,
   if (request->names().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name at least one image to remove"));
   }
-  ImageStore images(paths_.images);
+  ImageStore images = sessions_->images().Operators();
   // Every name first: a typo removes nothing.
   for (const std::string& name : request->names()) {
     absl::StatusOr<ImageInfo> info = images.Resolve(name);

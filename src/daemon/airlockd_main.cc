@@ -183,14 +183,15 @@ int main(int argc, char** argv) {
   airlock::providers::HostProvider* hosts = &machine;
   if (fleet != nullptr) hosts = fleet.get();
   std::unique_ptr<airlock::providers::LocalNetwork> network;  // outlives the sessions' proxies
-  airlock::SessionManager sessions(store->get(), paths, hosts);
-  sessions.set_handoff(handoff.get());
-  sessions.set_use_templates(flags.templates);
-  sessions.set_pool(pool);
+  airlock::SessionManagerOptions options{.store = store->get(),
+                                         .paths = paths,
+                                         .hosts = hosts,
+                                         .handoff = handoff.get(),
+                                         .use_templates = flags.templates,
+                                         .pool = pool};
   const char* registry_internal = std::getenv("AIRLOCK_REGISTRY_ALLOW_INTERNAL");
-  sessions.set_registry_internal(registry_internal != nullptr &&
-                                 std::string(registry_internal) == "1");
-  airlock::EgressSettings egress;
+  options.registry_internal = registry_internal != nullptr && std::string(registry_internal) == "1";
+  airlock::EgressSettings& egress = options.egress;
   std::shared_ptr<airlock::net::Resolver> resolver =
       std::make_shared<airlock::net::SystemResolver>();
   absl::StatusOr<std::shared_ptr<const airlock::net::EgressCeiling>> ceiling =
@@ -205,20 +206,18 @@ int main(int argc, char** argv) {
     if (!named.ok()) return Fail(absl::StrCat(hosts_file, ": ", named.status().message()));
     resolver = *std::move(named);
   }
-  sessions.set_egress(std::move(egress));
   network = std::make_unique<airlock::providers::LocalNetwork>(std::move(resolver));
-  sessions.set_network(network.get());
+  options.network = network.get();
   absl::StatusOr<std::unique_ptr<airlock::SessionSecrets>> secrets = airlock::MakeSessionSecrets(
       flags.upstream_ca, flags.guest_ca, flags.shared_secrets, flags.tenant_guest_ca);
   if (!secrets.ok()) return Fail(std::string(secrets.status().message()));
-  sessions.set_secrets(*std::move(secrets));
+  options.secrets = *std::move(secrets);
   if (!flags.quota_file.empty()) {
     absl::StatusOr<airlock::Quotas> quotas = airlock::Quotas::Load(flags.quota_file);
     if (!quotas.ok()) return Fail(std::string(quotas.status().message()));
-    sessions.set_quotas(*std::move(quotas));
-  } else {
-    sessions.set_quotas(airlock::Quotas());
+    options.quotas = *std::move(quotas);
   }
+  airlock::SessionManager sessions(std::move(options));
   if (absl::Status s = sessions.Recover(); !s.ok()) return Fail(std::string(s.message()));
 
   std::unique_ptr<airlock::DaemonTelemetry> telemetry;

@@ -274,7 +274,7 @@ ImageBuilder::ImageBuilder(HostPaths paths, SessionManager* sessions, StateStore
 }
 
 void ImageBuilder::RemoveBuildTag(ImageStore& images, const std::string& tag) {
-  absl::StatusOr<std::vector<std::string>> in_use = sessions_->ImagesInUse();
+  absl::StatusOr<std::vector<std::string>> in_use = sessions_->images().InUse();
   LogIfFailed(in_use.status(), "image build: the sessions' images not listed");
   if (!in_use.ok()) {
     in_use.emplace();
@@ -287,8 +287,8 @@ void ImageBuilder::RemoveBuildTag(ImageStore& images, const std::string& tag) {
 }
 
 void ImageBuilder::RemoveLeftovers() {
-  for (const std::string& tenant : ImageStore::Tenants(paths_.images)) {
-    ImageStore images(paths_.images, tenant);
+  for (const std::string& tenant : ImageStore::Tenants(sessions_->images().dir())) {
+    ImageStore images = sessions_->images().ForScope(tenant);
     for (const std::string& name : images.OwnNames()) {
       if (!name.starts_with(kBuildTagPrefix)) continue;
       LogInfo(absl::StrCat("image build: removing ", name, ", left by a build that did not end"));
@@ -327,7 +327,7 @@ absl::StatusOr<ImageInfo> ImageBuilder::Build(const Principal& who, const ImageB
     }
   }
   // What the caller may still add: all of an image for root, the rest of its quota otherwise.
-  uint64_t cap = std::min(sessions_->RegistryAccessFor(who).max_bytes, kMaxImageBytes);
+  uint64_t cap = std::min(sessions_->images().AccessFor(who).max_bytes, kMaxImageBytes);
   progress(absl::StrCat("debian ", spec.suite, " + ",
                         packages.empty() ? "nothing" : absl::StrJoin(packages, ","),
                         spec.npm.empty() ? "" : " + npm ", absl::StrJoin(spec.npm, " ")));
@@ -361,8 +361,8 @@ absl::StatusOr<ImageInfo> ImageBuilder::Build(const Principal& who, const ImageB
   }
   progress("converting to an ext4 image");
   // Converting is not stopped mid-way either (it is quick, and leaves nothing half-made).
-  SessionManager::ImagesQuotaCheck within_quota = sessions_->CheckImagesQuotaAfter(who);
-  ImageStore images(paths_.images, who.ImageScope());
+  ImageService::QuotaCheck within_quota = sessions_->images().CheckQuotaAfter(who);
+  ImageStore images = sessions_->images().For(who);
   absl::StatusOr<ImageInfo> info = images.ImportRootfsLayers(tars, spec.tag, spec.env);
   if (!info.ok()) return info;
   if (absl::Status s = within_quota(*info); !s.ok()) return s;
@@ -411,7 +411,7 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
 
   // The base plus the fetched packages, under a name of the build's own in the caller's images,
   // and a one-shot session of it: removed, with the name, whatever happens.
-  ImageStore images(paths_.images, who.ImageScope());
+  ImageStore images = sessions_->images().For(who);
   std::string build_tag =
       absl::StrCat(kBuildTagPrefix, "npm", suffix, "-", absl::ToUnixMillis(absl::Now()));
   struct BuildVm {

@@ -102,11 +102,15 @@ class SessionLifecycleTest : public ::testing::Test {
   void TearDown() override { sessions_.reset(); }
 
   // A new SessionManager over the same store, VMs and clock (airlockd starting).
-  void StartManager() {
-    sessions_ = std::make_unique<SessionManager>(store_.get(), paths_, &host_);
-    sessions_->set_clock(&clock_);
-    sessions_->set_network(&network_);
-    sessions_->set_pool({.max_per_kind = 0});
+  void StartManager(Quotas quotas = {}) {
+    sessions_ =
+        std::make_unique<SessionManager>(SessionManagerOptions{.store = store_.get(),
+                                                               .paths = paths_,
+                                                               .hosts = &host_,
+                                                               .network = &network_,
+                                                               .clock = &clock_,
+                                                               .pool = {.max_per_kind = 0},
+                                                               .quotas = std::move(quotas)});
     absl::Status recovered = sessions_->Recover();
     ASSERT_TRUE(recovered.ok()) << recovered;
   }
@@ -413,7 +417,8 @@ TEST_F(SessionLifecycleTest, EachVmOfASessionGetsItsEgressPathFromTheNetworkProv
 TEST_F(SessionLifecycleTest, ABurstOfCreatesUpToTheRunningQuotaAllSucceed) {
   absl::StatusOr<Quotas> quotas = Quotas::Parse("default running=6 vcpus=64 memory=64g\n");
   ASSERT_TRUE(quotas.ok()) << quotas.status();
-  sessions_->set_quotas(*quotas);
+  sessions_->DetachAll();
+  StartManager(*quotas);
   absl::StatusOr<SessionLimits> limits = SessionManager::ResolveLimits({});
   ASSERT_TRUE(limits.ok());
   std::vector<absl::Status> results(6);
@@ -433,8 +438,8 @@ TEST_F(SessionLifecycleTest, ABurstOfCreatesUpToTheRunningQuotaAllSucceed) {
 TEST_F(SessionLifecycleTest, TheHostProviderPlacesVmsAndListsWhatRunsOnEachHost) {
   providers::LocalHost small(&driver_, "small", {.vcpus = 2, .memory_bytes = 1ull << 30});
   sessions_->DetachAll();
-  sessions_ = std::make_unique<SessionManager>(store_.get(), paths_, &small);
-  sessions_->set_pool({.max_per_kind = 0});
+  sessions_ = std::make_unique<SessionManager>(SessionManagerOptions{
+      .store = store_.get(), .paths = paths_, .hosts = &small, .pool = {.max_per_kind = 0}});
   ASSERT_TRUE(sessions_->Recover().ok());
   absl::StatusOr<SessionLimits> big = SessionManager::ResolveLimits({.memory_bytes = 2ull << 30});
   ASSERT_TRUE(big.ok());

@@ -3,7 +3,10 @@
 // happens (a VM that dies marks its session failed with the reason, a TTL that passes destroys
 // it, an idle session pauses itself).
 //
-// Its files under $AIRLOCK_HOME are where SessionLayout (session_layout.h) says.
+// Its files under $AIRLOCK_HOME are where SessionLayout (session_layout.h) says. Its methods are
+// implemented one file per job: session_manager.cc (create, live sessions, removal),
+// session_recovery.cc, session_snapshots.cc (pause, resume, fork), session_egress.cc,
+// session_fleet.cc and session_watcher.cc; quotas are QuotaAdmission's (quota_admission.h).
 //
 // Every entry point takes the caller's Principal and only ever touches sessions of that
 // principal's tenant (others are NOT_FOUND). Pause, resume, fork and removal of one session are
@@ -28,6 +31,8 @@
 #include "src/common/clock.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/image_service.h"
+#include "src/daemon/quota_admission.h"
 #include "src/daemon/quotas.h"
 #include "src/daemon/session_events.h"
 #include "src/daemon/session_handoff.h"
@@ -77,10 +82,38 @@ struct EgressSettings {
   std::shared_ptr<net::ConnectionLedger> connections;
 };
 
+// What a SessionManager is made with: everything it uses, settled before it starts. Pointers
+// are not owned and must outlive it.
+struct SessionManagerOptions {
+  StateStore* store = nullptr;  // required
+  HostPaths paths;
+  // Where VMs run (src/providers/host_provider.h); required.
+  providers::HostProvider* hosts = nullptr;
+  // How sessions' egress leaves; nullptr: LocalNetwork with the host's resolver.
+  providers::NetworkProvider* network = nullptr;
+  // Hosts of a fleet hand paused sessions to each other (session_handoff.h): a pause publishes
+  // the snapshot, a resume claims the session and fetches its snapshot when it was taken
+  // elsewhere. nullptr: one host, nothing shared.
+  SessionHandoff* handoff = nullptr;
+  // What time to live, idle timeouts and egress grants are measured by (tests move a FakeClock).
+  Clock* clock = &SystemClock();
+  // Off: every new session boots (no template, and so no warm pool).
+  bool use_templates = true;
+  VmPoolOptions pool;
+  EgressSettings egress;
+  // The tenants' quotas (quotas.h): checked before a create, resume or fork, and the pull and
+  // log caps.
+  Quotas quotas;
+  // How secrets are resolved and servers verified; nullptr: no operator CA, nothing shared.
+  std::unique_ptr<SessionSecrets> secrets;
+  // Whether pulls for other users may reach registries on internal addresses (they never use
+  // the host's registry logins).
+  bool registry_internal = false;
+};
+
 class SessionManager {
  public:
-  // VMs run where `hosts` places them (not owned; see src/providers/host_provider.h).
-  SessionManager(StateStore* store, HostPaths paths, providers::HostProvider* hosts);
+  explicit SessionManager(SessionManagerOptions options);
   ~SessionManager();
 
   // Loads the host key, settles sessions the last daemon left behind (a running session whose
@@ -92,9 +125,6 @@ class SessionManager {
   // its image and manifest go into the session's directory. one_shot: the session lives as
   // long as one call of its caller (`airlock run`), who removes it; if airlockd stops first,
   // the next one removes it (the caller is gone).
-  // What a pull or import the caller makes may use (registry_client.h): the operator's
-  // credentials and internal addresses, and how many bytes (its images quota's rest).
-  RegistryAccess RegistryAccessFor(const Principal& who) const;
   [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
                                                      const SessionLimits& limits,
                                                      const std::vector<EgressGrant>& egress = {},
@@ -122,16 +152,8 @@ class SessionManager {
   // At shutdown, after PauseAll: the VMs still running run on without airlockd (the next one
   // finds them again; see Recover).
   void DetachAll();
-  // A tenant's images quota counts what its images take on disk, which a pull, import or build
-  // knows only once done (the download cap counts compressed bytes). Called before one, into
-  // images (who's view); the check it returns is called with what was made: over the quota,
-  // and more than before, the tag made is put back as it was and RESOURCE_EXHAUSTED says so.
-  // Root's images have no quota.
-  using ImagesQuotaCheck = std::function<absl::Status(const ImageInfo& made)>;
-  ImagesQuotaCheck CheckImagesQuotaAfter(const Principal& who);
-  // The digests of the images sessions (creating, running, paused) use: what removing a tag
-  // must not free.
-  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ImagesInUse() const;
+  // The images: the store as each caller sees it, pulls, what sessions use.
+  ImageService& images() { return images_; }
   // Running sessions of the caller's tenant.
   // The tenant's running sessions (SessionEventHub::kEveryTenant: every tenant's).
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const std::string& tenant);
@@ -141,10 +163,6 @@ class SessionManager {
                                                                      const std::string& id);
 
   VmCounters& counters() { return counters_; }
-  // Off: every new session boots (no template). Call before Recover.
-  void set_use_templates(bool on) { use_templates_ = on; }
-  // The warm pool's settings (a pool needs templates). Call before Recover.
-  void set_pool(VmPoolOptions options) { pool_options_ = options; }
   // The VMs the warm pool holds now (none without a pool).
   std::vector<PooledVmInfo> PooledVms() const;
 
@@ -155,22 +173,10 @@ class SessionManager {
   [[nodiscard]] absl::StatusOr<std::vector<EgressGrant>> ResolveEgress(
       const std::vector<std::string>& rules, const std::vector<std::string>& presets,
       const std::string& source) const;
-  // Call before Recover.
-  void set_egress(EgressSettings settings);
-  // Hosts of a fleet hand paused sessions to each other (session_handoff.h): a pause publishes
-  // the snapshot, a resume claims the session and fetches its snapshot when it was taken
-  // elsewhere. Null (the default): one host, nothing shared. Call before Recover.
-  void set_handoff(SessionHandoff* handoff) { handoff_ = handoff; }
   SessionHandoff* handoff() const { return handoff_; }
-  // How sessions' egress leaves (not owned); LocalNetwork with the host's resolver by default.
-  // Call before Recover.
-  void set_network(providers::NetworkProvider* network) { network_ = network; }
   // The hosts VMs run on, each with the sessions it runs (this host's from what runs here).
   [[nodiscard]] absl::StatusOr<std::vector<providers::HostInfo>> Hosts();
   std::string host_id() const { return hosts_->host_id(); }
-  // What time to live, idle timeouts and egress grants are measured by (SystemClock() by
-  // default; tests move a FakeClock). Call before Recover.
-  void set_clock(Clock* clock) { clock_ = clock; }
   // A new operator ceiling (airlockd's SIGHUP): running sessions' proxies apply it at once.
   void set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling);
   std::shared_ptr<const net::EgressCeiling> ceiling() const;
@@ -208,30 +214,14 @@ class SessionManager {
                                               const WorkspaceRecord& base,
                                               const std::string& manifest,
                                               const std::string& outcome);
-  // Whether pulls for other users may reach registries on internal addresses (they never use
-  // the host's registry logins). Call before Recover.
-  void set_registry_internal(bool allowed) { registry_internal_ = allowed; }
-  // The tenants' quotas (quotas.h): checked before a create, resume or fork, and the pull and
-  // log caps. Call before Recover.
-  void set_quotas(Quotas quotas);
   // The caller's tenant's quotas and what it uses now (`airlock quota`).
   std::pair<Quota, QuotaAmounts> QuotaOf(const Principal& who);
   // Per-session locks kept right now (they go when nobody holds them).
   size_t session_lock_count();
-  // How secrets are resolved and servers verified. Call before Recover.
-  void set_secrets(std::unique_ptr<SessionSecrets> secrets);
   const SessionSecrets& secrets() const { return *secrets_; }
 
  private:
   std::shared_ptr<std::mutex> SessionLock(const std::string& id);
-  // What the tenant's sessions hold now, as the state store shows it.
-  QuotaAmounts UsageOf(const std::string& tenant);
-  // Checks the quotas with what is held by requests under way; the hold lasts as long as the
-  // returned object (or until it is settled).
-  // A refusal is audited for `who` as quota.refuse of `what` (the action and its target).
-  absl::StatusOr<QuotaReservations::Hold> Admit(const Principal& who, const std::string& tenant,
-                                                const QuotaAmounts& adding,
-                                                const std::string& what);
   // A VM stopped for lack of disk space on the host goes on once this much is free.
   static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
   int disk_short_rounds_ = 0;  // the watcher's: rounds left to ask VMs about disk space
@@ -300,24 +290,21 @@ class SessionManager {
   StateStore* store_;
   HostPaths paths_;
   SessionLayout layout_;
-  Clock* clock_ = &SystemClock();
-  Quotas quotas_;
-  QuotaReservations reservations_;
+  Clock* clock_;
   providers::HostProvider* hosts_;
   std::unique_ptr<providers::NetworkProvider> own_network_;
   providers::NetworkProvider* network_;
   std::string key_;  // the host key that signs snapshots
   VmCounters counters_;
   std::unique_ptr<Templates> templates_;
-  SessionHandoff* handoff_ = nullptr;
-  bool use_templates_ = true;
+  SessionHandoff* handoff_;
+  bool use_templates_;
   // Restores a VM from a template (counted, with a span); `session` names it in the span.
   absl::StatusOr<LaunchedVm> RestoreTemplate(VmDriver& driver, const Templates::Template& tpl,
                                              const ImageInfo& image, const LaunchOptions& options,
                                              const std::string& session);
   VmPoolOptions pool_options_;
   std::unique_ptr<VmPool> pool_;  // after what its maker uses: it goes first
-  bool registry_internal_ = false;
   absl::StatusOr<SessionRecord> ChangeEgressOf(const Principal& who, const std::string& tenant,
                                                const std::string& id,
                                                const std::vector<EgressGrant>& add,
@@ -329,6 +316,8 @@ class SessionManager {
   EgressSettings egress_;
   std::vector<net::IpAddress> host_addresses_;
   std::unique_ptr<SessionSecrets> secrets_;
+  QuotaAdmission quotas_;  // after egress_: it counts egress_.connections
+  ImageService images_;    // after quotas_ and counters_
   // Binds or unbinds secrets of one session (SetSecrets, RemoveSecrets).
   absl::StatusOr<SessionRecord> ChangeSecrets(
       const Principal& who, const std::string& id,

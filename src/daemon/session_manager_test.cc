@@ -31,9 +31,6 @@ TEST(SessionManagerTest, IdsOfNoSessionLeaveNothingBehind) {
 // one that ends over it is taken back (a tag it moved points where it did), and says so.
 TEST(SessionManagerTest, ATenantsImagesStayWithinItsImagesQuotaOnDisk) {
   testing::TempDir dir;
-  SessionManagerWithoutVms manager(dir.path());
-  ASSERT_NE(manager.store, nullptr);
-  SessionManager& sessions = *manager.sessions;
   std::string small = dir.File("small.tar");
   std::string big = dir.File("big.tar");
   testing::WriteTar(small, {{.name = "a", .data = "a"}});
@@ -48,17 +45,19 @@ TEST(SessionManagerTest, ATenantsImagesStayWithinItsImagesQuotaOnDisk) {
   ASSERT_GT(big_size, quota);
   absl::StatusOr<Quotas> quotas = Quotas::Parse(absl::StrCat("tenant uid:1001 images=", quota));
   ASSERT_TRUE(quotas.ok()) << quotas.status();
-  sessions.set_quotas(*std::move(quotas));
+  SessionManagerWithoutVms manager(dir.path(), *std::move(quotas));
+  ASSERT_NE(manager.store, nullptr);
+  SessionManager& sessions = *manager.sessions;
 
   Principal mallory{1001, 1001};
   ImageStore images(manager.paths.images, mallory.ImageScope());
-  SessionManager::ImagesQuotaCheck check = sessions.CheckImagesQuotaAfter(mallory);
+  ImageService::QuotaCheck check = sessions.images().CheckQuotaAfter(mallory);
   absl::StatusOr<ImageInfo> made = images.ImportRootfsTar(small, "app:1");
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_TRUE(check(*made).ok());
   std::string small_digest = made->digest;
 
-  check = sessions.CheckImagesQuotaAfter(mallory);
+  check = sessions.images().CheckQuotaAfter(mallory);
   made = images.ImportRootfsTar(big, "app:2");
   ASSERT_TRUE(made.ok()) << made.status();
   absl::Status over = check(*made);
@@ -69,7 +68,7 @@ TEST(SessionManagerTest, ATenantsImagesStayWithinItsImagesQuotaOnDisk) {
   EXPECT_NE(access(made->rootfs_path.c_str(), F_OK), 0);
 
   // A tag moved to an image over the quota points where it did.
-  check = sessions.CheckImagesQuotaAfter(mallory);
+  check = sessions.images().CheckQuotaAfter(mallory);
   made = images.ImportRootfsTar(big, "app:1");
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_TRUE(absl::IsResourceExhausted(check(*made)));
@@ -78,7 +77,7 @@ TEST(SessionManagerTest, ATenantsImagesStayWithinItsImagesQuotaOnDisk) {
   // Root's images have no quota.
   Principal root{0, 0};
   ImageStore operator_images(manager.paths.images, root.ImageScope());
-  check = sessions.CheckImagesQuotaAfter(root);
+  check = sessions.images().CheckQuotaAfter(root);
   made = operator_images.ImportRootfsTar(big, "host/big:1");
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_TRUE(check(*made).ok());

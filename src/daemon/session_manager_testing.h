@@ -17,13 +17,14 @@ namespace airlock {
 
 struct SessionManagerWithoutVms {
   // dir: an empty directory of the test's own.
-  explicit SessionManagerWithoutVms(const std::string& dir)
+  explicit SessionManagerWithoutVms(const std::string& dir, Quotas quotas = {})
       : paths{dir, "", "", dir + "/images", dir + "/tmp", "/bin/false"} {
     absl::StatusOr<std::unique_ptr<StateStore>> opened =
         StateStore::Open(dir + "/state.db", 1 << 20);
     EXPECT_TRUE(opened.ok()) << opened.status();
     if (opened.ok()) store = *std::move(opened);
-    sessions = std::make_unique<SessionManager>(store.get(), paths, &host);
+    sessions = std::make_unique<SessionManager>(SessionManagerOptions{
+        .store = store.get(), .paths = paths, .hosts = &host, .quotas = std::move(quotas)});
   }
   HostPaths paths;
   QemuDriver driver{"/bin/false"};

@@ -1,0 +1,52 @@
+#include "src/daemon/quota_admission.h"
+
+#include <utility>
+#include <vector>
+
+#include "src/common/log.h"
+#include "src/image/image_store.h"
+
+namespace airlock {
+
+QuotaAdmission::QuotaAdmission(Quotas quotas, StateStore* store, std::string images_dir,
+                               std::shared_ptr<net::ConnectionLedger> connections)
+    : quotas_(std::move(quotas)),
+      store_(store),
+      images_dir_(std::move(images_dir)),
+      connections_(std::move(connections)) {}
+
+QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
+  QuotaAmounts used;
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListSessions(tenant);
+  for (const SessionRecord& s : sessions.ok() ? *sessions : std::vector<SessionRecord>()) {
+    bool exists = s.state == SessionState::kCreating || s.state == SessionState::kRunning ||
+                  s.state == SessionState::kPaused;
+    if (!exists) continue;
+    used.sessions++;
+    used.disk_bytes += s.limits.disk_bytes;
+    if (s.state == SessionState::kPaused) continue;
+    used.running++;
+    used.vcpus += s.limits.vcpus;
+    used.memory_bytes += s.limits.memory_bytes;
+  }
+  used.connections = connections_->Open(tenant);
+  used.log_bytes = store_->LogBytes(tenant).value_or(0);
+  used.image_bytes = ImageStore(images_dir_, tenant).OwnBytes();
+  return used;
+}
+
+absl::StatusOr<QuotaReservations::Hold> QuotaAdmission::Admit(const Principal& who,
+                                                              const std::string& tenant,
+                                                              const QuotaAmounts& adding,
+                                                              const std::string& what) {
+  absl::StatusOr<QuotaReservations::Hold> hold = reservations_.Admit(
+      tenant, quotas_.For(tenant), [&] { return UsageOf(tenant); }, adding);
+  if (!hold.ok()) {
+    absl::Status audited =
+        store_->Audit(who, tenant, "quota.refuse", what, std::string(hold.status().message()));
+    LogIfFailed(audited, "quota refusal not audited");
+  }
+  return hold;
+}
+
+}  // namespace airlock

@@ -1,0 +1,177 @@
+// SessionManager's watcher: a thread that ends sessions whose VM died or whose time to live
+// ran out, pauses idle ones, drops egress grants that expired, and lets VMs stopped for lack of
+// disk space go on once there is room.
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/byte_size.h"
+#include "src/common/file_util.h"
+#include "src/common/log.h"
+#include "src/daemon/session_manager.h"
+
+namespace airlock {
+
+void SessionManager::Retire(const std::string& id, SessionState state, const std::string& reason) {
+  std::shared_ptr<LiveSession> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    live = std::move(it->second);
+    live_.erase(it);
+  }
+  live->vm->Kill(absl::UnavailableError(reason));
+  ForgetEverywhere(id);
+  LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));
+  secrets_->Forget(id);
+  LogIfFailed(
+      store_->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
+                              state == SessionState::kFailed ? "session.fail" : "session.expire"),
+      absl::StrCat("session ", id, ": its end not recorded"));
+  LogRecord event{.unix_ms = NowMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat("session ", SessionStateName(state), ": ", reason)};
+  LogIfFailed(store_->AppendLogs(live->record, {event}),
+              absl::StrCat("session ", id, ": its end not logged"));
+}
+
+void SessionManager::ExpirePaused() {
+  absl::StatusOr<std::vector<SessionRecord>> paused =
+      store_->SessionsInState({SessionState::kPaused});
+  if (!paused.ok()) return;
+  int64_t now = NowMs();
+  for (const SessionRecord& r : *paused) {
+    if (r.limits.ttl_seconds == 0 ||
+        now < r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
+      continue;
+    }
+    std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
+    std::lock_guard<std::mutex> guard(*session_lock);
+    LogIfFailed(RemoveTree(layout_.Dir(r.id)),
+                absl::StrCat("session ", r.id, ": files not removed"));
+    secrets_->Forget(r.id);
+    LogIfFailed(store_->SetSessionState(
+                    kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
+                    absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"), 0,
+                    "session.expire"),
+                absl::StrCat("session ", r.id, ": its expiry not recorded"));
+  }
+}
+
+uint64_t SessionManager::FreeDiskBytes() const {
+  struct statvfs fs;
+  if (statvfs(paths_.home.c_str(), &fs) != 0) return 0;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+std::string SessionManager::DiskSpaceHint() const {
+  uint64_t free = FreeDiskBytes();
+  if (free >= kDiskSpaceToGoOn) return "";
+  return absl::StrCat(" (the disk of ", paths_.home, " has ", FormatBytes(free),
+                      " free: free some space there)");
+}
+
+std::string SessionManager::WhyVmFailed(LiveSession& live, const absl::Status& status) {
+  // A VM process that died mid-way shows first as a broken monitor or channel: how it ended
+  // says more, if it did (the watcher's wait, as for a channel that closes).
+  std::optional<std::string> ended;
+  for (int i = 0; i < 20 && !(ended = live.vm->ExitReason()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return ended ? *ended : std::string(status.message());
+}
+
+bool SessionManager::WaitsForDiskSpace(LiveSession& live) {
+  absl::StatusOr<bool> stopped = live.vm->StoppedForDiskSpace(absl::Now() + absl::Seconds(2));
+  return stopped.ok() && *stopped;
+}
+
+void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
+  if (!WaitsForDiskSpace(live)) return;
+  const SessionRecord& r = live.record;
+  auto note = [&](const std::string& text) {
+    LogWarning(absl::StrCat("session ", r.id, ": ", text));
+    LogRecord event{.unix_ms = NowMs(), .stream = LogStream::kEvent, .data = text};
+    LogIfFailed(store_->AppendLogs(r, {event}), absl::StrCat("session ", r.id, ": not logged"));
+  };
+  uint64_t free = FreeDiskBytes();
+  if (free < kDiskSpaceToGoOn) {
+    if (!live.waiting_for_disk.exchange(true)) {
+      note(absl::StrCat("the host's disk is full (", FormatBytes(free), " free under ", paths_.home,
+                        "): the VM waits, losing nothing, and goes on by itself once there is ",
+                        FormatBytes(kDiskSpaceToGoOn), " free"));
+    }
+    return;
+  }
+  absl::Status went_on = live.vm->Continue(absl::Now() + absl::Seconds(10));
+  if (went_on.ok()) {
+    live.waiting_for_disk = false;
+    note(absl::StrCat("the host's disk has space again (", FormatBytes(free),
+                      " free): the VM went on"));
+  }
+}
+
+void SessionManager::WatchLoop() {
+  for (int round = 0;; ++round) {
+    {
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+      if (stopping_) return;
+    }
+    std::vector<std::shared_ptr<LiveSession>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, live] : live_) all.push_back(live);
+    }
+    int64_t now = NowMs();
+    for (const std::shared_ptr<LiveSession>& live : all) {
+      const SessionRecord& r = live->record;
+      if (std::optional<std::string> exit = live->vm->ExitReason()) {
+        Retire(r.id, SessionState::kFailed, *exit);
+      } else if (absl::Status s = live->vm->channel().status(); !s.ok()) {
+        // The channel closes as the process dies: prefer how it died, if it did.
+        std::optional<std::string> died;
+        for (int i = 0; i < 20 && !(died = live->vm->ExitReason()); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        Retire(r.id, SessionState::kFailed, died ? *died : std::string(s.message()));
+      } else if (r.limits.ttl_seconds > 0 &&
+                 now >= r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
+        Retire(r.id, SessionState::kStopped,
+               absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"));
+      } else if (r.limits.idle_timeout_seconds > 0 && live->users == 0 &&
+                 now >= live->last_used_ms +
+                            static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {
+        std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
+        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
+        if (!guard.owns_lock() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
+        absl::StatusOr<SessionRecord> record = store_->GetSession(r.tenant, r.id);
+        if (!record.ok()) continue;
+        absl::StatusOr<SessionRecord> paused = PauseLocked(
+            kDaemonPrincipal, *record,
+            absl::StrCat("idle for ",
+                         absl::FormatDuration(absl::Seconds(r.limits.idle_timeout_seconds))));
+        if (!paused.ok()) live->last_used_ms = NowMs();  // try again a timeout later
+      }
+    }
+    // VMs are asked whether they wait for disk space (a QMP round trip each, under their
+    // session's lock) only while the disk is or was lately short, and every 30 s besides: a
+    // disk that filled and emptied between two looks is caught then.
+    if (FreeDiskBytes() < 2 * kDiskSpaceToGoOn) disk_short_rounds_ = 40;
+    bool ask = round % 120 == 60 || (disk_short_rounds_ > 0 && round % 8 == 4);
+    if (disk_short_rounds_ > 0) --disk_short_rounds_;
+    if (ask) {
+      for (const std::shared_ptr<LiveSession>& live : all) {
+        std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
+        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
+        if (!guard.owns_lock() || !FindLive(live->record.tenant, live->record.id)) continue;
+        GoOnWhenDiskHasSpace(*live);
+      }
+    }
+    ExpireEgress(now);
+    if (round % 20 == 0) ExpirePaused();
+  }
+}
+
+}  // namespace airlock
