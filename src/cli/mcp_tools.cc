@@ -452,11 +452,9 @@ ToolResult SessionCall(ToolCall& call, const json& schema,
   return Unary(args, &DaemonClient::sessions, method, request, SessionResult);
 }
 
-}  // namespace
-
-std::vector<Tool> AirlockTools(const McpPolicy& policy) {
+// Running code: in a fresh sandbox, or in a session made for it.
+std::vector<Tool> RunTools(const McpPolicy& policy) {
   std::vector<Tool> tools;
-
   json run_props = CommandProperties();
   run_props["image"] = Prop("string", "image to run in (default airlock/bookworm-python)");
   run_props["memory_mb"] = Prop("integer", "guest memory in MiB (default 512)");
@@ -542,7 +540,12 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
     return RunCommand(call, schema, policy, true);
   };
   tools.push_back(exec);
+  return tools;
+}
 
+// Sessions and VMs: listing, describing, pausing, resuming, forking, removing.
+std::vector<Tool> LifecycleTools() {
+  std::vector<Tool> tools;
   Tool list{"session_list", "List sessions",
             "Lists your sandbox sessions, newest first, with state (running, paused, stopped, "
             "failed), the reason for it, limits and last use.",
@@ -677,7 +680,12 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
                  });
   };
   tools.push_back(vms);
+  return tools;
+}
 
+// What a session did and uses: its logs and its metrics.
+std::vector<Tool> ObserveTools() {
+  std::vector<Tool> tools;
   Tool logs{
       "session_logs", "Read a session's logs",
       "Returns the stored output of a session's commands with timestamps, and events "
@@ -737,6 +745,53 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
   };
   tools.push_back(logs);
 
+  Tool metrics{"session_metrics", "Measure a session",
+               "Samples a running session's guest: CPU use over a short interval, memory, "
+               "processes, disk, and its network traffic and denials. A paused session is "
+               "resumed to be measured.",
+               SessionIdOnly(),
+               Object({{"session_id", Prop("string", "")},
+                       {"cpu_percent", Prop("number", "")},
+                       {"memory_used_bytes", Prop("integer", "")},
+                       {"memory_total_bytes", Prop("integer", "")},
+                       {"processes", Prop("integer", "")},
+                       {"disk_used_bytes", Prop("integer", "")},
+                       {"disk_total_bytes", Prop("integer", "")},
+                       {"net_bytes_out", Prop("integer", "egress bytes, guest to destinations")},
+                       {"net_bytes_in", Prop("integer", "egress bytes, destinations to guest")},
+                       {"net_denied", Prop("integer", "DNS answers and connections refused")}},
+                      {"session_id", "cpu_percent", "memory_used_bytes"})};
+  metrics.read_only = true;
+  metrics.run = [schema = metrics.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::MetricsRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_interval_ms(500);
+    if (!args.error().empty()) return ToolError(args.error());
+    absl::StatusOr<DaemonClient*> client = Client();
+    if (!client.ok()) return ToolError(std::string(client.status().message()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::MetricsSample>> reader =
+        (*client)->sessions->Metrics(&context, request);
+    v1::MetricsSample s;
+    bool got = reader->Read(&s);
+    context.TryCancel();
+    grpc::Status status = reader->Finish();
+    if (!got) return RpcFailed(status);
+    return ToolResult{
+        MetricsToJson(s),
+        absl::StrCat("cpu ", static_cast<int>(s.cpu_percent()), "%, memory ",
+                     s.memory_used_bytes() >> 20, " of ", s.memory_total_bytes() >> 20, " MiB, ",
+                     s.processes(), " processes"),
+        false};
+  };
+  tools.push_back(metrics);
+  return tools;
+}
+
+// Where a session may connect, and where it did.
+std::vector<Tool> NetworkTools(const McpPolicy& policy) {
+  std::vector<Tool> tools;
   Tool allow{"network_allow", "Let a session reach more hosts",
              "Adds destinations a session may reach, at once and for its lifetime (or "
              "ttl_seconds). Use it when a command failed to resolve or connect to a host it "
@@ -811,49 +866,12 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
         {{"events", events}}, text.empty() ? "no network activity" : Tail(text, 8192), false};
   };
   tools.push_back(netlog);
+  return tools;
+}
 
-  Tool metrics{"session_metrics", "Measure a session",
-               "Samples a running session's guest: CPU use over a short interval, memory, "
-               "processes, disk, and its network traffic and denials. A paused session is "
-               "resumed to be measured.",
-               SessionIdOnly(),
-               Object({{"session_id", Prop("string", "")},
-                       {"cpu_percent", Prop("number", "")},
-                       {"memory_used_bytes", Prop("integer", "")},
-                       {"memory_total_bytes", Prop("integer", "")},
-                       {"processes", Prop("integer", "")},
-                       {"disk_used_bytes", Prop("integer", "")},
-                       {"disk_total_bytes", Prop("integer", "")},
-                       {"net_bytes_out", Prop("integer", "egress bytes, guest to destinations")},
-                       {"net_bytes_in", Prop("integer", "egress bytes, destinations to guest")},
-                       {"net_denied", Prop("integer", "DNS answers and connections refused")}},
-                      {"session_id", "cpu_percent", "memory_used_bytes"})};
-  metrics.read_only = true;
-  metrics.run = [schema = metrics.input_schema](ToolCall& call) {
-    Args args(call.arguments(), schema);
-    v1::MetricsRequest request;
-    request.set_session_id(args.Str("session_id", true));
-    request.set_interval_ms(500);
-    if (!args.error().empty()) return ToolError(args.error());
-    absl::StatusOr<DaemonClient*> client = Client();
-    if (!client.ok()) return ToolError(std::string(client.status().message()));
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReader<v1::MetricsSample>> reader =
-        (*client)->sessions->Metrics(&context, request);
-    v1::MetricsSample s;
-    bool got = reader->Read(&s);
-    context.TryCancel();
-    grpc::Status status = reader->Finish();
-    if (!got) return RpcFailed(status);
-    return ToolResult{
-        MetricsToJson(s),
-        absl::StrCat("cpu ", static_cast<int>(s.cpu_percent()), "%, memory ",
-                     s.memory_used_bytes() >> 20, " of ", s.memory_total_bytes() >> 20, " MiB, ",
-                     s.processes(), " processes"),
-        false};
-  };
-  tools.push_back(metrics);
-
+// A session's workspace: its changes, promoting them, syncing the host's.
+std::vector<Tool> WorkspaceTools(const McpPolicy& policy) {
+  std::vector<Tool> tools;
   Tool diff{"workspace_diff", "What a session changed in its workspace",
             "Shows the changes a session made under /workspace against the project it was "
             "created with (session_create's workspace), as a unified diff (or a per-file "
@@ -942,7 +960,12 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
     return ToolResult{{{"report", *report}}, *report, false};
   };
   tools.push_back(sync);
+  return tools;
+}
 
+// Files of a session, in and out.
+std::vector<Tool> FileTools() {
+  std::vector<Tool> tools;
   Tool write{
       "file_write", "Write a file into a session",
       "Creates or replaces a file in a session's guest (missing directories are made), e.g. "
@@ -1032,6 +1055,17 @@ std::vector<Tool> AirlockTools(const McpPolicy& policy) {
         false};
   };
   tools.push_back(read);
+  return tools;
+}
+
+}  // namespace
+
+std::vector<Tool> AirlockTools(const McpPolicy& policy) {
+  std::vector<Tool> tools;
+  for (std::vector<Tool> group : {RunTools(policy), LifecycleTools(), ObserveTools(),
+                                  NetworkTools(policy), WorkspaceTools(policy), FileTools()}) {
+    for (Tool& tool : group) tools.push_back(std::move(tool));
+  }
   return tools;
 }
 
