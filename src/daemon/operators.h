@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 
 namespace airlock {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 
 namespace airlock {
 

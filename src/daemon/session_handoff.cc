@@ -22,6 +22,7 @@
 #include "src/common/hex.h"
 #include "src/common/log.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/state_store.h"  // EncodeSessionRecord
 #include "src/providers/blob_digest.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"

@@ -42,7 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 #include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
 #include "src/providers/etcd_client.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "src/daemon/quotas.h"
+#include "src/daemon/records.h"
 #include "src/daemon/session_layout.h"
-#include "src/daemon/state_store.h"
 #include "src/providers/host_provider.h"
 #include "src/vm/vm_launcher.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 #include "src/net/egress_proxy.h"
 #include "src/net/tls_intercept.h"
 #include "src/secrets/secret_source.h"

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/airlock/v1/airlock.pb.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 #include "src/vm/guest_channel.h"
 
 namespace airlock {

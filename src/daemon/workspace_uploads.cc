@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/hex.h"
+#include "src/daemon/state_store.h"  // NowUnixMs
 
 namespace airlock {
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/common/unique_fd.h"
-#include "src/daemon/state_store.h"
+#include "src/daemon/records.h"
 
 namespace airlock {
 
