@@ -19,6 +19,7 @@
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
+#include "src/common/sha256.h"
 #include "src/common/subprocess.h"
 #include "src/image/image_store.h"
 #include "src/testing/local_registry.h"
@@ -53,7 +54,7 @@ void Tar(const std::string& out, const std::string& dir) {
 // Puts bytes (or a file, by hard link) into an OCI layout as a blob; returns its descriptor.
 json AddBlob(const std::string& layout, const std::string& media_type, const std::string& bytes,
              const std::string& file = "") {
-  std::string digest = file.empty() ? Sha256String(bytes) : *Sha256File(file);
+  std::string digest = file.empty() ? Sha256Hex(bytes) : *Sha256FileHex(file);
   std::string path = layout + "/blobs/sha256/" + digest;
   if (file.empty()) {
     EXPECT_TRUE(WriteFileAtomically(path, bytes, 0644).ok());

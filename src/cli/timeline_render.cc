@@ -1,15 +1,15 @@
 #include "src/cli/timeline_render.h"
 
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 #include <time.h>
 
 #include <cstdio>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "src/common/sha256.h"
 #include "src/common/utf8.h"
 
 namespace airlock {
@@ -249,11 +249,9 @@ constexpr char kScript[] = R"js(
 
 // "sha256-BASE64" of text, for a Content-Security-Policy.
 std::string CspHash(std::string_view text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  unsigned char b64[4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1];
-  EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
-  return absl::StrCat("'sha256-", reinterpret_cast<const char*>(b64), "'");
+  Sha256 sha;
+  sha.Update(absl::string_view(text.data(), text.size()));
+  return absl::StrCat("'sha256-", absl::Base64Escape(sha.FinishRaw()), "'");
 }
 
 std::string HtmlEscape(absl::string_view text) {

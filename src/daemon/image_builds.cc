@@ -18,6 +18,7 @@
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/common/utf8.h"
 #include "src/image/npm_layer.h"
@@ -378,10 +379,10 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
                                                    const std::vector<std::string>& specs,
                                                    uint64_t cap, const Progress& progress,
                                                    const Cancelled& cancelled) {
-  absl::StatusOr<std::string> base_digest = Sha256File(rootfs_tar);
+  absl::StatusOr<std::string> base_digest = Sha256FileHex(rootfs_tar);
   if (!base_digest.ok()) return base_digest.status();
   std::string key =
-      Sha256String(absl::StrCat("npm-layer-v1\n", *base_digest, "\n", absl::StrJoin(specs, "\n")));
+      Sha256Hex(absl::StrCat("npm-layer-v1\n", *base_digest, "\n", absl::StrJoin(specs, "\n")));
   std::string layer = absl::StrCat(cache_, "/npm/", key.substr(0, 24), ".tar");
   if (access(layer.c_str(), F_OK) == 0) {
     progress("npm: the packages' layer is cached");

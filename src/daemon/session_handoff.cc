@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,8 +17,8 @@
 #include "absl/time/clock.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
 #include "src/common/log.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/state_store.h"  // EncodeSessionRecord
 #include "src/providers/blob_digest.h"
@@ -40,14 +38,6 @@ constexpr size_t kMaxImageMeta = 1 << 20;
 constexpr char kRootfsDigestFile[] = "rootfs.blob-sha256";
 // The largest root filesystem a published image may unpack to.
 constexpr uint64_t kMaxImageRootfs = 64ull << 30;
-
-std::string Hmac(const std::string& key, absl::string_view text) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(text.data()), text.size(), md, &len);
-  return HexString(md, len);
-}
 
 // A pipe whose ends close on destruction.
 struct Pipe {
@@ -199,7 +189,7 @@ absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageI
   }
   ImageBlobs blobs{.rootfs = absl::StrCat("sha256:", *hex),
                    .rootfs_size = static_cast<uint64_t>(st.st_size),
-                   .meta = absl::StrCat("sha256:", providers::Sha256Hex(*meta))};
+                   .meta = absl::StrCat("sha256:", Sha256Hex(*meta))};
   if (absl::Status put = PutFile(blobs.rootfs, image.rootfs_path); !put.ok()) return put;
   if (absl::Status put = PutBytes(blobs.meta, *meta); !put.ok()) return put;
   std::lock_guard<std::mutex> lock(images_mu_);
@@ -221,7 +211,7 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
       return absl::Status(st.code(), absl::StrCat("uploading ", file.name, ": ", st.message()));
     }
   }
-  std::string manifest_digest = absl::StrCat("sha256:", providers::Sha256Hex(*text));
+  std::string manifest_digest = absl::StrCat("sha256:", Sha256Hex(*text));
   if (absl::Status st = PutBytes(manifest_digest, *text); !st.ok()) return st;
   absl::StatusOr<ImageBlobs> image_blobs = PutImage(image);
   if (!image_blobs.ok()) {
@@ -233,7 +223,7 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
       absl::StrCat(kRecordHeader, "host\t", options_.host_id, "\n", "manifest\t", manifest_digest,
                    "\n", "image-blobs\t", image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t",
                    image_blobs->meta, "\n", EncodeSessionRecord(record));
-  absl::StrAppend(&value, "hmac\t", Hmac(key_, value), "\n");
+  absl::StrAppend(&value, "hmac\t", HmacSha256Hex(key_, value), "\n");
   return etcd_->Put(SnapshotKey(record.id), value);
 }
 
@@ -254,7 +244,7 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
   }
   absl::string_view signed_part = value.substr(0, mac_at);
   std::string mac(absl::StripSuffix(value.substr(mac_at + 5), "\n"));
-  std::string expected = Hmac(key_, signed_part);
+  std::string expected = HmacSha256Hex(key_, signed_part);
   if (mac.size() != expected.size() ||
       CRYPTO_memcmp(mac.data(), expected.data(), expected.size()) != 0) {
     return refuse(

@@ -1,6 +1,5 @@
 #include "src/daemon/session_workspace.h"
 
-#include <openssl/evp.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/common/workspace_change.h"
 
 namespace airlock {
@@ -352,8 +352,7 @@ absl::StatusOr<std::string> StreamBundle(GuestChannel& channel, const SessionRec
                                          const v1::WorkspaceBundleInfo& info,
                                          const std::function<absl::Status(std::string_view)>& sink,
                                          uint64_t max_bytes) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  Sha256 sha;
   uint64_t total = 0;
   auto counted = [&](std::string_view bytes) -> absl::Status {
     total += bytes.size();
@@ -362,7 +361,7 @@ absl::StatusOr<std::string> StreamBundle(GuestChannel& channel, const SessionRec
                                                        " is over ", max_bytes,
                                                        " bytes; promote fewer or smaller commits"));
     }
-    EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+    sha.Update(absl::string_view(bytes.data(), bytes.size()));
     return sink(bytes);
   };
   std::vector<std::string> argv = {
@@ -375,10 +374,7 @@ absl::StatusOr<std::string> StreamBundle(GuestChannel& channel, const SessionRec
         absl::StrCat("git bundle create failed in session ", session.id, ": ",
                      absl::StripAsciiWhitespace(run->errors.substr(0, 500)), run->message));
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return absl::StrCat("sha256:", HexString(md, len));
+  return absl::StrCat("sha256:", sha.FinishHex());
 }
 
 absl::Status ApplySyncWrites(GuestChannel& channel, const std::vector<SyncWrite>& writes) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "src/common/sha256.h"
 #include "src/daemon/session_events.h"
 #include "src/image/image_store.h"
 
@@ -499,7 +500,7 @@ std::string AuditHash(const std::string& previous, const AuditRecord& r) {
        {absl::StrCat(r.unix_ms), r.principal, r.tenant, r.action, r.target, r.outcome}) {
     absl::StrAppend(&bytes, "\n", field.size(), ":", field);
   }
-  return Sha256String(bytes);
+  return Sha256Hex(bytes);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "src/common/channel_frame.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
+#include "src/common/sha256.h"
 #include "src/vm/accelerator.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/vm_launcher.h"
@@ -67,8 +68,8 @@ SnapshotManifest DescribeVm(const HostPaths& paths, const std::string& id,
 
 absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const VmShape& shape) {
   std::string inputs =
-      Sha256String(absl::StrCat(KernelIdentity(paths_), "\n", FileIdentity(paths_.qemu), "\n",
-                                ChooseAccelerator().name, "\n", kProtocolVersion, "\nram apart"));
+      Sha256Hex(absl::StrCat(KernelIdentity(paths_), "\n", FileIdentity(paths_.qemu), "\n",
+                             ChooseAccelerator().name, "\n", kProtocolVersion, "\nram apart"));
   std::string root = paths_.home + "/templates";
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
   std::lock_guard<std::mutex> lock(mu_);

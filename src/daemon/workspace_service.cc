@@ -13,6 +13,7 @@
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
+#include "src/common/sha256.h"
 #include "src/common/workspace_change.h"
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/session_workspace.h"
@@ -285,7 +286,7 @@ grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
   auto finish_pending = [&]() -> absl::Status {
     if (pending == nullptr) return absl::OkStatus();
     if (pending->content.size() != pending->entry.size() ||
-        Sha256String(pending->content) != pending->entry.sha256()) {
+        Sha256Hex(pending->content) != pending->entry.sha256()) {
       return absl::InvalidArgumentError(absl::StrCat("the content sent for ", pending->entry.path(),
                                                      " does not match its size and digest"));
     }

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,8 +21,8 @@
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
 #include "src/common/host_paths.h"
+#include "src/common/sha256.h"
 #include "src/common/subprocess.h"
 #include "src/common/unique_fd.h"
 #include "src/image/oci_archive.h"
@@ -47,32 +46,6 @@ constexpr char kDebianRecipe[] = "mmdebstrap-minbase-v1";
 constexpr size_t kMaxMetadata = 1 << 20;
 
 }  // namespace
-
-std::string Sha256String(const std::string& s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-  return HexString(md, len);
-}
-
-absl::StatusOr<std::string> Sha256File(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("open", path);
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  std::string buf(1 << 20, '\0');
-  for (;;) {
-    ssize_t n = read(fd.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read", path);
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
-  }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return HexString(md, len);
-}
 
 absl::Status ImageStore::ValidateName(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 200 && name[0] != '.' && name[0] != '/' &&
@@ -352,14 +325,14 @@ absl::StatusOr<ImageInfo> ImageStore::ImportRootfsLayers(const std::vector<std::
   }
   std::vector<std::string> digests;
   for (const std::string& tar : tars) {
-    absl::StatusOr<std::string> digest = Sha256File(tar);
+    absl::StatusOr<std::string> digest = Sha256FileHex(tar);
     if (!digest.ok()) return digest.status();
     digests.push_back(*digest);
   }
   // One tar without an environment keys as it always did, so existing images keep theirs.
-  std::string key = Sha256String(
-      absl::StrCat(kConverterVersion, "\n", absl::StrJoin(digests, "\n"),
-                   env.empty() ? "" : absl::StrCat("\nenv\n", absl::StrJoin(env, "\n"))));
+  std::string key =
+      Sha256Hex(absl::StrCat(kConverterVersion, "\n", absl::StrJoin(digests, "\n"),
+                             env.empty() ? "" : absl::StrCat("\nenv\n", absl::StrJoin(env, "\n"))));
   nlohmann::json meta = {
       {"source", absl::StrCat(tars.size() == 1 ? "rootfs tar sha256:" : "rootfs tars sha256:",
                               absl::StrJoin(digests, " sha256:"))}};
@@ -460,7 +433,7 @@ absl::StatusOr<std::string> ImageStore::DebianRootfs(const std::string& suite,
   std::string include = absl::StrJoin(packages, ",");
   std::string tar = absl::StrCat(
       cache_dir, "/rootfs/debian-",
-      Sha256String(absl::StrCat(kDebianRecipe, "\n", suite, "\n", include)).substr(0, 16), ".tar");
+      Sha256Hex(absl::StrCat(kDebianRecipe, "\n", suite, "\n", include)).substr(0, 16), ".tar");
   struct stat st;
   if (stat(tar.c_str(), &st) != 0) {
     if (access("/usr/bin/mmdebstrap", X_OK) != 0) {

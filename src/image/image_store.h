@@ -157,12 +157,6 @@ class ImageStore {
   std::string tenant_;
 };
 
-// Hex sha256 of a string.
-std::string Sha256String(const std::string& s);
-
-// Hex sha256 of a file's content.
-[[nodiscard]] absl::StatusOr<std::string> Sha256File(const std::string& path);
-
 }  // namespace airlock
 
 #endif  // AIRLOCK_IMAGE_IMAGE_STORE_H_

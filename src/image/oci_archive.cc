@@ -3,7 +3,6 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <map>
@@ -12,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_path.h"
@@ -76,8 +75,7 @@ absl::StatusOr<Members> CopyMembers(const std::string& path, const std::string& 
     std::string file = absl::StrCat(dir, "/", m.files.size());
     UniqueFd out(open(file.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600));
     if (!out.valid()) return ErrnoStatus("create", file);
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    Sha256 sha;
     for (;;) {
       la_ssize_t n = archive_read_data(a->get(), buf.data(), buf.size());
       if (n < 0) {
@@ -90,7 +88,7 @@ absl::StatusOr<Members> CopyMembers(const std::string& path, const std::string& 
         return absl::InvalidArgumentError(
             absl::StrCat(path, " holds more than ", kMaxImageBytes >> 30, " GiB"));
       }
-      EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+      sha.Update(absl::string_view(buf.data(), static_cast<size_t>(n)));
       for (la_ssize_t done = 0; done < n;) {
         ssize_t w = write(out.get(), buf.data() + done, static_cast<size_t>(n - done));
         if (w < 0 && errno == EINTR) continue;
@@ -98,11 +96,8 @@ absl::StatusOr<Members> CopyMembers(const std::string& path, const std::string& 
         done += w;
       }
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &len);
     m.files[*name] = file;
-    m.digests[*name] = "sha256:" + HexString(md, len);
+    m.digests[*name] = "sha256:" + sha.FinishHex();
   }
   if (r != ARCHIVE_EOF) {
     return absl::InvalidArgumentError(
@@ -201,8 +196,7 @@ absl::StatusOr<std::string> UncompressedSha256(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat("a layer of the archive cannot be read: ", archive_error_string(a.get())));
   }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  Sha256 sha;
   std::string buf(1 << 16, '\0');
   uint64_t total = 0;
   for (;;) {
@@ -217,12 +211,9 @@ absl::StatusOr<std::string> UncompressedSha256(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat("a layer of the archive holds more than ", kMaxImageBytes >> 30, " GiB"));
     }
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+    sha.Update(absl::string_view(buf.data(), static_cast<size_t>(n)));
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return "sha256:" + HexString(md, len);
+  return "sha256:" + sha.FinishHex();
 }
 
 absl::StatusOr<ArchiveImage> FromDockerSave(const Members& m) {
@@ -272,7 +263,7 @@ absl::StatusOr<ArchiveImage> FromDockerSave(const Members& m) {
     image.layers.push_back(file);
     absl::StrAppend(&identity, "\n", m.digests.at(resolved));
   }
-  image.digest = "sha256:" + Sha256String(identity);
+  image.digest = "sha256:" + Sha256Hex(identity);
   if (!saved.repo_tags.empty()) image.name = saved.repo_tags.front();
   return image;
 }

@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/image/image_store.h"
 #include "src/image/registry_client.h"
 #include "src/testing/local_registry.h"
@@ -24,7 +25,7 @@ using testing::TarEntry;
 using testing::TempDir;
 using testing::WriteTar;
 
-std::string Digest(const std::string& bytes) { return "sha256:" + Sha256String(bytes); }
+std::string Digest(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
 
 // Builds image archives in a temporary directory.
 class ArchiveBuilder {
@@ -327,7 +328,7 @@ TEST(RegistryTest, PushPullByTagAndDigestAndRefuseATamperedBlob) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
   absl::StatusOr<ImageInfo> down = store.Pull("localhost:1/team/app:1");
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
-  std::string layer_digest = "sha256:" + *Sha256File(image->layers[0]);
+  std::string layer_digest = "sha256:" + *Sha256FileHex(image->layers[0]);
   std::string blob = registry.BlobFile(layer_digest);
   absl::StatusOr<std::string> bytes = ReadFileToString(blob, 64 << 20);
   ASSERT_TRUE(bytes.ok()) << blob;

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,7 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/image/image_store.h"
 
@@ -50,15 +50,6 @@ bool ValidComponent(const std::string& s) {
     }
   }
   return true;
-}
-
-std::string Base64(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
 }
 
 // "user:password" for a registry, from the environment (for the registry it names) or the
@@ -111,7 +102,7 @@ struct Transfer {
   std::string* body = nullptr;
   size_t body_cap = 0;
   int fd = -1;
-  EVP_MD_CTX* sha = nullptr;
+  Sha256* sha = nullptr;
   uint64_t bytes = 0;
   uint64_t limit = 0;
   bool overflow = false;
@@ -135,7 +126,7 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
       if (w < 0) return 0;
       done += static_cast<size_t>(w);
     }
-    EVP_DigestUpdate(t->sha, data, len);
+    t->sha->Update(absl::string_view(data, len));
     if (t->on_bytes) t->on_bytes(len);
   } else if (t->body) {
     if (t->body->size() + len > t->body_cap) {
@@ -162,7 +153,7 @@ std::string BaseUrl(const ImageReference& ref) {
   return absl::StrCat(ref.insecure ? "http://" : "https://", ref.registry, "/v2/", ref.repository);
 }
 
-std::string Sha256Of(const std::string& bytes) { return "sha256:" + Sha256String(bytes); }
+std::string Sha256Of(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
 
 }  // namespace
 
@@ -272,14 +263,13 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     Response response;
     Transfer t;
     t.internal_addresses = access_.internal_addresses;
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    Sha256 sha;
     UniqueFd fd;
     if (!out_file.empty()) {
       fd = UniqueFd(open(out_file.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
       if (!fd.valid()) return ErrnoStatus("create", out_file);
-      EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr);
       t.fd = fd.get();
-      t.sha = sha.get();
+      t.sha = &sha;
       t.limit = expected_size;
       t.on_bytes = [this](uint64_t n) {
         done_ += n;
@@ -353,10 +343,7 @@ absl::StatusOr<RegistryClient::Response> RegistryClient::Request(
     response.www_authenticate = t.headers["www-authenticate"];
     response.location = t.headers["location"];
     if (!out_file.empty() && response.code == 200) {
-      unsigned char md[EVP_MAX_MD_SIZE];
-      unsigned int len = 0;
-      EVP_DigestFinal_ex(sha.get(), md, &len);
-      response.docker_digest = "sha256:" + HexString(md, len);  // what we actually received
+      response.docker_digest = "sha256:" + sha.FinishHex();  // what we actually received
       if (fsync(fd.get()) != 0) return ErrnoStatus("fsync", out_file);
     }
     return response;
@@ -383,7 +370,7 @@ absl::Status RegistryClient::Authenticate(const ImageReference& ref, const std::
                        "\": \"USER:PASSWORD\"} in "
                        "~/.config/airlock/auth.json"));
     }
-    bearer_ = "Basic " + Base64(credentials);
+    bearer_ = "Basic " + absl::Base64Escape(credentials);
     return absl::OkStatus();
   }
   if (!absl::StartsWithIgnoreCase(challenge, "bearer")) {
@@ -407,7 +394,8 @@ absl::Status RegistryClient::Authenticate(const ImageReference& ref, const std::
                    "service=", escape(params["service"]),
                    "&scope=", escape(params.count("scope") ? params["scope"] : scope));
   std::vector<std::string> headers;
-  if (!credentials.empty()) headers.push_back("Authorization: Basic " + Base64(credentials));
+  if (!credentials.empty())
+    headers.push_back("Authorization: Basic " + absl::Base64Escape(credentials));
   bearer_.clear();
   absl::StatusOr<Response> token = Request(ref, "GET", url, headers, "", "", 0);
   if (!token.ok()) return token.status();

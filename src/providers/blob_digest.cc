@@ -2,7 +2,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "src/common/hex.h"
 
 namespace airlock::providers {
 
@@ -24,28 +23,6 @@ absl::StatusOr<std::string> BlobDigestHex(absl::string_view digest) {
                      "\" is not valid: write sha256: followed by 64 lowercase hex digits"));
   }
   return std::string(digest.substr(kPrefix.size()));
-}
-
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-  EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
-}
-
-void Sha256::Update(absl::string_view bytes) {
-  EVP_DigestUpdate(ctx_.get(), bytes.data(), bytes.size());
-}
-
-std::string Sha256::FinishHex() {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx_.get(), md, &len);
-  EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
-  return HexString(md, len);
-}
-
-std::string Sha256Hex(absl::string_view bytes) {
-  Sha256 sha;
-  sha.Update(bytes);
-  return sha.FinishHex();
 }
 
 }  // namespace airlock::providers

@@ -1,27 +1,15 @@
 #include "src/providers/sigv4.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "src/common/hex.h"
-#include "src/providers/blob_digest.h"
+#include "src/common/sha256.h"
 
 namespace airlock::providers {
 namespace {
-
-std::string HmacSha256(absl::string_view key, absl::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
-  return std::string(reinterpret_cast<const char*>(md), len);
-}
 
 // Trimmed, with each run of spaces inside made one space.
 std::string CanonicalValue(absl::string_view value) {
@@ -108,13 +96,11 @@ std::string SigV4Authorization(const SigV4Request& request, absl::Time time,
   key = HmacSha256(key, region);
   key = HmacSha256(key, service);
   key = HmacSha256(key, "aws4_request");
-  std::string signature = HmacSha256(key, string_to_sign);
   std::string signed_headers;
   CanonicalHeaders(request.headers, &signed_headers);
-  return absl::StrCat(
-      "AWS4-HMAC-SHA256 Credential=", credentials.access_key_id, "/", scope,
-      ",SignedHeaders=", signed_headers, ",Signature=",
-      HexString(reinterpret_cast<const unsigned char*>(signature.data()), signature.size()));
+  return absl::StrCat("AWS4-HMAC-SHA256 Credential=", credentials.access_key_id, "/", scope,
+                      ",SignedHeaders=", signed_headers,
+                      ",Signature=", HmacSha256Hex(key, string_to_sign));
 }
 
 }  // namespace airlock::providers

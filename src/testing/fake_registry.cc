@@ -13,12 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/common/sha256.h"
 #include "src/image/image_store.h"
 
 namespace airlock::testing {
 namespace {
 
-std::string Digest(const std::string& bytes) { return "sha256:" + Sha256String(bytes); }
+std::string Digest(const std::string& bytes) { return "sha256:" + Sha256Hex(bytes); }
 
 constexpr char kToken[] = "Bearer fake-token-1234";
 

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -19,7 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/vm/snapshot_pack.h"
 
@@ -55,14 +53,6 @@ nlohmann::json Body(const SnapshotManifest& m) {
           {"memory_bytes", m.memory_bytes},
           {"created_unix_ms", m.created_unix_ms},
           {"files", files}};
-}
-
-std::string Hmac(const std::string& key, const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
-  return HexString(md, len);
 }
 
 // Typed field access that never throws, whatever the JSON holds.
@@ -112,7 +102,7 @@ absl::StatusOr<std::string> LoadOrCreateHostKey(const std::string& path) {
 std::string SignManifest(const SnapshotManifest& manifest, const std::string& key) {
   nlohmann::json body = Body(manifest);
   nlohmann::json signed_manifest = body;
-  signed_manifest["hmac"] = Hmac(key, body.dump());
+  signed_manifest["hmac"] = HmacSha256Hex(key, body.dump());
   return signed_manifest.dump(2) + "\n";
 }
 
@@ -150,7 +140,7 @@ absl::StatusOr<SnapshotManifest> VerifyManifest(const std::string& text, const s
     }
     m.files.push_back(file);
   }
-  std::string expected = Hmac(key, Body(m).dump());
+  std::string expected = HmacSha256Hex(key, Body(m).dump());
   if (hmac.size() != expected.size() ||
       CRYPTO_memcmp(hmac.data(), expected.data(), expected.size()) != 0) {
     return refuse("its HMAC does not match (it was changed, or made with another host key)");
@@ -165,14 +155,11 @@ std::atomic<uint64_t> bytes_hashed{0};
 uint64_t SnapshotBytesHashed() { return bytes_hashed.load(std::memory_order_relaxed); }
 
 absl::StatusOr<std::string> SparseSha256(int fd) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    return absl::InternalError("sha256 init failed");
-  }
+  Sha256 sha;
   auto add_u64 = [&](uint64_t v) {
     unsigned char b[8];
     for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
-    EVP_DigestUpdate(ctx.get(), b, sizeof(b));
+    sha.Update(absl::string_view(reinterpret_cast<const char*>(b), sizeof(b)));
   };
   // The regions as MeasurePack finds them: the digest covers exactly the packed form's bytes.
   absl::StatusOr<PackLayout> layout = MeasurePack(fd);
@@ -189,16 +176,13 @@ absl::StatusOr<std::string> SparseSha256(int fd) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("read a snapshot file");
       if (n == 0) return absl::DataLossError("a snapshot file shrank while it was read");
-      EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(n));
+      sha.Update(absl::string_view(buf.data(), static_cast<size_t>(n)));
       bytes_hashed.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       pos += n;
     }
   }
   add_u64(layout->size);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return HexString(md, len);
+  return sha.FinishHex();
 }
 
 namespace {

@@ -4,7 +4,6 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,7 +23,7 @@
 #include "absl/strings/strip.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
-#include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/image/ext4_writer.h"
 #include "src/image/tar_to_ext4.h"
@@ -255,7 +254,6 @@ absl::StatusOr<WorkspaceTree> ReadTree(const std::string& root, const Walk& walk
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return ErrnoStatus("open", root);
   WorkspaceTree tree;
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   for (const WalkEntry& e : walk.entries) {
     Ext4Metadata meta{.mode = e.mode & 01777, .uid = 0, .gid = 0, .mtime = e.mtime};
     if (S_ISDIR(e.mode)) {
@@ -281,7 +279,7 @@ absl::StatusOr<WorkspaceTree> ReadTree(const std::string& root, const Walk& walk
     if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size) {
       return ChangedWhileRead(root, e.path);
     }
-    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    Sha256 sha;
     uint64_t read_total = 0;
     int file = fd->get();
     auto read = [&](char* buf, size_t cap) -> absl::StatusOr<size_t> {
@@ -291,7 +289,7 @@ absl::StatusOr<WorkspaceTree> ReadTree(const std::string& root, const Walk& walk
         if (n < 0) return ErrnoStatus("read", absl::StrCat(root, "/", e.path));
         read_total += static_cast<uint64_t>(n);
         if (read_total > e.size) return ChangedWhileRead(root, e.path);
-        EVP_DigestUpdate(ctx.get(), buf, static_cast<size_t>(n));
+        sha.Update(absl::string_view(buf, static_cast<size_t>(n)));
         return static_cast<size_t>(n);
       }
     };
@@ -306,11 +304,8 @@ absl::StatusOr<WorkspaceTree> ReadTree(const std::string& root, const Walk& walk
       }
     }
     if (read_total != e.size) return ChangedWhileRead(root, e.path);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &len);
     base.size = e.size;
-    base.sha256 = HexString(md, len);
+    base.sha256 = sha.FinishHex();
     tree.data_bytes += e.size;
     tree.entries.push_back(std::move(base));
   }
@@ -347,18 +342,14 @@ std::string HumanBytes(uint64_t bytes) {
 }
 
 std::string TreeDigest(const std::vector<BaseEntry>& entries) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  Sha256 sha;
   for (const BaseEntry& e : entries) {
     std::string line = absl::StrFormat("%o %d %s %d:%s %s", e.mode, e.size, e.sha256,
                                        e.target.size(), e.target, e.path);
     line.push_back('\0');
-    EVP_DigestUpdate(ctx.get(), line.data(), line.size());
+    sha.Update(line);
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &len);
-  return absl::StrCat("sha256:", HexString(md, len));
+  return absl::StrCat("sha256:", sha.FinishHex());
 }
 
 absl::StatusOr<WorkspaceTree> DescribeWorkspace(const std::string& dir,
