@@ -480,7 +480,7 @@ class EgressProxy::Impl {
                             .ports = ports,
                             .message = verdict == DnsVerdict::kAllowed ? "" : kToGuest};
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
-      channel->AnswerDns(id, answer).IgnoreError();  // a failed write fails the channel
+      channel->AnswerGuestStream(id, answer).IgnoreError();  // a failed write fails the channel
     }
   }
 
@@ -1180,8 +1180,7 @@ class EgressProxy::Impl {
     if (std::shared_ptr<GuestChannel> channel = channel_.lock()) {
       // The proxy enforces the new policy whatever the guest holds; the guest's copy only lets
       // it refuse early.
-      LogIfFailed(channel->SendNetPolicy(GuestNetPolicy(*policy)),
-                  "send the guest its new egress policy");
+      LogIfFailed(channel->Notify(GuestNetPolicy(*policy)), "send the guest its new egress policy");
     }
   }
 
@@ -1238,9 +1237,10 @@ absl::StatusOr<std::shared_ptr<EgressProxy>> EgressProxy::Start(
   std::shared_ptr<EgressProxy> proxy(new EgressProxy(std::move(impl)));
   channel->RegisterGuestStreamKind(FrameType::kDnsQuery, proxy);
   channel->RegisterGuestStreamKind(FrameType::kConnect, proxy);
-  if (absl::Status s = channel->SendNetPolicy(rules); !s.ok()) {
+  if (absl::Status s = channel->Notify(rules); !s.ok()) {
     proxy->Stop();
-    return s;
+    return absl::Status(s.code(),
+                        absl::StrCat("the session's address rules cannot be sent: ", s.message()));
   }
   return proxy;
 }

@@ -18,6 +18,35 @@ namespace {
 
 constexpr size_t kEntropyBytes = 64;
 
+// Every kind of stream a guest may open, as the channel sees it (the handler registered for the
+// kind does the rest): a question, answered by one message that ends it, or a connection,
+// data both ways under a window until a reset or both ends; and how one is refused when nothing
+// serves it.
+struct GuestStreamKind {
+  FrameType opens;
+  bool connection;
+  FrameType answer;  // a question's answer; kReset for a connection
+  std::string (*refusal)(const std::string& why);
+};
+const GuestStreamKind kGuestStreamKinds[] = {
+    {FrameType::kDnsQuery, false, FrameType::kDnsAnswer,
+     [](const std::string& why) {
+       return EncodePayload(DnsAnswerMessage{.verdict = DnsVerdict::kFailed, .message = why});
+     }},
+    {FrameType::kConnect, true, FrameType::kReset,
+     [](const std::string& why) {
+       return EncodePayload(ResetMessage{.code = ECONNREFUSED, .message = why});
+     }},
+};
+
+// The kind a frame opens, or nullptr if it opens none.
+const GuestStreamKind* KindOpenedBy(FrameType type) {
+  for (const GuestStreamKind& kind : kGuestStreamKinds) {
+    if (kind.opens == type) return &kind;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ExecStream::~ExecStream() { channel_->CloseStream(id_); }
@@ -269,7 +298,8 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
                                             " (stream ", frame.stream, ")"));
   };
   uint32_t id = frame.stream;
-  bool opens = frame.type == FrameType::kDnsQuery || frame.type == FrameType::kConnect;
+  const GuestStreamKind* opened_kind = KindOpenedBy(frame.type);
+  bool opens = opened_kind != nullptr;
   auto it = guest_streams_.find(id);
   if (it == guest_streams_.end()) {
     if (id <= highest_guest_stream_) {
@@ -289,13 +319,9 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
                             ? "this session has no network"
                             : absl::StrCat("too many connections and DNS questions at once (",
                                            kMaxGuestStreams, ")");
-      FrameType type = frame.type;
-      *after = [this, id, type, why] {
-        absl::Status sent =
-            type == FrameType::kDnsQuery
-                ? SendMessage(id, DnsAnswerMessage{.verdict = DnsVerdict::kFailed, .message = why})
-                : SendMessage(id, ResetMessage{.code = ECONNREFUSED, .message = why});
-        sent.IgnoreError();  // a failed write fails the channel, which is reported there
+      *after = [this, id, opened_kind, why] {
+        // A failed write fails the channel, which is reported there.
+        Send(opened_kind->answer, id, opened_kind->refusal(why)).IgnoreError();
       };
       return absl::OkStatus();
     }
@@ -311,7 +337,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
   GuestStream& g = it->second;
   std::shared_ptr<GuestStreamHandler> handler = g.handler;
   if (opens) return violation("stream id reused");
-  if (g.kind != FrameType::kConnect) return violation("frame on a DNS question");
+  if (!KindOpenedBy(g.kind)->connection) return violation("frame on a question stream");
   switch (frame.type) {
     case FrameType::kData:
       if (frame.payload.empty()) return violation("empty data frame");
@@ -369,16 +395,22 @@ void GuestChannel::RegisterGuestStreamKind(FrameType opens,
   }
 }
 
-absl::Status GuestChannel::AnswerDns(uint32_t id, const DnsAnswerMessage& answer) {
+absl::Status GuestChannel::AnswerGuestStream(uint32_t id, FrameType type,
+                                             std::string_view payload) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = guest_streams_.find(id);
-    if (it == guest_streams_.end() || it->second.kind != FrameType::kDnsQuery) {
+    if (it == guest_streams_.end()) {
       return absl::OkStatus();  // dropped by a pause: the agent forgot the question too
+    }
+    const GuestStreamKind* kind = KindOpenedBy(it->second.kind);
+    if (kind->connection || kind->answer != type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stream ", id, " is not a question answered by frame type ", static_cast<int>(type)));
     }
     guest_streams_.erase(it);
   }
-  return SendMessage(id, answer);
+  return Send(type, id, payload);
 }
 
 absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view data) {
@@ -431,12 +463,13 @@ absl::Status GuestChannel::ResetGuestStream(uint32_t id, const ResetMessage& res
   return SendMessage(id, reset);
 }
 
-absl::Status GuestChannel::SendNetPolicy(const NetPolicyMessage& policy) {
-  std::string payload = EncodePayload(policy);
-  if (payload.size() > kMaxPayload || policy.rules.size() > kMaxListItems) {
-    return absl::InvalidArgumentError("the session's address rules do not fit in one frame");
+absl::Status GuestChannel::Notify(FrameType type, std::string_view payload) {
+  if (payload.size() > kMaxPayload) {
+    return absl::InvalidArgumentError(absl::StrCat("a message of ", payload.size(),
+                                                   " bytes does not fit in one frame (at most ",
+                                                   kMaxPayload, ")"));
   }
-  return Send(FrameType::kNetPolicy, 0, payload);
+  return Send(type, 0, payload);
 }
 
 absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_view payload) {

@@ -72,14 +72,15 @@ struct GuestSync {
 
 class GuestChannel;
 
-// The host side of the streams a guest opens (kDnsQuery, kConnect: egress). Its methods run
+// The host side of the streams a guest opens (kDnsQuery, kConnect: the network layer serves
+// them; the channel knows each kind only by the frames it may carry). Its methods run
 // on the channel's reader thread with no lock of the channel held, in the order the frames
 // came; they must not block (hand the work to a thread of their own). The channel has already
 // checked each frame: ids, windows, payload sizes, and that data belongs to an open stream.
 class GuestStreamHandler {
  public:
   virtual ~GuestStreamHandler() = default;
-  // A new stream: type kDnsQuery or kConnect, with its (unparsed) payload.
+  // A new stream of a kind it serves, with its (unparsed) payload.
   virtual void OnOpen(uint32_t id, FrameType type, std::string payload) = 0;
   // Connection bytes within the window the host granted; GrantGuestData once consumed.
   virtual void OnData(uint32_t id, std::string data) = 0;
@@ -204,8 +205,13 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // answered "failed", a connection reset), never by failing the channel. The channel keeps
   // each stream's flow control and checks its frames; the handler sees only valid ones.
   void RegisterGuestStreamKind(FrameType opens, std::shared_ptr<GuestStreamHandler> handler);
-  // Answers a kDnsQuery stream, which ends it.
-  [[nodiscard]] absl::Status AnswerDns(uint32_t id, const DnsAnswerMessage& answer);
+  // Answers a question stream (a kind answered by one message, e.g. kDnsQuery by
+  // DnsAnswerMessage), which ends it; nothing is sent if the stream is gone (a pause). Answering
+  // a stream of another kind with it is InvalidArgument.
+  template <typename Answer>
+  [[nodiscard]] absl::Status AnswerGuestStream(uint32_t id, const Answer& answer) {
+    return AnswerGuestStream(id, Answer::kType, EncodePayload(answer));
+  }
   // Sends connection bytes within the guest's window, in frames of at most kMaxPayload;
   // returns how many it sent (0 when the window is closed: wait for OnWindow).
   [[nodiscard]] absl::StatusOr<size_t> SendGuestData(uint32_t id, std::string_view data);
@@ -214,9 +220,12 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   [[nodiscard]] absl::Status EndGuestData(uint32_t id);
   // Aborts a connection; the stream is done (OnReset does not follow).
   [[nodiscard]] absl::Status ResetGuestStream(uint32_t id, const ResetMessage& reset);
-  // Sends the session's address rules (the guest asks again about its names); InvalidArgument
-  // if they do not fit in one frame.
-  [[nodiscard]] absl::Status SendNetPolicy(const NetPolicyMessage& policy);
+  // Sends the guest a message on the control stream that expects no answer (e.g. the
+  // session's NetPolicyMessage); InvalidArgument if it does not fit in one frame.
+  template <typename Message>
+  [[nodiscard]] absl::Status Notify(const Message& m) {
+    return Notify(Message::kType, EncodePayload(m));
+  }
 
   // The failure, or OK while the channel works.
   absl::Status status() const;
@@ -259,6 +268,8 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after);
   // Forgets every guest stream and tells the handler (a pause, or the channel's end).
   void DropGuestStreams(const std::string& why);
+  absl::Status AnswerGuestStream(uint32_t id, FrameType type, std::string_view payload);
+  absl::Status Notify(FrameType type, std::string_view payload);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
   template <typename Message>
   absl::Status SendMessage(uint32_t stream, const Message& m) {

@@ -509,6 +509,43 @@ class RecordingHandler : public GuestStreamHandler {
   std::vector<std::string> seen_;
 };
 
+TEST(GuestChannelTest, AQuestionIsAnsweredOnceAndOnlyByItsKindsAnswer) {
+  FakeGuest g;
+  g.Handshake();
+  auto handler = std::make_shared<RecordingHandler>();
+  g.channel_->RegisterGuestStreamKind(FrameType::kDnsQuery, handler);
+  g.channel_->RegisterGuestStreamKind(FrameType::kConnect, handler);
+  g.Send(FrameType::kDnsQuery, 2, PayloadWriter().Str("pypi.org").U32(1).bytes());
+  g.Send(FrameType::kConnect, 4, PayloadWriter().Str("x").Str("abcd").U32(80).bytes());
+  for (int i = 0; i < 100 && handler->Seen().size() < 2; ++i) usleep(10000);
+  ASSERT_EQ(handler->Seen(), (std::vector<std::string>{"open@2", "open@4"}));
+  // A connection is not a question: answering it is the host's mistake, and nothing is sent.
+  DnsAnswerMessage allowed{.verdict = DnsVerdict::kAllowed, .ports = {443}};
+  EXPECT_EQ(g.channel_->AnswerGuestStream(4, allowed).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.channel_->AnswerGuestStream(2, ResetMessage{.code = 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(g.channel_->AnswerGuestStream(2, allowed).ok());
+  Frame answer = g.Receive();
+  EXPECT_EQ(answer.type, FrameType::kDnsAnswer);
+  EXPECT_EQ(answer.stream, 2u);
+  DnsAnswerMessage decoded;
+  ASSERT_TRUE(DecodePayload(answer.payload, &decoded));
+  EXPECT_EQ(decoded.ports, std::vector<uint16_t>{443});
+  // The answer ended the question: a second one sends nothing.
+  EXPECT_TRUE(g.channel_->AnswerGuestStream(2, allowed).ok());
+  // A message on the control stream, and one too big for a frame refused before it is sent.
+  ASSERT_TRUE(g.channel_->Notify(NetPolicyMessage{}).ok());
+  EXPECT_EQ(g.Receive().type, FrameType::kNetPolicy);
+  NetPolicyMessage huge;
+  huge.rules.resize(kMaxListItems, {.base = "abcd", .prefix = 32, .ports = {}});
+  for (auto& rule : huge.rules) rule.ports.assign(kMaxRulePorts, 443);
+  EXPECT_EQ(g.channel_->Notify(huge).code(), absl::StatusCode::kInvalidArgument);
+  // Data on a question is a broken protocol.
+  g.Send(FrameType::kDnsQuery, 6, PayloadWriter().Str("a").U32(1).bytes());
+  g.Send(FrameType::kData, 6, "not a connection");
+  EXPECT_EQ(g.WaitFailed().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   FakeGuest g;
   g.Handshake();
