@@ -289,7 +289,7 @@ void TranscriptCollector::Poll() {
   if (!records.ok()) return;
   std::vector<AgentEvent> events = follower_.Take(*records, NowUnixMs());
   // The command goes on either way.
-  LogIfFailed(store_->AppendAgentEvents(session_, events),
+  LogIfFailed(store_->commands().AppendAgentEvents(session_, events),
               absl::StrCat("session ", session_.id, ": agent events not stored"));
 }
 

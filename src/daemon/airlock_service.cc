@@ -128,7 +128,7 @@ absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegi
 
 std::string TenantForLookup(const Principal& who, StateStore& store, const std::string& id) {
   if (!who.read_only_operator) return who.Tenant();
-  absl::StatusOr<std::string> owner = store.SessionTenant(id);
+  absl::StatusOr<std::string> owner = store.sessions().TenantOf(id);
   return owner.ok() ? *owner : who.Tenant();
 }
 
@@ -180,7 +180,7 @@ grpc::Status SessionsService::Get(grpc::ServerContext* context,
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
   absl::StatusOr<SessionRecord> session =
-      store_->GetSession(TenantForLookup(*who, *store_, request->id()), request->id());
+      store_->sessions().Get(TenantForLookup(*who, *store_, request->id()), request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -192,9 +192,9 @@ grpc::Status SessionsService::List(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (request->all_tenants() && !who->SeesEveryTenant()) return EveryTenantDenied();
-  absl::StatusOr<std::vector<SessionRecord>> sessions = request->all_tenants()
-                                                            ? store_->ListEveryTenantsSessions()
-                                                            : store_->ListSessions(who->Tenant());
+  absl::StatusOr<std::vector<SessionRecord>> sessions =
+      request->all_tenants() ? store_->sessions().ListEveryTenant()
+                             : store_->sessions().List(who->Tenant());
   if (!sessions.ok()) return ToGrpc(sessions.status());
   for (const SessionRecord& s : *sessions) FillSession(s, response->add_sessions());
   return grpc::Status::OK;
@@ -280,7 +280,7 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
   std::shared_ptr<SessionEventHub::Subscription> events =
       events_->Subscribe(tenant, request->session_id());
   if (!request->session_id().empty()) {
-    absl::StatusOr<SessionRecord> session = store_->GetSession(tenant, request->session_id());
+    absl::StatusOr<SessionRecord> session = store_->sessions().Get(tenant, request->session_id());
     if (!session.ok()) return ToGrpc(session.status());
   }
   while (!context->IsCancelled()) {
@@ -539,7 +539,8 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> session =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
   // Following a session wakes it if it was paused, and the stream keeps it in use (awake) for
   // as long as it lasts.
@@ -554,7 +555,7 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
   int64_t after = 0;
   uint32_t tail = request->tail();
   for (;;) {
-    absl::StatusOr<std::vector<LogRecord>> records = store_->ReadLogs(
+    absl::StatusOr<std::vector<LogRecord>> records = store_->commands().ReadOutput(
         who->Tenant(), request->session_id(), after, request->since_unix_ms(), tail);
     if (!records.ok()) return ToGrpc(records.status());
     tail = 0;
@@ -570,7 +571,8 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
     if (!records->empty() && records->size() >= 4096) continue;  // more pages
     if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
     if (records->empty()) {
-      absl::StatusOr<SessionRecord> now = store_->GetSession(who->Tenant(), request->session_id());
+      absl::StatusOr<SessionRecord> now =
+          store_->sessions().Get(who->Tenant(), request->session_id());
       if (!now.ok() ||
           (now->state != SessionState::kRunning && now->state != SessionState::kCreating)) {
         return grpc::Status::OK;
@@ -801,10 +803,11 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
   if (info.ok()) {
     if (absl::Status s = within_quota(*info); !s.ok()) info = s;
   }
-  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
+  LogIfFailed(
+      store_->audit().Audit(*who, who->Tenant(), "image.import", info.ok() ? info->name : name,
                             info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
                                       : absl::StrCat("failed: ", info.status().message())),
-              absl::StrCat("image import of ", name, " not audited"));
+      absl::StrCat("image import of ", name, " not audited"));
   if (!info.ok()) return ToGrpc(info.status());
   ToProto(*info, response);
   return grpc::Status::OK;
@@ -834,10 +837,11 @@ grpc::Status ImagesService::Build(grpc::ServerContext* context,
   };
   auto cancelled = [&] { return context->IsCancelled(); };
   absl::StatusOr<ImageInfo> info = builder_.Build(*who, spec, progress, cancelled);
-  LogIfFailed(store_->Audit(*who, who->Tenant(), "image.build", spec.tag,
+  LogIfFailed(
+      store_->audit().Audit(*who, who->Tenant(), "image.build", spec.tag,
                             info.ok() ? absl::StrCat("ok; ", info->digest, "; debian ", spec.suite)
                                       : absl::StrCat("failed: ", info.status().message())),
-              absl::StrCat("image build of ", spec.tag, " not audited"));
+      absl::StrCat("image build of ", spec.tag, " not audited"));
   if (!info.ok()) {
     if (!absl::IsCancelled(info.status()) && !absl::IsInvalidArgument(info.status())) {
       LogWarning(absl::StrCat("image build of ", spec.tag, " for ", who->Name(),
@@ -894,9 +898,9 @@ grpc::Status ImagesService::Prune(grpc::ServerContext* context,
   RemoveTemplatesOf(pruned->removed);
   for (const std::string& d : pruned->removed) response->add_removed(d);
   response->set_freed_bytes(pruned->freed_bytes);
-  LogIfFailed(store_->Audit(who, who.Tenant(), "images.prune", "",
-                            absl::StrCat(pruned->removed.size(), " removed, ", pruned->freed_bytes,
-                                         " bytes")),
+  LogIfFailed(store_->audit().Audit(who, who.Tenant(), "images.prune", "",
+                                    absl::StrCat(pruned->removed.size(), " removed, ",
+                                                 pruned->freed_bytes, " bytes")),
               "image prune not audited");
   return grpc::Status::OK;
 }
@@ -929,11 +933,11 @@ grpc::Status ImagesService::Remove(grpc::ServerContext* context,
     out->set_freed_bytes(removed->freed_bytes);
     out->set_sessions(
         static_cast<uint32_t>(std::count(in_use.begin(), in_use.end(), removed->digest)));
-    LogIfFailed(
-        store_->Audit(who, who.Tenant(), "images.remove", "",
-                      absl::StrCat(name, " ", removed->digest,
-                                   removed->freed ? " freed" : " kept for sessions or other tags")),
-        absl::StrCat("removal of image ", name, " not audited"));
+    LogIfFailed(store_->audit().Audit(
+                    who, who.Tenant(), "images.remove", "",
+                    absl::StrCat(name, " ", removed->digest,
+                                 removed->freed ? " freed" : " kept for sessions or other tags")),
+                absl::StrCat("removal of image ", name, " not audited"));
   }
   return grpc::Status::OK;
 }

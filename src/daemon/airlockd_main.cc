@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
       oidc.refused = [audit](const std::string& why) {
         airlock::Principal unknown;
         unknown.oidc = "(refused token)";
-        airlock::LogIfFailed(audit->Audit(unknown, "", "auth.refuse", "bearer token", why),
+        airlock::LogIfFailed(audit->audit().Audit(unknown, "", "auth.refuse", "bearer token", why),
                              "refused bearer token not audited");
       };
       absl::StatusOr<std::shared_ptr<airlock::OidcAuthenticator>> authenticator =

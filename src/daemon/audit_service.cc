@@ -32,7 +32,7 @@ grpc::Status AuditService::List(grpc::ServerContext* context, const v1::ListAudi
   }
   uint32_t limit = request->limit() == 0 ? kDefaultAuditRecords : request->limit();
   absl::StatusOr<std::vector<AuditRecord>> records =
-      store_->AuditSince(request->since_unix_ms(), limit);
+      store_->audit().Since(request->since_unix_ms(), limit);
   if (!records.ok()) return ToGrpc(records.status());
   for (const AuditRecord& r : *records) {
     v1::AuditRecord out;
@@ -53,7 +53,7 @@ grpc::Status AuditService::Verify(grpc::ServerContext* context,
                                   const v1::VerifyAuditRequest* /*request*/,
                                   v1::AuditVerification* response) {
   if (grpc::Status s = Authorize(context, "verify"); !s.ok()) return s;
-  absl::StatusOr<AuditCheck> check = store_->VerifyAudit();
+  absl::StatusOr<AuditCheck> check = store_->audit().Verify();
   if (!check.ok()) return ToGrpc(check.status());
   response->set_ok(check->ok);
   response->set_records(check->records);

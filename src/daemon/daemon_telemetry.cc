@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<DaemonTelemetry>> DaemonTelemetry::Create(Options
   if (options.interval < absl::Seconds(1) || options.interval > absl::Hours(1)) {
     return absl::InvalidArgumentError("--otlp-interval is 1s to 1h");
   }
-  absl::StatusOr<int64_t> last = store->LastAuditSeq();
+  absl::StatusOr<int64_t> last = store->audit().LastSeq();
   if (!last.ok()) return last.status();
   std::unique_ptr<DaemonTelemetry> t(new DaemonTelemetry(std::move(options), store, sessions));
   t->exporter_ = *std::move(exporter);
@@ -136,7 +136,7 @@ void DaemonTelemetry::Run() {
 void DaemonTelemetry::ExportAudit() {
   for (;;) {
     absl::StatusOr<std::vector<AuditRecord>> records =
-        store_->AuditAfter(audit_seq_, kAuditRecordsPerExport);
+        store_->audit().After(audit_seq_, kAuditRecordsPerExport);
     if (!records.ok()) {
       LogWarning(absl::StrCat("telemetry: the audit log not read: ", records.status().message()));
       return;
@@ -182,7 +182,7 @@ void DaemonTelemetry::ExportAudit() {
 
 void DaemonTelemetry::ExportMetrics() {
   telemetry::MetricsBatch batch(resource_, start_unix_nanos_, telemetry::NowUnixNanos());
-  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListEveryTenantsSessions();
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->sessions().ListEveryTenant();
   if (sessions.ok()) {
     std::map<std::string, int> by_state;
     for (SessionState state :

@@ -99,9 +99,9 @@ class LogBatch {
   void Flush() {
     if (pending_.empty()) return;
     // Output is best effort, not state: a failure to store it does not fail the command.
-    LogIfFailed(
-        store_->AppendLogs(session_, std::vector<LogRecord>(pending_.begin(), pending_.end())),
-        absl::StrCat("session ", session_.id, ": command output not stored"));
+    LogIfFailed(store_->commands().AppendOutput(
+                    session_, std::vector<LogRecord>(pending_.begin(), pending_.end())),
+                absl::StrCat("session ", session_.id, ": command output not stored"));
     pending_.clear();
     bytes_ = 0;
     overflowed_ = false;
@@ -210,7 +210,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       if (id.empty()) return;
       LogIfFailed(sessions->Remove(who, id, "its one command ended"),
                   absl::StrCat("one-shot session ", id, " not removed"));
-      LogIfFailed(store->DeleteSession(who, who.Tenant(), id),
+      LogIfFailed(store->sessions().Delete(who, who.Tenant(), id),
                   absl::StrCat("one-shot session ", id, ": its record not deleted"));
     }
   } one_shot{sessions_, store_, who, ""};
@@ -249,7 +249,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   ExecRequest request;
   request.argv = argv;
   // The session's secrets as of now (they may have changed since its VM started).
-  absl::StatusOr<SessionRecord> current = store_->GetSession(who.Tenant(), session_id);
+  absl::StatusOr<SessionRecord> current = store_->sessions().Get(who.Tenant(), session_id);
   if (!current.ok()) return (current.status());
   std::vector<std::string> base = {
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
@@ -278,12 +278,12 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   record.user = request.user;
   record.cwd = request.cwd;
   record.tty = request.tty;
-  absl::StatusOr<int64_t> exec_id = store_->StartExec(who, (*live)->record, record);
+  absl::StatusOr<int64_t> exec_id = store_->commands().Start(who, (*live)->record, record);
   if (!exec_id.ok()) return (exec_id.status());
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) {
-    LogIfFailed(store_->EndExec((*live)->record, *exec_id, kExitAirlockError,
-                                std::string(started.status().message())),
+    LogIfFailed(store_->commands().End((*live)->record, *exec_id, kExitAirlockError,
+                                       std::string(started.status().message())),
                 absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
                              " not recorded"));
     return (started.status());
@@ -368,9 +368,10 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       exec->Signal(SIGKILL)
           .IgnoreError();  // a channel that failed ends the command, and Next() says so
       logs.Add(LogStream::kEvent, "client went away; command killed");
-      LogIfFailed(store_->EndExec((*live)->record, *exec_id, 128 + SIGKILL, "client went away"),
-                  absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
-                               " not recorded"));
+      LogIfFailed(
+          store_->commands().End((*live)->record, *exec_id, 128 + SIGKILL, "client went away"),
+          absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
+                       " not recorded"));
       return finish(absl::CancelledError("the client went away; the command was killed"));
     }
     absl::StatusOr<ExecEvent> event =
@@ -380,7 +381,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
     auto fail = [&](const std::string& why) {
       logs.Add(LogStream::kEvent, why);
       logs.Flush();
-      LogIfFailed(store_->EndExec((*live)->record, *exec_id, kExitAirlockError, why),
+      LogIfFailed(store_->commands().End((*live)->record, *exec_id, kExitAirlockError, why),
                   absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
                                " not recorded"));
       v1::ExecResponse response;
@@ -426,7 +427,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
                                                exit.message().empty() ? "" : ": ", exit.message()));
       logs.Flush();
-      LogIfFailed(store_->EndExec((*live)->record, *exec_id, exit.code(), exit.message()),
+      LogIfFailed(store_->commands().End((*live)->record, *exec_id, exit.code(), exit.message()),
                   absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
                                " not recorded"));
       *response.mutable_exit() = exit;

@@ -426,7 +426,7 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
       if (!id.empty()) {
         LogIfFailed(builder->sessions_->Remove(who, id, "its image build ended"),
                     absl::StrCat("build VM ", id, " not removed"));
-        LogIfFailed(builder->store_->DeleteSession(who, who.Tenant(), id),
+        LogIfFailed(builder->store_->sessions().Delete(who, who.Tenant(), id),
                     absl::StrCat("build VM ", id, ": its record not deleted"));
       }
       if (tagged) builder->RemoveBuildTag(images, tag);

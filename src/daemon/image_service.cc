@@ -40,7 +40,7 @@ RegistryAccess ImageService::AccessFor(const Principal& who) const {
 }
 
 absl::StatusOr<std::vector<std::string>> ImageService::InUse() const {
-  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->SessionsInState(
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->sessions().InState(
       {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
   if (!sessions.ok()) return sessions.status();
   std::vector<std::string> digests;
@@ -100,10 +100,11 @@ absl::StatusOr<ImageInfo> ImageService::Pull(const Principal& who, const std::st
     if (absl::Status s = within_quota(*info); !s.ok()) info = s;
   }
   if (options.audit) {
-    LogIfFailed(store_->Audit(who, who.Tenant(), "image.pull", reference,
+    LogIfFailed(
+        store_->audit().Audit(who, who.Tenant(), "image.pull", reference,
                               info.ok() ? absl::StrCat("ok; ", info->digest)
                                         : absl::StrCat("failed: ", info.status().message())),
-                absl::StrCat("image pull of ", reference, " not audited"));
+        absl::StrCat("image pull of ", reference, " not audited"));
   }
   return info;
 }

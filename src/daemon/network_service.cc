@@ -31,7 +31,8 @@ grpc::Status NetworkService::Get(grpc::ServerContext* context, const v1::GetNetw
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> record =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   Fill(*record, response);
   return grpc::Status::OK;
@@ -79,14 +80,15 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> session = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> session =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
   sessions_->FlushEgressEvents(*who, request->session_id());
   int64_t after = 0;
   uint32_t tail = request->tail();
   for (;;) {
     absl::StatusOr<std::vector<net::NetEvent>> events =
-        store_->ReadNetEvents(who->Tenant(), request->session_id(), after, tail);
+        store_->net_events().Read(who->Tenant(), request->session_id(), after, tail);
     if (!events.ok()) return ToGrpc(events.status());
     tail = 0;
     for (const net::NetEvent& e : *events) {
@@ -111,7 +113,8 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
     if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
     if (events->empty()) {
       // Following ends with the session; a paused one may come back, so it is followed on.
-      absl::StatusOr<SessionRecord> now = store_->GetSession(who->Tenant(), request->session_id());
+      absl::StatusOr<SessionRecord> now =
+          store_->sessions().Get(who->Tenant(), request->session_id());
       if (!now.ok() || now->state == SessionState::kStopped ||
           now->state == SessionState::kFailed) {
         return grpc::Status::OK;

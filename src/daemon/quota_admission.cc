@@ -17,7 +17,7 @@ QuotaAdmission::QuotaAdmission(Quotas quotas, StateStore* store, std::string ima
 
 QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
   QuotaAmounts used;
-  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->ListSessions(tenant);
+  absl::StatusOr<std::vector<SessionRecord>> sessions = store_->sessions().List(tenant);
   for (const SessionRecord& s : sessions.ok() ? *sessions : std::vector<SessionRecord>()) {
     bool exists = s.state == SessionState::kCreating || s.state == SessionState::kRunning ||
                   s.state == SessionState::kPaused;
@@ -30,7 +30,7 @@ QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
     used.memory_bytes += s.limits.memory_bytes;
   }
   used.connections = connections_->Open(tenant);
-  used.log_bytes = store_->LogBytes(tenant).value_or(0);
+  used.log_bytes = store_->commands().OutputBytes(tenant).value_or(0);
   used.image_bytes = ImageStore(images_dir_, tenant).OwnBytes();
   return used;
 }
@@ -42,8 +42,8 @@ absl::StatusOr<QuotaReservations::Hold> QuotaAdmission::Admit(const Principal& w
   absl::StatusOr<QuotaReservations::Hold> hold = reservations_.Admit(
       tenant, quotas_.For(tenant), [&] { return UsageOf(tenant); }, adding);
   if (!hold.ok()) {
-    absl::Status audited =
-        store_->Audit(who, tenant, "quota.refuse", what, std::string(hold.status().message()));
+    absl::Status audited = store_->audit().Audit(who, tenant, "quota.refuse", what,
+                                                 std::string(hold.status().message()));
     LogIfFailed(audited, "quota refusal not audited");
   }
   return hold;

@@ -90,6 +90,9 @@ inline constexpr size_t kSessionIdLength = 12;
 // checked with this before any lock or lookup.
 [[nodiscard]] absl::Status CheckSessionId(std::string_view id);
 
+// The wall clock in Unix milliseconds, as records are stamped.
+int64_t NowUnixMs();
+
 struct SessionRecord {
   std::string id;
   std::string tenant;

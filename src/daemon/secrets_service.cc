@@ -7,7 +7,7 @@ namespace airlock {
 grpc::Status SecretsService::Fill(const Principal& who, const SessionRecord& record,
                                   v1::ListSecretsResponse* out) const {
   absl::StatusOr<std::map<std::string, int64_t>> used =
-      store_->LastSecretUses(who.Tenant(), record.id);
+      store_->net_events().LastSecretUses(who.Tenant(), record.id);
   if (!used.ok()) return ToGrpc(used.status());
   out->set_session_id(record.id);
   for (const SecretGrant& g : record.secrets) {
@@ -30,7 +30,8 @@ grpc::Status SecretsService::List(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> record =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   return Fill(*who, *record, response);
 }

@@ -46,7 +46,8 @@ void SessionManager::set_ceiling(std::shared_ptr<const net::EgressCeiling> ceili
     for (auto& [id, live] : live_) all.push_back(live);
   }
   for (const std::shared_ptr<LiveSession>& live : all) {
-    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
+    absl::StatusOr<SessionRecord> record =
+        store_->sessions().Get(live->record.tenant, live->record.id);
     if (record.ok() && live->egress != nullptr) live->egress->SetPolicy(PolicyFor(*record));
   }
 }
@@ -66,11 +67,11 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
                                                              const std::vector<std::string>& remove,
                                                              const std::string& action) {
   // The store answers NOT_FOUND for another tenant's session before anything is locked.
-  absl::StatusOr<SessionRecord> record = store_->GetSession(tenant, id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(tenant, id);
   if (!record.ok()) return record.status();
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  record = store_->GetSession(tenant, id);
+  record = store_->sessions().Get(tenant, id);
   if (!record.ok()) return record.status();
   if (record->state != SessionState::kRunning && record->state != SessionState::kPaused) {
     return absl::FailedPreconditionError(absl::StrCat("session ", id, " is ",
@@ -119,8 +120,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
     return absl::InvalidArgumentError("a session holds at most 256 network rules");
   }
   int64_t version = record->egress_version + 1;
-  if (absl::Status s = store_->SetEgress(who, record->tenant, id, grants, version, action,
-                                         absl::StrJoin(changed, ", "));
+  if (absl::Status s = store_->sessions().SetEgress(who, record->tenant, id, grants, version,
+                                                    action, absl::StrJoin(changed, ", "));
       !s.ok()) {
     return s;
   }
@@ -156,7 +157,8 @@ void SessionManager::ExpireEgress(int64_t now) {
   }
   for (const std::shared_ptr<LiveSession>& live : due) {
     live->egress_expires_ms = 0;
-    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
+    absl::StatusOr<SessionRecord> record =
+        store_->sessions().Get(live->record.tenant, live->record.id);
     if (!record.ok()) continue;
     // A change that adds and removes nothing drops what expired, and tells the proxy.
     absl::StatusOr<SessionRecord> changed =

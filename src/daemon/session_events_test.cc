@@ -25,16 +25,17 @@ TEST(SessionEventsTest, TheStorePublishesCommittedChangesToTheirTenantOnly) {
   auto every_tenant = hub.Subscribe(SessionEventHub::kEveryTenant, "");
 
   SessionRecord a = NewSession("s-a", alice);
-  ASSERT_TRUE((*store)->CreateSession(alice, a).ok());
-  ASSERT_TRUE((*store)->CreateSession(alice, NewSession("s-a2", alice)).ok());
-  ASSERT_TRUE((*store)->CreateSession(bob, NewSession("s-b", bob)).ok());
-  ASSERT_TRUE((*store)
-                  ->SetSessionState(alice, alice.Tenant(), "s-a", SessionState::kPaused, "idle", 0,
-                                    "session.pause")
-                  .ok());
-  absl::StatusOr<int64_t> exec = (*store)->StartExec(alice, a, {.argv = {"echo", "hi"}});
+  ASSERT_TRUE((*store)->sessions().Create(alice, a).ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, NewSession("s-a2", alice)).ok());
+  ASSERT_TRUE((*store)->sessions().Create(bob, NewSession("s-b", bob)).ok());
+  ASSERT_TRUE(
+      (*store)
+          ->sessions()
+          .SetState(alice, alice.Tenant(), "s-a", SessionState::kPaused, "idle", 0, "session.pause")
+          .ok());
+  absl::StatusOr<int64_t> exec = (*store)->commands().Start(alice, a, {.argv = {"echo", "hi"}});
   ASSERT_TRUE(exec.ok());
-  ASSERT_TRUE((*store)->EndExec(a, *exec, 3, "").ok());
+  ASSERT_TRUE((*store)->commands().End(a, *exec, 3, "").ok());
   net::NetEvent allowed{.kind = "connect", .name = "ok.test", .port = 443, .allowed = true};
   net::NetEvent denied{.kind = "connect",
                        .name = "evil.test",
@@ -42,12 +43,13 @@ TEST(SessionEventsTest, TheStorePublishesCommittedChangesToTheirTenantOnly) {
                        .allowed = false,
                        .reason = "no rule allows evil.test"};
   net::NetEvent dns{.kind = "dns", .name = "nowhere.test", .allowed = false};
-  ASSERT_TRUE((*store)->AppendNetEvents(a, {allowed, denied, dns}).ok());
-  ASSERT_TRUE((*store)->DeleteSession(alice, alice.Tenant(), "s-a").ok());
+  ASSERT_TRUE((*store)->net_events().Append(a, {allowed, denied, dns}).ok());
+  ASSERT_TRUE((*store)->sessions().Delete(alice, alice.Tenant(), "s-a").ok());
   // A change that fails publishes nothing.
   EXPECT_FALSE((*store)
-                   ->SetSessionState(alice, alice.Tenant(), "no-such", SessionState::kRunning, "",
-                                     0, "session.resume")
+                   ->sessions()
+                   .SetState(alice, alice.Tenant(), "no-such", SessionState::kRunning, "", 0,
+                             "session.resume")
                    .ok());
 
   std::vector<SessionEvent> seen;

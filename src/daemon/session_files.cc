@@ -90,11 +90,12 @@ absl::StatusOr<uint64_t> SessionFiles::Read(const Principal& who, const std::str
 void SessionFiles::Audit(const Principal& who, const std::string& action,
                          const std::string& session_id, const std::string& path,
                          const absl::StatusOr<uint64_t>& result) {
-  LogIfFailed(store_->Audit(who, who.Tenant(), action, session_id,
+  LogIfFailed(
+      store_->audit().Audit(who, who.Tenant(), action, session_id,
                             absl::StrCat(path.substr(0, 512), ": ",
                                          result.ok() ? absl::StrCat(*result, " bytes")
                                                      : std::string(result.status().message()))),
-              absl::StrCat("session ", session_id, ": ", action, " not audited"));
+      absl::StrCat("session ", session_id, ": ", action, " not audited"));
 }
 
 }  // namespace airlock

@@ -54,7 +54,7 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
       st = handoff_->FetchImage(*published, images);
     }
   }
-  if (st.ok()) st = store_->ImportSession(who, published->record, published->host);
+  if (st.ok()) st = store_->sessions().Import(who, published->record, published->host);
   if (!st.ok()) {
     span.SetError(std::string(st.message()));
     LogIfFailed(handoff_->Release(id), absl::StrCat("session ", id, ": not released"));
@@ -64,9 +64,9 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session moved here from host ", published->host)};
-  LogIfFailed(store_->AppendLogs(published->record, {event}),
+  LogIfFailed(store_->commands().AppendOutput(published->record, {event}),
               absl::StrCat("session ", id, ": its move not logged"));
-  return store_->GetSession(who.Tenant(), id);
+  return store_->sessions().Get(who.Tenant(), id);
 }
 
 absl::Status SessionManager::Publish(const SessionRecord& record) {
@@ -82,7 +82,7 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("snapshot not published: ", st.message())};
-  LogIfFailed(store_->AppendLogs(record, {event}),
+  LogIfFailed(store_->commands().AppendOutput(record, {event}),
               absl::StrCat("session ", record.id, ": its snapshot problem not logged"));
   // This host keeps the session (and its claim): it resumes here only.
   return absl::Status(st.code(),

@@ -155,7 +155,7 @@ class SessionLifecycleTest : public ::testing::Test {
   }
 
   SessionRecord Get(const std::string& id) {
-    absl::StatusOr<SessionRecord> r = store_->GetSession(kAlice.Tenant(), id);
+    absl::StatusOr<SessionRecord> r = store_->sessions().Get(kAlice.Tenant(), id);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : SessionRecord{};
   }

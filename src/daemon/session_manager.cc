@@ -247,15 +247,15 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   SessionRecord owner = record;
   // Denials and connections go to the session's log, where `airlock logs` shows them.
   options.on_events = [this, owner](std::vector<net::NetEvent> events) {
-    LogIfFailed(store_->AppendNetEvents(owner, events),
+    LogIfFailed(store_->net_events().Append(owner, events),
                 absl::StrCat("session ", owner.id, ": egress events not stored"));
     std::vector<LogRecord> logs;
     for (const net::NetEvent& e : events) {
       // A secret sent is audited (the daemon acted on the session's behalf): which, and where.
       if (e.kind == "secret" && e.allowed) {
-        absl::Status audited =
-            store_->Audit(kDaemonPrincipal, owner.tenant, "secret.use", owner.id,
-                          absl::StrCat(e.rule, " to ", e.name, ":", e.port, " (", e.reason, ")"));
+        absl::Status audited = store_->audit().Audit(
+            kDaemonPrincipal, owner.tenant, "secret.use", owner.id,
+            absl::StrCat(e.rule, " to ", e.name, ":", e.port, " (", e.reason, ")"));
         LogIfFailed(audited, absl::StrCat("session ", owner.id, ": secret use not audited"));
       }
       if (e.allowed && e.reason.empty()) continue;  // `network log` has those
@@ -265,7 +265,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
       log.data = net::DescribeNetEvent(e);
       logs.push_back(std::move(log));
     }
-    LogIfFailed(store_->AppendLogs(owner, logs),
+    LogIfFailed(store_->commands().AppendOutput(owner, logs),
                 absl::StrCat("session ", owner.id, ": egress events not logged"));
   };
   absl::StatusOr<std::shared_ptr<net::EgressPath>> egress = network_->Attach(
@@ -285,7 +285,7 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
   if (!live.ok()) return live.status();
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   absl::StatusOr<std::vector<SecretGrant>> grants = change(*record);
   if (!grants.ok()) return grants.status();
@@ -299,7 +299,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
     }
     (*live)->ca = *ca;
   }
-  if (absl::Status s = store_->SetSecrets(who, record->tenant, id, *grants, action, outcome);
+  if (absl::Status s =
+          store_->sessions().SetSecrets(who, record->tenant, id, *grants, action, outcome);
       !s.ok()) {
     return s;
   }
@@ -365,8 +366,8 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
     s.secrets = *std::move(grants);
   }
   if (workspace != nullptr) s.workspace = workspace->base;
-  if (absl::Status st =
-          admitted->SettleWith(NewSession(*limits), [&] { return store_->CreateSession(who, s); });
+  if (absl::Status st = admitted->SettleWith(NewSession(*limits),
+                                             [&] { return store_->sessions().Create(who, s); });
       !st.ok()) {
     secrets_->Forget(s.id);
     return st;
@@ -391,13 +392,14 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
   }
   if (!live.ok()) {
     secrets_->Forget(s.id);
-    LogIfFailed(store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                                        std::string(live.status().message()), 0, "session.boot"),
-                absl::StrCat("session ", s.id, ": its failure not recorded"));
+    LogIfFailed(
+        store_->sessions().SetState(who, s.tenant, s.id, SessionState::kFailed,
+                                    std::string(live.status().message()), 0, "session.boot"),
+        absl::StrCat("session ", s.id, ": its failure not recorded"));
     return live.status();
   }
-  if (absl::Status st = store_->SetSessionState(who, s.tenant, s.id, SessionState::kRunning, "",
-                                                s.pid, "session.boot");
+  if (absl::Status st = store_->sessions().SetState(who, s.tenant, s.id, SessionState::kRunning, "",
+                                                    s.pid, "session.boot");
       !st.ok()) {
     return st;  // the VM is destroyed with `live`
   }
@@ -425,8 +427,8 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
       !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          store_->SetWorkspace(who, record.tenant, record.id, base, "workspace.sync", outcome);
+  if (absl::Status s = store_->sessions().SetWorkspace(who, record.tenant, record.id, base,
+                                                       "workspace.sync", outcome);
       !s.ok()) {
     return s;
   }
@@ -464,7 +466,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
   if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) return Use(live);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
@@ -492,7 +494,7 @@ std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const std
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Running(const std::string& tenant,
                                                                      const std::string& id) {
   if (std::shared_ptr<LiveSession> live = FindLive(tenant, id)) return live;
-  absl::StatusOr<SessionRecord> record = store_->GetSession(tenant, id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(tenant, id);
   if (!record.ok()) return record.status();
   return absl::FailedPreconditionError(
       absl::StrCat("session ", id, " is ", SessionStateName(record->state), ", not running"));
@@ -502,7 +504,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
                                     const std::string& reason) {
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   // With a fleet, only while no other host runs it.
   if (handoff_ != nullptr && record->state != SessionState::kStopped &&
@@ -526,7 +528,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
       record->state == SessionState::kFailed ? SessionState::kFailed : SessionState::kStopped;
   std::string why = end == SessionState::kFailed ? record->reason : reason;
   absl::Status status =
-      store_->SetSessionState(who, record->tenant, id, end, why, 0, "session.remove");
+      store_->sessions().SetState(who, record->tenant, id, end, why, 0, "session.remove");
   std::lock_guard<std::mutex> lock(mu_);
   session_locks_.erase(id);  // holders keep theirs alive; the session is gone for new ones
   return status;

@@ -69,7 +69,7 @@ absl::Status SessionManager::Recover() {
   // its runtime directory), and so does one the last daemon was resuming when it stopped. A
   // whole snapshot wins over a VM (the daemon stopped while pausing it: it is paused). Any
   // other session the last daemon was changing cannot come back, and its VM is ended.
-  absl::StatusOr<std::vector<SessionRecord>> orphans = store_->SessionsInState(
+  absl::StatusOr<std::vector<SessionRecord>> orphans = store_->sessions().InState(
       {SessionState::kCreating, SessionState::kRunning, SessionState::kPaused});
   if (!orphans.ok()) return orphans.status();
   // Their VMs are looked for all at once: a guest that does not answer costs seconds.
@@ -95,10 +95,10 @@ absl::Status SessionManager::Recover() {
       hosts_->local().Destroy(vm_dir);
       LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                   absl::StrCat("session ", s.id, ": files of its ended one-shot run not removed"));
-      absl::Status st =
-          store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kStopped,
-                                  "airlockd stopped while its command ran", 0, "session.recover");
-      if (st.ok()) st = store_->DeleteSession(kDaemonPrincipal, s.tenant, s.id);
+      absl::Status st = store_->sessions().SetState(
+          kDaemonPrincipal, s.tenant, s.id, SessionState::kStopped,
+          "airlockd stopped while its command ran", 0, "session.recover");
+      if (st.ok()) st = store_->sessions().Delete(kDaemonPrincipal, s.tenant, s.id);
       if (!st.ok()) return st;
       continue;
     }
@@ -113,7 +113,7 @@ absl::Status SessionManager::Recover() {
         LogWarning(absl::StrCat("session ", s.id, ": ended here: ", claimed.message()));
         LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                     absl::StrCat("session ", s.id, ": files not removed"));
-        absl::Status st = store_->SetSessionState(
+        absl::Status st = store_->sessions().SetState(
             kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
             "another host took it over while airlockd was down", 0, "session.recover");
         if (!st.ok()) return st;
@@ -134,10 +134,10 @@ absl::Status SessionManager::Recover() {
                                                  : absl::StrCat("the VM could not be found again (",
                                                                 vm_lost.message(), ")");
     absl::Status st =
-        whole ? store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
-                                        "airlockd stopped just after pausing it", 0,
-                                        "session.recover")
-              : store_->SetSessionState(
+        whole ? store_->sessions().SetState(kDaemonPrincipal, s.tenant, s.id, SessionState::kPaused,
+                                            "airlockd stopped just after pausing it", 0,
+                                            "session.recover")
+              : store_->sessions().SetState(
                     kDaemonPrincipal, s.tenant, s.id, SessionState::kFailed,
                     s.state == SessionState::kCreating
                         ? "airlockd stopped while creating it"
@@ -197,8 +197,8 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
   absl::StatusOr<std::shared_ptr<LiveSession>> live = MakeLive(running, std::move(vm), *image);
   if (!live.ok()) return live.status();
   if (absl::Status st =
-          store_->SetSessionState(kDaemonPrincipal, s.tenant, s.id, SessionState::kRunning, "",
-                                  running.pid, "session.reattach");
+          store_->sessions().SetState(kDaemonPrincipal, s.tenant, s.id, SessionState::kRunning, "",
+                                      running.pid, "session.reattach");
       !st.ok()) {
     return st;
   }
@@ -212,7 +212,7 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
                       .stream = LogStream::kEvent,
                       .data = absl::StrCat("secrets: ", refreshed.message())});
   }
-  LogIfFailed(store_->AppendLogs(running, events),
+  LogIfFailed(store_->commands().AppendOutput(running, events),
               absl::StrCat("session ", s.id, ": its recovery not logged"));
   if (s.state == SessionState::kPaused) {
     // The last daemon stopped after restoring it, before it was recorded as running: the

@@ -41,7 +41,7 @@ uint64_t FileBytes(const std::string& path) {
 absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const std::string& id) {
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) return record;
   return PauseLocked(who, *record, absl::StrCat("paused by ", who.Name()));
@@ -65,7 +65,7 @@ void SessionManager::LogMemoryApart(const SessionRecord& record, const absl::Sta
                   .data = absl::StrCat("snapshot: its RAM stays in the state, so resuming it "
                                        "copies the RAM: ",
                                        status.message())};
-  LogIfFailed(store_->AppendLogs(record, {event}),
+  LogIfFailed(store_->commands().AppendOutput(record, {event}),
               absl::StrCat("session ", record.id, ": a snapshot problem not logged"));
 }
 
@@ -94,7 +94,7 @@ void SessionManager::ApartLoop() {
       // Put in place only while the session is still paused on that very snapshot.
       std::shared_ptr<std::mutex> session_lock = SessionLock(record.id);
       std::lock_guard<std::mutex> guard(*session_lock);
-      absl::StatusOr<SessionRecord> now = store_->GetSession(record.tenant, record.id);
+      absl::StatusOr<SessionRecord> now = store_->sessions().Get(record.tenant, record.id);
       if (now.ok() && now->state == SessionState::kPaused) {
         status = CommitSnapshotMemoryApart(dir, *apart);
       } else {
@@ -103,7 +103,7 @@ void SessionManager::ApartLoop() {
       }
     }
     if (status.ok() || absl::IsNotFound(status) || absl::IsFailedPrecondition(status)) continue;
-    absl::StatusOr<SessionRecord> now = store_->GetSession(record.tenant, record.id);
+    absl::StatusOr<SessionRecord> now = store_->sessions().Get(record.tenant, record.id);
     if (!now.ok() || now->state != SessionState::kPaused) continue;  // resumed or removed
     span.SetError(std::string(status.message()));
     LogMemoryApart(record, status);
@@ -157,22 +157,22 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   }
   live->vm->Kill(absl::CancelledError("the session was paused"));
   live.reset();  // the VM process is reaped here unless a watcher holds it for a moment
-  if (absl::Status st = store_->SetSessionState(who, record.tenant, record.id,
-                                                SessionState::kPaused, reason, 0, "session.pause");
+  if (absl::Status st = store_->sessions().SetState(
+          who, record.tenant, record.id, SessionState::kPaused, reason, 0, "session.pause");
       !st.ok()) {
     return st;
   }
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session paused: ", reason)};
-  LogIfFailed(store_->AppendLogs(record, {event}),
+  LogIfFailed(store_->commands().AppendOutput(record, {event}),
               absl::StrCat("session ", record.id, ": its pause not logged"));
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     apart_queue_.push_back({record, absl::Now() + kApartDelay});
   }
   apart_cv_.notify_one();
-  absl::StatusOr<SessionRecord> paused = store_->GetSession(record.tenant, record.id);
+  absl::StatusOr<SessionRecord> paused = store_->sessions().Get(record.tenant, record.id);
   if (paused.ok() && handoff_ != nullptr) {
     if (absl::Status st = Publish(*paused); !st.ok()) return st;
   }
@@ -189,7 +189,8 @@ std::pair<int, int> SessionManager::PauseAll() {
   for (const std::shared_ptr<LiveSession>& live : all) {
     std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
     std::lock_guard<std::mutex> guard(*session_lock);
-    absl::StatusOr<SessionRecord> record = store_->GetSession(live->record.tenant, live->record.id);
+    absl::StatusOr<SessionRecord> record =
+        store_->sessions().Get(live->record.tenant, live->record.id);
     bool ok = record.ok() && record->state == SessionState::kRunning &&
               PauseLocked(kDaemonPrincipal, *record, "airlockd stopped").ok();
     ++(ok ? paused : failed);
@@ -200,7 +201,7 @@ std::pair<int, int> SessionManager::PauseAll() {
 absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const std::string& id) {
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (record.ok() && record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) {
     return record;
   }
@@ -240,8 +241,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   if (!manifest.ok()) {
     // Never loaded: the session cannot come back, and says why.
     std::string why(manifest.status().message());
-    LogIfFailed(store_->SetSessionState(who, record.tenant, record.id, SessionState::kFailed, why,
-                                        0, "session.resume"),
+    LogIfFailed(store_->sessions().SetState(who, record.tenant, record.id, SessionState::kFailed,
+                                            why, 0, "session.resume"),
                 absl::StrCat("session ", record.id, ": its failure not recorded"));
     return absl::DataLossError(absl::StrCat("session ", record.id, " cannot be resumed: ", why));
   }
@@ -278,10 +279,11 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
     // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
     // disk no longer matches and verification will refuse it).
     if (rename(live_path.c_str(), disk_path.c_str()) != 0) {
-      LogIfFailed(store_->SetSessionState(who, record.tenant, record.id, SessionState::kFailed,
-                                          absl::StrCat("resuming failed: ", vm.status().message()),
-                                          0, "session.resume"),
-                  absl::StrCat("session ", record.id, ": its failure not recorded"));
+      LogIfFailed(
+          store_->sessions().SetState(who, record.tenant, record.id, SessionState::kFailed,
+                                      absl::StrCat("resuming failed: ", vm.status().message()), 0,
+                                      "session.resume"),
+          absl::StrCat("session ", record.id, ": its failure not recorded"));
     }
     return absl::Status(vm.status().code(), absl::StrCat("could not resume session ", record.id,
                                                          ": ", vm.status().message()));
@@ -296,7 +298,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
                     .stream = LogStream::kEvent,
                     .data = absl::StrCat("secrets: ", refreshed.message())};
     LogIfFailed(
-        store_->AppendLogs(record, {event}),
+        store_->commands().AppendOutput(record, {event}),
         absl::StrCat("session ", record.id,
                      ": the secrets problem not logged"));  // the resume goes on without the value
   }
@@ -307,12 +309,13 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(running, *std::move(vm), *image);
   if (!made.ok()) return made.status();
   std::shared_ptr<LiveSession> live = *std::move(made);
-  if (absl::Status st = admitted->SettleWith(
-          adding,
-          [&] {
-            return store_->SetSessionState(who, record.tenant, record.id, SessionState::kRunning,
-                                           "", live->record.pid, "session.resume");
-          });
+  if (absl::Status st = admitted->SettleWith(adding,
+                                             [&] {
+                                               return store_->sessions().SetState(
+                                                   who, record.tenant, record.id,
+                                                   SessionState::kRunning, "", live->record.pid,
+                                                   "session.resume");
+                                             });
       !st.ok()) {
     return st;
   }
@@ -336,14 +339,14 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (uint64_t most = quotas_.For(who.Tenant()).forks_per_call; count > most) {
     absl::Status over = absl::ResourceExhaustedError(
         absl::StrCat("over the forks quota of ", most, " per call: asked for ", count));
-    LogIfFailed(store_->Audit(who, who.Tenant(), "quota.refuse", "session.fork " + id,
-                              std::string(over.message())),
+    LogIfFailed(store_->audit().Audit(who, who.Tenant(), "quota.refuse", "session.fork " + id,
+                                      std::string(over.message())),
                 "quota refusal not audited");  // the refusal stands either way
     return over;
   }
   std::shared_ptr<std::mutex> session_lock = SessionLock(id);
   std::lock_guard<std::mutex> guard(*session_lock);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
     std::string dir = layout_.Snapshot(id);
@@ -437,7 +440,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.reason.clear();
     s.pid = 0;
     s.created_ms = s.last_used_ms = NowMs();
-    if (absl::Status st = admitted->SettleWith(each, [&] { return store_->CreateSession(who, s); });
+    if (absl::Status st =
+            admitted->SettleWith(each, [&] { return store_->sessions().Create(who, s); });
         !st.ok()) {
       return undo(st);
     }
@@ -491,8 +495,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     SessionRecord& s = records[i];
     if (!vms[i].ok()) {
       LogIfFailed(
-          store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                                  std::string(vms[i].status().message()), 0, "session.fork"),
+          store_->sessions().SetState(who, s.tenant, s.id, SessionState::kFailed,
+                                      std::string(vms[i].status().message()), 0, "session.fork"),
           absl::StrCat("fork ", s.id, ": its failure not recorded"));
       if (first_error.ok()) first_error = vms[i].status();
       continue;
@@ -502,9 +506,10 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.pid = vms[i]->vm->pid();
     absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(s, *std::move(vms[i]), *image);
     if (!made.ok()) {
-      LogIfFailed(store_->SetSessionState(who, s.tenant, s.id, SessionState::kFailed,
-                                          std::string(made.status().message()), 0, "session.fork"),
-                  absl::StrCat("fork ", s.id, ": its failure not recorded"));
+      LogIfFailed(
+          store_->sessions().SetState(who, s.tenant, s.id, SessionState::kFailed,
+                                      std::string(made.status().message()), 0, "session.fork"),
+          absl::StrCat("fork ", s.id, ": its failure not recorded"));
       if (first_error.ok()) first_error = made.status();
       continue;
     }
@@ -513,8 +518,9 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
       std::lock_guard<std::mutex> lock(mu_);
       live_[s.id] = std::move(live);
     }
-    absl::Status st = store_->SetSessionState(who, s.tenant, s.id, SessionState::kRunning, "",
-                                              s.pid, absl::StrCat("session.fork from ", source.id));
+    absl::Status st =
+        store_->sessions().SetState(who, s.tenant, s.id, SessionState::kRunning, "", s.pid,
+                                    absl::StrCat("session.fork from ", source.id));
     if (!st.ok() && first_error.ok()) first_error = st;
   }
   if (!first_error.ok()) return undo(first_error);

@@ -25,20 +25,20 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
   ForgetEverywhere(id);
   LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
-  LogIfFailed(
-      store_->SetSessionState(kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
-                              state == SessionState::kFailed ? "session.fail" : "session.expire"),
-      absl::StrCat("session ", id, ": its end not recorded"));
+  LogIfFailed(store_->sessions().SetState(
+                  kDaemonPrincipal, live->record.tenant, id, state, reason, 0,
+                  state == SessionState::kFailed ? "session.fail" : "session.expire"),
+              absl::StrCat("session ", id, ": its end not recorded"));
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat("session ", SessionStateName(state), ": ", reason)};
-  LogIfFailed(store_->AppendLogs(live->record, {event}),
+  LogIfFailed(store_->commands().AppendOutput(live->record, {event}),
               absl::StrCat("session ", id, ": its end not logged"));
 }
 
 void SessionManager::ExpirePaused() {
   absl::StatusOr<std::vector<SessionRecord>> paused =
-      store_->SessionsInState({SessionState::kPaused});
+      store_->sessions().InState({SessionState::kPaused});
   if (!paused.ok()) return;
   int64_t now = NowMs();
   for (const SessionRecord& r : *paused) {
@@ -51,7 +51,7 @@ void SessionManager::ExpirePaused() {
     LogIfFailed(RemoveTree(layout_.Dir(r.id)),
                 absl::StrCat("session ", r.id, ": files not removed"));
     secrets_->Forget(r.id);
-    LogIfFailed(store_->SetSessionState(
+    LogIfFailed(store_->sessions().SetState(
                     kDaemonPrincipal, r.tenant, r.id, SessionState::kStopped,
                     absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"), 0,
                     "session.expire"),
@@ -93,7 +93,8 @@ void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
   auto note = [&](const std::string& text) {
     LogWarning(absl::StrCat("session ", r.id, ": ", text));
     LogRecord event{.unix_ms = NowMs(), .stream = LogStream::kEvent, .data = text};
-    LogIfFailed(store_->AppendLogs(r, {event}), absl::StrCat("session ", r.id, ": not logged"));
+    LogIfFailed(store_->commands().AppendOutput(r, {event}),
+                absl::StrCat("session ", r.id, ": not logged"));
   };
   uint64_t free = FreeDiskBytes();
   if (free < kDiskSpaceToGoOn) {
@@ -146,7 +147,7 @@ void SessionManager::WatchLoop() {
         std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
         std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
         if (!guard.owns_lock() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
-        absl::StatusOr<SessionRecord> record = store_->GetSession(r.tenant, r.id);
+        absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
         if (!record.ok()) continue;
         absl::StatusOr<SessionRecord> paused = PauseLocked(
             kDaemonPrincipal, *record,

@@ -19,27 +19,28 @@ TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   ASSERT_EQ(stat(dir.File("state.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   Principal alice{1001, 1001}, bob{1002, 1002};
-  ASSERT_TRUE((*store)->CreateSession(alice, NewSession("s-a", alice)).ok());
-  ASSERT_TRUE((*store)->CreateSession(bob, NewSession("s-b", bob)).ok());
-  EXPECT_EQ((*store)->ListSessions(alice.Tenant())->size(), 1u);
-  EXPECT_TRUE((*store)->GetSession(alice.Tenant(), "s-a").ok());
-  EXPECT_TRUE(absl::IsNotFound((*store)->GetSession(alice.Tenant(), "s-b").status()));
-  EXPECT_TRUE(absl::IsNotFound((*store)->SetSessionState(alice, alice.Tenant(), "s-b",
-                                                         SessionState::kStopped, "", 0, "rm")));
-  ASSERT_TRUE((*store)
-                  ->SetSessionState(alice, alice.Tenant(), "s-a", SessionState::kRunning, "", 42,
-                                    "session.boot")
-                  .ok());
-  EXPECT_EQ((*store)->GetSession(alice.Tenant(), "s-a")->pid, 42);
-  auto audit = (*store)->AuditLog(alice.Tenant());
+  ASSERT_TRUE((*store)->sessions().Create(alice, NewSession("s-a", alice)).ok());
+  ASSERT_TRUE((*store)->sessions().Create(bob, NewSession("s-b", bob)).ok());
+  EXPECT_EQ((*store)->sessions().List(alice.Tenant())->size(), 1u);
+  EXPECT_TRUE((*store)->sessions().Get(alice.Tenant(), "s-a").ok());
+  EXPECT_TRUE(absl::IsNotFound((*store)->sessions().Get(alice.Tenant(), "s-b").status()));
+  EXPECT_TRUE(absl::IsNotFound((*store)->sessions().SetState(alice, alice.Tenant(), "s-b",
+                                                             SessionState::kStopped, "", 0, "rm")));
+  ASSERT_TRUE(
+      (*store)
+          ->sessions()
+          .SetState(alice, alice.Tenant(), "s-a", SessionState::kRunning, "", 42, "session.boot")
+          .ok());
+  EXPECT_EQ((*store)->sessions().Get(alice.Tenant(), "s-a")->pid, 42);
+  auto audit = (*store)->audit().ForTenant(alice.Tenant());
   ASSERT_TRUE(audit.ok());
   ASSERT_EQ(audit->size(), 2u);
   EXPECT_EQ((*audit)[0].action, "session.create");
   EXPECT_EQ((*audit)[0].principal, "uid:1001/gid:1001");
   EXPECT_EQ((*audit)[1].outcome, "running");
   // Alice asked for bob's session: not found for her, and on bob's record, once for many asks.
-  for (int i = 0; i < 5; ++i) (*store)->GetSession(alice.Tenant(), "s-b").IgnoreError();
-  auto bobs = (*store)->AuditLog(bob.Tenant());
+  for (int i = 0; i < 5; ++i) (*store)->sessions().Get(alice.Tenant(), "s-b").IgnoreError();
+  auto bobs = (*store)->audit().ForTenant(bob.Tenant());
   ASSERT_TRUE(bobs.ok());
   ASSERT_EQ(bobs->size(), 2u);
   EXPECT_EQ((*bobs)[1].action, "session.lookup");
@@ -47,8 +48,8 @@ TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   EXPECT_EQ((*bobs)[1].target, "s-b");
   EXPECT_NE((*bobs)[1].outcome.find("denied"), std::string::npos);
   // A session nobody has is just not found.
-  EXPECT_TRUE(absl::IsNotFound((*store)->GetSession(alice.Tenant(), "s-none").status()));
-  EXPECT_EQ((*store)->AuditLog(alice.Tenant())->size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound((*store)->sessions().Get(alice.Tenant(), "s-none").status()));
+  EXPECT_EQ((*store)->audit().ForTenant(alice.Tenant())->size(), 2u);
 }
 
 TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLogs) {
@@ -72,25 +73,25 @@ TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLo
   EXPECT_FALSE(DecodeSessionRecord(text + "id\t0123456789ab\n").ok());
   EXPECT_FALSE(DecodeSessionRecord("").ok());
 
-  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
   LogRecord line{.unix_ms = 1, .stream = LogStream::kStdout, .data = "before"};
-  ASSERT_TRUE((*store)->AppendLogs(s, {line}).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(s, {line}).ok());
   back->egress_version = 4;
-  ASSERT_TRUE((*store)->ImportSession(alice, *back, "host-b").ok());
-  absl::StatusOr<SessionRecord> now = (*store)->GetSession(alice.Tenant(), s.id);
+  ASSERT_TRUE((*store)->sessions().Import(alice, *back, "host-b").ok());
+  absl::StatusOr<SessionRecord> now = (*store)->sessions().Get(alice.Tenant(), s.id);
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->egress_version, 4);
   EXPECT_EQ(now->state, SessionState::kPaused);
-  EXPECT_EQ((*store)->ReadLogs(alice.Tenant(), s.id, 0, 0, 0)->size(), 1u);
-  EXPECT_EQ((*store)->AuditLog(alice.Tenant())->back().action, "session.import");
+  EXPECT_EQ((*store)->commands().ReadOutput(alice.Tenant(), s.id, 0, 0, 0)->size(), 1u);
+  EXPECT_EQ((*store)->audit().ForTenant(alice.Tenant())->back().action, "session.import");
   // Another tenant's id is not taken over; a new id is inserted.
   SessionRecord bobs = *back;
   bobs.tenant = bob.Tenant();
-  EXPECT_TRUE(absl::IsFailedPrecondition((*store)->ImportSession(bob, bobs, "host-b")));
-  EXPECT_EQ((*store)->GetSession(alice.Tenant(), s.id)->tenant, alice.Tenant());
+  EXPECT_TRUE(absl::IsFailedPrecondition((*store)->sessions().Import(bob, bobs, "host-b")));
+  EXPECT_EQ((*store)->sessions().Get(alice.Tenant(), s.id)->tenant, alice.Tenant());
   bobs.id = "ba9876543210";
-  ASSERT_TRUE((*store)->ImportSession(bob, bobs, "host-b").ok());
-  EXPECT_TRUE((*store)->GetSession(bob.Tenant(), bobs.id).ok());
+  ASSERT_TRUE((*store)->sessions().Import(bob, bobs, "host-b").ok());
+  EXPECT_TRUE((*store)->sessions().Get(bob.Tenant(), bobs.id).ok());
 }
 
 TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
@@ -100,29 +101,29 @@ TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
   {
     auto store = StateStore::Open(dir.File("state.db"), 100000);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+    ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
     for (int i = 0; i < 50; ++i) {
       std::vector<LogRecord> batch = {
           {.unix_ms = 1000 + i,
            .exec_id = 1,
            .stream = LogStream::kStdout,
            .data = std::string(10000, static_cast<char>('a' + i % 26))}};
-      ASSERT_TRUE((*store)->AppendLogs(s, batch).ok());
+      ASSERT_TRUE((*store)->commands().AppendOutput(s, batch).ok());
     }
   }
   auto store = StateStore::Open(dir.File("state.db"), 100000);
   ASSERT_TRUE(store.ok());
-  auto logs = (*store)->ReadLogs(alice.Tenant(), "s1", 0, 0, 0);
+  auto logs = (*store)->commands().ReadOutput(alice.Tenant(), "s1", 0, 0, 0);
   ASSERT_TRUE(logs.ok());
   size_t total = 0;
   for (const LogRecord& r : *logs) total += r.data.size();
   EXPECT_LE(total, 100000u);
   EXPECT_GE(total, 90000u);
   EXPECT_EQ(logs->back().data[0], 'a' + 49 % 26);  // newest kept
-  auto tail = (*store)->ReadLogs(alice.Tenant(), "s1", 0, 0, 2);
+  auto tail = (*store)->commands().ReadOutput(alice.Tenant(), "s1", 0, 0, 2);
   ASSERT_EQ(tail->size(), 2u);
   EXPECT_EQ(tail->back().unix_ms, 1049);
-  EXPECT_TRUE((*store)->ReadLogs("uid:1002", "s1", 0, 0, 0)->empty());
+  EXPECT_TRUE((*store)->commands().ReadOutput("uid:1002", "s1", 0, 0, 0)->empty());
 }
 
 TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
@@ -130,7 +131,7 @@ TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
   ASSERT_TRUE(store.ok());
   Principal alice{1001, 1001};
-  ASSERT_TRUE((*store)->Audit(alice, alice.Tenant(), "test", "x", "ok").ok());
+  ASSERT_TRUE((*store)->audit().Audit(alice, alice.Tenant(), "test", "x", "ok").ok());
   store->reset();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
@@ -149,9 +150,10 @@ AuditCheck TamperAndVerify(const std::string& sql) {
     auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
     EXPECT_TRUE(store.ok());
     for (int i = 1; i <= 5; ++i) {
-      EXPECT_TRUE((*store)->Audit(alice, alice.Tenant(), "test", absl::StrCat("x", i), "ok").ok());
+      EXPECT_TRUE(
+          (*store)->audit().Audit(alice, alice.Tenant(), "test", absl::StrCat("x", i), "ok").ok());
     }
-    absl::StatusOr<AuditCheck> before = (*store)->VerifyAudit();
+    absl::StatusOr<AuditCheck> before = (*store)->audit().Verify();
     EXPECT_TRUE(before.ok() && before->ok && before->records == 5) << before->problem;
   }
   sqlite3* db = nullptr;
@@ -162,7 +164,7 @@ AuditCheck TamperAndVerify(const std::string& sql) {
   sqlite3_close(db);
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
   EXPECT_TRUE(store.ok());
-  absl::StatusOr<AuditCheck> after = (*store)->VerifyAudit();
+  absl::StatusOr<AuditCheck> after = (*store)->audit().Verify();
   EXPECT_TRUE(after.ok()) << after.status();
   return after.ok() ? *after : AuditCheck{};
 }
@@ -209,7 +211,8 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
   {
     auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
     ASSERT_TRUE(store.ok());
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Audit(alice, "t", "test", "x", "ok").ok());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE((*store)->audit().Audit(alice, "t", "test", "x", "ok").ok());
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
@@ -225,12 +228,12 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
   sqlite3_close(db);
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Audit(alice, "t", "test", "y", "ok").ok());
-  absl::StatusOr<AuditCheck> check = (*store)->VerifyAudit();
+  ASSERT_TRUE((*store)->audit().Audit(alice, "t", "test", "y", "ok").ok());
+  absl::StatusOr<AuditCheck> check = (*store)->audit().Verify();
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_TRUE(check->ok) << check->problem;
   EXPECT_EQ(check->records, 4u);
-  absl::StatusOr<std::vector<AuditRecord>> records = (*store)->AuditSince(0, 2);
+  absl::StatusOr<std::vector<AuditRecord>> records = (*store)->audit().Since(0, 2);
   ASSERT_TRUE(records.ok());
   ASSERT_EQ(records->size(), 2u);  // the newest two, oldest first
   EXPECT_EQ(records->front().seq, 3);
@@ -252,15 +255,16 @@ TEST(StateStoreTest, EgressGrantsAndNetworkEventsAreKeptPerTenantAndAudited) {
   {
     auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+    ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
     std::vector<EgressGrant> next = s.egress;
     next.push_back({"evil.example.com", "deny", 0, true});
     ASSERT_TRUE((*store)
-                    ->SetEgress(alice, alice.Tenant(), "s-net", next, 2, "network.deny",
-                                "deny evil.example.com")
+                    ->sessions()
+                    .SetEgress(alice, alice.Tenant(), "s-net", next, 2, "network.deny",
+                               "deny evil.example.com")
                     .ok());
-    EXPECT_TRUE(
-        absl::IsNotFound((*store)->SetEgress(bob, bob.Tenant(), "s-net", {}, 3, "network.rm", "")));
+    EXPECT_TRUE(absl::IsNotFound(
+        (*store)->sessions().SetEgress(bob, bob.Tenant(), "s-net", {}, 3, "network.rm", "")));
     std::vector<net::NetEvent> events;
     for (int i = 0; i < 3; ++i) {
       net::NetEvent e;
@@ -274,31 +278,31 @@ TEST(StateStoreTest, EgressGrantsAndNetworkEventsAreKeptPerTenantAndAudited) {
       e.bytes_in = 10 * i;
       events.push_back(e);
     }
-    ASSERT_TRUE((*store)->AppendNetEvents(s, events).ok());
+    ASSERT_TRUE((*store)->net_events().Append(s, events).ok());
   }
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
   ASSERT_TRUE(store.ok());
-  auto got = (*store)->GetSession(alice.Tenant(), "s-net");
+  auto got = (*store)->sessions().Get(alice.Tenant(), "s-net");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->egress_version, 2);
   ASSERT_EQ(got->egress.size(), 3u);
   EXPECT_EQ(got->egress[1].rule, "*.example.com:8443");
   EXPECT_EQ(got->egress[1].expires_ms, 1234);
   EXPECT_TRUE(got->egress[2].deny);
-  auto events = (*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 0);
+  auto events = (*store)->net_events().Read(alice.Tenant(), "s-net", 0, 0);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 3u);
   EXPECT_FALSE((*events)[1].allowed);
   EXPECT_EQ((*events)[2].bytes_in, 20u);
-  EXPECT_EQ((*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 1)->size(), 1u);
-  EXPECT_TRUE((*store)->ReadNetEvents(bob.Tenant(), "s-net", 0, 0)->empty());
-  auto audit = (*store)->AuditLog(alice.Tenant());
+  EXPECT_EQ((*store)->net_events().Read(alice.Tenant(), "s-net", 0, 1)->size(), 1u);
+  EXPECT_TRUE((*store)->net_events().Read(bob.Tenant(), "s-net", 0, 0)->empty());
+  auto audit = (*store)->audit().ForTenant(alice.Tenant());
   ASSERT_TRUE(audit.ok());
   EXPECT_EQ(audit->back().action, "network.deny");
   EXPECT_EQ(audit->back().outcome, "deny evil.example.com");
   // Deleting the session deletes its events.
-  ASSERT_TRUE((*store)->DeleteSession(alice, alice.Tenant(), "s-net").ok());
-  EXPECT_TRUE((*store)->ReadNetEvents(alice.Tenant(), "s-net", 0, 0)->empty());
+  ASSERT_TRUE((*store)->sessions().Delete(alice, alice.Tenant(), "s-net").ok());
+  EXPECT_TRUE((*store)->net_events().Read(alice.Tenant(), "s-net", 0, 0)->empty());
 }
 
 }  // namespace
@@ -315,7 +319,7 @@ TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
   ASSERT_TRUE(store.ok()) << store.status();
   Principal alice{1001, 1001};
   SessionRecord s = NewSession("s-flood", alice);
-  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
   auto event = [](const std::string& name, bool allowed) {
     net::NetEvent e;
     e.kind = allowed ? "connect" : "dns";
@@ -325,22 +329,23 @@ TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
     return e;
   };
   ASSERT_TRUE((*store)
-                  ->AppendNetEvents(s, {event("pypi.org", true), event("evil.example", false),
-                                        event("files.pythonhosted.org", true)})
+                  ->net_events()
+                  .Append(s, {event("pypi.org", true), event("evil.example", false),
+                              event("files.pythonhosted.org", true)})
                   .ok());
   for (int batch = 0; batch < 20; ++batch) {
     std::vector<net::NetEvent> flood;
     for (int i = 0; i < 1000; ++i) {
       flood.push_back(event(absl::StrCat("x", batch * 1000 + i, ".cheap.example"), false));
     }
-    ASSERT_TRUE((*store)->AppendNetEvents(s, flood).ok());
+    ASSERT_TRUE((*store)->net_events().Append(s, flood).ok());
   }
   auto all = [&] {
     std::vector<net::NetEvent> out;
     int64_t after = 0;
     for (;;) {
       absl::StatusOr<std::vector<net::NetEvent>> page =
-          (*store)->ReadNetEvents(alice.Tenant(), "s-flood", after, 0);
+          (*store)->net_events().Read(alice.Tenant(), "s-flood", after, 0);
       EXPECT_TRUE(page.ok());
       if (!page.ok() || page->empty()) return out;
       after = page->back().seq;
@@ -348,7 +353,7 @@ TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
     }
   };
   std::vector<net::NetEvent> kept = all();
-  ASSERT_EQ(kept.size(), 2u + StateStore::kMaxNetEventsPerSession / 2);
+  ASSERT_EQ(kept.size(), 2u + NetEventLog::kMaxNetEventsPerSession / 2);
   EXPECT_EQ(kept[0].name, "pypi.org");
   EXPECT_EQ(kept[1].name, "evil.example");
   EXPECT_EQ(kept[2].name, "files.pythonhosted.org");
@@ -359,7 +364,7 @@ TEST(StateStoreTest, AFloodOfDenialsLeavesTheFirstEventsAndEveryAllowedOne) {
   // and nothing else goes.
   std::vector<net::NetEvent> again(10000, event("evil.example", false));
   for (size_t i = 0; i < again.size(); ++i) again[i].unix_ms = 5000 + static_cast<int64_t>(i);
-  ASSERT_TRUE((*store)->AppendNetEvents(s, again).ok());
+  ASSERT_TRUE((*store)->net_events().Append(s, again).ok());
   std::vector<net::NetEvent> now = all();
   ASSERT_EQ(now.size(), kept.size());
   EXPECT_EQ(now[1].name, "evil.example");
@@ -379,24 +384,24 @@ TEST(StateStoreTest, ATenantsOutputIsCappedInAllOldestFirst) {
   SessionRecord a1 = NewSession("a1", alice), a2 = NewSession("a2", alice),
                 b = NewSession("b", bob);
   for (const SessionRecord* s : {&a1, &a2, &b}) {
-    ASSERT_TRUE((*store)->CreateSession(s == &b ? bob : alice, *s).ok());
+    ASSERT_TRUE((*store)->sessions().Create(s == &b ? bob : alice, *s).ok());
   }
   auto entry = [](char c) {
     return std::vector<LogRecord>{{.stream = LogStream::kStdout, .data = std::string(300, c)}};
   };
-  ASSERT_TRUE((*store)->AppendLogs(a1, entry('x')).ok());
-  ASSERT_TRUE((*store)->AppendLogs(a2, entry('y')).ok());
-  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
-  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
-  ASSERT_TRUE((*store)->AppendLogs(b, entry('b')).ok());
-  EXPECT_EQ(*(*store)->LogBytes(alice.Tenant()), 600u);
+  ASSERT_TRUE((*store)->commands().AppendOutput(a1, entry('x')).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(a2, entry('y')).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(b, entry('b')).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(b, entry('b')).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(b, entry('b')).ok());
+  EXPECT_EQ(*(*store)->commands().OutputBytes(alice.Tenant()), 600u);
   // Two more of a2's go over alice's 1000 bytes: a1's (the oldest) goes, across sessions.
-  ASSERT_TRUE((*store)->AppendLogs(a2, entry('z')).ok());
-  ASSERT_TRUE((*store)->AppendLogs(a2, entry('w')).ok());
-  EXPECT_EQ(*(*store)->LogBytes(alice.Tenant()), 900u);
-  EXPECT_TRUE((*store)->ReadLogs(alice.Tenant(), "a1", 0, 0, 0)->empty());
-  EXPECT_EQ((*store)->ReadLogs(alice.Tenant(), "a2", 0, 0, 0)->size(), 3u);
-  EXPECT_EQ(*(*store)->LogBytes(bob.Tenant()), 900u);  // bob has no such cap
+  ASSERT_TRUE((*store)->commands().AppendOutput(a2, entry('z')).ok());
+  ASSERT_TRUE((*store)->commands().AppendOutput(a2, entry('w')).ok());
+  EXPECT_EQ(*(*store)->commands().OutputBytes(alice.Tenant()), 900u);
+  EXPECT_TRUE((*store)->commands().ReadOutput(alice.Tenant(), "a1", 0, 0, 0)->empty());
+  EXPECT_EQ((*store)->commands().ReadOutput(alice.Tenant(), "a2", 0, 0, 0)->size(), 3u);
+  EXPECT_EQ(*(*store)->commands().OutputBytes(bob.Tenant()), 900u);  // bob has no such cap
 }
 
 }  // namespace

@@ -34,21 +34,22 @@ absl::StatusOr<std::vector<v1::TimelineEvent>> BuildTimeline(StateStore& store,
                                                              const std::string& tenant,
                                                              const std::string& id,
                                                              size_t output_bytes) {
-  absl::StatusOr<SessionRecord> session = store.GetSession(tenant, id);
+  absl::StatusOr<SessionRecord> session = store.sessions().Get(tenant, id);
   if (!session.ok()) return session.status();
   if (output_bytes == 0) output_bytes = kTimelineOutputBytes;
   output_bytes = std::min(output_bytes, kTimelineMaxOutputBytes);
-  absl::StatusOr<std::vector<AuditRecord>> audit = store.AuditOf(tenant, id);
+  absl::StatusOr<std::vector<AuditRecord>> audit =
+      store.audit().Of(tenant, id, CommandLog::kMaxTimelineRows);
   if (!audit.ok()) return audit.status();
-  absl::StatusOr<std::vector<ExecRecord>> execs = store.ReadExecs(tenant, id);
+  absl::StatusOr<std::vector<ExecRecord>> execs = store.commands().Read(tenant, id);
   if (!execs.ok()) return execs.status();
   absl::StatusOr<std::map<int64_t, ExecOutput>> outputs =
-      store.ReadExecOutputs(tenant, id, output_bytes);
+      store.commands().Outputs(tenant, id, output_bytes);
   if (!outputs.ok()) return outputs.status();
   absl::StatusOr<std::vector<net::NetEvent>> net =
-      store.ReadNetEvents(tenant, id, 0, StateStore::kMaxNetEventsPerSession);
+      store.net_events().Read(tenant, id, 0, NetEventLog::kMaxNetEventsPerSession);
   if (!net.ok()) return net.status();
-  absl::StatusOr<std::vector<AgentEvent>> agent = store.ReadAgentEvents(tenant, id);
+  absl::StatusOr<std::vector<AgentEvent>> agent = store.commands().ReadAgentEvents(tenant, id);
   if (!agent.ok()) return agent.status();
 
   std::vector<v1::TimelineEvent> out;

@@ -15,33 +15,35 @@ TEST(TimelineTest, MergesTheSessionsRecordsInTimeOrder) {
   ASSERT_TRUE(store.ok()) << store.status();
   Principal alice{1001, 1001}, bob{1002, 1002};
   SessionRecord s = NewSession("s-a", alice);
-  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
-  ASSERT_TRUE((*store)->CreateSession(bob, NewSession("s-b", bob)).ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
+  ASSERT_TRUE((*store)->sessions().Create(bob, NewSession("s-b", bob)).ok());
   usleep(3000);
   ExecRecord run;
   run.argv = {"sh", "-c", "echo a b", ""};
   run.user = "app";
   run.cwd = "/work";
   run.tty = true;
-  absl::StatusOr<int64_t> exec = (*store)->StartExec(alice, s, run);
+  absl::StatusOr<int64_t> exec = (*store)->commands().Start(alice, s, run);
   ASSERT_TRUE(exec.ok());
   std::string big(100000, 'x');
   ASSERT_TRUE((*store)
-                  ->AppendLogs(s, {{0, NowUnixMs(), *exec, LogStream::kEvent, "$ sh"},
-                                   {0, NowUnixMs(), *exec, LogStream::kStdout, "out\n"},
-                                   {0, NowUnixMs(), *exec, LogStream::kStderr, big}})
+                  ->commands()
+                  .AppendOutput(s, {{0, NowUnixMs(), *exec, LogStream::kEvent, "$ sh"},
+                                    {0, NowUnixMs(), *exec, LogStream::kStdout, "out\n"},
+                                    {0, NowUnixMs(), *exec, LogStream::kStderr, big}})
                   .ok());
-  ASSERT_TRUE((*store)->EndExec(s, *exec, 2, "").ok());
+  ASSERT_TRUE((*store)->commands().End(s, *exec, 2, "").ok());
   usleep(3000);  // each step on a later millisecond: the timeline orders by time
   AgentEvent call{0,         NowUnixMs(), "agent.tool_call",     "claude", *exec,
                   "toolu_1", "Bash",      "{\"command\":\"ls\"}"};
   AgentEvent result{0, NowUnixMs(), "agent.tool_result", "claude", *exec, "toolu_1", "", "a\nb"};
-  ASSERT_TRUE((*store)->AppendAgentEvents(s, {call, result}).ok());
+  ASSERT_TRUE((*store)->commands().AppendAgentEvents(s, {call, result}).ok());
   usleep(3000);
-  ASSERT_TRUE((*store)->Audit(alice, alice.Tenant(), "file.write", "s-a", "/tmp/x: ok").ok());
+  ASSERT_TRUE(
+      (*store)->audit().Audit(alice, alice.Tenant(), "file.write", "s-a", "/tmp/x: ok").ok());
   usleep(3000);
   // Bob's attempt at alice's session is on her session's record.
-  (*store)->GetSession(bob.Tenant(), "s-a").IgnoreError();
+  (*store)->sessions().Get(bob.Tenant(), "s-a").IgnoreError();
 
   absl::StatusOr<std::vector<v1::TimelineEvent>> events =
       BuildTimeline(**store, alice.Tenant(), "s-a", 0);
@@ -75,8 +77,9 @@ TEST(TimelineTest, MergesTheSessionsRecordsInTimeOrder) {
   // Another tenant sees no timeline of it; the owner's stays after the session is removed.
   EXPECT_TRUE(absl::IsNotFound(BuildTimeline(**store, bob.Tenant(), "s-a", 0).status()));
   ASSERT_TRUE((*store)
-                  ->SetSessionState(alice, alice.Tenant(), "s-a", SessionState::kStopped, "removed",
-                                    0, "session.remove")
+                  ->sessions()
+                  .SetState(alice, alice.Tenant(), "s-a", SessionState::kStopped, "removed", 0,
+                            "session.remove")
                   .ok());
   events = BuildTimeline(**store, alice.Tenant(), "s-a", 10);
   ASSERT_TRUE(events.ok());
@@ -90,18 +93,19 @@ TEST(TimelineTest, AgentEventsAreCappedPerSession) {
   ASSERT_TRUE(store.ok());
   Principal alice{1001, 1001};
   SessionRecord s = NewSession("s-a", alice);
-  ASSERT_TRUE((*store)->CreateSession(alice, s).ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
   std::vector<AgentEvent> batch(1000);
   for (int round = 0; round < 21; ++round) {
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i] = {
           0, NowUnixMs(), "agent.message", "claude", 0, "", "", std::to_string(round * 1000 + i)};
     }
-    ASSERT_TRUE((*store)->AppendAgentEvents(s, batch).ok());
+    ASSERT_TRUE((*store)->commands().AppendAgentEvents(s, batch).ok());
   }
-  absl::StatusOr<std::vector<AgentEvent>> kept = (*store)->ReadAgentEvents(alice.Tenant(), "s-a");
+  absl::StatusOr<std::vector<AgentEvent>> kept =
+      (*store)->commands().ReadAgentEvents(alice.Tenant(), "s-a");
   ASSERT_TRUE(kept.ok());
-  ASSERT_EQ(kept->size(), static_cast<size_t>(StateStore::kMaxAgentEventsPerSession));
+  ASSERT_EQ(kept->size(), static_cast<size_t>(CommandLog::kMaxAgentEventsPerSession));
   EXPECT_EQ(kept->front().text, "1000");  // the oldest went first
   EXPECT_EQ(kept->back().text, "20999");
 }

@@ -167,7 +167,8 @@ grpc::Status WorkspacesService::Get(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> record =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<v1::WorkspaceInfo> info = LoadBase(*record);
   if (!info.ok()) return ToGrpc(info.status());
@@ -182,7 +183,8 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> record =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<v1::WorkspaceInfo> base = LoadBase(*record);
   if (!base.ok()) return ToGrpc(base.status());
@@ -198,9 +200,9 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
         return absl::OkStatus();
       });
   // In the session's timeline: who looked at its work, and what there was.
-  LogIfFailed(store_->Audit(*who, who->Tenant(), "workspace.diff", record->id,
-                            listed.ok() ? absl::StrCat(changes, " changed paths")
-                                        : absl::StrCat("failed: ", listed.message())),
+  LogIfFailed(store_->audit().Audit(*who, who->Tenant(), "workspace.diff", record->id,
+                                    listed.ok() ? absl::StrCat(changes, " changed paths")
+                                                : absl::StrCat("failed: ", listed.message())),
               absl::StrCat("session ", record->id, ": its diff not audited"));
   return ToGrpc(listed);
 }
@@ -214,7 +216,8 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
   if (request->branch().size() > 255) {
     return ToGrpc(absl::InvalidArgumentError("the branch name is over 255 bytes"));
   }
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), request->session_id());
+  absl::StatusOr<SessionRecord> record =
+      store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(*who, record->id);
   if (!live.ok()) return ToGrpc(live.status());
@@ -240,7 +243,7 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
                                            info->base_commit(), "..", info->head_commit(),
                                            " for branch ", request->branch(), ", bundle ", *digest)
                             : absl::StrCat("failed: ", digest.status().message());
-  LogIfFailed(store_->Audit(*who, who->Tenant(), "workspace.promote", record->id, outcome),
+  LogIfFailed(store_->audit().Audit(*who, who->Tenant(), "workspace.promote", record->id, outcome),
               absl::StrCat("session ", record->id, ": its promote not audited"));
   return ToGrpc(digest.status());
 }
@@ -257,7 +260,7 @@ grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
   if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
   if (absl::Status s = CheckBase(chunk.base()); !s.ok()) return ToGrpc(s);
   bool dry_run = chunk.dry_run();
-  absl::StatusOr<SessionRecord> record = store_->GetSession(who->Tenant(), chunk.session_id());
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who->Tenant(), chunk.session_id());
   if (!record.ok()) return ToGrpc(record.status());
   absl::StatusOr<v1::WorkspaceInfo> base = LoadBase(*record);
   if (!base.ok()) return ToGrpc(base.status());
