@@ -4,15 +4,15 @@
 #include <vector>
 
 #include "src/common/log.h"
-#include "src/image/image_store.h"
 
 namespace airlock {
 
-QuotaAdmission::QuotaAdmission(Quotas quotas, StateStore* store, std::string images_dir,
+QuotaAdmission::QuotaAdmission(Quotas quotas, StateStore* store,
+                               std::function<uint64_t(const std::string&)> image_bytes,
                                std::shared_ptr<net::ConnectionLedger> connections)
     : quotas_(std::move(quotas)),
       store_(store),
-      images_dir_(std::move(images_dir)),
+      image_bytes_(std::move(image_bytes)),
       connections_(std::move(connections)) {}
 
 QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
@@ -31,7 +31,7 @@ QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
   }
   used.connections = connections_->Open(tenant);
   used.log_bytes = store_->commands().OutputBytes(tenant).value_or(0);
-  used.image_bytes = ImageStore(images_dir_, tenant).OwnBytes();
+  used.image_bytes = image_bytes_(tenant);
   return used;
 }
 

@@ -5,6 +5,7 @@
 #ifndef AIRLOCK_DAEMON_QUOTA_ADMISSION_H_
 #define AIRLOCK_DAEMON_QUOTA_ADMISSION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,8 +18,10 @@ namespace airlock {
 
 class QuotaAdmission {
  public:
-  // store and connections must outlive this; images_dir: the image store's root.
-  QuotaAdmission(Quotas quotas, StateStore* store, std::string images_dir,
+  // store and connections must outlive this; image_bytes: what a tenant's own images take
+  // (ImageService's count, called only when usage is asked for).
+  QuotaAdmission(Quotas quotas, StateStore* store,
+                 std::function<uint64_t(const std::string& tenant)> image_bytes,
                  std::shared_ptr<net::ConnectionLedger> connections);
 
   const Quota& For(const std::string& tenant) const { return quotas_.For(tenant); }
@@ -36,7 +39,7 @@ class QuotaAdmission {
  private:
   const Quotas quotas_;
   StateStore* store_;
-  std::string images_dir_;
+  std::function<uint64_t(const std::string&)> image_bytes_;
   std::shared_ptr<net::ConnectionLedger> connections_;
   QuotaReservations reservations_;
 };

@@ -55,7 +55,11 @@ SessionManager::SessionManager(SessionManagerOptions options)
       pool_options_(options.pool),
       egress_(WithDefaults(std::move(options.egress))),
       secrets_(std::move(options.secrets)),
-      quotas_(options.quotas, store_, paths_.images, egress_.connections),
+      // The images quota counts what ImageService, made next, finds; asked only once both are.
+      quotas_(
+          options.quotas, store_,
+          [this](const std::string& tenant) { return images_.ForScope(tenant).OwnBytes(); },
+          egress_.connections),
       images_(paths_.images, store_, &quotas_, options.registry_internal, &counters_.image_pulls) {
   if (network_ == nullptr) {
     own_network_ = std::make_unique<providers::LocalNetwork>();
