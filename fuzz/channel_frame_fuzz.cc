@@ -36,6 +36,7 @@ void DecodeAll(const std::string& payload) {
   RoundTrip<DnsQueryMessage>(payload);
   RoundTrip<DnsAnswerMessage>(payload);
   RoundTrip<ConnectMessage>(payload);
+  RoundTrip<OpenPortMessage>(payload);
   RoundTrip<ResetMessage>(payload);
   RoundTrip<NetPolicyMessage>(payload);
   RoundTrip<GuestMetrics>(payload);

@@ -20,6 +20,7 @@ namespace {
 void AddEverything(Cli& cli) {
   AddRunCommand(cli);
   AddSessionCommands(cli);
+  AddPortForwardCommand(cli);
   AddLogCommand(cli);
   AddWorkspaceCommands(cli);
   AddNetworkCommand(cli);

@@ -22,6 +22,7 @@ void AddDoctorCommand(Cli& cli);
 void AddImageCommand(Cli& cli);
 void AddAuditCommand(Cli& cli);
 void AddDashboardCommand(Cli& cli);
+void AddPortForwardCommand(Cli& cli);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   // In the order `airlock --help` lists them.
   airlock::AddRunCommand(cli);
   airlock::AddSessionCommands(cli);
+  airlock::AddPortForwardCommand(cli);
   airlock::AddLogCommand(cli);
   airlock::AddWorkspaceCommands(cli);
   airlock::AddNetworkCommand(cli);

@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 7;
+inline constexpr uint8_t kProtocolVersion = 8;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -140,8 +140,14 @@ enum class FrameType : uint8_t {
   // regular file found, by name, at most kMaxTailFiles; no symbolic link is followed on the
   // way), then kExit: kExited, or kFailed with an errno (ENOENT: no such directory yet).
   kTailFiles = 27,
+  // Host -> guest, opens a stream: u32 port (1..65535). The agent connects to that TCP port on
+  // the guest's loopback (127.0.0.1, then ::1), so the host can reach a server running in the
+  // guest (airlock port-forward). It is a connection like kConnect's, the other way: kData,
+  // kDataEnd and kWindow both ways, the host's data held by the agent until the connection is
+  // made; a port nobody listens on is answered kReset (ECONNREFUSED) at once.
+  kOpenPort = 28,
 };
-inline constexpr uint8_t kMaxFrameType = 27;
+inline constexpr uint8_t kMaxFrameType = 28;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.

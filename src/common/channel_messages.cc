@@ -215,6 +215,13 @@ bool DecodePayload(std::string_view payload, ConnectMessage* m) {
          m->name.size() <= kMaxDnsNameBytes;
 }
 
+std::string EncodePayload(const OpenPortMessage& m) { return PayloadWriter().U32(m.port).bytes(); }
+
+bool DecodePayload(std::string_view payload, OpenPortMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->port) && r.AtEnd() && ValidPort(m->port);
+}
+
 std::string EncodePayload(const ResetMessage& m) {
   return PayloadWriter().U32(m.code).Str(Cut(m.message, kMaxReasonBytes)).bytes();
 }

@@ -169,6 +169,13 @@ struct ConnectMessage {
   bool operator==(const ConnectMessage&) const = default;
 };
 
+// kOpenPort: port within 1..65535.
+struct OpenPortMessage {
+  static constexpr FrameType kType = FrameType::kOpenPort;
+  uint32_t port = 0;
+  bool operator==(const OpenPortMessage&) const = default;
+};
+
 // kReset: message at most kMaxReasonBytes.
 struct ResetMessage {
   static constexpr FrameType kType = FrameType::kReset;
@@ -223,6 +230,7 @@ std::string EncodePayload(const ProtocolErrorMessage& m);
 std::string EncodePayload(const DnsQueryMessage& m);
 std::string EncodePayload(const DnsAnswerMessage& m);
 std::string EncodePayload(const ConnectMessage& m);
+std::string EncodePayload(const OpenPortMessage& m);
 std::string EncodePayload(const ResetMessage& m);
 std::string EncodePayload(const NetPolicyMessage& m);
 std::string EncodePayload(const GuestMetrics& m);
@@ -241,6 +249,7 @@ std::string EncodePayload(const GuestMetrics& m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, DnsQueryMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, DnsAnswerMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, ConnectMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, OpenPortMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, ResetMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, NetPolicyMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, GuestMetrics* m);

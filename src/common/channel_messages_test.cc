@@ -59,6 +59,7 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
   ExpectRoundTrip(
       DnsAnswerMessage{.verdict = DnsVerdict::kAllowed, .ports = {80, 443}, .message = ""});
   ExpectRoundTrip(ConnectMessage{.name = "", .address = std::string(16, '\1'), .port = 22});
+  ExpectRoundTrip(OpenPortMessage{.port = 8000});
   ExpectRoundTrip(ResetMessage{.code = 111, .message = "refused"});
   ExpectRoundTrip(
       NetPolicyMessage{.rules = {{.base = std::string("\x0a\0\0\0", 4), .prefix = 8, .ports = {22}},
@@ -99,6 +100,8 @@ TEST(ChannelMessagesTest, FieldsOutsideTheProtocolsCapsAreRefused) {
   EXPECT_TRUE(Refused(ConnectMessage{.address = "abc", .port = 80}));
   EXPECT_TRUE(Refused(ConnectMessage{.address = "abcd", .port = 0}));
   EXPECT_TRUE(Refused(ConnectMessage{.address = "abcd", .port = 65536}));
+  EXPECT_TRUE(Refused(OpenPortMessage{.port = 0}));
+  EXPECT_TRUE(Refused(OpenPortMessage{.port = 70000}));
   EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abc", .prefix = 8}}}));
   EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abcd", .prefix = 33}}}));
   EXPECT_TRUE(Refused(NetPolicyMessage{.rules = {{.base = "abcd", .prefix = 8, .ports = {0}}}}));

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -532,6 +533,42 @@ grpc::Status SessionsService::Exec(
     grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream_;
   } client(context, stream);
   return ToGrpc(exec_.Run(*who, first.start(), client));
+}
+
+grpc::Status SessionsService::ForwardPort(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  v1::PortForwardRequest first;
+  if (!stream->Read(&first) || !first.has_start()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of ForwardPort must be a PortForwardStart");
+  }
+  class Client final : public PortForwardClient {
+   public:
+    Client(grpc::ServerContext* context,
+           grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream)
+        : context_(context), stream_(stream) {}
+    bool Read(v1::PortForwardRequest* message) override { return stream_->Read(message); }
+    bool Write(const v1::PortForwardResponse& response) override {
+      return stream_->Write(response);
+    }
+    bool Cancelled() override { return context_->IsCancelled(); }
+    void Cancel() override { context_->TryCancel(); }
+
+   private:
+    grpc::ServerContext* context_;
+    grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream_;
+  } client(context, stream);
+  // Where the client is, for the audit: an address over TCP, else this host's Unix socket.
+  std::string peer = context->peer();
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    peer = peer.substr(5);
+  } else {
+    peer = "this host";
+  }
+  return ToGrpc(forwarder_.Run(*who, first.start(), peer, client));
 }
 
 grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsRequest* request,

@@ -8,6 +8,7 @@
 #include "src/common/host_paths.h"
 #include "src/daemon/exec_runner.h"
 #include "src/daemon/image_builds.h"
+#include "src/daemon/port_forward.h"
 #include "src/daemon/session_events.h"
 #include "src/daemon/session_files.h"
 #include "src/daemon/session_manager.h"
@@ -27,7 +28,8 @@ class SessionsService final : public v1::Sessions::Service {
         uploads_(uploads),
         events_(events),
         files_(sessions, store),
-        exec_(sessions, store, uploads) {}
+        exec_(sessions, store, uploads),
+        forwarder_(sessions, store) {}
 
   grpc::Status Create(grpc::ServerContext* context, const v1::CreateSessionRequest* request,
                       v1::Session* response) override;
@@ -63,6 +65,9 @@ class SessionsService final : public v1::Sessions::Service {
   grpc::Status ReadFileStream(grpc::ServerContext* context,
                               const v1::ReadFileStreamRequest* request,
                               grpc::ServerWriter<v1::ReadFileChunk>* writer) override;
+  grpc::Status ForwardPort(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream) override;
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                      grpc::ServerWriter<v1::SessionEvent>* writer) override;
 
@@ -74,6 +79,7 @@ class SessionsService final : public v1::Sessions::Service {
   SessionEventHub* events_;
   SessionFiles files_;
   ExecRunner exec_;
+  PortForwarder forwarder_;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin

@@ -30,6 +30,8 @@ constexpr uint32_t kMaxListeners = 4096;
 constexpr size_t kMaxQuestions = 128;
 constexpr size_t kMaxWaiters = 512;
 constexpr size_t kMaxConns = kMaxGuestStreams - kMaxQuestions;
+// Connections the host opened to guest ports at once (the host keeps to its own cap, lower).
+constexpr size_t kMaxPortConns = 1024;
 // Allowed names are answered with a short TTL so that programs ask again after a change.
 constexpr uint32_t kAnswerTtl = 5;
 constexpr uint32_t kNegativeTtl = 1;
@@ -176,6 +178,11 @@ struct GuestNet::Question {
 
 struct GuestNet::Conn {
   int fd = -1;
+  // A connection the host opened to a guest port (kOpenPort): the port, the loopback addresses
+  // tried so far (127.0.0.1, then ::1), and whether the connect is still under way.
+  uint16_t port = 0;
+  int addresses_tried = 0;
+  bool connecting = false;
   std::string to_socket;                   // from the host, not yet written to the socket
   StreamWindow window{kConnectionWindow};  // what we may send, what the host sent
   bool socket_ended = false;               // read EOF; kDataEnd sent
@@ -226,7 +233,7 @@ int GuestNet::AddPollFds(std::vector<pollfd>* fds, bool can_send) {
     watched_.push_back({kind, fd, id});
   };
   if (dns_fd_ >= 0 && can_send) watch(0, dns_fd_, 0, POLLIN);
-  if (can_send && conns_.size() < kMaxConns) {
+  if (can_send && conns_.size() - port_conns_ < kMaxConns) {
     for (auto& [name, n] : names_) {
       for (auto& [port, l] : n->listeners) watch(1, l->fd, port, POLLIN);
     }
@@ -236,7 +243,8 @@ int GuestNet::AddPollFds(std::vector<pollfd>* fds, bool can_send) {
   for (auto& [id, c] : conns_) {
     short events = 0;
     if (!c->socket_ended && c->window.sendable() > 0 && can_send) events |= POLLIN;
-    if (!c->to_socket.empty()) events |= POLLOUT;
+    if (!c->to_socket.empty() || c->connecting) events |= POLLOUT;
+    if (c->connecting) events &= ~POLLIN;
     if (events != 0) watch(2, c->fd, id, events);
     if (c->window.grant_pending() && can_send) timeout = 0;
   }
@@ -495,7 +503,7 @@ void GuestNet::ApplyPolicy(std::vector<AddressRule> rules) {
 }
 
 void GuestNet::Accept(Listener& listener) {
-  for (int i = 0; i < 16 && conns_.size() < kMaxConns; ++i) {
+  for (int i = 0; i < 16 && conns_.size() - port_conns_ < kMaxConns; ++i) {
     int fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     std::string name = listener.name;
@@ -537,6 +545,10 @@ void GuestNet::Accept(Listener& listener) {
 }
 
 void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
+  if (c.connecting) {
+    if (revents & (POLLOUT | POLLERR | POLLHUP)) FinishConnect(id, c);
+    return;
+  }
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && !c.socket_ended && can_send) {
     while (c.window.sendable() > 0) {
       char buf[kMaxPayload];
@@ -578,6 +590,7 @@ void GuestNet::PumpConn(uint32_t id, Conn& c, short revents, bool can_send) {
   }
   if (c.socket_ended && c.shut_write) {
     close(c.fd);
+    if (c.port != 0) --port_conns_;
     conns_.erase(id);
   }
 }
@@ -598,6 +611,7 @@ void GuestNet::CloseConn(uint32_t id, bool reset_socket, bool tell_host, uint32_
   } else {
     close(it->second->fd);
   }
+  if (it->second->port != 0) --port_conns_;
   conns_.erase(it);
   if (tell_host) SendMessage(id, ResetMessage{.code = code, .message = why});
 }
@@ -629,9 +643,14 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
     return true;
   }
   uint32_t id = frame.stream;
-  if (id == 0 || id % 2 != 0) return fail("not a guest stream");
-  // Frames of streams the agent already closed (or dropped at a pause) come late; fine.
-  if (id >= next_stream_) return fail("frame for a stream the guest never opened");
+  if (id % 2 == 1 && conns_.count(id) != 0) {
+    if (frame.type == FrameType::kDnsAnswer) return fail("DNS answer on a connection");
+  } else if (id == 0 || id % 2 != 0) {
+    return fail("not a guest stream");
+  } else if (id >= next_stream_) {
+    // Frames of streams the agent already closed (or dropped at a pause) come late; fine.
+    return fail("frame for a stream the guest never opened");
+  }
   if (frame.type == FrameType::kDnsAnswer) {
     auto q = questions_.find(id);
     if (q == questions_.end()) return conns_.count(id) == 0 || fail("DNS answer on a connection");
@@ -658,7 +677,7 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
       return true;
     case FrameType::kDataEnd:
       c.host_ended = true;
-      if (c.to_socket.empty()) PumpConn(id, c, 0, false);
+      if (c.to_socket.empty() && !c.connecting) PumpConn(id, c, 0, false);
       return true;
     case FrameType::kReset:
       CloseConn(id, true, false, 0, "");
@@ -677,9 +696,74 @@ bool GuestNet::HandleFrame(const Frame& frame, std::string* error) {
 void GuestNet::DropAll() {
   for (auto& [id, c] : conns_) CloseWithReset(c->fd);
   conns_.clear();
+  port_conns_ = 0;
   for (auto& [id, q] : questions_) AnswerWaiters(*q, /*failed=*/true);
   questions_.clear();
   asking_.clear();
+}
+
+void GuestNet::OpenPort(uint32_t id, const std::string& payload) {
+  OpenPortMessage open;
+  if (!DecodePayload(payload, &open) || conns_.count(id) != 0) {
+    SendMessage(id, ResetMessage{.code = EINVAL, .message = "malformed port connection"});
+    return;
+  }
+  if (port_conns_ >= kMaxPortConns) {
+    SendMessage(id, ResetMessage{.code = EAGAIN, .message = "too many connections to guest ports"});
+    return;
+  }
+  auto c = std::make_unique<Conn>();
+  c->port = static_cast<uint16_t>(open.port);
+  Conn& conn = *c;
+  conns_[id] = std::move(c);
+  ++port_conns_;
+  if (!StartConnect(conn)) FinishConnect(id, conn);
+}
+
+bool GuestNet::StartConnect(Conn& c) {
+  if (c.fd >= 0) close(c.fd);
+  c.fd = -1;
+  while (c.addresses_tried < 2) {
+    bool v6 = c.addresses_tried++ == 1;
+    sockaddr_storage address = {};
+    socklen_t length;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&address);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(c.port);
+      a->sin6_addr = in6addr_loopback;
+      length = sizeof(*a);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&address);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(c.port);
+      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      length = sizeof(*a);
+    }
+    c.fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c.fd < 0) continue;
+    if (connect(c.fd, reinterpret_cast<sockaddr*>(&address), length) == 0 || errno == EINPROGRESS) {
+      c.connecting = true;
+      return true;
+    }
+    close(c.fd);
+    c.fd = -1;
+  }
+  return false;
+}
+
+void GuestNet::FinishConnect(uint32_t id, Conn& c) {
+  int err = c.fd < 0 ? ECONNREFUSED : 0;
+  socklen_t len = sizeof(err);
+  if (c.fd >= 0 && getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == 0) {
+    c.connecting = false;  // made; data the host sent meanwhile goes out on the next poll
+    return;
+  }
+  if (StartConnect(c)) return;  // ::1 next
+  CloseConn(id, false, true, static_cast<uint32_t>(err),
+            "nothing accepts connections on port " + std::to_string(c.port) + " in the guest (" +
+                strerror(err) + "); is the server running and listening?");
 }
 
 }  // namespace airlock::guest

@@ -54,10 +54,15 @@ class GuestNet {
   int AddPollFds(std::vector<pollfd>* fds, bool can_send);
   void HandlePoll(const std::vector<pollfd>& fds, bool can_send);
 
-  // Whether a frame is egress's: one of a stream the agent opened (even ids), or kNetPolicy.
-  static bool Handles(const Frame& frame) {
-    return frame.type == FrameType::kNetPolicy || (frame.stream != 0 && frame.stream % 2 == 0);
+  // Whether a frame is this class's: kNetPolicy, one of a stream the agent opened (even ids), or
+  // one of a connection to a guest port the host opened (OpenPort) that is still open.
+  bool Handles(const Frame& frame) const {
+    return frame.type == FrameType::kNetPolicy || (frame.stream != 0 && frame.stream % 2 == 0) ||
+           (frame.type != FrameType::kOpenPort && conns_.count(frame.stream) != 0);
   }
+  // kOpenPort: connects stream id (the host's) to a TCP port on the guest's loopback; the
+  // connection is then carried like the guest's own. A malformed or repeated request is reset.
+  void OpenPort(uint32_t id, const std::string& payload);
   // Such a frame. False, with *error set, when the host broke the protocol.
   bool HandleFrame(const Frame& frame, std::string* error);
 
@@ -91,6 +96,10 @@ class GuestNet {
   void SyncListeners(Name& name);
   void Accept(Listener& listener);
   void PumpConn(uint32_t id, Conn& c, short revents, bool can_send);
+  // A connection to a guest port: made, or tried on the next address, or reset with why not.
+  void FinishConnect(uint32_t id, Conn& c);
+  // Starts connecting c to its port on the next loopback address to try; false if none is left.
+  bool StartConnect(Conn& c);
   void GrantConn(uint32_t id, Conn& c, bool force);
   void CloseConn(uint32_t id, bool reset_socket, bool tell_host, uint32_t code,
                  const std::string& why);
@@ -109,7 +118,8 @@ class GuestNet {
   std::map<std::string, uint32_t> asking_;                   // name -> stream of its question
   std::vector<AddressRule> address_rules_;
   std::map<uint16_t, std::unique_ptr<Listener>> wildcard_;  // address rules' ports
-  std::map<uint32_t, std::unique_ptr<Conn>> conns_;
+  std::map<uint32_t, std::unique_ptr<Conn>> conns_;         // the guest's and the host's (odd ids)
+  size_t port_conns_ = 0;                                   // of conns_, the host's
   // What the last AddPollFds watched, in order, after the agent's own descriptors.
   struct Watched {
     int kind;  // 0 dns, 1 listener (by fd), 2 connection

@@ -760,8 +760,14 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
       {FrameType::kFileRead, &AgentServer::StartFileRead},
       {FrameType::kTailFiles, &AgentServer::StartTailFiles},
       {FrameType::kMetricsRequest, &AgentServer::StartMetrics},
+      {FrameType::kOpenPort, &AgentServer::StartPortConnection},
   };
   return *openers;
+}
+
+// A connection to a guest port is GuestNet's, like the guest's own connections.
+void AgentServer::StartPortConnection(uint32_t id, const std::string& payload) {
+  net_.OpenPort(id, payload);
 }
 
 void AgentServer::StartMetrics(uint32_t id, const std::string& payload) {

@@ -50,6 +50,7 @@ class AgentServer {
   void FinishFileWrite(uint32_t id, Stream& s);
   void StartFileRead(uint32_t id, const std::string& payload);
   void StartMetrics(uint32_t id, const std::string& payload);
+  void StartPortConnection(uint32_t id, const std::string& payload);
   void StartTailFiles(uint32_t id, const std::string& payload);
   using Opener = void (AgentServer::*)(uint32_t id, const std::string& payload);
   static const std::map<FrameType, Opener>& Openers();

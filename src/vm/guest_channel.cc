@@ -18,33 +18,41 @@ namespace {
 
 constexpr size_t kEntropyBytes = 64;
 
-// Every kind of stream a guest may open, as the channel sees it (the handler registered for the
-// kind does the rest): a question, answered by one message that ends it, or a connection,
-// data both ways under a window until a reset or both ends; and how one is refused when nothing
+// Every kind of stream served by a handler rather than by the channel, as the channel sees it
+// (the handler does the rest): a question, answered by one message that ends it, or a
+// connection, data both ways under a window until a reset or both ends. The guest opens all but
+// kOpenPort, the host's connection to a guest port; for those, how one is refused when nothing
 // serves it.
 struct GuestStreamKind {
   FrameType opens;
+  bool guest_opens;
   bool connection;
   FrameType answer;  // a question's answer; kReset for a connection
   std::string (*refusal)(const std::string& why);
 };
 const GuestStreamKind kGuestStreamKinds[] = {
-    {FrameType::kDnsQuery, false, FrameType::kDnsAnswer,
+    {FrameType::kDnsQuery, true, false, FrameType::kDnsAnswer,
      [](const std::string& why) {
        return EncodePayload(DnsAnswerMessage{.verdict = DnsVerdict::kFailed, .message = why});
      }},
-    {FrameType::kConnect, true, FrameType::kReset,
+    {FrameType::kConnect, true, true, FrameType::kReset,
      [](const std::string& why) {
        return EncodePayload(ResetMessage{.code = ECONNREFUSED, .message = why});
      }},
+    {FrameType::kOpenPort, false, true, FrameType::kReset, nullptr},
 };
 
-// The kind a frame opens, or nullptr if it opens none.
-const GuestStreamKind* KindOpenedBy(FrameType type) {
+const GuestStreamKind* KindOf(FrameType type) {
   for (const GuestStreamKind& kind : kGuestStreamKinds) {
     if (kind.opens == type) return &kind;
   }
   return nullptr;
+}
+
+// The kind a frame from the guest opens, or nullptr if it opens none.
+const GuestStreamKind* KindOpenedBy(FrameType type) {
+  const GuestStreamKind* kind = KindOf(type);
+  return kind != nullptr && kind->guest_opens ? kind : nullptr;
 }
 
 }  // namespace
@@ -185,7 +193,9 @@ void GuestChannel::ReadLoop() {
 }
 
 absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* after) {
-  if (frame.stream != 0 && frame.stream % 2 == 0) return HandleGuestStreamFrame(frame, after);
+  if (frame.stream != 0 && (frame.stream % 2 == 0 || IsPortStream(frame.stream))) {
+    return HandleGuestStreamFrame(frame, after);
+  }
   std::unique_lock<std::mutex> lock(mu_);
   auto violation = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
@@ -301,6 +311,11 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
   const GuestStreamKind* opened_kind = KindOpenedBy(frame.type);
   bool opens = opened_kind != nullptr;
   auto it = guest_streams_.find(id);
+  if (it == guest_streams_.end() && id % 2 == 1) {
+    // A connection to a guest port that the host ended meanwhile: its late frames are normal.
+    if (id < next_stream_) return absl::OkStatus();
+    return violation("frame for a stream the host never opened");
+  }
   if (it == guest_streams_.end()) {
     if (id <= highest_guest_stream_) {
       // A late frame of a stream the host ended (a reset, a pause); reopening an id is not.
@@ -314,7 +329,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
     auto kind = guest_kinds_.find(frame.type);
     std::shared_ptr<GuestStreamHandler> handler =
         kind == guest_kinds_.end() ? nullptr : kind->second;
-    if (guest_streams_.size() >= kMaxGuestStreams || handler == nullptr) {
+    if (guest_streams_.size() - port_streams_ >= kMaxGuestStreams || handler == nullptr) {
       std::string why = handler == nullptr
                             ? "this session has no network"
                             : absl::StrCat("too many connections and DNS questions at once (",
@@ -337,7 +352,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
   GuestStream& g = it->second;
   std::shared_ptr<GuestStreamHandler> handler = g.handler;
   if (opens) return violation("stream id reused");
-  if (!KindOpenedBy(g.kind)->connection) return violation("frame on a question stream");
+  if (!KindOf(g.kind)->connection) return violation("frame on a question stream");
   switch (frame.type) {
     case FrameType::kData:
       if (frame.payload.empty()) return violation("empty data frame");
@@ -350,13 +365,13 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
     case FrameType::kDataEnd:
       if (!frame.payload.empty() || g.guest_ended) return violation("malformed end of data");
       g.guest_ended = true;
-      if (g.host_ended) guest_streams_.erase(it);
+      if (g.host_ended) ForgetGuestStream(it);
       *after = [handler, id] { handler->OnDataEnd(id); };
       return absl::OkStatus();
     case FrameType::kReset: {
       ResetMessage reset;
       if (!DecodePayload(frame.payload, &reset)) return violation("malformed reset");
-      guest_streams_.erase(it);
+      ForgetGuestStream(it);
       *after = [handler, id, reset = std::move(reset)]() mutable {
         handler->OnReset(id, reset.code, std::move(reset.message));
       };
@@ -381,6 +396,7 @@ void GuestChannel::DropGuestStreams(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, g] : guest_streams_) dropped.emplace_back(id, g.handler);
     guest_streams_.clear();
+    port_streams_ = 0;
   }
   for (const auto& [id, handler] : dropped) handler->OnReset(id, 0, why);
 }
@@ -403,7 +419,7 @@ absl::Status GuestChannel::AnswerGuestStream(uint32_t id, FrameType type,
     if (it == guest_streams_.end()) {
       return absl::OkStatus();  // dropped by a pause: the agent forgot the question too
     }
-    const GuestStreamKind* kind = KindOpenedBy(it->second.kind);
+    const GuestStreamKind* kind = KindOf(it->second.kind);
     if (kind->connection || kind->answer != type) {
       return absl::InvalidArgumentError(absl::StrCat(
           "stream ", id, " is not a question answered by frame type ", static_cast<int>(type)));
@@ -411,6 +427,42 @@ absl::Status GuestChannel::AnswerGuestStream(uint32_t id, FrameType type,
     guest_streams_.erase(it);
   }
   return Send(type, id, payload);
+}
+
+void GuestChannel::ForgetGuestStream(std::map<uint32_t, GuestStream>::iterator it) {
+  if (it->second.kind == FrameType::kOpenPort) --port_streams_;
+  guest_streams_.erase(it);
+}
+
+bool GuestChannel::IsPortStream(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guest_streams_.count(id) != 0;
+}
+
+absl::StatusOr<uint32_t> GuestChannel::ConnectGuestPort(
+    uint16_t port, std::shared_ptr<GuestStreamHandler> handler) {
+  if (port == 0) return absl::InvalidArgumentError("a guest port is 1 to 65535");
+  uint32_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+    if (quiescing_ || paused_) {
+      return absl::UnavailableError("the session is being snapshotted; try again in a moment");
+    }
+    if (port_streams_ >= kMaxPortStreams) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this session has ", kMaxPortStreams,
+                       " connections to its ports open already; close some and try again"));
+    }
+    id = next_stream_;
+    next_stream_ += 2;
+    GuestStream& opened = guest_streams_[id];
+    opened.kind = FrameType::kOpenPort;
+    opened.handler = std::move(handler);
+    ++port_streams_;
+  }
+  if (absl::Status s = SendMessage(id, OpenPortMessage{.port = port}); !s.ok()) return s;
+  return id;
 }
 
 absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view data) {
@@ -450,7 +502,7 @@ absl::Status GuestChannel::EndGuestData(uint32_t id) {
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end() || it->second.host_ended) return absl::OkStatus();
     it->second.host_ended = true;
-    if (it->second.guest_ended) guest_streams_.erase(it);
+    if (it->second.guest_ended) ForgetGuestStream(it);
   }
   return Send(FrameType::kDataEnd, id, "");
 }
@@ -458,7 +510,9 @@ absl::Status GuestChannel::EndGuestData(uint32_t id) {
 absl::Status GuestChannel::ResetGuestStream(uint32_t id, const ResetMessage& reset) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (guest_streams_.erase(id) == 0) return absl::OkStatus();
+    auto it = guest_streams_.find(id);
+    if (it == guest_streams_.end()) return absl::OkStatus();
+    ForgetGuestStream(it);
   }
   return SendMessage(id, reset);
 }

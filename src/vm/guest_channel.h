@@ -218,6 +218,14 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // The host consumed `bytes` of the stream's data: the guest may send that much more.
   [[nodiscard]] absl::Status GrantGuestData(uint32_t id, uint32_t bytes);
   [[nodiscard]] absl::Status EndGuestData(uint32_t id);
+  // Connects to TCP port `port` on the guest's loopback (kOpenPort): a connection served by
+  // handler like one the guest opened (data both ways within windows, ends, resets); a port
+  // nobody listens on is reset soon after with ECONNREFUSED and the guest's reason. Returns the
+  // stream's id. Unavailable while a snapshot is taken; ResourceExhausted beyond
+  // kMaxPortStreams at once. A pause resets it (code 0), like the guest's connections.
+  [[nodiscard]] absl::StatusOr<uint32_t> ConnectGuestPort(
+      uint16_t port, std::shared_ptr<GuestStreamHandler> handler);
+  static constexpr uint32_t kMaxPortStreams = 256;
   // Aborts a connection; the stream is done (OnReset does not follow).
   [[nodiscard]] absl::Status ResetGuestStream(uint32_t id, const ResetMessage& reset);
   // Sends the guest a message on the control stream that expects no answer (e.g. the
@@ -269,6 +277,10 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // Forgets every guest stream and tells the handler (a pause, or the channel's end).
   void DropGuestStreams(const std::string& why);
   absl::Status AnswerGuestStream(uint32_t id, FrameType type, std::string_view payload);
+  // Whether id is a connection to a guest port the host opened and has not ended.
+  bool IsPortStream(uint32_t id);
+  // Erases a handler-served stream, counting the host's connections to guest ports. Under mu_.
+  void ForgetGuestStream(std::map<uint32_t, GuestStream>::iterator it);
   absl::Status Notify(FrameType type, std::string_view payload);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
   template <typename Message>
@@ -303,7 +315,9 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   std::map<uint32_t, Stream> streams_;
   std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_;
   uint32_t highest_guest_stream_ = 0;  // ids of guest streams only grow
+  // Handler-served streams: the guest's (even ids) and the host's to guest ports (odd ids).
   std::map<uint32_t, GuestStream> guest_streams_;
+  uint32_t port_streams_ = 0;  // of guest_streams_, the host's
 };
 
 }  // namespace airlock

@@ -587,5 +587,49 @@ TEST(GuestChannelTest, GuestConnectionsKeepTheirWindowsAndEndWithAPause) {
   EXPECT_EQ(h.WaitFailed().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(GuestChannelTest, AConnectionToAGuestPortIsAHostStreamServedLikeTheGuestsOwn) {
+  FakeGuest g;
+  g.Handshake();
+  auto handler = std::make_shared<RecordingHandler>();
+  EXPECT_EQ(g.channel_->ConnectGuestPort(0, handler).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<uint32_t> id = g.channel_->ConnectGuestPort(8000, handler);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id % 2, 1u);  // the host's ids are odd
+  Frame open = g.Receive();
+  EXPECT_EQ(open.type, FrameType::kOpenPort);
+  EXPECT_EQ(open.stream, *id);
+  OpenPortMessage port;
+  ASSERT_TRUE(DecodePayload(open.payload, &port));
+  EXPECT_EQ(port.port, 8000u);
+  // Bytes both ways within windows, like a guest-opened connection.
+  ASSERT_EQ(*g.channel_->SendGuestData(*id, "GET /"), 5u);
+  EXPECT_EQ(g.Receive().payload, "GET /");
+  g.Send(FrameType::kData, *id, "200 OK");
+  g.Send(FrameType::kWindow, *id, PayloadWriter().U32(5).bytes());
+  g.Send(FrameType::kReset, *id, PayloadWriter().U32(ECONNRESET).Str("gone").bytes());
+  g.Send(FrameType::kData, *id, "late");  // after the reset: ignored
+  for (int i = 0; i < 100 && handler->Seen().size() < 3; ++i) usleep(10000);
+  std::string at = "@" + std::to_string(*id);
+  EXPECT_EQ(handler->Seen(),
+            (std::vector<std::string>{"data:200 OK" + at, "window" + at, "reset" + at}));
+  // Another connection ends with a pause; a guest may not open a stream of this kind.
+  absl::StatusOr<uint32_t> second = g.channel_->ConnectGuestPort(9000, handler);
+  ASSERT_TRUE(second.ok());
+  g.Receive();
+  std::thread pause([&] { EXPECT_TRUE(g.channel_->Quiesce(absl::Now() + absl::Seconds(5)).ok()); });
+  EXPECT_EQ(g.Receive().type, FrameType::kPause);
+  g.Send(FrameType::kPaused, 0, "");
+  pause.join();
+  for (int i = 0; i < 100 && handler->Seen().size() < 4; ++i) usleep(10000);
+  EXPECT_EQ(handler->Seen().back(), "reset@" + std::to_string(*second));
+  EXPECT_EQ(g.channel_->ConnectGuestPort(9000, handler).status().code(),
+            absl::StatusCode::kUnavailable);
+  FakeGuest h;
+  h.Handshake();
+  h.Send(FrameType::kOpenPort, 2, PayloadWriter().U32(80).bytes());
+  EXPECT_EQ(h.WaitFailed().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace airlock
