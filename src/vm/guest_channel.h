@@ -8,19 +8,19 @@
 #ifndef AIRLOCK_VM_GUEST_CHANNEL_H_
 #define AIRLOCK_VM_GUEST_CHANNEL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/common/channel_messages.h"
 #include "src/common/unique_fd.h"
@@ -275,24 +275,25 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   UniqueFd fd_;
   FailureCallback on_failure_;
   std::thread reader_;
-  bool join_midway_;     // reader thread only: still looking for the hello
-  std::string skipped_;  // reader thread only: a tail that may begin the hello
-  std::mutex write_mu_;  // serializes whole frames on the socket
+  bool join_midway_;      // reader thread only: still looking for the hello
+  std::string skipped_;   // reader thread only: a tail that may begin the hello
+  absl::Mutex write_mu_;  // serializes whole frames on the socket
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  absl::Status failure_;
-  bool stopping_ = false;
-  bool hello_ = false;
-  bool ready_ = false;
-  std::string ready_problem_;  // what the guest could not set up (kReady)
-  bool quiescing_ = false;     // between Quiesce and the next Handshake: no new streams
-  bool paused_ = false;        // the agent answered kPause
-  uint32_t next_stream_ = 1;
-  std::map<uint32_t, Stream> streams_;
-  std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_;
-  uint32_t highest_guest_stream_ = 0;  // ids of guest streams only grow
-  std::map<uint32_t, GuestStream> guest_streams_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool hello_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::string ready_problem_ ABSL_GUARDED_BY(mu_);  // what the guest could not set up (kReady)
+  bool quiescing_ ABSL_GUARDED_BY(mu_) =
+      false;  // between Quiesce and the next Handshake: no new streams
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;  // the agent answered kPause
+  uint32_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint32_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_ ABSL_GUARDED_BY(mu_);
+  uint32_t highest_guest_stream_ ABSL_GUARDED_BY(mu_) = 0;  // ids of guest streams only grow
+  std::map<uint32_t, GuestStream> guest_streams_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace airlock
