@@ -17,6 +17,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
