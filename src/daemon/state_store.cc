@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/session_events.h"
 #include "src/image/image_store.h"
 
@@ -472,9 +473,12 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
   }
   std::unique_ptr<StateStore> store(new StateStore(db, log_cap_bytes));
   sqlite3_busy_timeout(db, 5000);
-  for (const char* pragma :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
-    if (absl::Status s = store->Exec(pragma); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&store->mu_);
+    for (const char* pragma :
+         {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
+      if (absl::Status s = store->Exec(pragma); !s.ok()) return s;
+    }
   }
   if (absl::Status s = store->Migrate(); !s.ok()) return s;
   return store;
@@ -535,7 +539,7 @@ absl::Status StateStore::ChainExistingAudit() {
 }
 
 absl::Status StateStore::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status s = tx.Begun(); !s.ok()) return s;
   Stmt version(db_, "PRAGMA user_version");
@@ -582,7 +586,7 @@ absl::Status StateStore::AppendAudit(AuditRecord r) {
 }
 
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditSince(int64_t since_ms, size_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // The newest `limit`, oldest first.
   Stmt q(db_, absl::StrCat("SELECT * FROM (SELECT ", kAuditColumns,
                            " FROM audit WHERE unix_ms >= ? ORDER BY seq DESC LIMIT ?) ORDER BY seq")
@@ -595,7 +599,7 @@ absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditSince(int64_t since_ms
 }
 
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditAfter(int64_t seq, size_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?")
              .c_str());
@@ -607,14 +611,14 @@ absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditAfter(int64_t seq, siz
 }
 
 absl::StatusOr<int64_t> StateStore::LastAuditSeq() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, "SELECT COALESCE(MAX(seq), 0) FROM audit");
   if (q.Step()) return q.Int(0);
   return q.status();
 }
 
 absl::StatusOr<AuditCheck> StateStore::VerifyAudit() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // A read transaction: one consistent view of the log and its sequence, however long it is.
   Transaction tx(db_);
   if (absl::Status s = tx.Begun(); !s.ok()) return s;
@@ -659,7 +663,7 @@ absl::StatusOr<AuditCheck> StateStore::VerifyAudit() {
 absl::Status StateStore::Audit(const Principal& who, const std::string& tenant,
                                const std::string& action, const std::string& target,
                                const std::string& outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status s = tx.Begun(); !s.ok()) return s;
   if (absl::Status s = AuditLocked(who, tenant, action, target, outcome); !s.ok()) return s;
@@ -677,7 +681,7 @@ absl::Status StateStore::ImportSession(const Principal& who, const SessionRecord
 
 absl::Status StateStore::PutSession(const Principal& who, const SessionRecord& s, bool import,
                                     const std::string& from_host) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt tenant(db_, "INSERT OR IGNORE INTO tenants(id, created_ms) VALUES(?, ?)");
@@ -741,7 +745,7 @@ absl::Status StateStore::SetSessionState(const Principal& who, const std::string
                                          const std::string& id, SessionState state,
                                          const std::string& reason, int64_t pid,
                                          const std::string& action) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt q(db_, "UPDATE sessions SET state = ?, reason = ?, pid = ? WHERE id = ? AND tenant = ?");
@@ -765,7 +769,7 @@ absl::Status StateStore::SetSessionState(const Principal& who, const std::string
 
 absl::Status StateStore::DeleteSession(const Principal& who, const std::string& tenant,
                                        const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
@@ -789,7 +793,7 @@ absl::Status StateStore::DeleteSession(const Principal& who, const std::string& 
 }
 
 absl::Status StateStore::TouchSession(const std::string& id, int64_t unix_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, "UPDATE sessions SET last_used_ms = ? WHERE id = ?");
   q.Bind(1, unix_ms).Bind(2, id).Step();
   return q.status();
@@ -797,7 +801,7 @@ absl::Status StateStore::TouchSession(const std::string& id, int64_t unix_ms) {
 
 absl::StatusOr<SessionRecord> StateStore::GetSession(const std::string& tenant,
                                                      const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns, " FROM sessions WHERE id = ? AND tenant = ?")
                   .c_str());
   q.Bind(1, id).Bind(2, tenant);
@@ -827,7 +831,7 @@ absl::StatusOr<SessionRecord> StateStore::GetSession(const std::string& tenant,
 }
 
 absl::StatusOr<std::vector<SessionRecord>> StateStore::ListSessions(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns,
                            " FROM sessions WHERE tenant = ? ORDER BY created_ms DESC, id")
                   .c_str());
@@ -839,7 +843,7 @@ absl::StatusOr<std::vector<SessionRecord>> StateStore::ListSessions(const std::s
 }
 
 absl::StatusOr<std::vector<SessionRecord>> StateStore::ListEveryTenantsSessions() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns,
                            " FROM sessions ORDER BY tenant, created_ms DESC, id")
                   .c_str());
@@ -850,7 +854,7 @@ absl::StatusOr<std::vector<SessionRecord>> StateStore::ListEveryTenantsSessions(
 }
 
 absl::StatusOr<std::string> StateStore::SessionTenant(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, "SELECT tenant FROM sessions WHERE id = ?");
   q.Bind(1, id);
   if (q.Step()) return q.Text(0);
@@ -860,7 +864,7 @@ absl::StatusOr<std::string> StateStore::SessionTenant(const std::string& id) {
 
 absl::StatusOr<std::vector<SessionRecord>> StateStore::SessionsInState(
     std::vector<SessionState> states) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> numbers;
   for (SessionState s : states) numbers.push_back(std::to_string(static_cast<int>(s)));
   Stmt q(db_, absl::StrCat("SELECT ", kSessionColumns, " FROM sessions WHERE state IN (",
@@ -874,7 +878,7 @@ absl::StatusOr<std::vector<SessionRecord>> StateStore::SessionsInState(
 
 absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const SessionRecord& s,
                                               const ExecRecord& e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   std::string command = absl::StrJoin(e.argv, " ");
@@ -909,7 +913,7 @@ absl::StatusOr<int64_t> StateStore::StartExec(const Principal& who, const Sessio
 
 absl::StatusOr<std::vector<ExecRecord>> StateStore::ReadExecs(const std::string& tenant,
                                                               const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          "SELECT id, argv, args, user, cwd, tty, started_ms, IFNULL(ended_ms, -1), "
          "IFNULL(exit_code, 0), IFNULL(message, '') FROM execs WHERE session_id = ? AND "
@@ -942,7 +946,7 @@ absl::StatusOr<std::vector<ExecRecord>> StateStore::ReadExecs(const std::string&
 absl::StatusOr<std::map<int64_t, ExecOutput>> StateStore::ReadExecOutputs(const std::string& tenant,
                                                                           const std::string& id,
                                                                           size_t keep_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          "SELECT exec_id, data FROM output WHERE session_id = ? AND tenant = ? AND stream IN "
          "(1, 2) ORDER BY seq");
@@ -961,7 +965,7 @@ absl::StatusOr<std::map<int64_t, ExecOutput>> StateStore::ReadExecOutputs(const 
 absl::Status StateStore::AppendAgentEvents(const SessionRecord& s,
                                            const std::vector<AgentEvent>& events) {
   if (events.empty()) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const AgentEvent& e : events) {
@@ -982,7 +986,7 @@ absl::Status StateStore::AppendAgentEvents(const SessionRecord& s,
 
 absl::StatusOr<std::vector<AgentEvent>> StateStore::ReadAgentEvents(const std::string& tenant,
                                                                     const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          "SELECT seq, unix_ms, kind, agent, exec_id, tool_id, tool, text FROM agent_events "
          "WHERE session_id = ? AND tenant = ? ORDER BY seq LIMIT ?");
@@ -998,7 +1002,7 @@ absl::StatusOr<std::vector<AgentEvent>> StateStore::ReadAgentEvents(const std::s
 
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditOf(const std::string& tenant,
                                                              const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_, absl::StrCat("SELECT ", kAuditColumns,
                            " FROM audit WHERE target = ? AND tenant = ? ORDER BY seq LIMIT ?")
                   .c_str());
@@ -1011,7 +1015,7 @@ absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditOf(const std::string& 
 
 absl::Status StateStore::EndExec(const SessionRecord& s, int64_t exec_id, int exit_code,
                                  const std::string& message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          "UPDATE execs SET ended_ms = ?, exit_code = ?, message = ? WHERE id = ? AND tenant = ?");
   q.Bind(1, NowUnixMs()).Bind(2, exit_code).Bind(3, message).Bind(4, exec_id).Bind(5, s.tenant);
@@ -1030,7 +1034,7 @@ absl::Status StateStore::EndExec(const SessionRecord& s, int64_t exec_id, int ex
 
 absl::Status StateStore::AppendLogs(const SessionRecord& s, const std::vector<LogRecord>& logs) {
   if (logs.empty()) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   int64_t added = 0;
@@ -1099,7 +1103,7 @@ absl::Status StateStore::AppendLogs(const SessionRecord& s, const std::vector<Lo
 }
 
 absl::StatusOr<uint64_t> StateStore::LogBytes(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt sum(db_, "SELECT COALESCE(SUM(log_bytes), 0) FROM sessions WHERE tenant = ?");
   sum.Bind(1, tenant);
   int64_t bytes = sum.Step() ? sum.Int(0) : 0;
@@ -1111,7 +1115,7 @@ absl::StatusOr<std::vector<LogRecord>> StateStore::ReadLogs(const std::string& t
                                                             const std::string& id,
                                                             int64_t after_seq, int64_t since_ms,
                                                             uint32_t tail) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string sql =
       "SELECT seq, unix_ms, exec_id, stream, data FROM output WHERE session_id = ? AND tenant = ? "
       "AND seq > ? AND unix_ms >= ?";
@@ -1138,7 +1142,7 @@ absl::Status StateStore::SetEgress(const Principal& who, const std::string& tena
                                    const std::string& id, const std::vector<EgressGrant>& egress,
                                    int64_t version, const std::string& action,
                                    const std::string& outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt q(db_, "UPDATE sessions SET egress = ?, egress_version = ? WHERE id = ? AND tenant = ?");
@@ -1152,7 +1156,7 @@ absl::Status StateStore::SetEgress(const Principal& who, const std::string& tena
 absl::Status StateStore::SetWorkspace(const Principal& who, const std::string& tenant,
                                       const std::string& id, const WorkspaceRecord& workspace,
                                       const std::string& action, const std::string& outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt q(db_, "UPDATE sessions SET workspace = ? WHERE id = ? AND tenant = ?");
@@ -1166,7 +1170,7 @@ absl::Status StateStore::SetWorkspace(const Principal& who, const std::string& t
 absl::Status StateStore::SetSecrets(const Principal& who, const std::string& tenant,
                                     const std::string& id, const std::vector<SecretGrant>& secrets,
                                     const std::string& action, const std::string& outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   Stmt q(db_, "UPDATE sessions SET secrets = ? WHERE id = ? AND tenant = ?");
@@ -1179,7 +1183,7 @@ absl::Status StateStore::SetSecrets(const Principal& who, const std::string& ten
 
 absl::StatusOr<std::map<std::string, int64_t>> StateStore::LastSecretUses(const std::string& tenant,
                                                                           const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(db_,
          "SELECT rule, MAX(unix_ms) FROM net_events WHERE session_id = ? AND tenant = ? AND "
          "kind = 'secret' AND allowed = 1 GROUP BY rule");
@@ -1193,7 +1197,7 @@ absl::StatusOr<std::map<std::string, int64_t>> StateStore::LastSecretUses(const 
 absl::Status StateStore::AppendNetEvents(const SessionRecord& s,
                                          const std::vector<net::NetEvent>& events) {
   if (events.empty()) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Transaction tx(db_);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   for (const net::NetEvent& e : events) {
@@ -1253,7 +1257,7 @@ absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::
                                                                      const std::string& id,
                                                                      int64_t after_seq,
                                                                      uint32_t tail) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string sql =
       "SELECT seq, unix_ms, kind, name, address, port, allowed, rule, reason, bytes_out, "
       "bytes_in, repeats, last_ms FROM net_events WHERE session_id = ? AND tenant = ? AND seq > ?";
@@ -1285,7 +1289,7 @@ absl::StatusOr<std::vector<net::NetEvent>> StateStore::ReadNetEvents(const std::
 }
 
 absl::StatusOr<std::vector<AuditRecord>> StateStore::AuditLog(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stmt q(
       db_,
       absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE tenant = ? ORDER BY seq").c_str());

@@ -13,14 +13,15 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/records.h"
 #include "src/net/net_event.h"
 
@@ -172,20 +173,20 @@ class StateStore {
   StateStore(sqlite3* db, uint64_t log_cap_bytes) : db_(db), log_cap_bytes_(log_cap_bytes) {}
   std::function<uint64_t(const std::string&)> tenant_log_cap_;
   SessionEventHub* events_ = nullptr;
-  absl::Status Migrate();
-  absl::Status Exec(const char* sql);
+  absl::Status Migrate() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AuditLocked(const Principal& who, const std::string& tenant,
                            const std::string& action, const std::string& target,
-                           const std::string& outcome);
-  // Chains r (its seq and hash are filled in) after the last record. Under mu_.
-  absl::Status AppendAudit(AuditRecord r);
+                           const std::string& outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Chains r (its seq and hash are filled in) after the last record.
+  absl::Status AppendAudit(AuditRecord r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Migration to version 8: hashes for the records written before there were any.
-  absl::Status ChainExistingAudit();
+  absl::Status ChainExistingAudit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  sqlite3* db_;
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
   // When each (caller tenant, session) lookup of another tenant's session was last audited.
-  std::map<std::string, int64_t> denials_;
+  std::map<std::string, int64_t> denials_ ABSL_GUARDED_BY(mu_);
   uint64_t log_cap_bytes_;
 };
 
