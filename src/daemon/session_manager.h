@@ -221,7 +221,7 @@ class SessionManager {
   const SessionSecrets& secrets() const { return *secrets_; }
 
  private:
-  std::shared_ptr<absl::Mutex> SessionLock(const std::string& id);
+  std::shared_ptr<absl::Mutex> SessionLock(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
   // A VM stopped for lack of disk space on the host goes on once this much is free.
   static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
   int disk_short_rounds_ = 0;  // the watcher's: rounds left to ask VMs about disk space
@@ -272,7 +272,8 @@ class SessionManager {
                                                       const SessionRecord& source,
                                                       const std::string& snapshot_dir,
                                                       uint32_t count);
-  std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id);
+  std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A live session for a VM that is ready: its egress proxy serves the guest from now on.
   absl::StatusOr<std::shared_ptr<LiveSession>> MakeLive(const SessionRecord& record, LaunchedVm vm,
                                                         const ImageInfo& image);

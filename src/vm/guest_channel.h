@@ -221,7 +221,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // The failure, or OK while the channel works.
   absl::Status status() const;
   // Fails the channel with this reason (idempotent; the first reason wins).
-  void Fail(const absl::Status& reason);
+  void Fail(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
   // How long a write may wait for the guest to read before the channel fails.
   static constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
@@ -230,7 +230,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class ExecStream;
   friend class GuestFileWrite;
   friend class GuestFileRead;
-  void AbandonStream(uint32_t id);
+  void AbandonStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the guest to give up on a file stream, and forgets it.
   void CancelFileStream(uint32_t id);
   // The status a file stream's kExit stands for.
@@ -255,22 +255,24 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway);
   void ReadLoop();
   // *after runs once the channel's lock is released (calls into the guest stream handler).
-  absl::Status HandleFrame(Frame& frame, std::function<void()>* after);
-  absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after);
+  absl::Status HandleFrame(Frame& frame, std::function<void()>* after) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets every guest stream and tells the handler (a pause, or the channel's end).
-  void DropGuestStreams(const std::string& why);
+  void DropGuestStreams(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
   template <typename Message>
   absl::Status SendMessage(uint32_t stream, const Message& m) {
     return Send(Message::kType, stream, EncodePayload(m));
   }
-  absl::StatusOr<uint32_t> OpenStream();
-  void CloseStream(uint32_t id);
-  absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);
+  absl::StatusOr<uint32_t> OpenStream() ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Opens a stream with one frame and gathers its kStdout until its kExit (at most max_bytes).
   absl::StatusOr<std::string> Collect(FrameType type, const std::string& payload, size_t max_bytes,
                                       const std::string& what, absl::Time deadline);
-  absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline);
+  absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   UniqueFd fd_;
   FailureCallback on_failure_;
