@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "src/cli/terminal.h"
 #include "src/common/channel_frame.h"
 #include "src/common/utf8.h"
@@ -55,7 +55,7 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
                     grpc::ClientContext& context) {
   std::unique_ptr<grpc::ClientReaderWriter<v1::ExecRequest, v1::ExecResponse>> stream =
       client.sessions->Exec(&context);
-  std::mutex write_mu;
+  absl::Mutex write_mu;
   bool writes_done = false;
   v1::ExecRequest first;
   *first.mutable_start() = start;
@@ -70,7 +70,7 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
   std::thread input([&] {
     if (!start.stdin() && !start.tty()) return;
     auto send = [&](const v1::ExecRequest& message) {
-      std::lock_guard<std::mutex> lock(write_mu);
+      absl::MutexLock lock(&write_mu);
       return !writes_done && stream->Write(message);
     };
     ExecIo::Input feed;
@@ -89,7 +89,7 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
     if (!start.stdin()) return;
     v1::ExecRequest eof;
     eof.set_stdin_eof(true);
-    std::lock_guard<std::mutex> lock(write_mu);
+    absl::MutexLock lock(&write_mu);
     if (!writes_done) stream->Write(eof);
   });
 
@@ -107,7 +107,7 @@ ExecOutcome RunExec(DaemonClient& client, const v1::ExecStart& start, ExecIo& io
   }
   (void)!write(stop[1], "x", 1);
   {
-    std::lock_guard<std::mutex> lock(write_mu);
+    absl::MutexLock lock(&write_mu);
     writes_done = true;
     stream->WritesDone();
   }

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <mutex>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
@@ -32,9 +32,9 @@ using mcp::ToolResult;
 // One connection to airlockd for the server's lifetime, made on first use (starting the daemon
 // when we are root, as the CLI does).
 absl::StatusOr<DaemonClient*> Client() {
-  static std::mutex mu;
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
   static std::optional<DaemonClient>* client = new std::optional<DaemonClient>;
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   if (!*client) {
     absl::StatusOr<DaemonClient> connected = ConnectToDaemon();
     if (!connected.ok()) return connected.status();

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "src/common/log.h"
@@ -258,13 +259,15 @@ TranscriptCollector::TranscriptCollector(StateStore* store, SessionRecord sessio
       follower_(kind, std::move(user), exec_id, NowUnixMs()),
       interval_(interval) {
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, absl::ToChronoMilliseconds(interval_), [this] { return stopping_; });
+      absl::Time until = absl::Now() + interval_;
+      while (!stopping_ && !cv_.WaitWithDeadline(&mu_, until)) {
+      }
       if (stopping_) break;
-      lock.unlock();
+      mu_.Unlock();
       Poll();
-      lock.lock();
+      mu_.Lock();
     }
   });
 }
@@ -273,11 +276,11 @@ TranscriptCollector::~TranscriptCollector() { Stop(); }
 
 void TranscriptCollector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
   Poll();  // what was written just before the command ended
 }

@@ -11,15 +11,15 @@
 #define AIRLOCK_DAEMON_AGENT_TRANSCRIPTS_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/state_store.h"
 #include "src/vm/guest_channel.h"
 
@@ -96,9 +96,9 @@ class TranscriptCollector {
   std::shared_ptr<GuestChannel> channel_;
   TranscriptFollower follower_;
   absl::Duration interval_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

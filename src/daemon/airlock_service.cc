@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -16,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "src/common/byte_size.h"
 #include "src/common/exit_codes.h"
@@ -338,11 +338,13 @@ class CancelWhenSilent {
  public:
   CancelWhenSilent(grpc::ServerContext* context, absl::Duration limit)
       : thread_([this, context, limit] {
-          std::unique_lock<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           while (!done_) {
             uint64_t seen = touches_;
-            if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(limit),
-                              [&] { return done_ || touches_ != seen; })) {
+            absl::Time until = absl::Now() + limit;
+            while (!done_ && touches_ == seen && !cv_.WaitWithDeadline(&mu_, until)) {
+            }
+            if (!done_ && touches_ == seen) {
               fired_ = true;
               context->TryCancel();
               return;
@@ -351,30 +353,30 @@ class CancelWhenSilent {
         }) {}
   ~CancelWhenSilent() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
   void Touch() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++touches_;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   bool fired() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return fired_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t touches_ = 0;
-  bool done_ = false;
-  bool fired_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  uint64_t touches_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the members above exist
 };
 

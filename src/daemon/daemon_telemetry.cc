@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/log.h"
 #include "src/common/process_stats.h"
 #include "src/telemetry/metrics.h"
@@ -107,10 +108,10 @@ DaemonTelemetry::DaemonTelemetry(Options options, StateStore* store, SessionMana
 
 DaemonTelemetry::~DaemonTelemetry() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   tracer_.reset();  // its last batch goes to the exporter, which then stops
 }
@@ -121,14 +122,17 @@ DaemonTelemetry::CallSpans() {
 }
 
 void DaemonTelemetry::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    bool stop = cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.interval),
-                             [this] { return stopping_; });
-    lock.unlock();
+    bool stop;
+    {
+      absl::MutexLock lock(&mu_);
+      absl::Time until = absl::Now() + options_.interval;
+      while (!stopping_ && !cv_.WaitWithDeadline(&mu_, until)) {
+      }
+      stop = stopping_;
+    }
     ExportAudit();
     ExportMetrics();
-    lock.lock();
     if (stop) return;
   }
 }

@@ -13,16 +13,16 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -64,9 +64,9 @@ class DaemonTelemetry {
   int64_t audit_seq_ = 0;                                 // the last audit record sent
   uint64_t reported_dropped_ = 0;                         // drops airlockd's log has told of
   std::map<pid_t, std::pair<uint64_t, absl::Time>> cpu_;  // VM pid -> CPU ticks, when
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

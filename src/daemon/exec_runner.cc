@@ -4,14 +4,13 @@
 
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/exit_codes.h"
 #include "src/common/log.h"
 #include "src/daemon/agent_transcripts.h"
@@ -311,8 +310,8 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   logs.Add(LogStream::kEvent, absl::StrCat("$ ", absl::StrJoin(argv, " ")));
 
   // Client messages: stdin, its end, signals. A client that goes away takes its command along.
-  std::mutex mu;
-  std::condition_variable cv;
+  absl::Mutex mu;
+  absl::CondVar cv;
   bool reader_done = false;
   std::atomic<bool> finished{false};
   std::thread reader([&] {
@@ -340,9 +339,9 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       exec->Signal(SIGKILL)
           .IgnoreError();  // a channel that failed ends the command, and Next() says so
     if (stdin_open) exec->CloseStdin().IgnoreError();  // half-close ends stdin too
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     reader_done = true;
-    cv.notify_all();
+    cv.SignalAll();
   });
   auto finish = [&](const absl::Status& status) {
     finished = true;
@@ -350,10 +349,11 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
     exec->Abandon();
     {
       // A well-behaved client half-closes after the exit; do not wait forever for one that won't.
-      std::unique_lock<std::mutex> lock(mu);
-      if (!cv.wait_for(lock, std::chrono::seconds(2), [&] { return reader_done; })) {
-        client.Cancel();
+      absl::MutexLock lock(&mu);
+      absl::Time until = absl::Now() + absl::Seconds(2);
+      while (!reader_done && !cv.WaitWithDeadline(&mu, until)) {
       }
+      if (!reader_done) client.Cancel();
     }
     reader.join();
     return status;

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
@@ -191,7 +192,7 @@ absl::Status RunInBuildVm(LiveSession& live, const std::vector<std::string>& arg
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<void>> BuildSlots::Take(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (running_.contains(tenant)) {
     return absl::ResourceExhaustedError(
         "an image build of yours is running; wait for it to end (one build at a time per user)");
@@ -205,7 +206,7 @@ absl::StatusOr<std::shared_ptr<void>> BuildSlots::Take(const std::string& tenant
   running_.insert(tenant);
   // No object: the deleter runs when the last copy goes, and frees the slot.
   return std::shared_ptr<void>(nullptr, [this, tenant](void*) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_.erase(tenant);
   });
 }

@@ -13,12 +13,13 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -49,8 +50,8 @@ class BuildSlots {
 
  private:
   const size_t host_max_;
-  std::mutex mu_;
-  std::set<std::string> running_;  // tenants with a build
+  absl::Mutex mu_;
+  std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // tenants with a build
 };
 
 class ImageBuilder {

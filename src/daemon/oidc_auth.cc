@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/file_util.h"
 
 namespace airlock {
@@ -84,20 +85,23 @@ absl::StatusOr<std::shared_ptr<OidcAuthenticator>> OidcAuthenticator::Create(Opt
   absl::StatusOr<std::shared_ptr<const Jwks>> keys = ReadKeys(options.jwks, options.jwks_ca);
   if (!keys.ok()) return keys.status();
   std::shared_ptr<OidcAuthenticator> out(new OidcAuthenticator(std::move(options)));
-  out->keys_ = *keys;
+  {
+    absl::MutexLock lock(&out->mu_);
+    out->keys_ = *keys;
+  }
   return out;
 }
 
 std::shared_ptr<const Jwks> OidcAuthenticator::Keys(bool reread) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     int64_t now = time(nullptr);
     if (!reread || now - reread_unix_ < kRereadSeconds) return keys_;
     reread_unix_ = now;
   }
   // Read outside the lock: other calls go on with the keys there are while a fetch waits.
   absl::StatusOr<std::shared_ptr<const Jwks>> fresh = ReadKeys(options_.jwks, options_.jwks_ca);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // A file being rewritten, or a provider that does not answer, keeps the keys there were.
   if (fresh.ok()) keys_ = *fresh;
   return keys_;
@@ -123,7 +127,7 @@ void OidcAuthenticator::Refused(const std::string& why) {
   if (!options_.refused) return;
   std::string record = why;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     int64_t now = time(nullptr);
     // Anyone who reaches the port can send tokens: what they cost the audit log is bounded, by
     // reason and in all, and what was left out is counted in the next record.

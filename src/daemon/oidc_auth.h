@@ -14,10 +14,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/oidc_token.h"
 
 namespace airlock {
@@ -53,13 +54,14 @@ class OidcAuthenticator final : public grpc::AuthMetadataProcessor {
   void Refused(const std::string& why);
 
   const Options options_;
-  std::mutex mu_;
-  std::shared_ptr<const Jwks> keys_;
-  int64_t reread_unix_ = 0;  // when a token's unknown key id last made it read the file
-  std::map<std::string, int64_t> refusals_;  // reason -> when last reported
-  int64_t window_start_ = 0;                 // this minute of refusal records
-  int window_records_ = 0;
-  uint64_t unrecorded_ = 0;  // refusals since the last record, not in one
+  absl::Mutex mu_;
+  std::shared_ptr<const Jwks> keys_ ABSL_GUARDED_BY(mu_);
+  // When a token's unknown key id last made it read the file.
+  int64_t reread_unix_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> refusals_ ABSL_GUARDED_BY(mu_);  // reason -> when last reported
+  int64_t window_start_ ABSL_GUARDED_BY(mu_) = 0;                 // this minute of refusal records
+  int window_records_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unrecorded_ ABSL_GUARDED_BY(mu_) = 0;  // refusals since the last record, not in one
 };
 
 }  // namespace airlock

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 
@@ -178,7 +179,7 @@ void QuotaReservations::Hold::Settle(const QuotaAmounts& visible) {
 absl::Status QuotaReservations::Hold::SettleWith(const QuotaAmounts& visible,
                                                  const std::function<absl::Status()>& record) {
   if (owner_ == nullptr) return record();
-  std::lock_guard<std::mutex> lock(owner_->mu_);
+  absl::MutexLock lock(&owner_->mu_);
   absl::Status recorded = record();
   if (recorded.ok()) owner_->GiveLocked(tenant_, TakeVisible(held_, visible));
   return recorded;
@@ -194,7 +195,7 @@ void QuotaReservations::Hold::Release() {
 absl::StatusOr<QuotaReservations::Hold> QuotaReservations::Admit(
     const std::string& tenant, const Quota& quota, const std::function<QuotaAmounts()>& usage,
     const QuotaAmounts& adding) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   QuotaAmounts in_use = usage();
   QuotaAmounts& held = held_[tenant];
   for (const Field& f : Fields()) {
@@ -212,13 +213,13 @@ absl::StatusOr<QuotaReservations::Hold> QuotaReservations::Admit(
 }
 
 QuotaAmounts QuotaReservations::Held(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = held_.find(tenant);
   return it != held_.end() ? it->second : QuotaAmounts{};
 }
 
 void QuotaReservations::Give(const std::string& tenant, const QuotaAmounts& amounts) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   GiveLocked(tenant, amounts);
 }
 

@@ -13,13 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock {
 
@@ -104,9 +105,10 @@ class QuotaReservations {
 
  private:
   void Give(const std::string& tenant, const QuotaAmounts& amounts);
-  void GiveLocked(const std::string& tenant, const QuotaAmounts& amounts);
-  std::mutex mu_;
-  std::map<std::string, QuotaAmounts> held_;
+  void GiveLocked(const std::string& tenant, const QuotaAmounts& amounts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Mutex mu_;
+  std::map<std::string, QuotaAmounts> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // Each quota for people and the API: its name in the file, limit, use, and what it counts.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/log.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/session_manager_internal.h"
@@ -30,19 +31,19 @@ std::shared_ptr<const net::EgressPolicy> SessionManager::PolicyFor(
 }
 
 std::shared_ptr<const net::EgressCeiling> SessionManager::ceiling() const {
-  std::lock_guard<std::mutex> lock(egress_mu_);
+  absl::MutexLock lock(&egress_mu_);
   if (egress_.ceiling != nullptr) return egress_.ceiling;
   return std::make_shared<const net::EgressCeiling>(net::EgressCeiling::Default());
 }
 
 void SessionManager::set_ceiling(std::shared_ptr<const net::EgressCeiling> ceiling) {
   {
-    std::lock_guard<std::mutex> lock(egress_mu_);
+    absl::MutexLock lock(&egress_mu_);
     egress_.ceiling = std::move(ceiling);
   }
   std::vector<std::shared_ptr<LiveSession>> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [id, live] : live_) all.push_back(live);
   }
   for (const std::shared_ptr<LiveSession>& live : all) {
@@ -69,8 +70,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeEgressOf(const Principal& wh
   // The store answers NOT_FOUND for another tenant's session before anything is locked.
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(tenant, id);
   if (!record.ok()) return record.status();
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   record = store_->sessions().Get(tenant, id);
   if (!record.ok()) return record.status();
   if (record->state != SessionState::kRunning && record->state != SessionState::kPaused) {
@@ -149,7 +150,7 @@ void SessionManager::FlushEgressEvents(const Principal& who, const std::string& 
 void SessionManager::ExpireEgress(int64_t now) {
   std::vector<std::shared_ptr<LiveSession>> due;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [id, live] : live_) {
       int64_t at = live->egress_expires_ms;
       if (at != 0 && at <= now) due.push_back(live);

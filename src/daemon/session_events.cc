@@ -5,11 +5,10 @@
 namespace airlock {
 
 std::optional<SessionEvent> SessionEventHub::Subscription::Next(absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (queue_.empty()) {
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return std::nullopt;
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(left) + std::chrono::milliseconds(1));
+    if (absl::Now() >= deadline) return std::nullopt;
+    cv_.WaitWithDeadline(&mu_, deadline);
   }
   SessionEvent e = std::move(queue_.front());
   queue_.pop_front();
@@ -20,20 +19,20 @@ std::optional<SessionEvent> SessionEventHub::Subscription::Next(absl::Time deadl
 
 void SessionEventHub::Subscription::Push(const SessionEvent& e) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (queue_.size() >= kQueueEvents) {
       queue_.pop_front();
       ++lost_;
     }
     queue_.push_back(e);
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 std::shared_ptr<SessionEventHub::Subscription> SessionEventHub::Subscribe(
     const std::string& tenant, const std::string& session_id) {
   auto s = std::make_shared<Subscription>(tenant, session_id);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   subscriptions_.erase(
       std::remove_if(subscriptions_.begin(), subscriptions_.end(),
                      [](const std::weak_ptr<Subscription>& w) { return w.expired(); }),
@@ -45,7 +44,7 @@ std::shared_ptr<SessionEventHub::Subscription> SessionEventHub::Subscribe(
 void SessionEventHub::Publish(const SessionEvent& event) {
   std::vector<std::shared_ptr<Subscription>> targets;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const std::weak_ptr<Subscription>& w : subscriptions_) {
       if (std::shared_ptr<Subscription> s = w.lock(); s && s->Wants(event)) targets.push_back(s);
     }

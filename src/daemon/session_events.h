@@ -4,15 +4,15 @@
 #ifndef AIRLOCK_DAEMON_SESSION_EVENTS_H_
 #define AIRLOCK_DAEMON_SESSION_EVENTS_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/daemon/records.h"
 
@@ -60,10 +60,10 @@ class SessionEventHub {
 
     const std::string tenant_;
     const std::string session_id_;  // empty: every session of the tenant
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<SessionEvent> queue_;
-    uint64_t lost_ = 0;
+    absl::Mutex mu_;
+    absl::CondVar cv_;
+    std::deque<SessionEvent> queue_ ABSL_GUARDED_BY(mu_);
+    uint64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   };
 
   // Events of the tenant's sessions (or of one of them) from now on.
@@ -71,8 +71,8 @@ class SessionEventHub {
   void Publish(const SessionEvent& event);
 
  private:
-  std::mutex mu_;
-  std::vector<std::weak_ptr<Subscription>> subscriptions_;
+  absl::Mutex mu_;
+  std::vector<std::weak_ptr<Subscription>> subscriptions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace airlock

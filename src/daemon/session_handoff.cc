@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
@@ -166,7 +167,7 @@ absl::Status SessionHandoff::PutFile(const std::string& digest, const std::strin
 
 absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageInfo& image) {
   {
-    std::lock_guard<std::mutex> lock(images_mu_);
+    absl::MutexLock lock(&images_mu_);
     if (auto it = images_.find(image.digest); it != images_.end()) return it->second;
   }
   absl::StatusOr<std::string> meta =
@@ -192,7 +193,7 @@ absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageI
                    .meta = absl::StrCat("sha256:", Sha256Hex(*meta))};
   if (absl::Status put = PutFile(blobs.rootfs, image.rootfs_path); !put.ok()) return put;
   if (absl::Status put = PutBytes(blobs.meta, *meta); !put.ok()) return put;
-  std::lock_guard<std::mutex> lock(images_mu_);
+  absl::MutexLock lock(&images_mu_);
   images_[image.digest] = blobs;
   return blobs;
 }

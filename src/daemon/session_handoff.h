@@ -36,12 +36,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/records.h"
 #include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
@@ -141,8 +142,9 @@ class SessionHandoff {
   const HandoffOptions options_;
   const std::string key_;
   std::unique_ptr<providers::HostLease> lease_;
-  std::mutex images_mu_;
-  std::map<std::string, ImageBlobs> images_;  // by image digest: uploaded already
+  absl::Mutex images_mu_;
+  // By image digest: uploaded already.
+  std::map<std::string, ImageBlobs> images_ ABSL_GUARDED_BY(images_mu_);
 };
 
 // The hosts of a fleet as a HostProvider: a VM is placed on this host (a session runs where it

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "src/common/file_util.h"
 #include "src/daemon/session_manager.h"
@@ -39,7 +39,7 @@ class FakeNetwork : public providers::NetworkProvider {
     explicit Path(std::shared_ptr<const net::EgressPolicy> policy) : policy_(std::move(policy)) {}
     void Stop() override { stopped_ = true; }
     void SetPolicy(std::shared_ptr<const net::EgressPolicy> policy) override {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       policy_ = std::move(policy);
     }
     void SetSecrets(std::vector<net::ProxySecret>, std::shared_ptr<net::SessionCa>) override {}
@@ -47,15 +47,15 @@ class FakeNetwork : public providers::NetworkProvider {
     void Flush() override {}
     bool stopped() const { return stopped_; }
     std::vector<std::string> rules() const {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       std::vector<std::string> out;
       for (const net::EgressRule& r : policy_->session_rules()) out.push_back(r.ToString());
       return out;
     }
 
    private:
-    mutable std::mutex mu_;
-    std::shared_ptr<const net::EgressPolicy> policy_;
+    mutable absl::Mutex mu_;
+    std::shared_ptr<const net::EgressPolicy> policy_ ABSL_GUARDED_BY(mu_);
     std::atomic<bool> stopped_{false};
   };
 
@@ -66,18 +66,18 @@ class FakeNetwork : public providers::NetworkProvider {
       std::shared_ptr<GuestChannel>, std::shared_ptr<const net::EgressPolicy> policy,
       net::EgressProxyOptions) override {
     auto path = std::make_shared<Path>(std::move(policy));
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     paths_.push_back(path);
     return path;
   }
   std::vector<std::shared_ptr<Path>> paths() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return paths_;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<std::shared_ptr<Path>> paths_;
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<Path>> paths_ ABSL_GUARDED_BY(mu_);
 };
 
 class SessionLifecycleTest : public ::testing::Test {

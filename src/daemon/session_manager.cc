@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
@@ -82,11 +83,11 @@ bool SessionManager::SecretAvailable(const std::string& id, const std::string& n
 SessionManager::~SessionManager() {
   pool_.reset();  // its VMs are nobody's: they go with airlockd
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    absl::MutexLock lock(&watch_mu_);
     stopping_ = true;
   }
-  watch_cv_.notify_all();
-  apart_cv_.notify_all();
+  watch_cv_.SignalAll();
+  apart_cv_.SignalAll();
   if (watcher_.joinable()) watcher_.join();
   if (apart_thread_.joinable()) apart_thread_.join();
 }
@@ -122,12 +123,12 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   return l;
 }
 
-std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::weak_ptr<std::mutex>& slot = session_locks_[id];
-  std::shared_ptr<std::mutex> m = slot.lock();
+std::shared_ptr<absl::Mutex> SessionManager::SessionLock(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  std::weak_ptr<absl::Mutex>& slot = session_locks_[id];
+  std::shared_ptr<absl::Mutex> m = slot.lock();
   if (!m) {
-    m = std::make_shared<std::mutex>();
+    m = std::make_shared<absl::Mutex>();
     slot = m;
   }
   // Only locks someone holds are kept (a mutex nobody holds is as good as a new one), so an id
@@ -139,7 +140,7 @@ std::shared_ptr<std::mutex> SessionManager::SessionLock(const std::string& id) {
 }
 
 size_t SessionManager::session_lock_count() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return session_locks_.size();
 }
 
@@ -170,7 +171,7 @@ std::vector<PooledVmInfo> SessionManager::PooledVms() const {
 }
 
 void SessionManager::DetachAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [id, live] : live_) live->vm->Detach();
 }
 
@@ -287,8 +288,8 @@ absl::StatusOr<SessionRecord> SessionManager::ChangeSecrets(
   // A paused session is resumed: its guest may need the CA installed, its proxy the values.
   absl::StatusOr<std::shared_ptr<LiveSession>> live = Live(who, id);
   if (!live.ok()) return live.status();
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   absl::StatusOr<std::vector<SecretGrant>> grants = change(*record);
@@ -407,7 +408,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
       !st.ok()) {
     return st;  // the VM is destroyed with `live`
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   live_[s.id] = *std::move(live);
   return s;
 }
@@ -436,7 +437,7 @@ absl::Status SessionManager::AdvanceWorkspace(const Principal& who, const Sessio
       !s.ok()) {
     return s;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (auto it = live_.find(record.id); it != live_.end()) it->second->record.workspace = base;
   return absl::OkStatus();
 }
@@ -448,7 +449,7 @@ std::pair<Quota, QuotaAmounts> SessionManager::QuotaOf(const Principal& who) {
 
 std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
                                                       const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = live_.find(id);
   if (it != live_.end() && it->second->record.tenant == tenant) return it->second;
   return nullptr;
@@ -467,8 +468,8 @@ std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSessi
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principal& who,
                                                                   const std::string& id) {
   // Under the session's lock, so that a use never starts while the session is being paused.
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) return Use(live);
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
@@ -485,7 +486,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
 }
 
 std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<LiveSession>> out;
   for (auto& [id, live] : live_) {
     if (tenant == SessionEventHub::kEveryTenant || live->record.tenant == tenant) {
@@ -506,8 +507,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Running(const std::
 
 absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
                                     const std::string& reason) {
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   // With a fleet, only while no other host runs it.
@@ -517,7 +518,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   }
   std::shared_ptr<LiveSession> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = live_.find(id);
     if (it != live_.end()) {
       live = std::move(it->second);
@@ -533,7 +534,7 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   std::string why = end == SessionState::kFailed ? record->reason : reason;
   absl::Status status =
       store_->sessions().SetState(who, record->tenant, id, end, why, 0, "session.remove");
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   session_locks_.erase(id);  // holders keep theirs alive; the session is gone for new ones
   return status;
 }

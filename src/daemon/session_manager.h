@@ -15,19 +15,19 @@
 #define AIRLOCK_DAEMON_SESSION_MANAGER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/clock.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
@@ -221,7 +221,7 @@ class SessionManager {
   const SessionSecrets& secrets() const { return *secrets_; }
 
  private:
-  std::shared_ptr<std::mutex> SessionLock(const std::string& id);
+  std::shared_ptr<absl::Mutex> SessionLock(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
   // A VM stopped for lack of disk space on the host goes on once this much is free.
   static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
   int disk_short_rounds_ = 0;  // the watcher's: rounds left to ask VMs about disk space
@@ -272,7 +272,8 @@ class SessionManager {
                                                       const SessionRecord& source,
                                                       const std::string& snapshot_dir,
                                                       uint32_t count);
-  std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id);
+  std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A live session for a VM that is ready: its egress proxy serves the guest from now on.
   absl::StatusOr<std::shared_ptr<LiveSession>> MakeLive(const SessionRecord& record, LaunchedVm vm,
                                                         const ImageInfo& image);
@@ -312,7 +313,7 @@ class SessionManager {
                                                const std::string& action);
   // Drops grants whose time ran out from running sessions.
   void ExpireEgress(int64_t now);
-  mutable std::mutex egress_mu_;  // guards egress_.ceiling
+  mutable absl::Mutex egress_mu_;  // guards egress_.ceiling
   EgressSettings egress_;
   std::vector<net::IpAddress> host_addresses_;
   std::unique_ptr<SessionSecrets> secrets_;
@@ -323,19 +324,19 @@ class SessionManager {
       const Principal& who, const std::string& id,
       const std::function<absl::StatusOr<std::vector<SecretGrant>>(const SessionRecord&)>& change,
       const std::string& action, const std::string& outcome);
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<LiveSession>> live_;
-  std::map<std::string, std::weak_ptr<std::mutex>> session_locks_;
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<LiveSession>> live_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::weak_ptr<absl::Mutex>> session_locks_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex watch_mu_;
+  absl::CondVar watch_cv_;
+  bool stopping_ ABSL_GUARDED_BY(watch_mu_) = false;
   std::thread watcher_;
   struct ApartJob {
     SessionRecord record;
     absl::Time not_before;
   };
-  std::deque<ApartJob> apart_queue_;  // guarded by watch_mu_, by not_before
-  std::condition_variable apart_cv_;
+  std::deque<ApartJob> apart_queue_ ABSL_GUARDED_BY(watch_mu_);  // by not_before
+  absl::CondVar apart_cv_;
   std::thread apart_thread_;
 };
 

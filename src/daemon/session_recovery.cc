@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
 #include "src/daemon/session_manager.h"
@@ -220,7 +221,7 @@ absl::Status SessionManager::Reattach(const SessionRecord& s, LaunchedVm vm) {
     LogIfFailed(RemoveTree(layout_.Snapshot(s.id)),
                 absl::StrCat("session ", s.id, ": its used snapshot not removed"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   live_[s.id] = *std::move(live);
   return absl::OkStatus();
 }

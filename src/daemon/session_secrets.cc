@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
 
@@ -29,7 +30,7 @@ SessionSecrets::SessionSecrets(std::unique_ptr<secrets::SecretSource> op,
     : op_(std::move(op)), upstream_tls_(std::move(upstream_tls)) {}
 
 SessionSecrets::~SessionSecrets() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [id, values] : values_) {
     for (auto& [name, value] : values) secrets::Wipe(value);
   }
@@ -38,7 +39,7 @@ SessionSecrets::~SessionSecrets() {
 void SessionSecrets::Hold(const std::string& id, const std::string& name, std::string value) {
   // Kept out of swap (best effort: the pages stay locked; they are few).
   if (!value.empty()) mlock(value.data(), value.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string& slot = values_[id][name];
   secrets::Wipe(slot);
   slot = std::move(value);
@@ -164,7 +165,7 @@ absl::StatusOr<std::vector<SecretGrant>> SessionSecrets::Unbind(
 }
 
 void SessionSecrets::Drop(const std::string& id, const std::vector<std::string>& names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto values = values_.find(id);
   if (values == values_.end()) return;
   for (const std::string& name : names) {
@@ -194,7 +195,7 @@ absl::Status SessionSecrets::Refresh(const std::string& id, const std::string& t
 void SessionSecrets::CopyValues(const std::string& from, const std::string& to) {
   std::map<std::string, std::string> copy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = values_.find(from);
     if (it == values_.end()) return;
     copy = it->second;
@@ -203,7 +204,7 @@ void SessionSecrets::CopyValues(const std::string& from, const std::string& to) 
 }
 
 void SessionSecrets::Forget(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = values_.find(id);
   if (it == values_.end()) return;
   for (auto& [name, value] : it->second) secrets::Wipe(value);
@@ -211,14 +212,14 @@ void SessionSecrets::Forget(const std::string& id) {
 }
 
 bool SessionSecrets::Available(const std::string& id, const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = values_.find(id);
   return it != values_.end() && it->second.count(name) != 0;
 }
 
 std::vector<net::ProxySecret> SessionSecrets::ForProxy(
     const std::string& id, const std::vector<SecretGrant>& grants) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto values = values_.find(id);
   std::vector<net::ProxySecret> out;
   for (const SecretGrant& g : grants) {

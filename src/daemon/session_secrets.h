@@ -7,11 +7,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/daemon/records.h"
 #include "src/net/egress_proxy.h"
 #include "src/net/tls_intercept.h"
@@ -109,9 +110,9 @@ class SessionSecrets {
   std::shared_ptr<SSL_CTX> upstream_tls_;
   std::string guest_ca_;  // set before sessions start, as are those of tenants
   std::map<std::string, std::string> tenant_guest_ca_;
-  mutable std::mutex mu_;
-  // Session id -> name -> value. Guarded by mu_.
-  std::map<std::string, std::map<std::string, std::string>> values_;
+  mutable absl::Mutex mu_;
+  // Session id -> name -> value.
+  std::map<std::string, std::map<std::string, std::string>> values_ ABSL_GUARDED_BY(mu_);
 };
 
 // As airlockd runs it: `op` from its PATH with its HOME and OP_* variables, servers verified

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
@@ -39,8 +40,8 @@ uint64_t FileBytes(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const std::string& id) {
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) return record;
@@ -73,11 +74,10 @@ void SessionManager::ApartLoop() {
   for (;;) {
     SessionRecord record;
     {
-      std::unique_lock<std::mutex> lock(watch_mu_);
-      apart_cv_.wait(lock, [this] { return stopping_ || !apart_queue_.empty(); });
+      absl::MutexLock lock(&watch_mu_);
+      while (!stopping_ && apart_queue_.empty()) apart_cv_.Wait(&watch_mu_);
       while (!stopping_ && absl::Now() < apart_queue_.front().not_before) {
-        apart_cv_.wait_for(
-            lock, absl::ToChronoNanoseconds(apart_queue_.front().not_before - absl::Now()));
+        apart_cv_.WaitWithDeadline(&watch_mu_, apart_queue_.front().not_before);
       }
       if (stopping_) return;
       record = std::move(apart_queue_.front().record);
@@ -92,8 +92,8 @@ void SessionManager::ApartLoop() {
     absl::Status status = apart.status();
     if (apart.ok()) {
       // Put in place only while the session is still paused on that very snapshot.
-      std::shared_ptr<std::mutex> session_lock = SessionLock(record.id);
-      std::lock_guard<std::mutex> guard(*session_lock);
+      std::shared_ptr<absl::Mutex> session_lock = SessionLock(record.id);
+      absl::MutexLock guard(session_lock.get());
       absl::StatusOr<SessionRecord> now = store_->sessions().Get(record.tenant, record.id);
       if (now.ok() && now->state == SessionState::kPaused) {
         status = CommitSnapshotMemoryApart(dir, *apart);
@@ -152,7 +152,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   // A resumed session's disk had a name of its own; the snapshot holds it now.
   unlink(layout_.LiveDisk(record.id).c_str());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     live_.erase(record.id);
   }
   live->vm->Kill(absl::CancelledError("the session was paused"));
@@ -168,10 +168,10 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   LogIfFailed(store_->commands().AppendOutput(record, {event}),
               absl::StrCat("session ", record.id, ": its pause not logged"));
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    absl::MutexLock lock(&watch_mu_);
     apart_queue_.push_back({record, absl::Now() + kApartDelay});
   }
-  apart_cv_.notify_one();
+  apart_cv_.Signal();
   absl::StatusOr<SessionRecord> paused = store_->sessions().Get(record.tenant, record.id);
   if (paused.ok() && handoff_ != nullptr) {
     if (absl::Status st = Publish(*paused); !st.ok()) return st;
@@ -182,13 +182,13 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
 std::pair<int, int> SessionManager::PauseAll() {
   std::vector<std::shared_ptr<LiveSession>> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [id, live] : live_) all.push_back(live);
   }
   int paused = 0, failed = 0;
   for (const std::shared_ptr<LiveSession>& live : all) {
-    std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
-    std::lock_guard<std::mutex> guard(*session_lock);
+    std::shared_ptr<absl::Mutex> session_lock = SessionLock(live->record.id);
+    absl::MutexLock guard(session_lock.get());
     absl::StatusOr<SessionRecord> record =
         store_->sessions().Get(live->record.tenant, live->record.id);
     bool ok = record.ok() && record->state == SessionState::kRunning &&
@@ -199,8 +199,8 @@ std::pair<int, int> SessionManager::PauseAll() {
 }
 
 absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const std::string& id) {
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (record.ok() && record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) {
     return record;
@@ -322,7 +322,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   LogIfFailed(RemoveTree(dir),
               absl::StrCat("session ", record.id, ": its used snapshot not removed"));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
 
     live_[record.id] = live;
   }
@@ -344,8 +344,8 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                 "quota refusal not audited");  // the refusal stands either way
     return over;
   }
-  std::shared_ptr<std::mutex> session_lock = SessionLock(id);
-  std::lock_guard<std::mutex> guard(*session_lock);
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
@@ -515,7 +515,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     }
     std::shared_ptr<LiveSession> live = *std::move(made);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       live_[s.id] = std::move(live);
     }
     absl::Status st =

@@ -5,17 +5,39 @@
 #include <sys/statvfs.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/byte_size.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
 #include "src/daemon/session_manager.h"
 
 namespace airlock {
+namespace {
+
+// A session's lock, held only if nobody else held it (absl::Mutex has no scoped try-lock): the
+// watcher leaves a session that is in use alone.
+class TrySessionLock {
+ public:
+  explicit TrySessionLock(std::shared_ptr<absl::Mutex> mu)
+      : mu_(std::move(mu)), held_(mu_->TryLock()) {}
+  ~TrySessionLock() {
+    if (held_) mu_->Unlock();
+  }
+  TrySessionLock(const TrySessionLock&) = delete;
+  TrySessionLock& operator=(const TrySessionLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  std::shared_ptr<absl::Mutex> mu_;
+  bool held_;
+};
+
+}  // namespace
 
 void SessionManager::Retire(const std::string& id, SessionState state, const std::string& reason) {
   std::shared_ptr<LiveSession> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = live_.find(id);
     if (it == live_.end()) return;
     live = std::move(it->second);
@@ -46,8 +68,8 @@ void SessionManager::ExpirePaused() {
         now < r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
       continue;
     }
-    std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
-    std::lock_guard<std::mutex> guard(*session_lock);
+    std::shared_ptr<absl::Mutex> session_lock = SessionLock(r.id);
+    absl::MutexLock guard(session_lock.get());
     LogIfFailed(RemoveTree(layout_.Dir(r.id)),
                 absl::StrCat("session ", r.id, ": files not removed"));
     secrets_->Forget(r.id);
@@ -116,13 +138,15 @@ void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
 void SessionManager::WatchLoop() {
   for (int round = 0;; ++round) {
     {
-      std::unique_lock<std::mutex> lock(watch_mu_);
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+      absl::MutexLock lock(&watch_mu_);
+      absl::Time until = absl::Now() + absl::Milliseconds(250);
+      while (!stopping_ && !watch_cv_.WaitWithDeadline(&watch_mu_, until)) {
+      }
       if (stopping_) return;
     }
     std::vector<std::shared_ptr<LiveSession>> all;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (auto& [id, live] : live_) all.push_back(live);
     }
     int64_t now = NowMs();
@@ -144,9 +168,8 @@ void SessionManager::WatchLoop() {
       } else if (r.limits.idle_timeout_seconds > 0 && live->users == 0 &&
                  now >= live->last_used_ms +
                             static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {
-        std::shared_ptr<std::mutex> session_lock = SessionLock(r.id);
-        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
-        if (!guard.owns_lock() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
+        TrySessionLock guard(SessionLock(r.id));
+        if (!guard.held() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
         absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
         if (!record.ok()) continue;
         absl::StatusOr<SessionRecord> paused = PauseLocked(
@@ -164,9 +187,8 @@ void SessionManager::WatchLoop() {
     if (disk_short_rounds_ > 0) --disk_short_rounds_;
     if (ask) {
       for (const std::shared_ptr<LiveSession>& live : all) {
-        std::shared_ptr<std::mutex> session_lock = SessionLock(live->record.id);
-        std::unique_lock<std::mutex> guard(*session_lock, std::try_to_lock);
-        if (!guard.owns_lock() || !FindLive(live->record.tenant, live->record.id)) continue;
+        TrySessionLock guard(SessionLock(live->record.id));
+        if (!guard.held() || !FindLive(live->record.tenant, live->record.id)) continue;
         GoOnWhenDiskHasSpace(*live);
       }
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/channel_frame.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
@@ -72,7 +73,7 @@ absl::StatusOr<Templates::Template> Templates::Get(const ImageInfo& image, const
                              ChooseAccelerator().name, "\n", kProtocolVersion, "\nram apart"));
   std::string root = paths_.home + "/templates";
   std::string dir = absl::StrCat(root, "/", NamePrefix(image, shape), inputs.substr(0, 16));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SnapshotFiles files;
   absl::StatusOr<SnapshotManifest> manifest =
       OpenSnapshot(dir, key_, &files, SnapshotUse::kTemplate);
@@ -118,7 +119,7 @@ absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,
 }
 
 void Templates::Discard(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   LogIfFailed(RemoveTree(dir), absl::StrCat("discarded template ", dir, " not removed"));
 }
 

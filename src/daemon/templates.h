@@ -9,10 +9,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/host_paths.h"
 #include "src/image/image_store.h"
 #include "src/telemetry/metrics.h"
@@ -59,13 +60,14 @@ class Templates {
   void Discard(const std::string& dir);
 
  private:
-  absl::Status Build(const std::string& dir, const ImageInfo& image, const VmShape& shape);
+  absl::Status Build(const std::string& dir, const ImageInfo& image, const VmShape& shape)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   HostPaths paths_;
   VmDriver* driver_;
   std::string key_;
   VmCounters* counters_;
-  std::mutex mu_;  // one build at a time; a Get waits for a build in progress
+  absl::Mutex mu_;  // one build at a time; a Get waits for a build in progress
 };
 
 // The manifest of a snapshot about to be taken of vm (files are filled in by TakeSnapshot).

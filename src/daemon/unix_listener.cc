@@ -10,20 +10,21 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 
 namespace airlock {
 
 void PeerRegistry::Register(int fd, const Principal& who) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   peers_[fd] = who;
 }
 
 std::optional<Principal> PeerRegistry::Lookup(const std::string& peer) const {
   int fd;
   if (peer.rfind("fd:", 0) != 0 || !absl::SimpleAtoi(peer.substr(3), &fd)) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = peers_.find(fd);
   if (it == peers_.end()) return std::nullopt;
   return it->second;

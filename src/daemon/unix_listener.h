@@ -8,12 +8,13 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/operators.h"
 #include "src/daemon/records.h"
@@ -37,8 +38,8 @@ class PeerRegistry {
   const OperatorList& operators() const { return operators_; }
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, Principal> peers_;
+  mutable absl::Mutex mu_;
+  std::map<int, Principal> peers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<OidcAuthenticator> oidc_;
   OperatorList operators_;
 };

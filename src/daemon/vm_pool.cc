@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
 #include "src/common/log.h"
@@ -47,10 +48,10 @@ VmPool::VmPool(VmPoolOptions options, std::string dir, Maker make,
 
 VmPool::~VmPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (filler_.joinable()) filler_.join();
   kinds_.clear();  // destroys the VMs
 }
@@ -61,7 +62,7 @@ std::optional<LaunchedVm> VmPool::Take(const ImageInfo& image, const VmShape& sh
   std::optional<LaunchedVm> taken;
   std::vector<Pooled> stale;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Kind& kind = kinds_[KindKey(image, shape)];
     kind.image = image;
     kind.shape = shape;
@@ -78,12 +79,12 @@ std::optional<LaunchedVm> VmPool::Take(const ImageInfo& image, const VmShape& sh
     }
     kind.target = TargetAfterTake(kind.target, taken.has_value(), options_.max_per_kind);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return taken;  // (stale ones are destroyed here, outside the lock)
 }
 
 std::vector<PooledVmInfo> VmPool::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<PooledVmInfo> out;
   for (const auto& [key, kind] : kinds_) {
     for (const Pooled& p : kind.ready) {
@@ -96,9 +97,11 @@ std::vector<PooledVmInfo> VmPool::List() const {
   return out;
 }
 
-bool VmPool::HostIsCalm(std::unique_lock<std::mutex>& lock) {
+bool VmPool::HostIsCalm() {
   HostCpuTicks before = ReadHostCpuTicks();
-  cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; });
+  absl::Time until = absl::Now() + absl::Milliseconds(250);
+  while (!stop_ && !cv_.WaitWithDeadline(&mu_, until)) {
+  }
   HostCpuTicks after = ReadHostCpuTicks();
   uint64_t total = after.total - before.total;
   return total == 0 || 4 * (after.busy - before.busy) < total;
@@ -111,7 +114,7 @@ uint64_t VmPool::PooledBytesLocked() const {
 }
 
 void VmPool::Fill() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stop_) {
     // Shrink what nobody asks for and drop what an older template made; then pick one kind
     // below its target that fits the budget.
@@ -134,45 +137,48 @@ void VmPool::Fill() {
       }
     }
     if (!doomed.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       doomed.clear();
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (wanted.empty()) {
       wanted_since_ = absl::InfiniteFuture();
-      cv_.wait_for(lock, std::chrono::seconds(1));
+      cv_.WaitWithTimeout(&mu_, absl::Seconds(1));
       continue;
     }
     wanted_since_ = std::min(wanted_since_, now);
     // Sessions come first: wait while the host's CPUs are mostly busy (a VM made now would
     // take their time), though never so long that the pool stays empty.
-    if (now - wanted_since_ < options_.most_calm_wait && !HostIsCalm(lock)) continue;
+    if (now - wanted_since_ < options_.most_calm_wait && !HostIsCalm()) continue;
     wanted_since_ = absl::InfiniteFuture();
     ImageInfo image = kinds_[wanted].image;
     VmShape shape = kinds_[wanted].shape;
     std::string name = absl::StrCat("pool-", RandomHex(6));
     std::string runtime_dir = absl::StrCat(dir_, "/", name);
-    lock.unlock();
+    mu_.Unlock();
     std::string template_dir;
     absl::StatusOr<LaunchedVm> vm = make_(image, shape, runtime_dir, name, &template_dir);
-    lock.lock();
+    mu_.Lock();
     if (!vm.ok()) {
       LogWarning(absl::StrCat("warm pool: no VM of image ", image.name,
                               " made: ", vm.status().message(), "; trying again in ",
                               absl::FormatDuration(kRetryAfterFailure)));
-      cv_.wait_for(lock, absl::ToChronoSeconds(kRetryAfterFailure), [this] { return stop_; });
+      absl::Time until = absl::Now() + kRetryAfterFailure;
+      while (!stop_ && !cv_.WaitWithDeadline(&mu_, until)) {
+      }
       continue;
     }
     auto kind = kinds_.find(wanted);
     if (stop_ || kind == kinds_.end()) {
-      lock.unlock();
+      mu_.Unlock();
       vm->vm.reset();
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     kind->second.ready.push_back({*std::move(vm), std::move(template_dir)});
   }
+  mu_.Unlock();
 }
 
 }  // namespace airlock

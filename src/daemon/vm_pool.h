@@ -17,17 +17,17 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/daemon/templates.h"
 #include "src/image/image_store.h"
@@ -95,19 +95,20 @@ class VmPool {
   };
 
   void Fill();
-  uint64_t PooledBytesLocked() const;
+  uint64_t PooledBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether less than a quarter of the host's CPU time went to work over the next 250 ms (waits on
   // cv_ meanwhile, so Stop is not held up).
-  bool HostIsCalm(std::unique_lock<std::mutex>& lock);
+  bool HostIsCalm() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const VmPoolOptions options_;
   const std::string dir_;
   const Maker make_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  absl::Time wanted_since_ = absl::InfiniteFuture();  // since when a refill waits for calm
-  std::map<std::string, Kind> kinds_;                 // by image digest and shape
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Since when a refill waits for calm.
+  absl::Time wanted_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::map<std::string, Kind> kinds_ ABSL_GUARDED_BY(mu_);  // by image digest and shape
   std::thread filler_;
 };
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <set>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace airlock {
@@ -42,7 +43,7 @@ class VmPoolTest : public ::testing::Test {
         options, "/nonexistent-airlock-pool",
         [this](const ImageInfo& image, const VmShape&, const std::string&, const std::string& name,
                std::string* template_dir) -> absl::StatusOr<LaunchedVm> {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           if (fail_) return absl::UnavailableError("no template");
           names_.insert(name);
           *template_dir = template_dir_;
@@ -62,11 +63,11 @@ class VmPoolTest : public ::testing::Test {
 
   ImageInfo image_{.name = "img", .digest = "sha256:aa"};
   VmShape shape_;
-  std::mutex mu_;
-  std::string template_dir_ = "/t/1";
-  bool fail_ = false;
-  int made_ = 0;
-  std::set<std::string> names_;
+  absl::Mutex mu_;
+  std::string template_dir_ ABSL_GUARDED_BY(mu_) = "/t/1";
+  bool fail_ ABSL_GUARDED_BY(mu_) = false;
+  int made_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> alive_{0};
 };
 
@@ -94,7 +95,7 @@ TEST_F(VmPoolTest, AMissFillsTheKindAndEachVmGoesToOneTakerOnly) {
   EXPECT_NE(first->vm->pid(), second->vm->pid());
   // Another shape is another kind: it finds nothing.
   EXPECT_FALSE(pool->Take(image_, VmShape{.memory_mib = 1024}, "/t/1").has_value());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   EXPECT_EQ(names_.size(), static_cast<size_t>(made_));  // every VM its own cgroup name
 }
 
@@ -103,7 +104,7 @@ TEST_F(VmPoolTest, AVmOfAnOlderTemplateIsDestroyedNeverHandedOut) {
   pool->Take(image_, shape_, "/t/1");
   ASSERT_TRUE(WaitForPooled(*pool, 1));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     template_dir_ = "/t/2";  // a new kernel, agent, QEMU or image: a new template
   }
   EXPECT_FALSE(pool->Take(image_, shape_, "/t/2").has_value());
@@ -136,7 +137,10 @@ TEST_F(VmPoolTest, ZeroMeansNoPoolAndStoppingDestroysEveryVm) {
   auto none = MakePool({.max_per_kind = 0});
   EXPECT_FALSE(none->Take(image_, shape_, "/t/1").has_value());
   usleep(300000);
-  EXPECT_EQ(made_, 0);
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(made_, 0);
+  }
   auto pool = MakePool({.max_per_kind = 2});
   pool->Take(image_, shape_, "/t/1");
   ASSERT_TRUE(WaitForPooled(*pool, 1));
@@ -146,7 +150,7 @@ TEST_F(VmPoolTest, ZeroMeansNoPoolAndStoppingDestroysEveryVm) {
 
 TEST_F(VmPoolTest, AFailureToMakeOneIsRetriedLater) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     fail_ = true;
   }
   auto pool = MakePool({.max_per_kind = 1});

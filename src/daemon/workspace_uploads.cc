@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/hex.h"
 #include "src/daemon/state_store.h"  // NowUnixMs
 
@@ -21,7 +22,7 @@ absl::StatusOr<std::string> WorkspaceUploads::Add(PendingWorkspace upload) {
   }
   std::string token = HexString(random, sizeof random);
   int64_t now = NowUnixMs();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   DropExpiredLocked(now);
   size_t mine = 0;
   for (const auto& [t, p] : pending_) mine += p.tenant == upload.tenant ? 1 : 0;
@@ -38,7 +39,7 @@ absl::StatusOr<std::string> WorkspaceUploads::Add(PendingWorkspace upload) {
 
 absl::StatusOr<PendingWorkspace> WorkspaceUploads::Take(const std::string& tenant,
                                                         const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   DropExpiredLocked(NowUnixMs());
   auto it = pending_.find(token);
   if (it == pending_.end() || it->second.tenant != tenant) {

@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/records.h"
 
@@ -44,9 +45,9 @@ class WorkspaceUploads {
                                                                           const std::string& token);
 
  private:
-  void DropExpiredLocked(int64_t now);
-  std::mutex mu_;
-  std::map<std::string, PendingWorkspace> pending_;
+  void DropExpiredLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Mutex mu_;
+  std::map<std::string, PendingWorkspace> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace airlock

@@ -15,17 +15,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
@@ -79,7 +79,7 @@ class Logins {
     if (RAND_bytes(raw, sizeof(raw)) != 1) return "";
     std::string id = HexString(raw, sizeof(raw));
     int64_t now = NowMs();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = expiry_.begin(); it != expiry_.end();) {
       it = it->second < now ? expiry_.erase(it) : std::next(it);
     }
@@ -103,7 +103,7 @@ class Logins {
       std::string value = cookie_header.substr(begin, end == std::string::npos ? end : end - begin);
       at = begin;
       if (!starts) continue;
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = expiry_.find(value);
       if (it != expiry_.end() && it->second >= NowMs()) return true;
     }
@@ -111,8 +111,8 @@ class Logins {
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::string, int64_t> expiry_;
+  absl::Mutex mu_;
+  std::map<std::string, int64_t> expiry_ ABSL_GUARDED_BY(mu_);
 };
 
 // Asks airlockd for every tenant's sessions and VMs every interval, and follows its events.
@@ -131,12 +131,12 @@ class Collector {
   }
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       stopping_ = true;
       if (watch_context_ != nullptr) watch_context_->TryCancel();
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (poller_.joinable()) poller_.join();
     if (watcher_.joinable()) watcher_.join();
   }
@@ -149,8 +149,11 @@ class Collector {
     return status.error_message();
   }
   bool Wait(std::chrono::seconds how_long) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return !cv_.wait_for(lock, how_long, [this] { return stopping_; });
+    absl::MutexLock lock(&mu_);
+    absl::Time until = absl::Now() + absl::FromChrono(how_long);
+    while (!stopping_ && !cv_.WaitWithDeadline(&mu_, until)) {
+    }
+    return !stopping_;
   }
   void Poll() {
     do {
@@ -182,7 +185,7 @@ class Collector {
     do {
       grpc::ClientContext context;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (stopping_) return;
         watch_context_ = &context;
       }
@@ -194,7 +197,7 @@ class Collector {
       while (reader->Read(&event)) state_->AddEvent(event);
       grpc::Status status = reader->Finish();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         watch_context_ = nullptr;
       }
       if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
@@ -207,10 +210,10 @@ class Collector {
   std::unique_ptr<v1::Vms::Stub> vms_;
   DashboardState* state_;
   const std::chrono::seconds interval_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  grpc::ClientContext* watch_context_ = nullptr;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread poller_, watcher_;
 };
 

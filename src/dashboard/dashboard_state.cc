@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/utf8.h"
 
 namespace airlock {
@@ -33,7 +34,7 @@ std::string Shown(std::string_view text, size_t cap = DashboardState::kMaxTextBy
 }  // namespace
 
 void DashboardState::SetSessions(const std::vector<v1::Session>& sessions, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sessions_.assign(sessions.begin(), sessions.begin() + static_cast<ptrdiff_t>(std::min(
                                                             sessions.size(), kMaxSessions)));
   updated_ms_ = now_ms;
@@ -49,7 +50,7 @@ void DashboardState::SetSessions(const std::vector<v1::Session>& sessions, int64
 }
 
 void DashboardState::AddVmSamples(const std::vector<v1::Vm>& vms, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const v1::Vm& vm : vms) {
     auto it = samples_.find(vm.session_id());
     if (it == samples_.end()) {
@@ -96,13 +97,13 @@ void DashboardState::AddEvent(const v1::SessionEvent& e) {
       out.kind = "other";
   }
   out.text = Shown(out.text);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   events_.push_back(std::move(out));
   if (events_.size() > kMaxEvents) events_.pop_front();
 }
 
 void DashboardState::SetDaemonError(const std::string& error, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   daemon_error_ = Shown(error);
   TrimLocked(now_ms);
 }
@@ -117,7 +118,7 @@ void DashboardState::TrimLocked(int64_t now_ms) {
 }
 
 nlohmann::json DashboardState::ToJson(int64_t now_ms) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nlohmann::json out = {{"now_ms", now_ms},
                         {"window_ms", kWindowMs},
                         {"updated_ms", updated_ms_},

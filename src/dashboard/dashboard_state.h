@@ -8,10 +8,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "proto/airlock/v1/airlock.pb.h"
 
@@ -52,14 +53,14 @@ class DashboardState {
     std::string tenant, session_id, kind, text;
     bool failed;
   };
-  void TrimLocked(int64_t now_ms);
+  void TrimLocked(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::vector<v1::Session> sessions_;
-  std::map<std::string, std::deque<Sample>> samples_;  // by session id
-  std::deque<Event> events_;
-  std::string daemon_error_;
-  int64_t updated_ms_ = 0;
+  mutable absl::Mutex mu_;
+  std::vector<v1::Session> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::deque<Sample>> samples_ ABSL_GUARDED_BY(mu_);  // by session id
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  std::string daemon_error_ ABSL_GUARDED_BY(mu_);
+  int64_t updated_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace airlock

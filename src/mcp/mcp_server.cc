@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "src/mcp/json_rpc.h"
 
 namespace airlock::mcp {
@@ -20,13 +21,13 @@ constexpr char kInstructions[] =
 }  // namespace
 
 void ToolCall::SetCanceller(std::function<void()> cancel) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   cancel_ = std::move(cancel);
   if (cancelled_ && cancel_) cancel_();
 }
 
 void ToolCall::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   cancelled_ = true;
   if (cancel_) cancel_();
 }
@@ -40,18 +41,18 @@ McpServer::~McpServer() {
 }
 
 void McpServer::Send(const std::string& line) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::MutexLock lock(&write_mu_);
   write_(line);
 }
 
 void McpServer::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return running_ == 0; });
+  absl::MutexLock lock(&mu_);
+  while (running_ != 0) idle_.Wait(&mu_);
 }
 
 void McpServer::CancelAllAndWait() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [id, call] : calls_) call->Cancel();
   }
   Wait();
@@ -89,7 +90,7 @@ void McpServer::HandleLine(std::string_view line) {
     if (m.method == "notifications/cancelled") {
       auto it = m.params.find("requestId");
       if (it == m.params.end()) return;
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto call = calls_.find(it->dump());
       if (call != calls_.end()) call->second->Cancel();
     }
@@ -154,7 +155,7 @@ void McpServer::StartCall(const nlohmann::json& id, const nlohmann::json& params
   }
   std::string key = id.dump();
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (calls_.count(key)) {
     Send(RpcErrorReply({kInvalidRequest, "a call with this id is already running", id}));
     return;
@@ -193,9 +194,9 @@ void McpServer::StartCall(const nlohmann::json& id, const nlohmann::json& params
       if (!result.is_error) reply["structuredContent"] = result.structured;
       Send(RpcResult(id, reply));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     calls_.erase(key);
-    if (--running_ == 0) idle_.notify_all();
+    if (--running_ == 0) idle_.SignalAll();
     *done = true;
   });
   threads_.emplace_back(std::move(thread), done);

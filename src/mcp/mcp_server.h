@@ -7,17 +7,17 @@
 #define AIRLOCK_MCP_MCP_SERVER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace airlock::mcp {
@@ -44,8 +44,8 @@ class ToolCall {
   nlohmann::json arguments_;
   std::function<void(double, const std::string&)> progress_;
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;
-  std::function<void()> cancel_;
+  absl::Mutex mu_;
+  std::function<void()> cancel_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ToolResult {
@@ -95,13 +95,14 @@ class McpServer {
   Writer write_;
   std::function<void(const std::string&)> log_;
   std::string version_;
-  std::mutex write_mu_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  std::map<std::string, std::shared_ptr<ToolCall>> calls_;  // by id (dumped)
-  int running_ = 0;
+  absl::Mutex write_mu_;
+  absl::Mutex mu_;
+  absl::CondVar idle_;
+  std::map<std::string, std::shared_ptr<ToolCall>> calls_ ABSL_GUARDED_BY(mu_);  // by id (dumped)
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
   // Call threads, joined once done (and all of them on destruction).
-  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads_;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace airlock::mcp

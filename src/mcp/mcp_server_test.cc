@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "src/mcp/json_rpc.h"
 
 namespace airlock::mcp {
@@ -30,24 +30,26 @@ class Harness {
     };
     Tool wait{"wait", "Wait", "waits until cancelled", {{"type", "object"}}, {{"type", "object"}}};
     wait.run = [this](ToolCall& call) {
-      std::mutex mu;
-      std::condition_variable cv;
+      absl::Mutex mu;
+      absl::CondVar cv;
       bool stop = false;
       call.SetCanceller([&] {
-        std::lock_guard<std::mutex> lock(mu);
+        absl::MutexLock lock(&mu);
         stop = true;
-        cv.notify_all();
+        cv.SignalAll();
       });
       waiting_ = true;
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stop; });
+      {
+        absl::MutexLock lock(&mu);
+        while (!stop) cv.Wait(&mu);
+      }
       call.SetCanceller(nullptr);
       return ToolResult{json::object(), "stopped", false};
     };
     server_ = std::make_unique<McpServer>(
         std::vector<Tool>{echo, wait},
         [this](const std::string& line) {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           lines_.push_back(line);
         },
         "test");
@@ -56,7 +58,7 @@ class Harness {
   std::vector<json> Send(const std::string& line) {
     server_->HandleLine(line);
     server_->Wait();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::vector<json> out;
     for (const std::string& l : lines_) {
       EXPECT_EQ(l.find('\n'), std::string::npos);
@@ -69,8 +71,8 @@ class Harness {
   std::atomic<bool> waiting_{false};
 
  private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<McpServer> server_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::net {
 
@@ -17,7 +18,7 @@ uint64_t ConnectionLedger::TotalForThisProcess() {
 }
 
 absl::Status ConnectionLedger::Take(const std::string& tenant, uint64_t tenant_limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = tenants_.find(tenant);
   uint64_t mine = it == tenants_.end() ? 0 : it->second;
   if (mine >= tenant_limit) {
@@ -36,7 +37,7 @@ absl::Status ConnectionLedger::Take(const std::string& tenant, uint64_t tenant_l
 }
 
 void ConnectionLedger::Give(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return;
   --open_;
@@ -44,7 +45,7 @@ void ConnectionLedger::Give(const std::string& tenant) {
 }
 
 uint64_t ConnectionLedger::Open(const std::string& tenant) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = tenants_.find(tenant);
   return it == tenants_.end() ? 0 : it->second;
 }

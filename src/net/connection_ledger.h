@@ -7,10 +7,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::net {
 
@@ -31,9 +32,9 @@ class ConnectionLedger {
 
  private:
   const uint64_t total_;
-  mutable std::mutex mu_;
-  uint64_t open_ = 0;                        // Guarded by mu_.
-  std::map<std::string, uint64_t> tenants_;  // Guarded by mu_; no zero entries.
+  mutable absl::Mutex mu_;
+  uint64_t open_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> tenants_ ABSL_GUARDED_BY(mu_);  // no zero entries
 };
 
 }  // namespace airlock::net

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/common/log.h"
 #include "src/common/wipe.h"
@@ -182,13 +183,13 @@ std::string DescribeNetEvent(const NetEvent& e) {
 // daemon). Shared with resolver threads that may outlive the proxy: once closed, work is
 // dropped.
 struct Inbox {
-  std::mutex mu;
-  std::deque<std::function<void()>> work;
+  absl::Mutex mu;
+  std::deque<std::function<void()>> work ABSL_GUARDED_BY(mu);
   event* wake = nullptr;
-  bool closed = false;
+  bool closed ABSL_GUARDED_BY(mu) = false;
 
   void Post(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (closed) return;
     work.push_back(std::move(fn));
     event_active(wake, EV_READ, 0);
@@ -281,7 +282,7 @@ class EgressProxy::Impl {
 
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(stop_mu_);
+      absl::MutexLock lock(&stop_mu_);
       if (stopped_) return;
       stopped_ = true;
     }
@@ -289,14 +290,14 @@ class EgressProxy::Impl {
     inbox_->Post([this] { event_base_loopbreak(base_); });
     if (thread_.joinable()) thread_.join();
     {
-      std::lock_guard<std::mutex> lock(inbox_->mu);
+      absl::MutexLock lock(&inbox_->mu);
       inbox_->closed = true;
       inbox_->work.clear();  // a waiting Flush() sees its promise broken and returns
     }
     for (auto& [id, c] : conns_) FreeConn(*c);
     conns_.clear();  // each connection's HttpIntercept wipes its copies
     {
-      std::lock_guard<std::mutex> lock(secrets_mu_);
+      absl::MutexLock lock(&secrets_mu_);
       WipeSecrets();
     }
     FlushEvents();
@@ -319,7 +320,7 @@ class EgressProxy::Impl {
     auto* self = static_cast<Impl*>(arg);
     std::deque<std::function<void()>> work;
     {
-      std::lock_guard<std::mutex> lock(self->inbox_->mu);
+      absl::MutexLock lock(&self->inbox_->mu);
       work.swap(self->inbox_->work);
     }
     for (auto& fn : work) fn();
@@ -361,7 +362,7 @@ class EgressProxy::Impl {
   void Record(NetEvent e) {
     e.unix_ms = NowMs();
     {
-      std::lock_guard<std::mutex> lock(counters_mu_);
+      absl::MutexLock lock(&counters_mu_);
       if (!e.allowed && e.kind != "secret") ++counters_.denied;
       if (e.kind == "connect" && e.allowed) {
         ++counters_.connections;
@@ -862,7 +863,7 @@ class EgressProxy::Impl {
   // The session's secrets as one connection to `host` sees them: those bound to it with their
   // values, the others without (their placeholders are only reported). Empty: not intercepted.
   std::vector<InterceptedSecret> SecretsFor(const std::string& host) {
-    std::lock_guard<std::mutex> lock(secrets_mu_);
+    absl::MutexLock lock(&secrets_mu_);
     if (ca_ == nullptr || options_.upstream_tls == nullptr) return {};
     std::vector<InterceptedSecret> out;
     bool bound = false;
@@ -878,7 +879,7 @@ class EgressProxy::Impl {
   absl::Status StartIntercept(Conn& c, std::vector<InterceptedSecret> secrets) {
     std::shared_ptr<SessionCa> ca;
     {
-      std::lock_guard<std::mutex> lock(secrets_mu_);
+      absl::MutexLock lock(&secrets_mu_);
       ca = ca_;
       for (const ProxySecret& s : secrets_) {
         if (!s.value.empty() ||
@@ -1070,7 +1071,7 @@ class EgressProxy::Impl {
 
   // A placeholder in the clear (plain HTTP, or any protocol but TLS) is never swapped: say so.
   void ScanPlaintext(Conn& c, const std::string& data) {
-    std::lock_guard<std::mutex> lock(secrets_mu_);
+    absl::MutexLock lock(&secrets_mu_);
     if (secrets_.empty()) return;
     std::string window = c.scan_tail + data;
     size_t longest = 0;
@@ -1092,14 +1093,14 @@ class EgressProxy::Impl {
   }
 
   void SetSecrets(std::vector<ProxySecret> secrets, std::shared_ptr<SessionCa> ca) {
-    std::lock_guard<std::mutex> lock(secrets_mu_);
+    absl::MutexLock lock(&secrets_mu_);
     WipeSecrets();
     secrets_ = std::move(secrets);
     ca_ = std::move(ca);
   }
 
-  // The values go before their memory does. Under secrets_mu_.
-  void WipeSecrets() {
+  // The values go before their memory does.
+  void WipeSecrets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(secrets_mu_) {
     for (ProxySecret& s : secrets_) Wipe(s.value);
     secrets_.clear();
   }
@@ -1158,7 +1159,7 @@ class EgressProxy::Impl {
 
   void ApplyPolicy(std::shared_ptr<const EgressPolicy> policy) {
     {
-      std::lock_guard<std::mutex> lock(policy_mu_);
+      absl::MutexLock lock(&policy_mu_);
       policy_ = policy;
     }
     std::vector<uint32_t> ids;
@@ -1185,26 +1186,26 @@ class EgressProxy::Impl {
   }
 
   std::shared_ptr<const EgressPolicy> Policy() {
-    std::lock_guard<std::mutex> lock(policy_mu_);
+    absl::MutexLock lock(&policy_mu_);
     return policy_;
   }
 
   Counters counters() {
-    std::lock_guard<std::mutex> lock(counters_mu_);
+    absl::MutexLock lock(&counters_mu_);
     return counters_;
   }
 
   std::weak_ptr<GuestChannel> channel_;
   EgressProxyOptions options_;
-  std::mutex policy_mu_;
-  std::shared_ptr<const EgressPolicy> policy_;
-  std::mutex secrets_mu_;
-  std::vector<ProxySecret> secrets_;  // guarded by secrets_mu_
-  std::shared_ptr<SessionCa> ca_;     // guarded by secrets_mu_
-  std::mutex counters_mu_;
-  Counters counters_;
-  std::mutex stop_mu_;
-  bool stopped_ = false;
+  absl::Mutex policy_mu_;
+  std::shared_ptr<const EgressPolicy> policy_ ABSL_GUARDED_BY(policy_mu_);
+  absl::Mutex secrets_mu_;
+  std::vector<ProxySecret> secrets_ ABSL_GUARDED_BY(secrets_mu_);
+  std::shared_ptr<SessionCa> ca_ ABSL_GUARDED_BY(secrets_mu_);
+  absl::Mutex counters_mu_;
+  Counters counters_ ABSL_GUARDED_BY(counters_mu_);
+  absl::Mutex stop_mu_;
+  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
   event_base* base_ = nullptr;
   event* flush_ = nullptr;
   event* sweep_ = nullptr;

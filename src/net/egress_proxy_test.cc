@@ -11,10 +11,10 @@
 
 #include <atomic>
 #include <fstream>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/net/tls_intercept.h"
 #include "src/testing/fake_guest.h"
 
@@ -97,7 +97,7 @@ class EgressProxyTest : public ::testing::Test {
     ASSERT_TRUE(resolver.ok());
     options.resolver = *std::move(resolver);
     options.on_events = [this](std::vector<NetEvent> events) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (NetEvent& e : events) events_.push_back(std::move(e));
     };
     auto proxy = EgressProxy::Start(g_.channel_, policy, std::move(options));
@@ -133,7 +133,7 @@ class EgressProxyTest : public ::testing::Test {
   std::string ReasonWith(const std::string& text) {
     for (int i = 0; i < 100; ++i) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         for (const NetEvent& e : events_) {
           if (e.reason.find(text) != std::string::npos) return e.reason;
         }
@@ -152,19 +152,19 @@ class EgressProxyTest : public ::testing::Test {
   std::vector<NetEvent> Events(size_t at_least) {
     for (int i = 0; i < 100; ++i) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (events_.size() >= at_least) return events_;
       }
       usleep(20000);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return events_;
   }
 
   FakeGuest g_;
   std::shared_ptr<EgressProxy> proxy_;
-  std::mutex mu_;
-  std::vector<NetEvent> events_;
+  absl::Mutex mu_;
+  std::vector<NetEvent> events_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(EgressProxyTest, AnswersQuestionsByPolicyAndRefusesRebinding) {
@@ -195,7 +195,7 @@ TEST_F(EgressProxyTest, FlushHandsOverEveryDecisionMadeBeforeIt) {
   // No waiting for the periodic flush: a reader right after an exec sees the denial.
   proxy_->Flush();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ASSERT_EQ(events_.size(), 1u);
     EXPECT_EQ(events_[0].name, "nope.test");
     EXPECT_FALSE(events_[0].allowed);
@@ -408,7 +408,7 @@ class EchoHttpsServer {
   uint16_t port() const { return port_; }
   const std::string& ca_file() const { return ca_file_; }
   std::string received() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return received_;
   }
 
@@ -432,7 +432,7 @@ class EchoHttpsServer {
             std::string head = in.substr(0, end);
             in.erase(0, end + 4);
             {
-              std::lock_guard<std::mutex> lock(mu_);
+              absl::MutexLock lock(&mu_);
               received_ += head + "\n";
             }
             std::string auth;
@@ -464,8 +464,8 @@ class EchoHttpsServer {
   uint16_t port_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::mutex mu_;
-  std::string received_;
+  absl::Mutex mu_;
+  std::string received_ ABSL_GUARDED_BY(mu_);
 };
 
 constexpr char kPlaceholder[] = "AIRLOCK_PLACEHOLDER_KEY_0123456789abcdef";
@@ -553,7 +553,7 @@ TEST_F(InterceptTest, TheServerGetsTheValueAndTheGuestOnlyEverSeesThePlaceholder
   EXPECT_NE(got.find(absl::StrCat("you sent: Bearer ", kPlaceholder)), std::string::npos) << got;
   EXPECT_NE(got.find(absl::StrCat("X-Echo: Bearer ", kPlaceholder)), std::string::npos) << got;
   proxy_->Flush();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   bool used = false;
   for (const NetEvent& e : events_) {
     if (e.kind == "secret" && e.allowed && e.rule == "KEY") used = true;
@@ -607,7 +607,7 @@ TEST_F(InterceptTest, AHostWithNoSecretBoundStaysAnOpaqueTunnel) {
   }
   EXPECT_EQ(back, std::string("plain ") + kPlaceholder);  // untouched
   proxy_->Flush();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   bool warned = false;
   for (const NetEvent& e : events_) warned |= e.kind == "secret" && !e.allowed;
   EXPECT_TRUE(warned);

@@ -8,6 +8,7 @@
 #include <openssl/x509v3.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::net {
 namespace {
@@ -170,7 +171,7 @@ std::string SessionCa::KeyPem() const {
 }
 
 absl::StatusOr<SSL_CTX*> SessionCa::ServerContext(const std::string& host) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (auto it = leaves_.find(host); it != leaves_.end()) return it->second.get();
   if (leaf_key_ == nullptr) {
     leaf_key_ = EVP_EC_gen("P-256");

@@ -12,12 +12,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::net {
 
@@ -50,9 +51,9 @@ class SessionCa {
   EVP_PKEY* key_;
   X509* cert_;
   const std::string cert_pem_;
-  std::mutex mu_;
-  std::map<std::string, SslCtxPtr> leaves_;  // guarded by mu_
-  EVP_PKEY* leaf_key_ = nullptr;             // one key for every leaf; guarded by mu_
+  absl::Mutex mu_;
+  std::map<std::string, SslCtxPtr> leaves_ ABSL_GUARDED_BY(mu_);
+  EVP_PKEY* leaf_key_ ABSL_GUARDED_BY(mu_) = nullptr;  // one key for every leaf
 };
 
 // The client context the proxy verifies real servers with: the system's trust store, plus the

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
 #include "src/providers/blob_digest.h"
@@ -36,7 +36,7 @@ class ScriptedS3 {
     auto handle = [this](const httplib::Request& req, httplib::Response& res) {
       Handler handler;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         std::string query;
         for (const auto& [name, value] : req.params) absl::StrAppend(&query, name, "=", value, "&");
         seen_.push_back({req.method, req.path, query, req.get_header_value("x-amz-content-sha256"),
@@ -59,11 +59,11 @@ class ScriptedS3 {
     thread_.join();
   }
   void Handle(Handler handler) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     handler_ = std::move(handler);
   }
   std::vector<Seen> seen() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return seen_;
   }
   std::unique_ptr<S3BlobStore> Store() {
@@ -82,9 +82,11 @@ class ScriptedS3 {
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
-  std::mutex mu_;
-  Handler handler_ = [](const httplib::Request&, httplib::Response& res) { res.status = 200; };
-  std::vector<Seen> seen_;
+  absl::Mutex mu_;
+  Handler handler_ ABSL_GUARDED_BY(mu_) = [](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+  };
+  std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string ErrorXml(const std::string& code, const std::string& message) {
@@ -293,7 +295,7 @@ class MultipartS3 {
  public:
   explicit MultipartS3(ScriptedS3* s3) {
     s3->Handle([this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       res.status = 200;
       if (req.method == "HEAD") {
         res.status = 404;
@@ -323,7 +325,7 @@ class MultipartS3 {
   std::map<int, std::string> parts_;
   std::string completion_, object_;
   bool aborted_ = false;
-  std::mutex mu_;
+  absl::Mutex mu_;
 };
 
 TEST(S3BlobStoreTest, LargeBlobsGoUpInParts) {

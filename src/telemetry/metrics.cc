@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "absl/synchronization/mutex.h"
+
 namespace airlock::telemetry {
 
 namespace {
@@ -26,7 +28,7 @@ void Histogram::Record(double value) {
   size_t bucket = std::upper_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   // A value equal to a bound belongs to that bound's bucket (upper bounds are inclusive).
   if (bucket > 0 && value == bounds_[bucket - 1]) --bucket;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++counts_[bucket];
   min_ = count_ == 0 ? value : std::min(min_, value);
   max_ = count_ == 0 ? value : std::max(max_, value);
@@ -35,7 +37,7 @@ void Histogram::Record(double value) {
 }
 
 void Histogram::AppendTo(otlp::v1::HistogramDataPoint* point) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   point->set_count(count_);
   point->set_sum(sum_);
   if (count_ > 0) {

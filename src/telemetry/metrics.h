@@ -6,11 +6,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/otlp/v1/otlp.pb.h"
 
 namespace airlock::telemetry {
@@ -26,10 +27,12 @@ class Histogram {
 
  private:
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // bounds_.size() + 1
-  uint64_t count_ = 0;
-  double sum_ = 0, min_ = 0, max_ = 0;
+  mutable absl::Mutex mu_;
+  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);  // bounds_.size() + 1
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  double sum_ ABSL_GUARDED_BY(mu_) = 0;
+  double min_ ABSL_GUARDED_BY(mu_) = 0;
+  double max_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Bounds in milliseconds for latencies from 1 ms to 10 minutes.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::telemetry {
 
@@ -68,20 +69,21 @@ OtlpExporter::OtlpExporter(Options options) : options_(std::move(options)) {}
 
 OtlpExporter::~OtlpExporter() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait_for(lock, absl::ToChronoNanoseconds(options_.drain),
-                   [this] { return queue_.empty() && !sending_; });
+    absl::MutexLock lock(&mu_);
+    absl::Time until = absl::Now() + options_.drain;
+    while ((!queue_.empty() || sending_) && !idle_.WaitWithDeadline(&mu_, until)) {
+    }
     stopping_ = true;
     abort_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   stats_.dropped += queue_.size();
 }
 
 bool OtlpExporter::Enqueue(Signal signal, std::string body) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_ || queue_.size() >= options_.max_queued_requests ||
         queued_bytes_ + body.size() > options_.max_queued_bytes) {
       ++stats_.dropped;
@@ -91,25 +93,25 @@ bool OtlpExporter::Enqueue(Signal signal, std::string body) {
     queued_bytes_ += body.size();
     queue_.emplace_back(signal, std::move(body));
   }
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
 OtlpExporter::Stats OtlpExporter::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stats_;
 }
 
 void OtlpExporter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
+    if (stopping_) break;
     auto [signal, body] = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= body.size();
     sending_ = true;
-    lock.unlock();
+    mu_.Unlock();
     std::string error;
     long code = -1;
     absl::Duration backoff = options_.first_backoff;
@@ -117,15 +119,17 @@ void OtlpExporter::Run() {
     for (;;) {
       code = Post(signal, body, &error);
       if (code == 0 || !Transient(code) || ++attempt >= options_.attempts) break;
-      lock.lock();
+      mu_.Lock();
       ++stats_.retries;
-      bool stop =
-          cv_.wait_for(lock, absl::ToChronoNanoseconds(backoff), [this] { return stopping_; });
-      lock.unlock();
+      absl::Time until = absl::Now() + backoff;
+      while (!stopping_ && !cv_.WaitWithDeadline(&mu_, until)) {
+      }
+      bool stop = stopping_;
+      mu_.Unlock();
       if (stop) break;
       backoff *= 2;
     }
-    lock.lock();
+    mu_.Lock();
     sending_ = false;
     if (code == 0) {
       ++stats_.sent;
@@ -133,8 +137,9 @@ void OtlpExporter::Run() {
       ++stats_.dropped;
       stats_.last_error = error;
     }
-    if (queue_.empty()) idle_.notify_all();
+    if (queue_.empty()) idle_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 long OtlpExporter::Post(Signal signal, const std::string& body, std::string* error) {

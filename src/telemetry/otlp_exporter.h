@@ -8,17 +8,17 @@
 #define AIRLOCK_TELEMETRY_OTLP_EXPORTER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace airlock::telemetry {
@@ -62,15 +62,15 @@ class OtlpExporter {
   long Post(Signal signal, const std::string& body, std::string* error);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<Signal, std::string>> queue_;
-  size_t queued_bytes_ = 0;
-  bool stopping_ = false;
-  bool sending_ = false;            // a request is out (or waiting to be retried)
-  std::atomic<bool> abort_{false};  // ends a request still out when the drain is over
-  std::condition_variable idle_;    // the queue is empty and nothing is out
-  Stats stats_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::pair<Signal, std::string>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a request is out (or waiting to be retried)
+  std::atomic<bool> abort_{false};             // ends a request still out when the drain is over
+  absl::CondVar idle_;                         // the queue is empty and nothing is out
+  Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -2,9 +2,9 @@
 #include <httplib.h>
 
 #include <atomic>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "src/telemetry/metrics.h"
 #include "src/telemetry/otlp_exporter.h"
 #include "src/telemetry/trace_context.h"
@@ -49,7 +49,7 @@ class Collector {
  public:
   Collector() {
     server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       requests_.push_back({req.path, req.get_header_value("x-api-key"), req.body});
       res.status = answer_.load();
     });
@@ -67,7 +67,7 @@ class Collector {
     std::string path, api_key, body;
   };
   std::vector<Request> requests() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return requests_;
   }
   bool WaitFor(size_t n) {
@@ -82,8 +82,8 @@ class Collector {
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
-  std::mutex mu_;
-  std::vector<Request> requests_;
+  absl::Mutex mu_;
+  std::vector<Request> requests_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> answer_{200};
 };
 

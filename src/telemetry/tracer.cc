@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "absl/synchronization/mutex.h"
+
 namespace airlock::telemetry {
 
 namespace {
@@ -30,16 +32,16 @@ Tracer::Tracer(OtlpExporter* exporter, otlp::v1::Resource resource)
 
 Tracer::~Tracer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 void Tracer::Finish(otlp::v1::Span span) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (batch_.size() >= kMaxWaitingSpans) {
       ++dropped_;
       return;
@@ -47,29 +49,30 @@ void Tracer::Finish(otlp::v1::Span span) {
     batch_.push_back(std::move(span));
     if (batch_.size() < kBatchSpans) return;
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 uint64_t Tracer::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return dropped_;
 }
 
 void Tracer::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::seconds(1),
-                 [this] { return stopping_ || batch_.size() >= kBatchSpans; });
-    FlushLocked(lock);
+    absl::Time until = absl::Now() + absl::Seconds(1);
+    while (!stopping_ && batch_.size() < kBatchSpans && !cv_.WaitWithDeadline(&mu_, until)) {
+    }
+    FlushLocked();
   }
-  FlushLocked(lock);
+  FlushLocked();
 }
 
-void Tracer::FlushLocked(std::unique_lock<std::mutex>& lock) {
+void Tracer::FlushLocked() {
   if (batch_.empty()) return;
   std::vector<otlp::v1::Span> spans;
   spans.swap(batch_);
-  lock.unlock();
+  mu_.Unlock();
   otlp::v1::ExportTraceServiceRequest request;
   otlp::v1::ResourceSpans* rs = request.add_resource_spans();
   *rs->mutable_resource() = resource_;
@@ -77,7 +80,7 @@ void Tracer::FlushLocked(std::unique_lock<std::mutex>& lock) {
   scope->mutable_scope()->set_name("airlockd");
   for (otlp::v1::Span& s : spans) *scope->add_spans() = std::move(s);
   exporter_->Enqueue(Signal::kTraces, request.SerializeAsString());
-  lock.lock();
+  mu_.Lock();
 }
 
 Span::Span(std::string name) {

@@ -6,15 +6,15 @@
 #ifndef AIRLOCK_TELEMETRY_TRACER_H_
 #define AIRLOCK_TELEMETRY_TRACER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/otlp/v1/otlp.pb.h"
 #include "src/telemetry/otlp_exporter.h"
 #include "src/telemetry/trace_context.h"
@@ -32,15 +32,16 @@ class Tracer {
 
  private:
   void Run();
-  void FlushLocked(std::unique_lock<std::mutex>& lock);
+  // Sends the batch; lets go of mu_ while it does.
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   OtlpExporter* const exporter_;
   const otlp::v1::Resource resource_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<otlp::v1::Span> batch_;
-  bool stopping_ = false;
-  uint64_t dropped_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<otlp::v1::Span> batch_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

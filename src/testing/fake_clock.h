@@ -4,8 +4,8 @@
 #ifndef AIRLOCK_TESTING_FAKE_CLOCK_H_
 #define AIRLOCK_TESTING_FAKE_CLOCK_H_
 
-#include <mutex>
-
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/clock.h"
 
 namespace airlock {
@@ -13,17 +13,17 @@ namespace airlock {
 class FakeClock : public Clock {
  public:
   absl::Time Now() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return now_;
   }
   void Advance(absl::Duration d) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     now_ += d;
   }
 
  private:
-  mutable std::mutex mu_;
-  absl::Time now_ = absl::Now();
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 
 }  // namespace airlock

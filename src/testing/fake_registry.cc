@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "src/common/sha256.h"
 #include "src/image/image_store.h"
@@ -68,7 +69,7 @@ FakeRegistry::~FakeRegistry() {
   shutdown(listen_fd_, SHUT_RDWR);
   acceptor_.join();
   close(listen_fd_);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (std::thread& t : connections_) t.join();
 }
 
@@ -78,7 +79,7 @@ std::string FakeRegistry::AddImage(const std::string& repository, const std::str
                                    const std::vector<std::string>& layers,
                                    const std::string& config) {
   nlohmann::json descriptors = nlohmann::json::array();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string base = "/v2/" + repository;
   for (const std::string& layer : layers) {
     descriptors.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar"},
@@ -102,12 +103,12 @@ std::string FakeRegistry::AddImage(const std::string& repository, const std::str
 
 void FakeRegistry::SetObject(const std::string& path, const std::string& content_type,
                              const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   objects_[path] = {content_type, bytes};
 }
 
 std::string FakeRegistry::Served(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = objects_.find(path);
   return it == objects_.end() ? "" : it->second.bytes;
 }
@@ -118,13 +119,13 @@ void FakeRegistry::SetAuth(Auth auth, const std::string& user_password) {
                           reinterpret_cast<const unsigned char*>(user_password.data()),
                           static_cast<int>(user_password.size()));
   encoded.resize(static_cast<size_t>(n));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auth_ = auth;
   basic_ = "Basic " + encoded;
 }
 
 void FakeRegistry::SetFaults(const Faults& faults) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   faults_ = faults;
 }
 
@@ -135,7 +136,7 @@ void FakeRegistry::AcceptLoop() {
       if (stopping_) return;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     connections_.emplace_back([this, fd] {
       Serve(fd);
       close(fd);
@@ -177,7 +178,7 @@ void FakeRegistry::Serve(int fd) {
   Auth auth;
   std::string basic;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     faults = faults_;
     auth = auth_;
     basic = basic_;
@@ -205,7 +206,7 @@ void FakeRegistry::Serve(int fd) {
     SendAll(fd, body.substr(0, send_bytes), rate);  // npos: all of it
   };
   if (absl::StartsWith(path, "/cdn/")) {  // where redirected blobs are: no login needed
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [p, o] : objects_) {
       if (absl::EndsWith(p, path.substr(4, path.find('?') - 4))) {
         object = o;

@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace airlock::testing {
 
@@ -71,11 +73,11 @@ class FakeRegistry {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> requests_{0};
-  std::mutex mu_;
-  Faults faults_;                          // guarded by mu_
-  Auth auth_ = Auth::kNone;                // guarded by mu_
-  std::string basic_;                      // "Basic <base64>" expected; guarded by mu_
-  std::map<std::string, Object> objects_;  // "/v2/<repo>/manifests/<ref>", "/v2/<repo>/blobs/<d>"
+  absl::Mutex mu_;
+  Faults faults_ ABSL_GUARDED_BY(mu_);
+  Auth auth_ ABSL_GUARDED_BY(mu_) = Auth::kNone;
+  std::string basic_ ABSL_GUARDED_BY(mu_);  // "Basic <base64>" expected
+  std::map<std::string, Object> objects_;   // "/v2/<repo>/manifests/<ref>", "/v2/<repo>/blobs/<d>"
   std::thread acceptor_;
   std::vector<std::thread> connections_;  // guarded by mu_
 };

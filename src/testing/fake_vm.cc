@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/channel_messages.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
@@ -171,7 +172,7 @@ class FakeVmCore {
   // from now on, and says hello first unless the guest was restored and waits for a sync.
   void Connect(UniqueFd guest_fd, bool hello) {
     Disconnect();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (hello) {
       ram_.paused = false;
       stopped_ = false;
@@ -185,19 +186,19 @@ class FakeVmCore {
   void Disconnect() {
     std::thread old;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (guest_fd_.valid()) shutdown(guest_fd_.get(), SHUT_RDWR);
       old = std::move(thread_);
     }
     if (old.joinable()) old.join();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     guest_fd_.reset();
   }
 
   // Kills the process (if it runs) and ends the agent.
   void End(const absl::Status& reason) {
     {
-      std::lock_guard<std::mutex> lock(proc_mu_);
+      absl::MutexLock lock(&proc_mu_);
       if (pid_ > 0 && !exit_reason_) {
         kill(pid_, SIGKILL);
         Reap(0);
@@ -207,7 +208,7 @@ class FakeVmCore {
   }
 
   std::optional<std::string> ExitReason() {
-    std::lock_guard<std::mutex> lock(proc_mu_);
+    absl::MutexLock lock(&proc_mu_);
     if (pid_ > 0 && !exit_reason_) Reap(WNOHANG);
     return exit_reason_;
   }
@@ -216,7 +217,7 @@ class FakeVmCore {
     if (std::optional<std::string> gone = ExitReason()) {
       return absl::UnavailableError("the fake VM is gone: " + *gone);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!ram_.paused) {
       return absl::FailedPreconditionError(
           "the fake guest was not quiesced (kPause) before its state was saved");
@@ -242,7 +243,7 @@ class FakeVmCore {
   }
 
   void Continue() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopped_ = false;
   }
 
@@ -253,13 +254,12 @@ class FakeVmCore {
   void set_runtime_dir(std::string dir) { runtime_dir_ = std::move(dir); }
   GuestSync& sync() { return sync_; }
   std::string last_event() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return last_event_;
   }
 
  private:
-  // Called with proc_mu_ held.
-  void Reap(int flags) {
+  void Reap(int flags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(proc_mu_) {
     int status = 0;
     pid_t r;
     do {
@@ -273,7 +273,7 @@ class FakeVmCore {
   // The agent: reads the host's frames until the connection or the process ends.
   void Serve(int fd, bool hello) {
     if (hello) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       Send(fd, FrameType::kHello, 0, EncodeHello("fake"));
     }
     FrameParser parser;
@@ -293,13 +293,13 @@ class FakeVmCore {
         Frame frame;
         FrameParser::Result r = parser.Next(&in, &frame);
         if (r == FrameParser::Result::kError) {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           last_event_ = "the host sent a malformed frame: " + parser.error();
           shutdown(fd, SHUT_RDWR);
           return;
         }
         if (r == FrameParser::Result::kNeedMore) break;
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         Handle(fd, frame);
       }
     }
@@ -321,8 +321,7 @@ class FakeVmCore {
     }
   }
 
-  // Called with mu_ held.
-  void Handle(int fd, const Frame& frame) {
+  void Handle(int fd, const Frame& frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (stopped_) return;  // a stopped guest reads nothing (the host never sends then)
     auto it = streams_.find(frame.stream);
     switch (frame.type) {
@@ -392,7 +391,7 @@ class FakeVmCore {
     }
   }
 
-  void Open(int fd, const Frame& frame) {
+  void Open(int fd, const Frame& frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (frame.stream == 0 || streams_.count(frame.stream) != 0) {
       SendMessage(fd, 0, ProtocolErrorMessage{"stream reused"});
       return;
@@ -435,7 +434,7 @@ class FakeVmCore {
   }
 
   // Does what the stream asks, once its input (if any) is in, and queues the answer.
-  void Run(Stream& s) {
+  void Run(Stream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (s.finished) return;
     switch (s.kind) {
       case FrameType::kFileWrite:
@@ -513,13 +512,13 @@ class FakeVmCore {
   }
 
   // Flushes the stream, and forgets it once its exit is sent.
-  void Pump(int fd, std::map<uint32_t, Stream>::iterator it) {
+  void Pump(int fd, std::map<uint32_t, Stream>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Flush(fd, it->first, it->second);
     if (it->second.finished && it->second.out.empty()) streams_.erase(it);
   }
 
   // Sends what the stream's window allows (nothing while paused).
-  void Flush(int fd, uint32_t id, Stream& s) {
+  void Flush(int fd, uint32_t id, Stream& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (!ram_.paused && !s.out.empty()) {
       auto& [type, bytes] = s.out.front();
       if (type == FrameType::kExit) {
@@ -539,17 +538,17 @@ class FakeVmCore {
     }
   }
 
-  std::mutex mu_;
-  Ram ram_;
-  bool stopped_ = false;
-  std::map<uint32_t, Stream> streams_;
+  absl::Mutex mu_;
+  Ram ram_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<uint32_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
   UniqueFd guest_fd_;
   std::thread thread_;
   std::string last_event_;
-  std::mutex proc_mu_;  // guards exit_reason_ and reaping pid_
+  absl::Mutex proc_mu_;  // also serializes reaping pid_
   pid_t pid_ = -1;
   UniqueFd pidfd_;
-  std::optional<std::string> exit_reason_;
+  std::optional<std::string> exit_reason_ ABSL_GUARDED_BY(proc_mu_);
   UniqueFd memory_;
   UniqueFd disk_;
   std::string runtime_dir_;
@@ -632,7 +631,7 @@ FakeVmDriver::~FakeVmDriver() = default;
 
 absl::StatusOr<std::unique_ptr<Vm>> FakeVmDriver::Start(const VmConfig& config) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (fail_count_ > 0) {
       --fail_count_;
       return fail_status_;
@@ -675,7 +674,7 @@ absl::StatusOr<std::unique_ptr<Vm>> FakeVmDriver::Start(const VmConfig& config) 
   auto core = std::make_shared<FakeVmCore>(config, std::move(ram), restored);
   if (absl::Status s = core->Launch(config); !s.ok()) return s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++(restored ? restored_ : booted_);
     all_.push_back(core);
   }
@@ -703,7 +702,7 @@ void FakeVmDriver::Destroy(const std::string& runtime_dir) {
 }
 
 std::shared_ptr<FakeVmCore> FakeVmDriver::TakeDetached(const std::string& runtime_dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = detached_.find(runtime_dir);
   if (it == detached_.end()) return nullptr;
   std::shared_ptr<FakeVmCore> core = std::move(it->second);
@@ -712,25 +711,25 @@ std::shared_ptr<FakeVmCore> FakeVmDriver::TakeDetached(const std::string& runtim
 }
 
 void FakeVmDriver::FailStarts(absl::Status status, int count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   fail_status_ = std::move(status);
   fail_count_ = count;
 }
 
 int FakeVmDriver::booted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return booted_;
 }
 
 int FakeVmDriver::restored() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return restored_;
 }
 
 std::vector<pid_t> FakeVmDriver::RunningPids() const {
   std::vector<std::shared_ptr<FakeVmCore>> cores;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& weak : all_) {
       if (auto core = weak.lock()) cores.push_back(std::move(core));
     }
@@ -743,7 +742,7 @@ std::vector<pid_t> FakeVmDriver::RunningPids() const {
 }
 
 void FakeVmDriver::Forget(const FakeVmCore* core) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::erase_if(all_, [core](const std::weak_ptr<FakeVmCore>& w) {
     auto p = w.lock();
     return p == nullptr || p.get() == core;
@@ -751,7 +750,7 @@ void FakeVmDriver::Forget(const FakeVmCore* core) {
 }
 
 void FakeVmDriver::Keep(std::shared_ptr<FakeVmCore> core) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   detached_[core->runtime_dir()] = std::move(core);
 }
 

@@ -22,11 +22,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "src/vm/vm_driver.h"
 
 namespace airlock {
@@ -57,13 +58,14 @@ class FakeVmDriver : public VmDriver {
   // The detached VM of that runtime directory, no longer kept (null if none).
   std::shared_ptr<FakeVmCore> TakeDetached(const std::string& runtime_dir);
 
-  mutable std::mutex mu_;
-  absl::Status fail_status_;
-  int fail_count_ = 0;
-  int booted_ = 0;
-  int restored_ = 0;
-  std::vector<std::weak_ptr<FakeVmCore>> all_;
-  std::map<std::string, std::shared_ptr<FakeVmCore>> detached_;  // by runtime dir
+  mutable absl::Mutex mu_;
+  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+  int fail_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int booted_ ABSL_GUARDED_BY(mu_) = 0;
+  int restored_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::weak_ptr<FakeVmCore>> all_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<FakeVmCore>> detached_
+      ABSL_GUARDED_BY(mu_);  // by runtime dir
 };
 
 }  // namespace airlock

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/errno_status.h"
 
 namespace airlock {
@@ -99,37 +100,42 @@ GuestChannel::~GuestChannel() { Stop(); }
 
 void GuestChannel::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (failure_.ok()) failure_ = absl::CancelledError("the VM was shut down");
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
   DropGuestStreams("the VM was shut down");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     guest_kinds_.clear();
   }
-  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::MutexLock lock(&write_mu_);
   fd_.reset();
 }
 
 absl::Status GuestChannel::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return failure_;
 }
 
 void GuestChannel::Fail(const absl::Status& reason) {
   FailureCallback callback;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!failure_.ok()) return;
     failure_ = reason;
     callback = on_failure_;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   DropGuestStreams(std::string(reason.message()));
-  if (callback && !stopping_) callback(reason);
+  bool stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping = stopping_;
+  }
+  if (callback && !stopping) callback(reason);
 }
 
 void GuestChannel::ReadLoop() {
@@ -137,7 +143,7 @@ void GuestChannel::ReadLoop() {
   std::vector<uint8_t> buf(kMaxPayload + kFrameHeaderSize);
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_ || !failure_.ok()) return;
     }
     pollfd p = {fd_.get(), POLLIN, 0};
@@ -196,7 +202,7 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
   if (frame.stream != 0 && (frame.stream % 2 == 0 || IsPortStream(frame.stream))) {
     return HandleGuestStreamFrame(frame, after);
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto violation = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
                                             " (stream ", frame.stream, ")"));
@@ -237,7 +243,7 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
       default:
         return violation("unexpected frame on the connection stream");
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     return absl::OkStatus();
   }
   auto it = streams_.find(frame.stream);
@@ -297,12 +303,12 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
     default:
       return violation(absl::StrCat("unexpected frame type ", static_cast<int>(frame.type)));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return absl::OkStatus();
 }
 
 absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<void()>* after) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto violation = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("the guest broke the channel protocol: ", what,
                                             " (stream ", frame.stream, ")"));
@@ -393,7 +399,7 @@ absl::Status GuestChannel::HandleGuestStreamFrame(Frame& frame, std::function<vo
 void GuestChannel::DropGuestStreams(const std::string& why) {
   std::vector<std::pair<uint32_t, std::shared_ptr<GuestStreamHandler>>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, g] : guest_streams_) dropped.emplace_back(id, g.handler);
     guest_streams_.clear();
     port_streams_ = 0;
@@ -403,7 +409,7 @@ void GuestChannel::DropGuestStreams(const std::string& why) {
 
 void GuestChannel::RegisterGuestStreamKind(FrameType opens,
                                            std::shared_ptr<GuestStreamHandler> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (handler == nullptr) {
     guest_kinds_.erase(opens);
   } else {
@@ -414,7 +420,7 @@ void GuestChannel::RegisterGuestStreamKind(FrameType opens,
 absl::Status GuestChannel::AnswerGuestStream(uint32_t id, FrameType type,
                                              std::string_view payload) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end()) {
       return absl::OkStatus();  // dropped by a pause: the agent forgot the question too
@@ -435,7 +441,7 @@ void GuestChannel::ForgetGuestStream(std::map<uint32_t, GuestStream>::iterator i
 }
 
 bool GuestChannel::IsPortStream(uint32_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return guest_streams_.count(id) != 0;
 }
 
@@ -444,7 +450,7 @@ absl::StatusOr<uint32_t> GuestChannel::ConnectGuestPort(
   if (port == 0) return absl::InvalidArgumentError("a guest port is 1 to 65535");
   uint32_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!failure_.ok()) return failure_;
     if (quiescing_ || paused_) {
       return absl::UnavailableError("the session is being snapshotted; try again in a moment");
@@ -470,7 +476,7 @@ absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view
   while (sent < data.size()) {
     size_t chunk;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
       auto it = guest_streams_.find(id);
       if (it == guest_streams_.end() || it->second.host_ended) return sent;
@@ -486,7 +492,7 @@ absl::StatusOr<size_t> GuestChannel::SendGuestData(uint32_t id, std::string_view
 
 absl::Status GuestChannel::GrantGuestData(uint32_t id, uint32_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end() || bytes == 0) return absl::OkStatus();
     it->second.window.Consumed(std::min<uint64_t>(bytes, it->second.window.unconsumed()));
@@ -498,7 +504,7 @@ absl::Status GuestChannel::GrantGuestData(uint32_t id, uint32_t bytes) {
 
 absl::Status GuestChannel::EndGuestData(uint32_t id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end() || it->second.host_ended) return absl::OkStatus();
     it->second.host_ended = true;
@@ -509,7 +515,7 @@ absl::Status GuestChannel::EndGuestData(uint32_t id) {
 
 absl::Status GuestChannel::ResetGuestStream(uint32_t id, const ResetMessage& reset) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = guest_streams_.find(id);
     if (it == guest_streams_.end()) return absl::OkStatus();
     ForgetGuestStream(it);
@@ -528,7 +534,7 @@ absl::Status GuestChannel::Notify(FrameType type, std::string_view payload) {
 
 absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_view payload) {
   std::string bytes = EncodeFrame(type, stream, payload);
-  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::MutexLock lock(&write_mu_);
   if (!fd_.valid()) return absl::CancelledError("the VM was shut down");
   absl::Time deadline = absl::Now() + kWriteTimeout;
   size_t done = 0;
@@ -553,7 +559,7 @@ absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_vie
 }
 
 absl::StatusOr<uint32_t> GuestChannel::OpenStream() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (quiescing_) {
     return absl::UnavailableError("the session is being snapshotted; try again in a moment");
   }
@@ -564,15 +570,15 @@ absl::StatusOr<uint32_t> GuestChannel::OpenStream() {
 }
 
 void GuestChannel::CloseStream(uint32_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   streams_.erase(id);
 }
 
 absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (!hello_ && !sync.restored && !quiescing_ && failure_.ok()) {
-      if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) {
         return absl::DeadlineExceededError("the guest agent did not say hello in time");
       }
     }
@@ -592,9 +598,9 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
                       .hostname = sync.hostname,
                       .flags = sync.mount_workspace ? kSyncMountWorkspace : 0};
   if (absl::Status s = SendMessage(0, message); !s.ok()) return s;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!ready_ && failure_.ok()) {
-    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
       return absl::DeadlineExceededError("the guest agent did not become ready in time");
     }
   }
@@ -609,7 +615,7 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
 
 absl::Status GuestChannel::Quiesce(absl::Time deadline) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!failure_.ok()) return failure_;
     if (!streams_.empty()) {
       return absl::FailedPreconditionError(
@@ -625,9 +631,9 @@ absl::Status GuestChannel::Quiesce(absl::Time deadline) {
   // frames it sent before that are late frames of forgotten streams.
   DropGuestStreams("the session was paused");
   if (absl::Status s = Send(FrameType::kPause, 0, ""); !s.ok()) return s;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!paused_ && failure_.ok()) {
-    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
       return absl::DeadlineExceededError("the guest agent did not pause in time");
     }
   }
@@ -638,7 +644,7 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
   uint64_t grant = 0;
   ExecEvent event;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (;;) {
       auto it = streams_.find(id);
       if (it == streams_.end()) return absl::FailedPreconditionError("stream closed");
@@ -654,8 +660,7 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
       }
       if (!failure_.ok()) return failure_;
       if (s.done) return absl::FailedPreconditionError("stream already ended");
-      if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
-          absl::Now() >= deadline) {
+      if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
         return absl::DeadlineExceededError("deadline passed");
       }
     }
@@ -669,17 +674,17 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
 
 void GuestChannel::AbandonStream(uint32_t id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (auto it = streams_.find(id); it != streams_.end()) it->second.abandoned = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::Time deadline) {
   while (!data.empty()) {
     size_t chunk;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (;;) {
         if (!failure_.ok()) return failure_;
         auto it = streams_.find(id);
@@ -692,8 +697,7 @@ absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::T
           it->second.window.Sent(chunk);
           break;
         }
-        if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
-            absl::Now() >= deadline) {
+        if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
           return absl::DeadlineExceededError("the guest did not accept input in time");
         }
       }
@@ -910,7 +914,7 @@ absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
   uint32_t id = *opened;
   ExecStream stream(shared_from_this(), id);
   if (absl::Status s = Send(FrameType::kMetricsRequest, id, ""); !s.ok()) return s;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   for (;;) {
     if (!failure_.ok()) return failure_;
     Stream& s = streams_[id];
@@ -918,14 +922,13 @@ absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
       GuestMetrics m;
       if (!DecodePayload(s.metrics, &m)) {
         absl::Status status = absl::DataLossError("the guest sent malformed metrics");
-        lock.unlock();
+        lock.Release();
         Fail(status);
         return status;
       }
       return m;
     }
-    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout &&
-        absl::Now() >= deadline) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
       return absl::DeadlineExceededError("the guest did not report metrics in time");
     }
   }

@@ -8,19 +8,19 @@
 #ifndef AIRLOCK_VM_GUEST_CHANNEL_H_
 #define AIRLOCK_VM_GUEST_CHANNEL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "src/common/channel_messages.h"
 #include "src/common/unique_fd.h"
@@ -238,7 +238,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // The failure, or OK while the channel works.
   absl::Status status() const;
   // Fails the channel with this reason (idempotent; the first reason wins).
-  void Fail(const absl::Status& reason);
+  void Fail(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
   // How long a write may wait for the guest to read before the channel fails.
   static constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
@@ -247,7 +247,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class ExecStream;
   friend class GuestFileWrite;
   friend class GuestFileRead;
-  void AbandonStream(uint32_t id);
+  void AbandonStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the guest to give up on a file stream, and forgets it.
   void CancelFileStream(uint32_t id);
   // The status a file stream's kExit stands for.
@@ -272,52 +272,57 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   GuestChannel(UniqueFd fd, FailureCallback on_failure, bool join_midway);
   void ReadLoop();
   // *after runs once the channel's lock is released (calls into the guest stream handler).
-  absl::Status HandleFrame(Frame& frame, std::function<void()>* after);
-  absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after);
+  absl::Status HandleFrame(Frame& frame, std::function<void()>* after) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandleGuestStreamFrame(Frame& frame, std::function<void()>* after)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets every guest stream and tells the handler (a pause, or the channel's end).
-  void DropGuestStreams(const std::string& why);
-  absl::Status AnswerGuestStream(uint32_t id, FrameType type, std::string_view payload);
+  void DropGuestStreams(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AnswerGuestStream(uint32_t id, FrameType type, std::string_view payload)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether id is a connection to a guest port the host opened and has not ended.
-  bool IsPortStream(uint32_t id);
-  // Erases a handler-served stream, counting the host's connections to guest ports. Under mu_.
-  void ForgetGuestStream(std::map<uint32_t, GuestStream>::iterator it);
+  bool IsPortStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Erases a handler-served stream, counting the host's connections to guest ports.
+  void ForgetGuestStream(std::map<uint32_t, GuestStream>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Notify(FrameType type, std::string_view payload);
   absl::Status Send(FrameType type, uint32_t stream, std::string_view payload);
   template <typename Message>
   absl::Status SendMessage(uint32_t stream, const Message& m) {
     return Send(Message::kType, stream, EncodePayload(m));
   }
-  absl::StatusOr<uint32_t> OpenStream();
-  void CloseStream(uint32_t id);
-  absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline);
+  absl::StatusOr<uint32_t> OpenStream() ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Opens a stream with one frame and gathers its kStdout until its kExit (at most max_bytes).
   absl::StatusOr<std::string> Collect(FrameType type, const std::string& payload, size_t max_bytes,
                                       const std::string& what, absl::Time deadline);
-  absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline);
+  absl::Status SendInput(uint32_t id, std::string_view data, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   UniqueFd fd_;
   FailureCallback on_failure_;
   std::thread reader_;
-  bool join_midway_;     // reader thread only: still looking for the hello
-  std::string skipped_;  // reader thread only: a tail that may begin the hello
-  std::mutex write_mu_;  // serializes whole frames on the socket
+  bool join_midway_;      // reader thread only: still looking for the hello
+  std::string skipped_;   // reader thread only: a tail that may begin the hello
+  absl::Mutex write_mu_;  // serializes whole frames on the socket
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  absl::Status failure_;
-  bool stopping_ = false;
-  bool hello_ = false;
-  bool ready_ = false;
-  std::string ready_problem_;  // what the guest could not set up (kReady)
-  bool quiescing_ = false;     // between Quiesce and the next Handshake: no new streams
-  bool paused_ = false;        // the agent answered kPause
-  uint32_t next_stream_ = 1;
-  std::map<uint32_t, Stream> streams_;
-  std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_;
-  uint32_t highest_guest_stream_ = 0;  // ids of guest streams only grow
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool hello_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::string ready_problem_ ABSL_GUARDED_BY(mu_);  // what the guest could not set up (kReady)
+  // Between Quiesce and the next Handshake: no new streams.
+  bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;  // the agent answered kPause
+  uint32_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint32_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<FrameType, std::shared_ptr<GuestStreamHandler>> guest_kinds_ ABSL_GUARDED_BY(mu_);
+  uint32_t highest_guest_stream_ ABSL_GUARDED_BY(mu_) = 0;  // ids of guest streams only grow
   // Handler-served streams: the guest's (even ids) and the host's to guest ports (odd ids).
-  std::map<uint32_t, GuestStream> guest_streams_;
-  uint32_t port_streams_ = 0;  // of guest_streams_, the host's
+  std::map<uint32_t, GuestStream> guest_streams_ ABSL_GUARDED_BY(mu_);
+  uint32_t port_streams_ ABSL_GUARDED_BY(mu_) = 0;  // of guest_streams_, the host's
 };
 
 }  // namespace airlock

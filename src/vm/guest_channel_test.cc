@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "src/testing/fake_guest.h"
 
 namespace airlock {
@@ -496,17 +496,17 @@ class RecordingHandler : public GuestStreamHandler {
   void OnReset(uint32_t id, uint32_t code, std::string message) override { Add("reset", id); }
   void OnWindow(uint32_t id) override { Add("window", id); }
   std::vector<std::string> Seen() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return seen_;
   }
 
  private:
   void Add(const std::string& what, uint32_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     seen_.push_back(what + "@" + std::to_string(id));
   }
-  std::mutex mu_;
-  std::vector<std::string> seen_;
+  absl::Mutex mu_;
+  std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST(GuestChannelTest, AQuestionIsAnsweredOnceAndOnlyByItsKindsAnswer) {

@@ -19,9 +19,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -31,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
@@ -71,12 +70,12 @@ constexpr size_t kMaxRecord = 64 * 1024;
 class LogTail {
  public:
   void Append(const char* p, size_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     data_.append(p, n);
     if (data_.size() > kLogCap) data_.erase(0, data_.size() - kLogCap);
   }
   std::string LastLines(size_t lines) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     size_t at = data_.size();
     while (lines > 0 && at > 0) {
       at = data_.rfind('\n', at - 1);
@@ -92,8 +91,8 @@ class LogTail {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::string data_;
+  mutable absl::Mutex mu_;
+  std::string data_ ABSL_GUARDED_BY(mu_);
 };
 
 // waitid's P_PIDFD, which older headers lack.
@@ -164,7 +163,7 @@ absl::StatusOr<UniqueFd> ConnectAt(int dir_fd, const char* name) {
 class JailUid {
  public:
   static std::optional<JailUid> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     static uid_t next = [] {
       uint32_t r = 0;
       if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = static_cast<uint32_t>(getpid());
@@ -182,7 +181,7 @@ class JailUid {
   // The uid of a VM found again (its record names it).
   static std::optional<JailUid> Adopt(uid_t uid) {
     if (uid < kJailUidBase || uid >= kJailUidBase + kJailUids) return std::nullopt;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Used().insert(uid);
     return JailUid(uid);
   }
@@ -193,18 +192,18 @@ class JailUid {
   }
   ~JailUid() {
     if (uid_ == 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Used().erase(uid_);
   }
   uid_t uid() const { return uid_; }
 
  private:
   explicit JailUid(uid_t uid) : uid_(uid) {}
-  static std::set<uid_t>& Used() {
+  static std::set<uid_t>& Used() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     static auto* used = new std::set<uid_t>;
     return *used;
   }
-  static inline std::mutex mu_;
+  ABSL_CONST_INIT static inline absl::Mutex mu_{absl::kConstInit};
   uid_t uid_;
 };
 
@@ -401,7 +400,7 @@ class QemuVm : public Vm {
   // A VM found again: runs the guest if a snapshot left it stopped (a migration still under way
   // is cancelled first). Fails for one that never finished starting.
   absl::Status EnsureRunning(absl::Time deadline) {
-    std::lock_guard<std::mutex> lock(qmp_mu_);
+    absl::MutexLock lock(&qmp_mu_);
     auto field = [](const absl::StatusOr<nlohmann::json>& r, const char* key) {
       return r.ok() ? JsonText(*r, key) : std::string();
     };
@@ -439,7 +438,7 @@ class QemuVm : public Vm {
   }
 
   absl::Status SaveState(int state_fd, absl::Time deadline) override {
-    std::lock_guard<std::mutex> lock(qmp_mu_);
+    absl::MutexLock lock(&qmp_mu_);
     for (auto [command, arguments] :
          {std::pair<const char*, nlohmann::json>{"stop", nlohmann::json::object()},
           // QEMU throttles migration to 128 MiB/s by default; a file takes what it gets.
@@ -457,7 +456,7 @@ class QemuVm : public Vm {
   }
 
   absl::StatusOr<bool> StoppedForDiskSpace(absl::Time deadline) override {
-    std::lock_guard<std::mutex> lock(qmp_mu_);
+    absl::MutexLock lock(&qmp_mu_);
     absl::StatusOr<nlohmann::json> status =
         qmp_->Execute("query-status", nlohmann::json::object(), deadline);
     if (!status.ok()) return status.status();
@@ -468,7 +467,7 @@ class QemuVm : public Vm {
 
   absl::Status Continue(absl::Time deadline) override {
     {
-      std::lock_guard<std::mutex> lock(qmp_mu_);
+      absl::MutexLock lock(&qmp_mu_);
       absl::StatusOr<nlohmann::json> r = qmp_->Execute("cont", nlohmann::json::object(), deadline);
       if (!r.ok()) return r.status();
     }
@@ -481,7 +480,7 @@ class QemuVm : public Vm {
   // unless `hold`. ram_apart: the state leaves the RAM out (the VM maps it from
   // VmConfig::memory_fd).
   absl::Status Restore(int state_fd, bool ram_apart, bool hold, absl::Time deadline) {
-    std::lock_guard<std::mutex> lock(qmp_mu_);
+    absl::MutexLock lock(&qmp_mu_);
     if (!runtime_dir_.empty()) {
       // The guest must find its port connected when its state loads, as it was when saved:
       // otherwise it sees the host go away and starts its side over.
@@ -620,8 +619,9 @@ class QemuVm : public Vm {
   LogTail vmm_log_;
   std::atomic<bool> stop_logger_{false};
   std::thread logger_;
-  std::mutex qmp_mu_;  // QmpClient is not thread-safe
-  std::unique_ptr<QmpClient> qmp_;
+  absl::Mutex qmp_mu_;  // QmpClient is not thread-safe
+  // Set before the VM is shared; the client itself is used under qmp_mu_.
+  std::unique_ptr<QmpClient> qmp_ ABSL_PT_GUARDED_BY(qmp_mu_);
   std::shared_ptr<GuestChannel> channel_;
   std::string accelerator_;
   std::string vmm_version_;
@@ -772,35 +772,35 @@ bool Jail(const SpawnPlan& plan) {
 // threads come and go, so every VM is forked from one thread that lives as long as the process.
 pid_t RunOnSpawnerThread(const std::function<pid_t()>& spawn) {
   struct Spawner {
-    std::mutex serial;  // one request at a time
-    std::mutex mu;
-    std::condition_variable cv;
-    const std::function<pid_t()>* request = nullptr;
-    pid_t result = 0;
-    int result_errno = 0;
-    bool done = false;
+    absl::Mutex serial;  // one request at a time
+    absl::Mutex mu;
+    absl::CondVar cv;
+    const std::function<pid_t()>* request ABSL_GUARDED_BY(mu) = nullptr;
+    pid_t result ABSL_GUARDED_BY(mu) = 0;
+    int result_errno ABSL_GUARDED_BY(mu) = 0;
+    bool done ABSL_GUARDED_BY(mu) = false;
   };
   // Never destroyed: the thread waits on it until the process ends.
   static Spawner* spawner = [] {
     auto* s = new Spawner;
     std::thread([s] {
-      std::unique_lock<std::mutex> lock(s->mu);
+      absl::MutexLock lock(&s->mu);
       for (;;) {
-        s->cv.wait(lock, [s] { return s->request != nullptr && !s->done; });
+        while (s->request == nullptr || s->done) s->cv.Wait(&s->mu);
         s->result = (*s->request)();
         s->result_errno = errno;
         s->done = true;
-        s->cv.notify_all();
+        s->cv.SignalAll();
       }
     }).detach();
     return s;
   }();
-  std::lock_guard<std::mutex> serial(spawner->serial);
-  std::unique_lock<std::mutex> lock(spawner->mu);
+  absl::MutexLock serial(&spawner->serial);
+  absl::MutexLock lock(&spawner->mu);
   spawner->request = &spawn;
   spawner->done = false;
-  spawner->cv.notify_all();
-  spawner->cv.wait(lock, [] { return spawner->done; });
+  spawner->cv.SignalAll();
+  while (!spawner->done) spawner->cv.Wait(&spawner->mu);
   spawner->request = nullptr;
   errno = spawner->result_errno;
   return spawner->result;

@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
@@ -78,11 +78,11 @@ struct LoadedMemoryFile {
   std::string digest;
   std::shared_ptr<const UniqueFd> memfd;
 };
-std::mutex memories_mu;
-auto* memories = new std::vector<LoadedMemoryFile>;
+ABSL_CONST_INIT absl::Mutex memories_mu(absl::kConstInit);
+auto* memories ABSL_PT_GUARDED_BY(memories_mu) = new std::vector<LoadedMemoryFile>;
 
 std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
-  std::lock_guard<std::mutex> lock(memories_mu);
+  absl::MutexLock lock(&memories_mu);
   for (auto it = memories->begin(); it != memories->end(); ++it) {
     if (it->digest != digest) continue;
     LoadedMemoryFile entry = std::move(*it);
@@ -94,7 +94,7 @@ std::shared_ptr<const UniqueFd> LoadedMemory(const std::string& digest) {
 }
 
 void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd) {
-  std::lock_guard<std::mutex> lock(memories_mu);
+  absl::MutexLock lock(&memories_mu);
   if (memories->size() >= kLoadedMemories) memories->erase(memories->begin());
   memories->push_back({digest, std::move(memfd)});
 }

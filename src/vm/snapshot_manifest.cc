@@ -10,10 +10,10 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
@@ -198,15 +198,16 @@ struct VerifiedFile {
   timespec ctime;
   std::string digest;
 };
-std::mutex verified_mu;
-std::map<std::string, VerifiedFile>* verified = new std::map<std::string, VerifiedFile>;
+ABSL_CONST_INIT absl::Mutex verified_mu(absl::kConstInit);
+std::map<std::string, VerifiedFile>* verified ABSL_PT_GUARDED_BY(verified_mu) =
+    new std::map<std::string, VerifiedFile>;
 
 bool SameTime(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
 bool KnownGood(const std::string& path, const struct stat& st, const std::string& digest) {
-  std::lock_guard<std::mutex> lock(verified_mu);
+  absl::MutexLock lock(&verified_mu);
   auto it = verified->find(path);
   return it != verified->end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
          it->second.size == st.st_size && SameTime(it->second.mtime, st.st_mtim) &&
@@ -219,7 +220,7 @@ void RememberGood(const std::string& path, const struct stat& st, const std::str
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   if (!any_age && now.tv_sec - st.st_ctim.tv_sec < 2) return;
-  std::lock_guard<std::mutex> lock(verified_mu);
+  absl::MutexLock lock(&verified_mu);
   if (verified->size() >= 4096) verified->clear();
   (*verified)[path] = {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, digest};
 }
@@ -246,7 +247,7 @@ absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::str
 
 void MoveVerifiedFiles(const std::string& from, const std::string& to) {
   std::string prefix = from + "/";
-  std::lock_guard<std::mutex> lock(verified_mu);
+  absl::MutexLock lock(&verified_mu);
   std::vector<std::pair<std::string, VerifiedFile>> moved;
   for (auto it = verified->lower_bound(prefix);
        it != verified->end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
