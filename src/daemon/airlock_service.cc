@@ -508,6 +508,27 @@ grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// A call's stream as the client of a runner (ExecClient, PortForwardClient): reads, writes and
+// cancellation of the stream and its context.
+template <typename Interface, typename Response, typename Request>
+class StreamClient final : public Interface {
+ public:
+  StreamClient(grpc::ServerContext* context, grpc::ServerReaderWriter<Response, Request>* stream)
+      : context_(context), stream_(stream) {}
+  bool Read(Request* message) override { return stream_->Read(message); }
+  bool Write(const Response& response) override { return stream_->Write(response); }
+  bool Cancelled() override { return context_->IsCancelled(); }
+  void Cancel() override { context_->TryCancel(); }
+
+ private:
+  grpc::ServerContext* context_;
+  grpc::ServerReaderWriter<Response, Request>* stream_;
+};
+
+}  // namespace
+
 grpc::Status SessionsService::Exec(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream) {
@@ -519,21 +540,7 @@ grpc::Status SessionsService::Exec(
                         "the first message of Exec must be an ExecStart");
   }
   if (absl::Status s = ValidateExecStart(first.start()); !s.ok()) return ToGrpc(s);
-  // The call's stream as the runner's client.
-  class Client final : public ExecClient {
-   public:
-    Client(grpc::ServerContext* context,
-           grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream)
-        : context_(context), stream_(stream) {}
-    bool Read(v1::ExecRequest* message) override { return stream_->Read(message); }
-    bool Write(const v1::ExecResponse& response) override { return stream_->Write(response); }
-    bool Cancelled() override { return context_->IsCancelled(); }
-    void Cancel() override { context_->TryCancel(); }
-
-   private:
-    grpc::ServerContext* context_;
-    grpc::ServerReaderWriter<v1::ExecResponse, v1::ExecRequest>* stream_;
-  } client(context, stream);
+  StreamClient<ExecClient, v1::ExecResponse, v1::ExecRequest> client(context, stream);
   return ToGrpc(exec_.Run(*who, first.start(), client));
 }
 
@@ -547,22 +554,8 @@ grpc::Status SessionsService::ForwardPort(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of ForwardPort must be a PortForwardStart");
   }
-  class Client final : public PortForwardClient {
-   public:
-    Client(grpc::ServerContext* context,
-           grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream)
-        : context_(context), stream_(stream) {}
-    bool Read(v1::PortForwardRequest* message) override { return stream_->Read(message); }
-    bool Write(const v1::PortForwardResponse& response) override {
-      return stream_->Write(response);
-    }
-    bool Cancelled() override { return context_->IsCancelled(); }
-    void Cancel() override { context_->TryCancel(); }
-
-   private:
-    grpc::ServerContext* context_;
-    grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream_;
-  } client(context, stream);
+  StreamClient<PortForwardClient, v1::PortForwardResponse, v1::PortForwardRequest> client(context,
+                                                                                          stream);
   // Where the client is, for the audit: an address over TCP, else this host's Unix socket.
   std::string peer = context->peer();
   if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {

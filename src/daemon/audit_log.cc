@@ -19,13 +19,6 @@ AuditRecord ReadAudit(Stmt& q) {
           .hash = q.Text(7)};
 }
 
-absl::StatusOr<std::vector<AuditRecord>> ReadAll(Stmt& q) {
-  std::vector<AuditRecord> out;
-  while (q.Step()) out.push_back(ReadAudit(q));
-  if (!q.ok()) return q.status();
-  return out;
-}
-
 }  // namespace
 
 std::string AuditHash(const std::string& previous, const AuditRecord& r) {
@@ -42,7 +35,7 @@ absl::Status AuditLog::ChainExisting(SqliteDb::Locked& db) {
   std::vector<AuditRecord> records;
   {
     Stmt q(db, absl::StrCat("SELECT ", kAuditColumns, " FROM audit ORDER BY seq"));
-    absl::StatusOr<std::vector<AuditRecord>> all = ReadAll(q);
+    absl::StatusOr<std::vector<AuditRecord>> all = q.All(ReadAudit);
     if (!all.ok()) return all.status();
     records = *std::move(all);
   }
@@ -95,7 +88,7 @@ absl::StatusOr<std::vector<AuditRecord>> AuditLog::ForTenant(const std::string& 
   SqliteDb::Locked db(db_);
   Stmt q(db, absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE tenant = ? ORDER BY seq"));
   q.Bind(1, tenant);
-  return ReadAll(q);
+  return q.All(ReadAudit);
 }
 
 absl::StatusOr<std::vector<AuditRecord>> AuditLog::Of(const std::string& tenant,
@@ -104,7 +97,7 @@ absl::StatusOr<std::vector<AuditRecord>> AuditLog::Of(const std::string& tenant,
   Stmt q(db, absl::StrCat("SELECT ", kAuditColumns,
                           " FROM audit WHERE target = ? AND tenant = ? ORDER BY seq LIMIT ?"));
   q.Bind(1, id).Bind(2, tenant).Bind(3, limit);
-  return ReadAll(q);
+  return q.All(ReadAudit);
 }
 
 absl::StatusOr<std::vector<AuditRecord>> AuditLog::Since(int64_t since_ms, size_t limit) {
@@ -114,7 +107,7 @@ absl::StatusOr<std::vector<AuditRecord>> AuditLog::Since(int64_t since_ms, size_
          absl::StrCat("SELECT * FROM (SELECT ", kAuditColumns,
                       " FROM audit WHERE unix_ms >= ? ORDER BY seq DESC LIMIT ?) ORDER BY seq"));
   q.Bind(1, since_ms).Bind(2, static_cast<int64_t>(limit));
-  return ReadAll(q);
+  return q.All(ReadAudit);
 }
 
 absl::StatusOr<std::vector<AuditRecord>> AuditLog::After(int64_t seq, size_t limit) {
@@ -122,7 +115,7 @@ absl::StatusOr<std::vector<AuditRecord>> AuditLog::After(int64_t seq, size_t lim
   Stmt q(db,
          absl::StrCat("SELECT ", kAuditColumns, " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"));
   q.Bind(1, seq).Bind(2, static_cast<int64_t>(limit));
-  return ReadAll(q);
+  return q.All(ReadAudit);
 }
 
 absl::StatusOr<int64_t> AuditLog::LastSeq() {

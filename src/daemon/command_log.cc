@@ -75,8 +75,7 @@ absl::StatusOr<std::vector<ExecRecord>> CommandLog::Read(const std::string& tena
          "IFNULL(exit_code, 0), IFNULL(message, '') FROM execs WHERE session_id = ? AND "
          "tenant = ? ORDER BY id LIMIT ?");
   q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
-  std::vector<ExecRecord> out;
-  while (q.Step()) {
+  return q.All([](Stmt& q) {
     ExecRecord e;
     e.id = q.Int(0);
     std::string args = q.Text(2);
@@ -93,10 +92,8 @@ absl::StatusOr<std::vector<ExecRecord>> CommandLog::Read(const std::string& tena
     e.ended_ms = q.Int(7);
     e.exit_code = static_cast<int>(q.Int(8));
     e.message = q.Text(9);
-    out.push_back(std::move(e));
-  }
-  if (!q.ok()) return q.status();
-  return out;
+    return e;
+  });
 }
 
 absl::StatusOr<std::map<int64_t, ExecOutput>> CommandLog::Outputs(const std::string& tenant,
@@ -209,18 +206,16 @@ absl::StatusOr<std::vector<LogRecord>> CommandLog::ReadOutput(const std::string&
   Stmt q(db, sql);
   q.Bind(1, id).Bind(2, tenant).Bind(3, after_seq).Bind(4, since_ms);
   if (tail > 0) q.Bind(5, tail);
-  std::vector<LogRecord> out;
-  while (q.Step()) {
+  absl::StatusOr<std::vector<LogRecord>> out = q.All([](Stmt& q) {
     LogRecord r;
     r.seq = q.Int(0);
     r.unix_ms = q.Int(1);
     r.exec_id = q.Int(2);
     r.stream = static_cast<LogStream>(q.Int(3));
     r.data = q.Text(4);
-    out.push_back(std::move(r));
-  }
-  if (!q.ok()) return q.status();
-  if (tail > 0) std::reverse(out.begin(), out.end());
+    return r;
+  });
+  if (out.ok() && tail > 0) std::reverse(out->begin(), out->end());
   return out;
 }
 
@@ -253,13 +248,10 @@ absl::StatusOr<std::vector<AgentEvent>> CommandLog::ReadAgentEvents(const std::s
          "SELECT seq, unix_ms, kind, agent, exec_id, tool_id, tool, text FROM agent_events "
          "WHERE session_id = ? AND tenant = ? ORDER BY seq LIMIT ?");
   q.Bind(1, id).Bind(2, tenant).Bind(3, kMaxTimelineRows);
-  std::vector<AgentEvent> out;
-  while (q.Step()) {
-    out.push_back(
-        {q.Int(0), q.Int(1), q.Text(2), q.Text(3), q.Int(4), q.Text(5), q.Text(6), q.Text(7)});
-  }
-  if (!q.ok()) return q.status();
-  return out;
+  return q.All([](Stmt& q) {
+    return AgentEvent{q.Int(0), q.Int(1),  q.Text(2), q.Text(3),
+                      q.Int(4), q.Text(5), q.Text(6), q.Text(7)};
+  });
 }
 
 }  // namespace airlock

@@ -77,8 +77,7 @@ absl::StatusOr<std::vector<net::NetEvent>> NetEventLog::Read(const std::string& 
   Stmt q(db, sql);
   q.Bind(1, id).Bind(2, tenant).Bind(3, after_seq);
   if (tail > 0) q.Bind(4, tail);
-  std::vector<net::NetEvent> out;
-  while (q.Step()) {
+  absl::StatusOr<std::vector<net::NetEvent>> out = q.All([](Stmt& q) {
     net::NetEvent e;
     e.seq = q.Int(0);
     e.unix_ms = q.Int(1);
@@ -93,10 +92,9 @@ absl::StatusOr<std::vector<net::NetEvent>> NetEventLog::Read(const std::string& 
     e.bytes_in = static_cast<uint64_t>(q.Int(10));
     e.repeats = static_cast<uint64_t>(q.Int(11));
     e.last_ms = q.Int(12);
-    out.push_back(std::move(e));
-  }
-  if (!q.ok()) return q.status();
-  if (tail > 0) std::reverse(out.begin(), out.end());
+    return e;
+  });
+  if (out.ok() && tail > 0) std::reverse(out->begin(), out->end());
   return out;
 }
 

@@ -340,20 +340,14 @@ absl::StatusOr<std::vector<SessionRecord>> SessionRepository::List(const std::st
   Stmt q(db, absl::StrCat("SELECT ", kSessionColumns,
                           " FROM sessions WHERE tenant = ? ORDER BY created_ms DESC, id"));
   q.Bind(1, tenant);
-  std::vector<SessionRecord> out;
-  while (q.Step()) out.push_back(ReadSession(q));
-  if (!q.ok()) return q.status();
-  return out;
+  return q.All(ReadSession);
 }
 
 absl::StatusOr<std::vector<SessionRecord>> SessionRepository::ListEveryTenant() {
   SqliteDb::Locked db(db_);
   Stmt q(db, absl::StrCat("SELECT ", kSessionColumns,
                           " FROM sessions ORDER BY tenant, created_ms DESC, id"));
-  std::vector<SessionRecord> out;
-  while (q.Step()) out.push_back(ReadSession(q));
-  if (!q.ok()) return q.status();
-  return out;
+  return q.All(ReadSession);
 }
 
 absl::StatusOr<std::string> SessionRepository::TenantOf(const std::string& id) {
@@ -372,10 +366,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionRepository::InState(
   for (SessionState s : states) numbers.push_back(std::to_string(static_cast<int>(s)));
   Stmt q(db, absl::StrCat("SELECT ", kSessionColumns, " FROM sessions WHERE state IN (",
                           absl::StrJoin(numbers, ","), ")"));
-  std::vector<SessionRecord> out;
-  while (q.Step()) out.push_back(ReadSession(q));
-  if (!q.ok()) return q.status();
-  return out;
+  return q.All(ReadSession);
 }
 
 absl::Status SessionRepository::SetEgress(const Principal& who, const std::string& tenant,

@@ -90,6 +90,14 @@ class Stmt {
   std::string Text(int col);
   bool ok() const;
   absl::Status status() const;
+  // Every row, each made by read(*this); the statement's failure if it failed.
+  template <typename Read>
+  auto All(Read read) -> absl::StatusOr<std::vector<decltype(read(*this))>> {
+    std::vector<decltype(read(*this))> out;
+    while (Step()) out.push_back(read(*this));
+    if (!ok()) return status();
+    return out;
+  }
 
  private:
   SqliteDb::Locked& db_;
