@@ -48,8 +48,14 @@ TEST(HostFaultTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   std::string id = CreateSession({});
   ASSERT_FALSE(id.empty());
   // 48 MiB written in the guest, still in its page cache, then the host's disk runs full: the
-  // pause's sync finds no room. The VM waits, whole, rather than being ended, and says so.
+  // pause's sync finds no room. The VM waits, whole, rather than being ended, and says so. The
+  // guest's kernel is told to keep the pages dirty until then: on a loaded host the write takes
+  // long enough for its own writeback (10% of memory dirty, or 5 s) to flush them first, and
+  // then the sync has nothing to write.
   Result r = RunAirlock({"exec", id, "--", "sh", "-c",
+                         "echo 0 > /proc/sys/vm/dirty_writeback_centisecs && "
+                         "echo 80 > /proc/sys/vm/dirty_background_ratio && "
+                         "echo 90 > /proc/sys/vm/dirty_ratio && "
                          "echo kept > /root/kept && dd if=/dev/urandom of=/root/big bs=1M "
                          "count=48 2>/dev/null"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
