@@ -199,6 +199,12 @@ pid_t DaemonPid() {
 }
 
 // Rows of the daemon's audit log as "principal action target".
+std::string ExecScript(const std::string& id, const std::string& script) {
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << script << "\n" << r.out << r.err;
+  return r.out;
+}
+
 std::vector<std::string> AuditRows() {
   // As root reads it: `airlock audit --json`, one record per line.
   Result r = RunAirlock({"audit", "--json", "--limit", "100000"});

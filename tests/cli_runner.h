@@ -66,6 +66,9 @@ int CountScratchFiles();
 Result RunAirlock(const std::vector<std::string>& args, const std::string& input = "",
                   RunAs as = {});
 
+// `airlock exec ID -- sh -c SCRIPT`, expected to succeed: its stdout.
+std::string ExecScript(const std::string& id, const std::string& script);
+
 // Rows of the test daemon's audit log as "principal action target", oldest first.
 std::vector<std::string> AuditRows();
 

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
+#include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -21,26 +22,11 @@ namespace {
 
 const RunAs kOtherTenant{61007, 61007};
 
-std::string Exec(const std::string& id, const std::string& script) {
-  Result r = RunAirlock({"exec", id, "--", "sh", "-c", script});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return r.out;
-}
-
 // Sends `request` to 127.0.0.1:port, half-closes, and returns everything that comes back
 // until the other side closes; "" and a failure if it cannot connect.
 std::string Exchange(uint16_t port, const std::string& request) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in to = {};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval limit = {60, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    ADD_FAILURE() << "connect to " << port << ": " << strerror(errno);
-    return "";
-  }
+  UniqueFd fd = testing::ConnectLoopback(port);
+  if (!fd.valid()) return "";
   for (size_t done = 0; done < request.size();) {
     ssize_t n = send(fd.get(), request.data() + done, request.size() - done, MSG_NOSIGNAL);
     if (n <= 0) break;
@@ -99,7 +85,7 @@ TEST(PortForwardTest, ConnectionsHereReachServersInTheGuestAndWakeAPausedSession
   std::string id(absl::StripTrailingAsciiWhitespace(r.out));
   // A web server over a directory with a 6 MiB file, and an echo server that answers only once
   // its client half-closed (so a lost end of data would hang it).
-  std::string digest = Exec(
+  std::string digest = ExecScript(
       id,
       "mkdir -p /srv && cd /srv && head -c 6291456 /dev/urandom > big && echo small > small && "
       "(setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &) && "

@@ -114,12 +114,6 @@ std::vector<std::string> FilesContaining(const std::string& dir, const std::stri
   return found;
 }
 
-std::string Exec(const std::string& id, const std::string& script) {
-  Result r = RunAirlock({"exec", id, "--", "sh", "-c", script});
-  EXPECT_EQ(r.exit_code, 0) << script << "\n" << r.out << r.err;
-  return r.out;
-}
-
 constexpr char kCurlAuth[] =
     "curl -sS --fail-with-body -H \"Authorization: Bearer $API_KEY\" https://api.test/v1";
 
@@ -131,18 +125,19 @@ TEST(SecretsTest, TheServerGetsTheValueAndNothingTheGuestOrTheHostKeepsHoldsIt) 
       {"--allow", "api.test", "--secret", "API_KEY=env:AIRLOCK_TEST_API_KEY@api.test"});
   ASSERT_FALSE(id.empty());
 
-  std::string placeholder(absl::StripTrailingAsciiWhitespace(Exec(id, "echo $API_KEY")));
+  std::string placeholder(absl::StripTrailingAsciiWhitespace(ExecScript(id, "echo $API_KEY")));
   EXPECT_EQ(placeholder.rfind("AIRLOCK_PLACEHOLDER_", 0), 0u) << placeholder;
   EXPECT_NE(placeholder, value);
 
   // curl (the system bundle and CURL_CA_BUNDLE) and Python (SSL_CERT_FILE) both trust the
   // session's CA; the server gets the value; the echo comes back masked.
-  std::string out = Exec(id, kCurlAuth);
+  std::string out = ExecScript(id, kCurlAuth);
   EXPECT_EQ(out, "auth=Bearer " + placeholder + "\n");
-  out = Exec(id,
-             "python3 -c \"import os, urllib.request; r = urllib.request.Request("
-             "'https://api.test/py', headers={'Authorization': 'Bearer ' + os.environ['API_KEY']});"
-             " print(urllib.request.urlopen(r, timeout=30).read().decode(), end='')\"");
+  out = ExecScript(
+      id,
+      "python3 -c \"import os, urllib.request; r = urllib.request.Request("
+      "'https://api.test/py', headers={'Authorization': 'Bearer ' + os.environ['API_KEY']});"
+      " print(urllib.request.urlopen(r, timeout=30).read().decode(), end='')\"");
   EXPECT_EQ(out, "auth=Bearer " + placeholder + "\n");
   std::vector<std::string> seen = api.seen();
   ASSERT_EQ(seen.size(), 2u);
@@ -166,7 +161,7 @@ TEST(SecretsTest, TheServerGetsTheValueAndNothingTheGuestOrTheHostKeepsHoldsIt) 
   r = RunAirlock({"fork", id});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string fork(absl::StripTrailingAsciiWhitespace(r.out));
-  EXPECT_EQ(Exec(fork, kCurlAuth), "auth=Bearer " + placeholder + "\n");
+  EXPECT_EQ(ExecScript(fork, kCurlAuth), "auth=Bearer " + placeholder + "\n");
   EXPECT_EQ(api.seen().back(), "Bearer " + value);
 
   // The proof: after use, the paused session's snapshot (memory and disk), the state database
@@ -180,7 +175,7 @@ TEST(SecretsTest, TheServerGetsTheValueAndNothingTheGuestOrTheHostKeepsHoldsIt) 
   EXPECT_EQ(r.out.find(value), std::string::npos);
 
   // It resumes with the value still held (airlockd did not restart).
-  EXPECT_EQ(Exec(id, kCurlAuth), "auth=Bearer " + placeholder + "\n");
+  EXPECT_EQ(ExecScript(id, kCurlAuth), "auth=Bearer " + placeholder + "\n");
   EXPECT_EQ(api.seen().back(), "Bearer " + value);
   RunAirlock({"rm", id});
   RunAirlock({"rm", fork});
@@ -195,7 +190,7 @@ TEST(SecretsTest, OpReferencesAreReadWithTheCallersRightsAndSharedSourcesByAirlo
   // The caller's own reference is read by the CLI, as the caller: root's works ...
   std::string id =
       CreateSession({"--allow", "api.test", "--secret", "API_KEY=op://test/github/token@api.test"});
-  Exec(id, kCurlAuth);
+  ExecScript(id, kCurlAuth);
   EXPECT_EQ(api.seen().back(), "Bearer " + first);
   RunAirlock({"rm", id});
   // ... and another user's `op` cannot read root's 1Password, nor may it make airlockd read it.
@@ -213,13 +208,13 @@ TEST(SecretsTest, OpReferencesAreReadWithTheCallersRightsAndSharedSourcesByAirlo
   // A source the operator shares with root (AIRLOCK_SHARED_SECRETS) is read by airlockd, and
   // again at resume: rotated in 1Password, the session picks it up, placeholder unchanged.
   id = CreateSession({"--allow", "api.test", "--secret", "API_KEY=shared:github@api.test"});
-  std::string placeholder(absl::StripTrailingAsciiWhitespace(Exec(id, "echo $API_KEY")));
-  Exec(id, kCurlAuth);
+  std::string placeholder(absl::StripTrailingAsciiWhitespace(ExecScript(id, "echo $API_KEY")));
+  ExecScript(id, kCurlAuth);
   EXPECT_EQ(api.seen().back(), "Bearer " + first);
   ASSERT_TRUE(WriteFileAtomically(items + "/github", second + "\n", 0600).ok());
   ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
-  EXPECT_EQ(Exec(id, "echo $API_KEY"), placeholder + "\n");
-  Exec(id, kCurlAuth);
+  EXPECT_EQ(ExecScript(id, "echo $API_KEY"), placeholder + "\n");
+  ExecScript(id, kCurlAuth);
   EXPECT_EQ(api.seen().back(), "Bearer " + second);
   // Only to the hosts its line names.
   r = RunAirlock({"secret", "set", id, "OTHER=shared:github@other.test"});
@@ -252,7 +247,7 @@ TEST(SecretsTest, APlaceholderGoesNowhereElseAsTheValue) {
       80);
   std::string id = CreateSession({"--allow", "api.test", "--allow", "web.test", "--secret",
                                   "API_KEY=env:AIRLOCK_TEST_API_KEY@api.test"});
-  Exec(id, "curl -sS -H \"Authorization: Bearer $API_KEY\" http://web.test/");
+  ExecScript(id, "curl -sS -H \"Authorization: Bearer $API_KEY\" http://web.test/");
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_EQ(plain_seen.size(), 1u);
@@ -260,10 +255,10 @@ TEST(SecretsTest, APlaceholderGoesNowhereElseAsTheValue) {
   }
   // The right host, but over plain HTTP; and a redirect from the bound host to another one
   // (curl told to keep the header): the placeholder both times.
-  Exec(id, "curl -sS -H \"Authorization: Bearer $API_KEY\" http://api.test/");
-  Exec(id,
-       "curl -sS -L --location-trusted -H \"Authorization: Bearer $API_KEY\" "
-       "https://api.test/redirect");
+  ExecScript(id, "curl -sS -H \"Authorization: Bearer $API_KEY\" http://api.test/");
+  ExecScript(id,
+             "curl -sS -L --location-trusted -H \"Authorization: Bearer $API_KEY\" "
+             "https://api.test/redirect");
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_EQ(plain_seen.size(), 3u);
@@ -322,15 +317,15 @@ TEST(SecretsTest, SecretsAreBoundAndUnboundOnARunningSession) {
   EXPECT_NE(r.out.find("LATE"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(value), std::string::npos);
   // The guest trusts the session's CA from now on, and new commands hold the placeholder.
-  std::string placeholder(absl::StripTrailingAsciiWhitespace(Exec(id, "echo $LATE")));
-  Exec(id, "curl -sS -H \"Authorization: $LATE\" https://api.test/late");
+  std::string placeholder(absl::StripTrailingAsciiWhitespace(ExecScript(id, "echo $LATE")));
+  ExecScript(id, "curl -sS -H \"Authorization: $LATE\" https://api.test/late");
   EXPECT_EQ(api.seen().back(), value);
   r = RunAirlock({"secret", "rm", id, "LATE"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Exec(id, "echo \"[$LATE]\""), "[]\n");
+  EXPECT_EQ(ExecScript(id, "echo \"[$LATE]\""), "[]\n");
   // Unbound: the connection is an opaque tunnel again (the guest does not trust the server's
   // CA, hence -k) and the old placeholder goes out as it is.
-  Exec(id, "curl -sSk -H 'Authorization: " + placeholder + "' https://api.test/after");
+  ExecScript(id, "curl -sSk -H 'Authorization: " + placeholder + "' https://api.test/after");
   EXPECT_EQ(api.seen().back(), placeholder);
   r = RunAirlock({"secret", "rm", id, "LATE"});
   EXPECT_NE(r.exit_code, 0);

@@ -33,12 +33,6 @@ std::string Create(const std::vector<std::string>& extra = {"--idle-timeout", "0
   return Trim(r.out);
 }
 
-std::string Exec(const std::string& id, const std::string& script) {
-  Result r = RunAirlock({"exec", id, "--", "sh", "-c", script});
-  EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
-  return r.out;
-}
-
 std::string SessionLine(const std::string& id) {
   std::string ls = RunAirlock({"ls", "-a"}).out;
   size_t at = ls.find(id);
@@ -76,9 +70,9 @@ std::pair<uint64_t, uint64_t> BootsAndRestores() {
 
 TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
   std::string id = Create();
-  std::string pid = Trim(Exec(id,
-                              "echo kept > /root/file; "
-                              "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"));
+  std::string pid = Trim(ExecScript(id,
+                                    "echo kept > /root/file; "
+                                    "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"));
   ASSERT_FALSE(pid.empty());
 
   Result r = RunAirlock({"pause", id});
@@ -109,8 +103,8 @@ TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
   r = RunAirlock({"resume", id});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(SessionLine(id).find("running"), std::string::npos);
-  EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
-  EXPECT_EQ(Exec(id, "tr '\\0' ' ' < /proc/" + pid + "/cmdline"), "sleep 1000 ");
+  EXPECT_EQ(ExecScript(id, "cat /root/file"), "kept\n");
+  EXPECT_EQ(ExecScript(id, "tr '\\0' ' ' < /proc/" + pid + "/cmdline"), "sleep 1000 ");
 
   // The guest's clock was set from the host's on restore, not left seconds behind: the guest
   // reads its clock between the host's two readings (a loaded host makes the exec slow, so the
@@ -122,7 +116,7 @@ TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
     return static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9;
   };
   double before = host_now();
-  std::string guest = Trim(Exec(id, "date +%s.%N"));
+  std::string guest = Trim(ExecScript(id, "date +%s.%N"));
   double after = host_now();
   double guest_time = 0;
   ASSERT_TRUE(absl::SimpleAtod(guest, &guest_time)) << guest;
@@ -136,27 +130,27 @@ TEST(SnapshotTest, PauseAndResumeKeepProcessesAndFilesAndSetTheClock) {
 
 TEST(SnapshotTest, ForksAreIndependentWithTheirOwnIdentityAndRandomness) {
   std::string source = Create();
-  Exec(source, "echo source > /root/file");
+  ExecScript(source, "echo source > /root/file");
   Result r = RunAirlock({"fork", source, "-n", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> forks = absl::StrSplit(Trim(r.out), '\n');
   ASSERT_EQ(forks.size(), 2u) << r.out;
   ASSERT_NE(forks[0], forks[1]);
 
-  Exec(forks[0], "echo fork > /root/file");
-  EXPECT_EQ(Exec(forks[0], "cat /root/file"), "fork\n");
-  EXPECT_EQ(Exec(forks[1], "cat /root/file"), "source\n");
-  EXPECT_EQ(Exec(source, "cat /root/file"), "source\n");
-  EXPECT_EQ(Trim(Exec(forks[1], "hostname")), "airlock-" + forks[1].substr(0, 8));
+  ExecScript(forks[0], "echo fork > /root/file");
+  EXPECT_EQ(ExecScript(forks[0], "cat /root/file"), "fork\n");
+  EXPECT_EQ(ExecScript(forks[1], "cat /root/file"), "source\n");
+  EXPECT_EQ(ExecScript(source, "cat /root/file"), "source\n");
+  EXPECT_EQ(Trim(ExecScript(forks[1], "hostname")), "airlock-" + forks[1].substr(0, 8));
   std::string random = "head -c 16 /dev/urandom | od -An -tx1";
-  EXPECT_NE(Exec(forks[0], random), Exec(forks[1], random));
+  EXPECT_NE(ExecScript(forks[0], random), ExecScript(forks[1], random));
 
   // A paused session forks too, and stays paused.
   ASSERT_EQ(RunAirlock({"pause", source}).exit_code, 0);
   r = RunAirlock({"fork", source});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string third = Trim(r.out);
-  EXPECT_EQ(Exec(third, "cat /root/file"), "source\n");
+  EXPECT_EQ(ExecScript(third, "cat /root/file"), "source\n");
   EXPECT_NE(SessionLine(source).find("paused"), std::string::npos);
 
   // How many is airlockd's to say; the CLI shows its answer.
@@ -176,7 +170,7 @@ TEST(SnapshotTest, AnIdleSessionPausesItselfAndTheNextExecResumesIt) {
   }
   EXPECT_NE(line.find("paused"), std::string::npos) << line;
   EXPECT_NE(line.find("idle for 2s"), std::string::npos) << line;
-  EXPECT_EQ(Exec(id, "echo awake"), "awake\n");
+  EXPECT_EQ(ExecScript(id, "echo awake"), "awake\n");
   EXPECT_NE(SessionLine(id).find("running"), std::string::npos);
   Result r = RunAirlock({"session", "create", "--idle-timeout", "soon"});
   EXPECT_EQ(r.exit_code, 2);
@@ -286,8 +280,8 @@ TEST(SnapshotTest, ThePoolHandsEachSessionAWarmVmOfItsOwn) {
   std::string check =
       "hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
       "echo $$ > /root/mine; ls /root";
-  std::vector<std::string> a = absl::StrSplit(Exec(first, check), '\n');
-  std::vector<std::string> b = absl::StrSplit(Exec(second, check), '\n');
+  std::vector<std::string> a = absl::StrSplit(ExecScript(first, check), '\n');
+  std::vector<std::string> b = absl::StrSplit(ExecScript(second, check), '\n');
   ASSERT_GE(a.size(), 3u);
   ASSERT_GE(b.size(), 3u);
   EXPECT_EQ(a[0], "airlock-" + first.substr(0, 8));
@@ -296,7 +290,7 @@ TEST(SnapshotTest, ThePoolHandsEachSessionAWarmVmOfItsOwn) {
   EXPECT_EQ(a[2], "mine");
   // The session's VM outlives airlockd like any other: a restart finds it again.
   StopDaemon(SIGKILL);
-  EXPECT_EQ(Exec(first, "cat /root/mine").empty(), false);
+  EXPECT_EQ(ExecScript(first, "cat /root/mine").empty(), false);
   RunAirlock({"rm", first, second});
 
   // A pooled VM that airlockd left behind (killed) is ended by the next one; a stopped
@@ -341,7 +335,7 @@ TEST(SnapshotTest, ThePoolHandsEachSessionAWarmVmOfItsOwn) {
 
 TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {
   std::string id = Create();
-  Exec(id, "echo kept > /root/file");
+  ExecScript(id, "echo kept > /root/file");
   pid_t daemon = DaemonPid();
   ASSERT_GT(daemon, 0);
   ASSERT_EQ(kill(daemon, SIGTERM), 0);
@@ -350,7 +344,7 @@ TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {
   std::string line = SessionLine(id);  // a new daemon
   EXPECT_NE(line.find("paused"), std::string::npos) << line;
   EXPECT_NE(line.find("airlockd stopped"), std::string::npos) << line;
-  EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+  EXPECT_EQ(ExecScript(id, "cat /root/file"), "kept\n");
   RunAirlock({"rm", id});
 }
 
@@ -359,7 +353,7 @@ TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
   for (bool kill_daemon : {true, false}) {
     SCOPED_TRACE(kill_daemon ? "airlockd killed" : "QEMU killed");
     std::string id = Create();
-    Exec(id, "echo kept > /root/file");
+    ExecScript(id, "echo kept > /root/file");
     pid_t daemon = DaemonPid();
     ASSERT_GT(daemon, 0);
     pid_t qemu = QemuPidOf(id);
@@ -377,11 +371,11 @@ TEST(SnapshotTest, KillingMidPauseLeavesAResumableOrFailedSession) {
     std::string line = SessionLine(id);  // a new daemon, if it was killed
     if (line.find("paused") != std::string::npos) {
       EXPECT_EQ(QemuLeftAfterWaiting(), 0);
-      EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+      EXPECT_EQ(ExecScript(id, "cat /root/file"), "kept\n");
     } else if (line.find("running") != std::string::npos) {
       // The new daemon found the VM (stopped by the snapshot under way) and let it go on.
       EXPECT_TRUE(kill_daemon) << line;
-      EXPECT_EQ(Exec(id, "cat /root/file"), "kept\n");
+      EXPECT_EQ(ExecScript(id, "cat /root/file"), "kept\n");
     } else {
       EXPECT_EQ(QemuLeftAfterWaiting(), 0);
       EXPECT_NE(line.find("failed"), std::string::npos) << line;

@@ -94,6 +94,8 @@ class PrivateDaemon : public ::testing::Environment {
                             0644)
             .ok());
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
+    // The HTTP gateway on a free port of its own (suites run side by side).
+    setenv("AIRLOCK_HTTP_LISTEN", "127.0.0.1:0", 1);
     // Tenants with small quotas (SessionTest, HostileTenantTest); others have the defaults.
     ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",
                                     "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n"

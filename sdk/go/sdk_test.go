@@ -103,7 +103,7 @@ func run(m *testing.M) int {
 	log, _ := os.Create(filepath.Join(dir, "airlockd.log"))
 	cmd := exec.Command(daemon, "--socket", socket, "--listen-tcp", address, "--tls-cert",
 		dir+"/server.pem", "--tls-key", dir+"/server.key", "--tls-client-ca", dir+"/ca.pem")
-	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+home)
+	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+home, "AIRLOCK_HTTP_LISTEN=127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		panic(err)

@@ -21,6 +21,7 @@ void AddEverything(Cli& cli) {
   AddRunCommand(cli);
   AddSessionCommands(cli);
   AddPortForwardCommand(cli);
+  AddExposeCommand(cli);
   AddLogCommand(cli);
   AddWorkspaceCommands(cli);
   AddNetworkCommand(cli);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   airlock::AddRunCommand(cli);
   airlock::AddSessionCommands(cli);
   airlock::AddPortForwardCommand(cli);
+  airlock::AddExposeCommand(cli);
   airlock::AddLogCommand(cli);
   airlock::AddWorkspaceCommands(cli);
   airlock::AddNetworkCommand(cli);

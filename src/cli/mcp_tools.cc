@@ -641,6 +641,33 @@ std::vector<Tool> LifecycleTools() {
   };
   tools.push_back(fork);
 
+  // Never public: a URL the model is given needs its token, whoever else learns the address.
+  Tool expose{"session_expose", "Give a server in a session a URL",
+              "Makes a TCP port of a session reachable as an http:// URL through airlockd's "
+              "HTTP gateway, for the user to open in a browser (WebSockets work too). Start "
+              "the server first, listening on 127.0.0.1 or 0.0.0.0 in the session. The URL "
+              "carries a token; exposing the port again gives it a new one.",
+              Object({{"session_id", Prop("string", "the session")},
+                      {"port", Prop("integer", "the port the server listens on (1 to 65535)")}},
+                     {"session_id", "port"}),
+              Object({{"url", Prop("string", "the address to open, with its token")},
+                      {"port", Prop("integer", "")}},
+                     {"url"})};
+  expose.idempotent = false;
+  expose.run = [schema = expose.input_schema](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    v1::ExposeRequest request;
+    request.set_session_id(args.Str("session_id", true));
+    request.set_port(static_cast<uint32_t>(args.Uint("port", 0, 1, 65535)));
+    return Unary(args, &DaemonClient::sessions, &v1::Sessions::Stub::Expose, request,
+                 [](const v1::Exposure& e) {
+                   return ToolResult{{{"url", e.url()}, {"port", e.port()}},
+                                     absl::StrCat("port ", e.port(), " is at ", e.url()),
+                                     false};
+                 });
+  };
+  tools.push_back(expose);
+
   Tool vms{"vm_list", "List running VMs",
            "Lists the VM processes running for your sessions (pid, accelerator, vCPUs, host CPU "
            "and memory), and how many VMs airlockd booted, restored and snapshotted.",

@@ -1,5 +1,5 @@
-// The nineteen tools of `airlock mcp`: one-shot runs, sessions (create, exec, list, get,
-// remove, pause, resume, fork), live VMs, logs, metrics, file write/read, and a session's
+// The twenty tools of `airlock mcp`: one-shot runs, sessions (create, exec, list, get,
+// remove, pause, resume, fork, expose), live VMs, logs, metrics, file write/read, and a session's
 // network (allow, log), and its workspace (diff, promote, sync). Each calls
 // airlockd through the same client the CLI uses (DaemonClient, RunExec); guest output is
 // captured into capped buffers and returned as escaped UTF-8 with truncation flags.

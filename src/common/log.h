@@ -23,6 +23,7 @@ void SetLogLevel(LogLevel level);
 
 // Writes "2026-12-01T17:00:00.123Z WARN message" as one line (thread-safe).
 void Log(LogLevel level, std::string_view message);
+inline void LogDebug(std::string_view message) { Log(LogLevel::kDebug, message); }
 inline void LogInfo(std::string_view message) { Log(LogLevel::kInfo, message); }
 inline void LogWarning(std::string_view message) { Log(LogLevel::kWarning, message); }
 inline void LogError(std::string_view message) { Log(LogLevel::kError, message); }

@@ -566,6 +566,49 @@ grpc::Status SessionsService::ForwardPort(
   return ToGrpc(forwarder_.Run(*who, first.start(), peer, client));
 }
 
+namespace {
+
+void FillExposure(const ExposureView& view, v1::Exposure* out) {
+  out->set_session_id(view.exposure.session_id);
+  out->set_port(view.exposure.port);
+  out->set_public_(view.exposure.is_public);
+  out->set_url(view.url);
+  out->set_token(view.exposure.token);
+  out->set_created_unix_ms(view.exposure.created_ms);
+  out->set_host(view.host);
+}
+
+}  // namespace
+
+grpc::Status SessionsService::Expose(grpc::ServerContext* context, const v1::ExposeRequest* request,
+                                     v1::Exposure* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  absl::StatusOr<ExposureView> view =
+      exposures_->Expose(*who, request->session_id(), request->port(), request->public_());
+  if (!view.ok()) return ToGrpc(view.status());
+  FillExposure(*view, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::ListExposures(grpc::ServerContext* context,
+                                            const v1::ListExposuresRequest* request,
+                                            v1::ListExposuresResponse* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  absl::StatusOr<std::vector<ExposureView>> views = exposures_->List(*who, request->session_id());
+  if (!views.ok()) return ToGrpc(views.status());
+  for (const ExposureView& view : *views) FillExposure(view, response->add_exposures());
+  return grpc::Status::OK;
+}
+
+grpc::Status SessionsService::Unexpose(grpc::ServerContext* context,
+                                       const v1::UnexposeRequest* request, v1::UnexposeResponse*) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  return ToGrpc(exposures_->Unexpose(*who, request->session_id(), request->port()));
+}
+
 grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsRequest* request,
                                    grpc::ServerWriter<v1::LogEntry>* writer) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);

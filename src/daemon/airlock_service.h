@@ -7,6 +7,7 @@
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/exec_runner.h"
+#include "src/daemon/exposures.h"
 #include "src/daemon/image_builds.h"
 #include "src/daemon/port_forward.h"
 #include "src/daemon/session_events.h"
@@ -70,6 +71,15 @@ class SessionsService final : public v1::Sessions::Service {
       grpc::ServerReaderWriter<v1::PortForwardResponse, v1::PortForwardRequest>* stream) override;
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchRequest* request,
                      grpc::ServerWriter<v1::SessionEvent>* writer) override;
+  grpc::Status Expose(grpc::ServerContext* context, const v1::ExposeRequest* request,
+                      v1::Exposure* response) override;
+  grpc::Status ListExposures(grpc::ServerContext* context, const v1::ListExposuresRequest* request,
+                             v1::ListExposuresResponse* response) override;
+  grpc::Status Unexpose(grpc::ServerContext* context, const v1::UnexposeRequest* request,
+                        v1::UnexposeResponse* response) override;
+
+  // Guest ports as URLs; before serving (required).
+  void set_exposures(Exposures* exposures) { exposures_ = exposures; }
 
  private:
   SessionManager* sessions_;
@@ -80,6 +90,7 @@ class SessionsService final : public v1::Sessions::Service {
   SessionFiles files_;
   ExecRunner exec_;
   PortForwarder forwarder_;
+  Exposures* exposures_ = nullptr;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin

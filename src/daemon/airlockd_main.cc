@@ -23,11 +23,13 @@
 #include "src/daemon/airlock_service.h"
 #include "src/daemon/daemon_flags.h"
 #include "src/daemon/daemon_telemetry.h"
+#include "src/daemon/exposures.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/session_handoff.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
+#include "src/gateway/http_gateway.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/vm/qemu_driver.h"
 #include "src/vm/snapshot_manifest.h"
@@ -231,6 +233,8 @@ int main(int argc, char** argv) {
   peers.set_operators(std::move(operators));
   airlock::WorkspaceUploads uploads;
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
+  airlock::Exposures exposures(&sessions, store->get(), flags.http_public == "allow");
+  sessions_service.set_exposures(&exposures);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
@@ -289,6 +293,27 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail("could not start the gRPC server");
+  // The HTTP gateway: guest ports as URLs. The default port may be another airlockd's (another
+  // $AIRLOCK_HOME): then this one serves without, and `airlock expose` says how to start one.
+  std::unique_ptr<airlock::gateway::HttpGateway> gateway;
+  if (flags.http_listen != "off") {
+    absl::StatusOr<std::unique_ptr<airlock::gateway::HttpGateway>> started =
+        airlock::gateway::HttpGateway::Start({.listen = flags.http_listen,
+                                              .domain = flags.http_domain,
+                                              .tls_cert_file = flags.http_cert,
+                                              .tls_key_file = flags.http_key},
+                                             &exposures);
+    if (started.ok()) {
+      gateway = *std::move(started);
+      exposures.set_gateway(gateway.get());
+      airlock::LogInfo(absl::StrCat("HTTP gateway on ", gateway->BaseUrl(), " (exposed ports are ",
+                                    "PORT-ID.", flags.http_domain, ")"));
+    } else if (flags.http_listen_given || !absl::IsUnavailable(started.status())) {
+      return Fail(std::string(started.status().message()));
+    } else {
+      airlock::LogWarning(absl::StrCat(started.status().message(), "; serving without it"));
+    }
+  }
 
   absl::StatusOr<std::unique_ptr<airlock::UnixListener>> listener =
       airlock::UnixListener::Bind(socket_path, flags.group);
@@ -324,6 +349,7 @@ int main(int argc, char** argv) {
                                   flags.ceiling_file.empty() ? "(default)" : flags.ceiling_file));
   }
   airlock::LogInfo("shutting down");
+  gateway.reset();  // its connections end before the sessions pause
   (*listener)->Stop();
   unlink(pid_file.c_str());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -109,6 +110,26 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
   app.add_option("--oidc-jwks", f.oidc_jwks, "the provider's keys: a URL or a file");
   app.add_option("--oidc-jwks-ca", f.oidc_jwks_ca,
                  "verifies the provider's certificate instead of the host's CA store");
+  app.add_option("--http-listen", f.http_listen,
+                 "the HTTP gateway, through which guest ports are reached as URLs\n"
+                 "(`airlock expose`): HOST:PORT, or `off`. Anything but loopback\n"
+                 "needs --http-tls-cert and --http-tls-key. If the default port is\n"
+                 "taken airlockd serves without a gateway and says so")
+      ->envname("AIRLOCK_HTTP_LISTEN")
+      ->capture_default_str();
+  app.add_option("--http-domain", f.http_domain,
+                 "exposed ports are named PORT-ID.DOMAIN (a wildcard name that\n"
+                 "reaches this host; *.localhost does in browsers and curl)")
+      ->envname("AIRLOCK_HTTP_DOMAIN")
+      ->capture_default_str();
+  app.add_option("--http-tls-cert", f.http_cert,
+                 "the gateway's certificate (PEM, for *.DOMAIN): it speaks HTTPS");
+  app.add_option("--http-tls-key", f.http_key, "its private key (PEM)");
+  app.add_option("--http-public", f.http_public,
+                 "whether an exposed port may be public (no token): allow or deny")
+      ->envname("AIRLOCK_HTTP_PUBLIC")
+      ->check(CLI::IsMember({"allow", "deny"}))
+      ->capture_default_str();
   app.add_option("--egress-ceiling", f.ceiling_file,
                  "what sessions may ever be allowed to reach: lines of `allow RULE`\n"
                  "/ `deny RULE` (RULE as in --allow, plus * for any name and :* for\n"
@@ -206,6 +227,14 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; what was wrong is said on stderr
   }
 
+  f.http_listen_given =
+      app.get_option("--http-listen")->count() > 0 || std::getenv("AIRLOCK_HTTP_LISTEN") != nullptr;
+  f.http_domain = absl::AsciiStrToLower(f.http_domain);
+  if (f.http_domain.empty() || f.http_domain.front() == '.' || f.http_domain.back() == '.' ||
+      f.http_domain.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") !=
+          std::string::npos) {
+    return Refuse("--http-domain takes a DNS name like airlock.localhost or preview.example.com");
+  }
   auto byte_size = [](const std::string& text, uint64_t least, uint64_t* out) {
     return text.empty() || (ParseByteSize(text, 1, out) && *out >= least);
   };

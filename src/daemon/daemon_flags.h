@@ -27,6 +27,12 @@ struct DaemonFlags {
   // TCP with TLS, and OIDC.
   std::string tcp, cert, key, client_ca;
   std::string oidc_issuer, oidc_audience, oidc_jwks, oidc_jwks_ca;
+  // The HTTP gateway: guest ports as URLs.
+  std::string http_listen = "127.0.0.1:8790";  // "off": none
+  bool http_listen_given = false;              // not the default: failing to bind is fatal
+  std::string http_domain = "airlock.localhost";
+  std::string http_cert, http_key;
+  std::string http_public = "allow";
   // Egress and secrets.
   std::string ceiling_file, hosts_file, upstream_ca, guest_ca, shared_secrets, quota_file;
   std::map<std::string, std::string> tenant_guest_ca;  // tenant -> file

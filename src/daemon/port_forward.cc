@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -22,7 +23,7 @@ constexpr absl::Duration kResetGrace = absl::Seconds(5);
 // The channel's side of one connection: what the guest sent, waiting for the client, and
 // whether the guest's window opened. Its On* methods run on the channel's reader thread and only
 // queue and signal.
-class Relay final : public GuestStreamHandler {
+class GuestRelay final : public GuestStreamHandler {
  public:
   void OnOpen(uint32_t, FrameType, std::string) override {}  // the host opened it
   void OnData(uint32_t, std::string data) override {
@@ -54,7 +55,7 @@ class Relay final : public GuestStreamHandler {
   Next WaitForGuest(absl::Duration wait) {
     absl::MutexLock lock(&mu_);
     bool ready = mu_.AwaitWithTimeout(absl::Condition(
-                                          +[](Relay* r) ABSL_SHARED_LOCKS_REQUIRED(r->mu_) {
+                                          +[](GuestRelay* r) ABSL_SHARED_LOCKS_REQUIRED(r->mu_) {
                                             return !r->from_guest_.empty() || r->guest_ended_ ||
                                                    r->reset_.has_value() || r->stopped_;
                                           },
@@ -82,7 +83,7 @@ class Relay final : public GuestStreamHandler {
   std::optional<absl::Status> WaitForWindow() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](Relay* r) ABSL_SHARED_LOCKS_REQUIRED(r->mu_) {
+        +[](GuestRelay* r) ABSL_SHARED_LOCKS_REQUIRED(r->mu_) {
           return r->window_ || r->reset_.has_value() || r->stopped_;
         },
         this));
@@ -119,10 +120,19 @@ absl::Status PortForwarder::Run(const Principal& who, const v1::PortForwardStart
   }
   absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(who, start.session_id());
   if (!live.ok()) return live.status();
-  std::shared_ptr<GuestChannel> channel = (*live)->vm->channel().shared_from_this();
-  auto relay = std::make_shared<Relay>();
-  absl::StatusOr<uint32_t> opened =
-      channel->ConnectGuestPort(static_cast<uint16_t>(start.port()), relay);
+  // Each connection holds one of airlockd's threads and descriptors: the tenant's quota.
+  if (absl::Status s = sessions_->TakeConnection(live->get()->record.tenant); !s.ok()) return s;
+  absl::Cleanup give = [&] { sessions_->GiveConnection((*live)->record.tenant); };
+  return Relay(who, **live, static_cast<uint16_t>(start.port()), absl::StrCat("from ", peer),
+               client, "session.port_forward");
+}
+
+absl::Status PortForwarder::Relay(const Principal& who, LiveSession& live, uint16_t port,
+                                  const std::string& what, PortForwardClient& client,
+                                  const std::string& action) {
+  std::shared_ptr<GuestChannel> channel = live.vm->channel().shared_from_this();
+  auto relay = std::make_shared<GuestRelay>();
+  absl::StatusOr<uint32_t> opened = channel->ConnectGuestPort(port, relay);
   if (!opened.ok()) return opened.status();
   uint32_t id = *opened;
   absl::Time began = absl::Now();
@@ -133,7 +143,7 @@ absl::Status PortForwarder::Run(const Principal& who, const v1::PortForwardStart
   absl::Notification reader_done;
   std::thread writer([&] {
     for (;;) {
-      Relay::Next next = relay->WaitForGuest(absl::Seconds(1));
+      GuestRelay::Next next = relay->WaitForGuest(absl::Seconds(1));
       if (next.idle) {
         // A client gone while the guest's server says nothing: the server sees a reset.
         if (!client.Cancelled()) continue;
@@ -144,6 +154,8 @@ absl::Status PortForwarder::Run(const Principal& who, const v1::PortForwardStart
       v1::PortForwardResponse response;
       if (next.data.has_value()) {
         from_guest += next.data->size();
+        sessions_->Touch(live);
+        if (live.ingress_from_guest) live.ingress_from_guest->Take(next.data->size());
         response.set_data(*next.data);
         if (!client.Write(response)) return;
         LogIfFailed(channel->GrantGuestData(id, static_cast<uint32_t>(next.data->size())),
@@ -175,6 +187,8 @@ absl::Status PortForwarder::Run(const Principal& who, const v1::PortForwardStart
     } else if (!client_ended && !request.data().empty()) {
       std::string_view rest = request.data();
       to_guest += rest.size();
+      sessions_->Touch(live);
+      if (live.ingress_to_guest) live.ingress_to_guest->Take(rest.size());
       while (!rest.empty() && status.ok()) {
         absl::StatusOr<size_t> sent = channel->SendGuestData(id, rest);
         if (!sent.ok()) {
@@ -205,11 +219,10 @@ absl::Status PortForwarder::Run(const Principal& who, const v1::PortForwardStart
   if (std::optional<absl::Status> reset = relay->reset(); reset.has_value()) status = *reset;
 
   std::string outcome =
-      absl::StrCat("port ", start.port(), " from ", peer, ": ", to_guest, " bytes to the guest, ",
-                   from_guest, " from it, ", absl::FormatDuration(absl::Now() - began));
+      absl::StrCat("port ", port, " ", what, ": ", to_guest, " bytes to the guest, ", from_guest,
+                   " from it, ", absl::FormatDuration(absl::Now() - began));
   if (!status.ok()) absl::StrAppend(&outcome, "; ended: ", status.message());
-  LogIfFailed(store_->audit().Audit(who, (*live)->record.tenant, "session.port_forward",
-                                    start.session_id(), outcome),
+  LogIfFailed(store_->audit().Audit(who, live.record.tenant, action, live.record.id, outcome),
               "audit a forwarded connection");
   return status;
 }

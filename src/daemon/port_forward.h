@@ -41,6 +41,11 @@ class PortForwarder {
   // not the caller's NOT_FOUND.
   [[nodiscard]] absl::Status Run(const Principal& who, const v1::PortForwardStart& start,
                                  const std::string& peer, PortForwardClient& client);
+  // The same over a session already in use by the caller (`live`, from SessionManager::Live),
+  // audited as `action` with `what` describing the client.
+  [[nodiscard]] absl::Status Relay(const Principal& who, LiveSession& live, uint16_t port,
+                                   const std::string& what, PortForwardClient& client,
+                                   const std::string& action);
 
  private:
   SessionManager* sessions_;

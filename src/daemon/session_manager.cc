@@ -234,6 +234,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   live->disk = std::move(vm.disk);
   live->run = image.run;
   live->last_used_ms = NowMs();
+  live->ingress_to_guest = std::make_unique<ByteRate>(record.limits.net_bytes_per_second);
+  live->ingress_from_guest = std::make_unique<ByteRate>(record.limits.net_bytes_per_second);
   net::EgressProxyOptions options;
   options.bytes_per_second = record.limits.net_bytes_per_second;
   options.ledger = egress_.connections;
@@ -455,29 +457,79 @@ std::shared_ptr<LiveSession> SessionManager::FindLive(const std::string& tenant,
   return nullptr;
 }
 
-std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSession>& live) {
+std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSession>& live,
+                                                 std::function<void()> cut) {
   live->users++;
   live->last_used_ms = NowMs();
+  std::optional<uint64_t> yielder;
+  if (cut) {
+    absl::MutexLock lock(&live->yield_mu);
+    yielder = live->next_yielder++;
+    live->yielders[*yielder] = std::move(cut);
+  }
   // The handle shares ownership of the session and ends the use when released.
-  return std::shared_ptr<LiveSession>(live.get(), [owner = live, clock = clock_](LiveSession* s) {
-    s->last_used_ms = clock->NowUnixMs();
-    s->users--;
-  });
+  return std::shared_ptr<LiveSession>(live.get(),
+                                      [owner = live, clock = clock_, yielder](LiveSession* s) {
+                                        if (yielder.has_value()) {
+                                          absl::MutexLock lock(&s->yield_mu);
+                                          s->yielders.erase(*yielder);
+                                        }
+                                        s->last_used_ms = clock->NowUnixMs();
+                                        s->users--;
+                                      });
+}
+
+absl::Status SessionManager::GiveWay(LiveSession& live, const std::string& wait_to) {
+  std::vector<std::function<void()>> cuts;
+  {
+    absl::MutexLock lock(&live.yield_mu);
+    if (live.users > static_cast<int>(live.yielders.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session ", live.record.id,
+                       " is in use (a command or stream is open); wait for it to end, or stop "
+                       "it, and ",
+                       wait_to, " again"));
+    }
+    for (auto& [id, cut] : live.yielders) cuts.push_back(cut);
+  }
+  if (cuts.empty()) return absl::OkStatus();
+  for (const std::function<void()>& cut : cuts) cut();
+  // Their relays end as soon as the channel's side has been reset: a moment.
+  for (int i = 0; i < 500 && live.users > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (live.users > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", live.record.id, " is in use: its HTTP connections did not end; ",
+                     wait_to, " again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::TakeConnection(const std::string& tenant) {
+  return egress_.connections->Take(tenant, quotas_.For(tenant).limits.connections);
+}
+
+void SessionManager::GiveConnection(const std::string& tenant) {
+  egress_.connections->Give(tenant);
 }
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principal& who,
-                                                                  const std::string& id) {
+                                                                  const std::string& id,
+                                                                  std::function<void()> cut) {
   // Under the session's lock, so that a use never starts while the session is being paused.
   std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
   absl::MutexLock guard(session_lock.get());
-  if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) return Use(live);
+  if (std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id)) {
+    return Use(live, std::move(cut));
+  }
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
     absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
     if (!live.ok()) return live.status();
-    return Use(*live);
+    return Use(*live, std::move(cut));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("session ", id, " is ", SessionStateName(record->state),

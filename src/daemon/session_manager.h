@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "src/common/byte_rate.h"
 #include "src/common/clock.h"
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
@@ -67,8 +68,15 @@ struct LiveSession {
   UniqueFd disk;                            // the VM's writable disk (unnamed)
   OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
   std::atomic<int> users{0};
+  // Uses that give way to a pause or fork (the HTTP gateway's connections), counted in `users`
+  // too: each is cut and the pause goes on once they ended (SessionManager::GiveWay).
+  absl::Mutex yield_mu;
+  std::map<uint64_t, std::function<void()>> yielders ABSL_GUARDED_BY(yield_mu);
+  uint64_t next_yielder ABSL_GUARDED_BY(yield_mu) = 0;
   std::atomic<int64_t> egress_expires_ms{0};  // the earliest expiry of its grants; 0: none
   std::atomic<int64_t> last_used_ms{0};
+  // Its --net-rate over connections into the guest (port-forward, the HTTP gateway), each way.
+  std::unique_ptr<ByteRate> ingress_to_guest, ingress_from_guest;
   std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
 };
 
@@ -134,8 +142,17 @@ class SessionManager {
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
-  [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Live(const Principal& who,
-                                                                  const std::string& id);
+  // With `cut`, the use gives way to a pause or fork instead of refusing it: `cut` is called
+  // (on the pausing thread) to end it, and the pause waits until the handle is released.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Live(
+      const Principal& who, const std::string& id, std::function<void()> cut = nullptr);
+  // Traffic of a use: the session is not idle.
+  void Touch(LiveSession& live) { live.last_used_ms = NowMs(); }
+  // A place for one more connection of the tenant's through airlockd (egress, the HTTP
+  // gateway), within its `connections` quota and airlockd's descriptors; RESOURCE_EXHAUSTED
+  // naming the limit. Give it back with GiveConnection.
+  [[nodiscard]] absl::Status TakeConnection(const std::string& tenant);
+  void GiveConnection(const std::string& tenant);
   // Snapshots the session to disk and ends its VM. Paused already: no-op.
   [[nodiscard]] absl::StatusOr<SessionRecord> Pause(const Principal& who, const std::string& id);
   [[nodiscard]] absl::StatusOr<SessionRecord> Resume(const Principal& who, const std::string& id);
@@ -279,7 +296,12 @@ class SessionManager {
                                                         const ImageInfo& image);
   std::shared_ptr<const net::EgressPolicy> PolicyFor(const SessionRecord& record) const;
   // A handle that marks the session in use while it is held.
-  std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live);
+  std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live,
+                                   std::function<void()> cut = nullptr);
+  // Under the session's lock, before a snapshot of it: cuts the uses that give way (Live's
+  // `cut`) and waits for them to end; FAILED_PRECONDITION if another use holds the session,
+  // saying to `wait_to` once it ended.
+  absl::Status GiveWay(LiveSession& live, const std::string& wait_to);
   void WatchLoop();
   // Ends a live session that died or expired: state, reason, files.
   void Retire(const std::string& id, SessionState state, const std::string& reason);

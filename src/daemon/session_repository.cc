@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/daemon/audit_log.h"
+#include "src/daemon/exposure_repository.h"
 #include "src/daemon/session_events.h"
 
 namespace airlock {
@@ -265,6 +266,10 @@ absl::Status SessionRepository::SetState(const Principal& who, const std::string
   q.Step();
   if (!q.ok()) return q.status();
   if (db.changes() == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  if (state == SessionState::kStopped || state == SessionState::kFailed) {
+    // Its guest ports are no longer reached through the gateway.
+    if (absl::Status st = ExposureRepository::RemoveAll(db, id); !st.ok()) return st;
+  }
   std::string outcome = absl::StrCat(SessionStateName(state), reason.empty() ? "" : ": ", reason);
   if (absl::Status st = AuditLog::Append(db, who, tenant, action, id, outcome); !st.ok()) return st;
   if (absl::Status st = tx.Commit(); !st.ok()) return st;
@@ -277,6 +282,7 @@ absl::Status SessionRepository::Delete(const Principal& who, const std::string& 
   SqliteDb::Locked db(db_);
   Transaction tx(db);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  if (absl::Status st = ExposureRepository::RemoveAll(db, id); !st.ok()) return st;
   for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM net_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM agent_events WHERE session_id = ? AND tenant = ?",

@@ -120,12 +120,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                       "; only a running session "
                                                       "can be paused"));
   }
-  if (live->users > 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", record.id,
-                     " is in use (a command or stream is open); wait "
-                     "for it to end, or stop it, and pause again"));
-  }
+  if (absl::Status s = GiveWay(*live, "pause"); !s.ok()) return s;
   SnapshotManifest manifest =
       DescribeVm(paths_, record.id, record.image_digest, record.limits.vcpus,
                  record.limits.memory_bytes, *live->vm);
@@ -358,12 +353,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
         absl::StrCat("session ", id, " is ", SessionStateName(record->state),
                      "; only a running or paused session can be forked"));
   }
-  if (live->users > 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", id,
-                     " is in use (a command or stream is open); wait for it to "
-                     "end and fork again"));
-  }
+  if (absl::Status s = GiveWay(*live, "fork"); !s.ok()) return s;
   // Snapshot the running session with a copy of its disk, then let it go on.
   SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
                                          record->limits.memory_bytes, *live->vm);

@@ -14,6 +14,13 @@
 namespace airlock {
 namespace {
 
+// Whether every use of the session gives way to a pause (the HTTP gateway's connections): it
+// may be paused when idle.
+bool OnlyYieldingUses(LiveSession& live) {
+  absl::MutexLock lock(&live.yield_mu);
+  return live.users <= static_cast<int>(live.yielders.size());
+}
+
 // A session's lock, held only if nobody else held it (absl::Mutex has no scoped try-lock): the
 // watcher leaves a session that is in use alone.
 class TrySessionLock {
@@ -165,11 +172,11 @@ void SessionManager::WatchLoop() {
                  now >= r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
         Retire(r.id, SessionState::kStopped,
                absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"));
-      } else if (r.limits.idle_timeout_seconds > 0 && live->users == 0 &&
+      } else if (r.limits.idle_timeout_seconds > 0 && OnlyYieldingUses(*live) &&
                  now >= live->last_used_ms +
                             static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {
         TrySessionLock guard(SessionLock(r.id));
-        if (!guard.held() || live->users > 0 || !FindLive(r.tenant, r.id)) continue;
+        if (!guard.held() || !OnlyYieldingUses(*live) || !FindLive(r.tenant, r.id)) continue;
         absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
         if (!record.ok()) continue;
         absl::StatusOr<SessionRecord> paused = PauseLocked(

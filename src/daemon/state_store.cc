@@ -135,6 +135,18 @@ ALTER TABLE net_events ADD COLUMN repeats INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE net_events ADD COLUMN last_ms INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX net_events_denied ON net_events(session_id, name, port) WHERE allowed = 0;
 )sql",
+    // Version 10: guest ports exposed through the HTTP gateway, each with its token (empty:
+    // public).
+    R"sql(
+CREATE TABLE exposures(
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  port INTEGER NOT NULL,
+  tenant TEXT NOT NULL,
+  public INTEGER NOT NULL,
+  token TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  PRIMARY KEY(session_id, port));
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its
@@ -160,7 +172,8 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, uint64_t log_cap_bytes)
       sessions_(*db_),
       commands_(*db_, log_cap_bytes),
       net_events_(*db_),
-      audit_(*db_) {}
+      audit_(*db_),
+      exposures_(*db_) {}
 
 void StateStore::set_events(SessionEventHub* events) {
   sessions_.set_events(events);

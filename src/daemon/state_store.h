@@ -2,9 +2,9 @@
 // IMMEDIATE transactions, a versioned schema migrated at open) and the repositories over its
 // tables: sessions (with their egress grants, secret bindings and workspace), commands (execs,
 // their output, agents' events), network events, and the audit log (append-only, a hash
-// chain). Every query of user data names the tenant, so one tenant can never read another's
-// rows; a state change and the audit record of it commit in the same transaction. Thread-safe
-// (one connection behind a lock).
+// chain), and the guest ports exposed through the HTTP gateway. Every query of user data names the
+// tenant, so one tenant can never read another's rows; a state change and the audit record of it
+// commit in the same transaction. Thread-safe (one connection behind a lock).
 #ifndef AIRLOCK_DAEMON_STATE_STORE_H_
 #define AIRLOCK_DAEMON_STATE_STORE_H_
 
@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "src/daemon/audit_log.h"
 #include "src/daemon/command_log.h"
+#include "src/daemon/exposure_repository.h"
 #include "src/daemon/net_event_log.h"
 #include "src/daemon/records.h"
 #include "src/daemon/session_repository.h"
@@ -28,7 +29,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.
@@ -39,6 +40,7 @@ class StateStore {
   CommandLog& commands() { return commands_; }
   NetEventLog& net_events() { return net_events_; }
   AuditLog& audit() { return audit_; }
+  ExposureRepository& exposures() { return exposures_; }
 
   // Where committed changes are published for Sessions.Watch (state changes, commands starting
   // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
@@ -55,6 +57,7 @@ class StateStore {
   CommandLog commands_;
   NetEventLog net_events_;
   AuditLog audit_;
+  ExposureRepository exposures_;
 };
 
 }  // namespace airlock

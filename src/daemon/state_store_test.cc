@@ -52,6 +52,51 @@ TEST(StateStoreTest, SessionsAreScopedByTenantAndAudited) {
   EXPECT_EQ((*store)->audit().ForTenant(alice.Tenant())->size(), 2u);
 }
 
+TEST(StateStoreTest, ExposuresHaveTokensAreAuditedAndEndWithTheirSession) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Principal alice{1001, 1001};
+  ASSERT_TRUE((*store)->sessions().Create(alice, NewSession("s-a", alice)).ok());
+  ExposureRepository& exposures = (*store)->exposures();
+  absl::StatusOr<Exposure> first = exposures.Put(alice, alice.Tenant(), "s-a", 8000, false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->token.size(), 32u);
+  // Again: a new token replaces the old one.
+  absl::StatusOr<Exposure> again = exposures.Put(alice, alice.Tenant(), "s-a", 8000, false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->token, first->token);
+  ASSERT_TRUE(exposures.Put(alice, alice.Tenant(), "s-a", 3000, true).ok());
+  auto found = exposures.Find("s-a", 8000);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->token, again->token);
+  EXPECT_EQ((*found)->tenant, alice.Tenant());
+  auto listed = exposures.List(alice.Tenant(), "s-a");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].port, 3000);
+  EXPECT_TRUE((*listed)[0].is_public);
+  EXPECT_EQ((*listed)[0].token, "");
+  EXPECT_TRUE(exposures.List("uid:1002", "s-a")->empty());
+  EXPECT_TRUE(absl::IsNotFound(exposures.Remove(alice, "uid:1002", "s-a", 3000)));
+  ASSERT_TRUE(exposures.Remove(alice, alice.Tenant(), "s-a", 3000).ok());
+  EXPECT_TRUE(absl::IsNotFound(exposures.Remove(alice, alice.Tenant(), "s-a", 3000)));
+  auto audit = (*store)->audit().Of(alice.Tenant(), "s-a", 100);
+  ASSERT_TRUE(audit.ok());
+  std::vector<std::string> actions;
+  for (const AuditRecord& a : *audit) actions.push_back(a.action + ": " + a.outcome);
+  EXPECT_EQ(actions, (std::vector<std::string>{
+                         "session.create: ok", "session.expose: port 8000, with a token",
+                         "session.expose: port 8000, with a token",
+                         "session.expose: port 3000, public", "session.unexpose: port 3000"}));
+  // A stopped session's ports are no longer exposed.
+  ASSERT_TRUE((*store)
+                  ->sessions()
+                  .SetState(alice, alice.Tenant(), "s-a", SessionState::kStopped, "", 0, "rm")
+                  .ok());
+  EXPECT_FALSE(exposures.Find("s-a", 8000)->has_value());
+}
+
 TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLogs) {
   testing::TempDir dir;
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
@@ -221,7 +266,7 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
                          "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT "
                          "RAISE(ABORT, 'no'); END; DROP INDEX net_events_denied; ALTER TABLE "
                          "net_events DROP COLUMN repeats; ALTER TABLE net_events DROP COLUMN "
-                         "last_ms; PRAGMA user_version = 7;",
+                         "last_ms; DROP TABLE exposures; PRAGMA user_version = 7;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK)
       << sqlite3_errmsg(db);

@@ -2,11 +2,14 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -14,6 +17,21 @@
 #include "src/common/subprocess.h"
 
 namespace airlock::testing {
+
+UniqueFd ConnectLoopback(uint16_t port) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval limit = {60, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    ADD_FAILURE() << "connect to 127.0.0.1:" << port << ": " << strerror(errno);
+    return UniqueFd();
+  }
+  return fd;
+}
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/airlock-test-XXXXXX";

@@ -9,7 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "src/common/unique_fd.h"
+
 namespace airlock::testing {
+
+// A TCP connection to 127.0.0.1:port whose reads give up after 60 s (a test that hangs
+// fails); a failed connect is a test failure and an empty fd.
+UniqueFd ConnectLoopback(uint16_t port);
 
 // A fresh directory removed (with its content) on destruction.
 class TempDir {

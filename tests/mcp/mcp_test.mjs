@@ -49,6 +49,7 @@ const transport = new StdioClientTransport({
   // The SDK passes only a few variables by default: give the server what it needs explicitly.
   env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
          AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
+         AIRLOCK_HTTP_LISTEN: '127.0.0.1:0',  // the gateway on a free port of its own
          AIRLOCK_EGRESS_CEILING: path.join(home, 'egress-ceiling'),
          AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts'),
          MCP_TEST_SECRET: 'mcp-secret-value-do-not-leak' },
@@ -86,11 +87,11 @@ async function ok(name, args) {
   return result.structuredContent;
 }
 
-test('nineteen tools, each with schemas and explicit annotations', async () => {
+test('twenty tools, each with schemas and explicit annotations', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ['file_read', 'file_write', 'network_allow', 'network_log', 'run_code',
-    'session_create', 'session_exec', 'session_fork', 'session_get', 'session_list',
+    'session_create', 'session_exec', 'session_expose', 'session_fork', 'session_get', 'session_list',
     'session_logs', 'session_metrics', 'session_pause', 'session_remove', 'session_resume',
     'vm_list', 'workspace_diff', 'workspace_promote', 'workspace_sync']);
   for (const t of tools) {
@@ -273,6 +274,27 @@ test('a session: files, commands, pause, resume, fork, logs, metrics, removal', 
   r = await ok('session_exec', { session_id: id, code: 'cat /root/main.py', language: 'sh' });
   assert.equal(r.stdout, 'print("from file")\n');
 
+  // A server in the session as a URL: its token in it, the page through the gateway.
+  await ok('session_exec', { session_id: id, language: 'sh',
+    code: 'cd /root && (setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &) && ' +
+      'until python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8000))"; do sleep 0.2; done' });
+  const exposed = await ok('session_expose', { session_id: id, port: 8000 });
+  const url = new URL(exposed.url);
+  assert.equal(url.hostname, `8000-${id}.airlock.localhost`);
+  const token = url.searchParams.get('airlock_token');
+  assert.ok(token.length >= 32);
+  const page = await new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: url.port, path: '/main.py',
+      headers: { host: url.host, 'x-airlock-token': token } }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    }).on('error', reject);
+  });
+  assert.equal(page.status, 200);
+  assert.equal(page.body, 'print("from file")\n');
+  assert.equal((await call('session_expose', { session_id: id, port: 0 })).isError, true);
+
   const forks = (await ok('session_fork', { session_id: id, count: 2 })).sessions;
   assert.equal(forks.length, 2);
   await ok('session_exec', { session_id: forks[0].id, code: 'echo changed > /root/main.py', language: 'sh' });
@@ -348,5 +370,5 @@ test('long calls report progress and can be cancelled', async () => {
 });
 
 test('stderr carries diagnostics, stdout only protocol', () => {
-  assert.ok(stderrLines.join('').includes('airlock mcp: serving 19 tools'));
+  assert.ok(stderrLines.join('').includes('airlock mcp: serving 20 tools'));
 });

@@ -22,6 +22,7 @@ export function privateHome(prefix) {
   fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
   fs.mkdirSync(path.join(home, 'kernel'));
   fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
-  const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_SOCKET: path.join(home, 'airlockd.sock') };
+  const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
+    AIRLOCK_HTTP_LISTEN: '127.0.0.1:0' };
   return { home, env };
 }

@@ -56,7 +56,7 @@ before(async () => {
   daemon = spawn(airlockd, ['--socket', socket, '--listen-tcp', address, '--tls-cert',
                             `${dir}/server.pem`, '--tls-key', `${dir}/server.key`,
                             '--tls-client-ca', `${dir}/ca.pem`],
-                 { env: { ...process.env, AIRLOCK_HOME: home }, stdio: ['ignore', log, log] });
+                 { env: { ...process.env, AIRLOCK_HOME: home, AIRLOCK_HTTP_LISTEN: '127.0.0.1:0' }, stdio: ['ignore', log, log] });
   const deadline = Date.now() + 30000;
   while (!fs.existsSync(socket)) {
     assert.ok(Date.now() < deadline && daemon.exitCode === null,

@@ -68,7 +68,7 @@ class Daemon:
         issue(self.dir, "client", "sdk-client")
         self.socket = os.path.join(self.dir, "sock")
         self.address = f"127.0.0.1:{free_port()}"
-        env = dict(os.environ, AIRLOCK_HOME=home)
+        env = dict(os.environ, AIRLOCK_HOME=home, AIRLOCK_HTTP_LISTEN="127.0.0.1:0")
         self.log = open(os.path.join(self.dir, "airlockd.log"), "wb")
         self.process = subprocess.Popen(
             [AIRLOCKD, "--socket", self.socket, "--listen-tcp", self.address, "--tls-cert",
