@@ -131,12 +131,18 @@ TEST(GatewayTest, ExposedPortsAreUrlsWithTokensCookiesAndWebSockets) {
   Result r = RunAirlock({"session", "create"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string id(absl::StripTrailingAsciiWhitespace(r.out));
+  // The web server started detached (`exec -d`), the WebSocket one by the shell.
+  ExecScript(id, std::string("mkdir -p /srv && echo hello > /srv/hello.txt && ") + kEchoServer +
+                     "(setsid python3 /root/ws.py </dev/null >/dev/null 2>&1 &)");
+  r = RunAirlock({"exec", "-d", "-w", "/srv", id, "--", "python3", "-m", "http.server", "8000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(", detached; its output goes to /var/log/airlock/exec-"), std::string::npos)
+      << r.err;
+  std::string log = r.err.substr(r.err.find("/var/log/airlock/"));
+  log = std::string(absl::StripTrailingAsciiWhitespace(log));
   ExecScript(id,
-             std::string("mkdir -p /srv && cd /srv && echo hello > hello.txt && ") + kEchoServer +
-                 "(setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &) && "
-                 "(setsid python3 /root/ws.py </dev/null >/dev/null 2>&1 &) && "
-                 "until python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8000)); "
-                 "socket.create_connection(('127.0.0.1', 9000))\" 2>/dev/null; do sleep 0.2; done");
+             "until python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8000)); "
+             "socket.create_connection(('127.0.0.1', 9000))\" 2>/dev/null; do sleep 0.2; done");
 
   Url web = Expose(id, "8000");
   EXPECT_EQ(web.host.substr(0, web.host.find(':')), "8000-" + id + ".airlock.localhost");
@@ -231,6 +237,12 @@ TEST(GatewayTest, ExposedPortsAreUrlsWithTokensCookiesAndWebSockets) {
   Url open = Expose(id, "8000", /*is_public=*/true);
   std::string anyone = Get(open, "/hello.txt");
   EXPECT_TRUE(absl::EndsWith(anyone, "\r\n\r\nhello\n")) << anyone;
+
+  // The detached server ran on through the pause; its output is in its log.
+  EXPECT_NE(ExecScript(id, "cat " + log).find("\"GET /hello.txt HTTP/1.1\" 200"),
+            std::string::npos);
+  r = RunAirlock({"exec", "-d", "-t", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
 
   // Every exposure and connection is in the session's timeline.
   r = RunAirlock({"log", id});

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -453,6 +455,67 @@ func TestFilesListingsAndOneShotRuns(t *testing.T) {
 		t.Fatal(err, r)
 	}
 	if images, err := c.Images(ctx); err != nil || len(images) == 0 {
+		t.Fatal(err)
+	}
+}
+
+func TestAServerInASessionIsAURL(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	s := create(t, c, airlock.SessionOptions{})
+	mustExec(t, s, []string{"sh", "-c", "mkdir -p /srv && echo hello > /srv/hello.txt && cd /srv && " +
+		"(setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &) && until python3 -c " +
+		"\"import socket; socket.create_connection(('127.0.0.1', 8000))\" 2>/dev/null; do sleep 0.2; done"}, nil)
+	e, err := s.Expose(ctx, 8000, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Host != "8000-"+s.ID()+".airlock.localhost" || !strings.HasSuffix(e.URL, "/?airlock_token="+e.Token) {
+		t.Fatalf("%+v", e)
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+u.Port()+"/hello.txt", nil)
+	req.Host = u.Host
+	req.Header.Set("X-Airlock-Token", e.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello\n" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	if list, err := s.Exposures(ctx); err != nil || len(list) != 1 || list[0].Port != 8000 {
+		t.Fatalf("%v %+v", err, list)
+	}
+	if err := s.Unexpose(ctx, 8000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unexpose(ctx, 8000); !errors.Is(err, airlock.ErrNotFound) {
+		t.Fatal(err)
+	}
+	// The same server through a listener here, as `airlock port-forward` does.
+	f, err := s.Forward(ctx, 8000, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; i < 2; i++ {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/hello.txt", f.Addr.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "hello\n" {
+			t.Fatalf("%q", body)
+		}
+	}
+	if _, err := s.Expose(ctx, 0, false); !errors.Is(err, airlock.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
 }

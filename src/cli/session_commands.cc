@@ -62,7 +62,9 @@ constexpr char kExecFooter[] =
     "Runs COMMAND in session ID, streams its output and exits with its exit code.\n"
     "`airlock exec -it ID -- bash` is a shell: with -i and -t this terminal is raw while it\n"
     "runs (^C, ^Z and every other key go to the command; stdout and stderr come back\n"
-    "together).";
+    "together). `airlock exec -d ID -- python3 -m http.server 8000` starts a server and returns\n"
+    "at once, saying its pid and where its output goes (/var/log/airlock/exec-N.log in the\n"
+    "guest); `airlock expose ID 8000` then gives it a URL.";
 
 struct ExecArgs {
   std::string id;
@@ -70,7 +72,7 @@ struct ExecArgs {
   std::vector<std::string> env;
   std::string workdir, user, agent;
   double timeout_seconds = 0;
-  bool interactive = false, tty = false;
+  bool interactive = false, tty = false, detach = false;
 };
 
 int Exec(const ExecArgs& args) {
@@ -83,6 +85,7 @@ int Exec(const ExecArgs& args) {
   start.set_agent(args.agent);
   start.set_stdin(args.interactive);
   start.set_timeout_seconds(args.timeout_seconds);
+  start.set_detach(args.detach);
   if (start.argv().empty()) {
     std::fprintf(stderr,
                  "airlock exec: no command given; put it after --, e.g. airlock exec "
@@ -565,18 +568,25 @@ void AddSessionCommands(Cli& cli) {
   AddSessionOptions(c, create.get(), /*durable=*/true);
 
   auto exec = std::make_shared<ExecArgs>();
-  CLI::App* e = cli.Add(root, "exec", "run a command in a session: exec [-i] [-t] ID -- CMD",
+  CLI::App* e = cli.Add(root, "exec", "run a command in a session: exec [-i] [-t] [-d] ID -- CMD",
                         [exec] { return Exec(*exec); });
   e->footer(kExecFooter);
   AddSessionId(e, &exec->id);
   e->add_flag("-i,--interactive", exec->interactive,
               "pass stdin to the command (otherwise it reads /dev/null)");
-  e->add_flag("-t,--tty", exec->tty, "run it on a terminal in the guest, the size of this one");
+  CLI::Option* tty =
+      e->add_flag("-t,--tty", exec->tty, "run it on a terminal in the guest, the size of this one");
+  e->add_flag("-d,--detach", exec->detach,
+              "start it and leave it running (a server): prints its pid and the file in the "
+              "guest its output goes to; it runs on across pause and resume")
+      ->excludes(tty)
+      ->excludes("-i");
   AddEnvOption(e, &exec->env);
   AddWorkdirOption(e, &exec->workdir);
   AddUserOption(e, &exec->user);
   AddSecondsOption(e, "--timeout", &exec->timeout_seconds,
-                   "end the command after this wall-clock time (exit 124)");
+                   "end the command after this wall-clock time (exit 124)")
+      ->excludes("-d");
   e->add_option("--agent", exec->agent,
                 "COMMAND is (or starts) this coding agent (claude): while it runs, its own "
                 "transcripts in the guest go into the session's timeline (airlock log ID)")

@@ -181,6 +181,10 @@ inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; othe
 // The command runs on a pty of its own as its controlling terminal: its stdin, stdout and
 // stderr; what it writes comes back as kStdout, kInput is typed on it, kResize sizes it.
 inline constexpr uint32_t kExecFlagTty = 2;
+// The command runs on by itself (neither stdin nor a terminal): its stdout and stderr go to
+// /var/log/airlock/exec-STREAM.log in the guest, and kExit(kExited, 0) follows at once with
+// its pid and that path in the message, while it runs on (`airlock exec -d`).
+inline constexpr uint32_t kExecFlagDetach = 4;
 // A terminal's size in characters: each of rows and cols within 1..kMaxTerminalSide.
 inline constexpr uint32_t kMaxTerminalSide = 10000;
 

@@ -75,7 +75,8 @@ bool DecodePayload(std::string_view payload, ExecStartMessage* m) {
   return r.StrList(&m->argv) && r.StrList(&m->env) && r.Str(&m->cwd) && r.U32(&m->flags) &&
          r.Str(&m->user) && r.U32(&m->rows) && r.U32(&m->cols) && r.AtEnd() && !m->argv.empty() &&
          m->argv.size() + m->env.size() <= kMaxListItems &&
-         ((m->flags & kExecFlagTty) == 0 || ValidTerminal(m->rows, m->cols));
+         ((m->flags & kExecFlagTty) == 0 || ValidTerminal(m->rows, m->cols)) &&
+         ((m->flags & kExecFlagDetach) == 0 || (m->flags & (kExecFlagTty | kExecFlagStdin)) == 0);
 }
 
 std::string EncodePayload(const ExitMessage& m) {

@@ -76,6 +76,10 @@ TEST(ChannelMessagesTest, FieldsOutsideTheProtocolsCapsAreRefused) {
   EXPECT_TRUE(Refused(ReadyMessage{.highest_guest_stream = 3}));  // guest ids are even
   EXPECT_TRUE(Refused(ExecStartMessage{}));                       // no argv
   EXPECT_TRUE(Refused(ExecStartMessage{.argv = {"sh"}, .flags = kExecFlagTty, .rows = 0}));
+  // A detached command has neither a terminal nor input.
+  EXPECT_TRUE(Refused(ExecStartMessage{
+      .argv = {"sh"}, .flags = kExecFlagDetach | kExecFlagTty, .rows = 24, .cols = 80}));
+  EXPECT_TRUE(Refused(ExecStartMessage{.argv = {"sh"}, .flags = kExecFlagDetach | kExecFlagStdin}));
   EXPECT_TRUE(
       Refused(ExecStartMessage{.argv = {"sh"}, .flags = kExecFlagTty, .rows = 1, .cols = 10001}));
   EXPECT_TRUE(Refused(ExitMessage{.kind = ExitKind::kExited, .code = 256}));

@@ -172,6 +172,11 @@ absl::Status ValidateExecStart(const v1::ExecStart& start) {
                                                    start.agent().substr(0, 64), "\" (it knows ",
                                                    KnownAgents(), ")"));
   }
+  if (start.detach() && (start.tty() || start.stdin() || start.session_id().empty())) {
+    return absl::InvalidArgumentError(
+        "a detached command runs in a session (give its id), without input or a terminal "
+        "(leave out -i and -t)");
+  }
   if (start.has_window() && !start.tty()) {
     return absl::InvalidArgumentError(
         "a window size applies only to a command on a terminal (tty)");
@@ -268,6 +273,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   request.user = start.user().empty() ? image.user : start.user();
   request.stdin = start.stdin();
   request.tty = start.tty();
+  request.detach = start.detach();
   if (start.has_window()) {
     request.rows = start.window().rows();
     request.cols = start.window().cols();

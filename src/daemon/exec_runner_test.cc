@@ -44,6 +44,19 @@ TEST(ExecRunnerTest, AStartIsCheckedBeforeAnythingRuns) {
   mixed.set_session_id("0123456789ab");
   mixed.set_image("python:3.11-slim");
   EXPECT_NE(ValidateExecStart(mixed).message().find("without a session"), absl::string_view::npos);
+
+  // Detached: in a session, with neither input nor a terminal.
+  v1::ExecStart detached = ok;
+  detached.set_detach(true);
+  EXPECT_NE(ValidateExecStart(detached).message().find("give its id"), absl::string_view::npos);
+  detached.set_session_id("0123456789ab");
+  EXPECT_TRUE(ValidateExecStart(detached).ok());
+  detached.set_stdin(true);
+  EXPECT_NE(ValidateExecStart(detached).message().find("leave out -i and -t"),
+            absl::string_view::npos);
+  detached.set_stdin(false);
+  detached.set_tty(true);
+  EXPECT_FALSE(ValidateExecStart(detached).ok());
 }
 
 }  // namespace

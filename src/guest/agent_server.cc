@@ -421,6 +421,7 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
   const std::string& user = request.user;
   uint32_t flags = request.flags, rows = request.rows, cols = request.cols;
   bool tty = flags & kExecFlagTty;
+  bool detach = flags & kExecFlagDetach;
   Identity who;
   std::string who_error;
   if (!ResolveUser(user, ReadSmallFile("/etc/passwd"), ReadSmallFile("/etc/group"), &who,
@@ -438,14 +439,25 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
       CloseFd(fd);
     }
   };
+  // Detached: stdout and stderr appended to a log of its own, which its user owns.
+  std::string log_path = "/var/log/airlock/exec-" + std::to_string(id) + ".log";
   bool made =
       tty ? OpenPty(rows, cols, &master, &peer) &&
                 (!(flags & kExecFlagStdin) || (in[1] = fcntl(master, F_DUPFD_CLOEXEC, 0)) >= 0)
+      : detach
+          ? (MakeParents(log_path),
+             (out[1] = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) >=
+                     0 &&
+                 fchown(out[1], who.uid, who.gid) == 0 &&
+                 (err[1] = fcntl(out[1], F_DUPFD_CLOEXEC, 0)) >= 0)
           : pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0;
   if (!made || pipe2(report, O_CLOEXEC) != 0) {
     int e = errno;
     close_all();
-    FinishStream(id, ExitKind::kSpawnFailed, e, tty ? "open a terminal" : "pipe");
+    FinishStream(id, ExitKind::kSpawnFailed, e,
+                 tty      ? "open a terminal"
+                 : detach ? "open " + log_path
+                          : "pipe");
     return;
   }
   if (!tty && !(flags & kExecFlagStdin)) {
@@ -483,6 +495,12 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
                        : failure[1] == kStageTty  ? "set up the terminal"
                                                   : argv[0];
     FinishStream(id, ExitKind::kSpawnFailed, failure[0], what + ": " + strerror(failure[0]));
+    return;
+  }
+  if (detach) {
+    // Reaped, whenever it ends, with every other orphan of PID 1.
+    FinishStream(id, ExitKind::kExited, 0,
+                 "pid " + std::to_string(pid) + ", detached; its output goes to " + log_path);
     return;
   }
   if (!(flags & kExecFlagStdin)) CloseFd(&s.stdin_fd);

@@ -710,6 +710,10 @@ absl::Status GuestChannel::SendInput(uint32_t id, std::string_view data, absl::T
 
 absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("no command given");
+  if (request.detach && (request.tty || request.stdin)) {
+    return absl::InvalidArgumentError(
+        "a detached command has neither input nor a terminal: leave out -i and -t with -d");
+  }
   if (request.tty && (request.rows == 0 || request.cols == 0 || request.rows > kMaxTerminalSide ||
                       request.cols > kMaxTerminalSide)) {
     return absl::InvalidArgumentError(
@@ -719,7 +723,8 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
       .argv = request.argv,
       .env = request.env,
       .cwd = request.cwd,
-      .flags = (request.stdin ? kExecFlagStdin : 0) | (request.tty ? kExecFlagTty : 0),
+      .flags = (request.stdin ? kExecFlagStdin : 0) | (request.tty ? kExecFlagTty : 0) |
+               (request.detach ? kExecFlagDetach : 0),
       .user = request.user,
       .rows = request.tty ? request.rows : 0,
       .cols = request.tty ? request.cols : 0});

@@ -36,6 +36,8 @@ struct ExecRequest {
   // On a terminal of this size (kExecFlagTty): output all comes as kStdout.
   bool tty = false;
   uint32_t rows = 24, cols = 80;
+  // Runs on by itself (kExecFlagDetach): the exit comes at once, with its pid and log.
+  bool detach = false;
 };
 
 // One event of a running command.

@@ -17,8 +17,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { artifactsDir, privateHome } from './test_home.mjs';
+import { artifactsDir, privateHome, launchBrowser } from './test_home.mjs';
 
 const [airlock] = process.argv.slice(2);
 assert.ok(airlock, 'give the airlock binary');
@@ -63,12 +62,8 @@ const dashboardArgs = ['dashboard', '--listen', `127.0.0.1:${webPort}`, '--tls-c
   '--ca', file('ca.pem'), '--token-file', file('token'), '--interval', '1'];
 let dashboard;
 
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  acceptInsecureCerts: true,  // the page's certificate is the test CA's
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
-});
+// The page's certificate is the test CA's.
+const browser = await launchBrowser({ acceptInsecureCerts: true });
 
 after(async () => {
   await browser.close();

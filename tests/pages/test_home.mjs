@@ -1,9 +1,10 @@
-// What both page tests share: where screenshots go, and a private AIRLOCK_HOME for an airlockd
+// What the page tests share: where screenshots go, and a private AIRLOCK_HOME for an airlockd
 // of the test's own that shares the host's images and kernel.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -25,4 +26,15 @@ export function privateHome(prefix) {
   const env = { ...process.env, AIRLOCK_HOME: home, AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
     AIRLOCK_HTTP_LISTEN: '127.0.0.1:0' };
   return { home, env };
+}
+
+// Debian's headless Chromium (or $CHROMIUM), driven by puppeteer-core; `options` add to the
+// launch options (e.g. acceptInsecureCerts).
+export function launchBrowser(options = {}) {
+  return puppeteer.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
+    ...options,
+  });
 }

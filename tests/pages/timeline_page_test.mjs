@@ -13,8 +13,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { artifactsDir, privateHome } from './test_home.mjs';
+import { artifactsDir, privateHome, launchBrowser } from './test_home.mjs';
 
 const [airlock, fixture] = process.argv.slice(2);
 assert.ok(airlock && fixture, 'give the airlock binary and timeline_page_fixture');
@@ -22,11 +21,7 @@ const artifacts = artifactsDir();
 const { home, env } = privateHome('airlock-timelinetest-');
 const cli = (...args) => execFileSync(airlock, args, { env, encoding: 'utf8' });
 
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
-});
+const browser = await launchBrowser();
 
 after(async () => {
   await browser.close();

@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import * as net from 'node:net';
 import * as c from './convert.js';
 import {
   AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed, Unavailable,
@@ -9,7 +10,11 @@ import {
 } from './errors.js';
 import type { ExecRequest } from './generated/airlock/v1/ExecRequest.js';
 import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
+import type { PortForwardRequest } from './generated/airlock/v1/PortForwardRequest.js';
+import type { PortForwardResponse__Output } from './generated/airlock/v1/PortForwardResponse.js';
+import type { Exposure__Output } from './generated/airlock/v1/Exposure.js';
 import type { ImagesClient } from './generated/airlock/v1/Images.js';
+import type { ListExposuresResponse__Output } from './generated/airlock/v1/ListExposuresResponse.js';
 import type { NetworkClient } from './generated/airlock/v1/Network.js';
 import type { SessionsClient } from './generated/airlock/v1/Sessions.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
@@ -18,7 +23,7 @@ import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent
 import type { VmsClient } from './generated/airlock/v1/Vms.js';
 import { api } from './rpc.js';
 import type {
-  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
+  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
   SessionInfo, SessionOptions, StreamOptions, Vm,
 } from './types.js';
 
@@ -391,17 +396,111 @@ export class Network {
   }
 }
 
+/**
+ * A listener here whose connections reach a port in a session's guest, each through airlockd
+ * (like `airlock port-forward`). `port` is where it listens; `close()` stops listening.
+ */
+export class Forward {
+  /** @internal */
+  constructor(private readonly server: net.Server, readonly remote: number) {}
+
+  get port(): number {
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  /** Stops listening; connections already open run to their end. */
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+function relay(session: Session, remote: number, socket: net.Socket): void {
+  const call: grpc.ClientDuplexStream<PortForwardRequest, PortForwardResponse__Output> =
+    session.client.sessions.ForwardPort();
+  call.write({ start: { sessionId: session.id, port: remote } });
+  socket.on('data', (data: Buffer) => {
+    if (!call.write({ data })) {
+      socket.pause();
+      call.once('drain', () => socket.resume());
+    }
+  });
+  socket.on('end', () => {
+    call.write({ eof: true });
+    call.end();
+  });
+  socket.on('error', () => call.cancel());
+  call.on('data', (r: PortForwardResponse__Output) => {
+    if (r.kind === 'data' && r.data) {
+      if (!socket.write(r.data)) {
+        call.pause();
+        socket.once('drain', () => call.resume());
+      }
+    } else if (r.kind === 'eof') {
+      socket.end();
+    } else if (r.kind === 'reset') {
+      socket.destroy();
+    }
+  });
+  call.on('error', () => socket.destroy());  // the guest's server or this client went away
+  call.on('end', () => socket.end());
+}
+
+/** A session's ports as URLs through airlockd's HTTP gateway (`airlock expose`), and forwarded here. */
+export class Ports {
+  constructor(private readonly session: Session) {}
+
+  /**
+   * The URL of a server listening on `port` in the guest, with a token unless `public`
+   * (exposing a port again gives it a new token).
+   */
+  async expose(port: number, options: { public?: boolean } = {}): Promise<Exposure> {
+    c.checkOptions(options, 'expose options');
+    const request = { sessionId: this.session.id, port: c.port(port), public: options.public === true };
+    return c.exposure(await this.session.call<Exposure__Output>(
+      (cb) => this.session.client.sessions.Expose(request, cb)));
+  }
+
+  async list(): Promise<Exposure[]> {
+    const reply = await this.session.call<ListExposuresResponse__Output>(
+      (cb) => this.session.client.sessions.ListExposures({ sessionId: this.session.id }, cb));
+    return reply.exposures.map(c.exposure);
+  }
+
+  /** Ends the exposure and cuts its open connections. */
+  async unexpose(port: number): Promise<void> {
+    const request = { sessionId: this.session.id, port: c.port(port) };
+    await this.session.call((cb) => this.session.client.sessions.Unexpose(request, cb));
+  }
+
+  /**
+   * Listens on `address:localPort` here (0: any free port, see `Forward.port`); each connection
+   * reaches `port` in the guest, as `airlock port-forward` does.
+   */
+  async forward(port: number, options: { localPort?: number; address?: string } = {}): Promise<Forward> {
+    c.checkOptions(options, 'forward options');
+    const remote = c.port(port);
+    const local = options.localPort === undefined || options.localPort === 0 ? 0 : c.port(options.localPort);
+    await this.session.refresh();  // a session that is not the caller's is said now
+    const server = net.createServer((socket) => relay(this.session, remote, socket));
+    server.listen(local, options.address ?? '127.0.0.1');
+    await once(server, 'listening');
+    return new Forward(server, remote);
+  }
+}
+
 /** One session. `info` is its last known state (`refresh()` asks again). */
 export class Session {
   info: SessionInfo;
   readonly files: Files;
   readonly network: Network;
+  readonly ports: Ports;
 
   /** @internal */
   constructor(readonly client: Client, info: Session__Output) {
     this.info = c.sessionInfo(info);
     this.files = new Files(this);
     this.network = new Network(this);
+    this.ports = new Ports(this);
   }
 
   get id(): string {

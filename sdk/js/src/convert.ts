@@ -8,10 +8,11 @@ import type { Limits as LimitsProto } from './generated/airlock/v1/Limits.js';
 import type { SecretBinding } from './generated/airlock/v1/SecretBinding.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
 import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy.js';
+import type { Exposure__Output } from './generated/airlock/v1/Exposure.js';
 import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type {
-  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Image, NetworkRule, SessionEvent, SessionInfo,
+  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, NetworkRule, SessionEvent, SessionInfo,
   SessionOptions, SessionState, Size, StreamOptions,
 } from './types.js';
 
@@ -253,6 +254,21 @@ export function networkRules(p: NetworkPolicy__Output): NetworkRule[] {
     rule: r.rule, source: r.source, deny: r.deny,
     ...(r.expiresUnixMs ? { expires: new Date(r.expiresUnixMs) } : {}),
   }));
+}
+
+export function exposure(e: Exposure__Output): Exposure {
+  return {
+    port: e.port, url: e.url, token: e.token, public: e.public, host: e.host,
+    created: new Date(Number(e.createdUnixMs)),
+  };
+}
+
+/** A TCP port, 1 to 65535. */
+export function port(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
+    throw new InvalidArgument(`${String(value)} is not a TCP port; give one from 1 to 65535`);
+  }
+  return value;
 }
 
 /** An Image as the API sends it. */

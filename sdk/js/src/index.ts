@@ -15,7 +15,7 @@
  * ```
  * @packageDocumentation
  */
-export { Client, DEFAULT_SOCKET, ExecStream, Files, Network, Session, WatchStream } from './client.js';
+export { Client, DEFAULT_SOCKET, ExecStream, Files, Forward, Network, Ports, Session, WatchStream } from './client.js';
 export type { ClientOptions, TlsOptions } from './client.js';
 export {
   AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, LimitExceeded, NotFound,

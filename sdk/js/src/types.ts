@@ -120,6 +120,19 @@ export interface NetworkRule {
   expires?: Date;
 }
 
+/** A guest port reached as a URL through airlockd's HTTP gateway. */
+export interface Exposure {
+  port: number;
+  /** To open: carries ?airlock_token=TOKEN unless public. */
+  url: string;
+  /** Send as the header X-Airlock-Token; "" when public. */
+  token: string;
+  public: boolean;
+  /** PORT-ID.DOMAIN, the Host a request names. */
+  host: string;
+  created: Date;
+}
+
 export interface Image {
   name: string;
   digest: string;

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -185,6 +186,41 @@ test('files, listings and one-shot runs', () => withClient(async (c) => {
     assert.ok((await s.metrics()).memoryTotal > 0);
     assert.ok((await s.timeline()).some((e) => e.kind === 'exec'));
     assert.ok((await c.vms()).some((v) => v.sessionId === s.id && v.pid > 0));
+
+    // A server in the session as a URL, reached through the gateway with its token.
+    await s.files.write('/srv/hello.txt', 'hello\n');
+    await s.exec(['sh', '-c', 'cd /srv && (setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 &) && ' +
+      'until python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8000))" 2>/dev/null; do sleep 0.2; done'],
+    { check: true });
+    const e = await s.ports.expose(8000);
+    assert.equal(e.host, `8000-${s.id}.airlock.localhost`);
+    assert.equal(e.url, `http://${e.host}:${new URL(e.url).port}/?airlock_token=${e.token}`);
+    const page = await new Promise((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port: new URL(e.url).port, path: '/hello.txt',
+        headers: { host: new URL(e.url).host, 'x-airlock-token': e.token } }, (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve(body));
+      }).on('error', reject);
+    });
+    assert.equal(page, 'hello\n');
+    assert.deepEqual((await s.ports.list()).map((x) => x.port), [8000]);
+    await s.ports.unexpose(8000);
+    assert.deepEqual(await s.ports.list(), []);
+    // The same server through a listener here, as `airlock port-forward` does.
+    const f = await s.ports.forward(8000);
+    for (let i = 0; i < 2; i++) {
+      const body = await new Promise((resolve, reject) => {
+        http.get({ host: '127.0.0.1', port: f.port, path: '/hello.txt' }, (res) => {
+          let text = '';
+          res.on('data', (d) => { text += d; });
+          res.on('end', () => resolve(text));
+        }).on('error', reject);
+      });
+      assert.equal(body, 'hello\n');
+    }
+    await f.close();
+    await assert.rejects(s.ports.expose(70000), airlock.InvalidArgument);
   });
   const r = await c.run(['sh', '-c', 'echo $((6*7))'], { memory: '256m' });
   assert.deepEqual([r.exitCode, r.stdout.toString()], [0, '42\n']);

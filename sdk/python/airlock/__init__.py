@@ -14,8 +14,8 @@
 ``airlock.aio`` is the same API for asyncio. Errors are the classes of ``airlock.errors``,
 also importable from here (NotFound, PermissionDenied, LimitExceeded, Timeout, SessionFailed...).
 """
-from airlock._common import (TLS, Event, ExecResult, Exit, Image, LogEntry, Metrics, NetworkRule,
-                             Output, SessionInfo, Vm)
+from airlock._common import (TLS, Event, ExecResult, Exit, Exposure, Image, LogEntry, Metrics,
+                             NetworkRule, Output, SessionInfo, Vm)
 from airlock.client import Client, ExecStream, Session, Watch
 from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
                             LimitExceeded, NotFound, PermissionDenied, SessionFailed, Timeout,
@@ -23,7 +23,7 @@ from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, Inv
 
 __all__ = [
     "Client", "Session", "ExecStream", "Watch", "Event", "TLS", "ExecResult", "Exit", "Output", "SessionInfo",
-    "LogEntry", "Metrics", "Vm", "NetworkRule", "Image", "AirlockError", "CommandFailed",
+    "LogEntry", "Metrics", "Vm", "NetworkRule", "Exposure", "Image", "AirlockError", "CommandFailed",
     "FailedPrecondition", "InvalidArgument", "LimitExceeded", "NotFound", "PermissionDenied",
     "SessionFailed", "Timeout", "Unauthenticated", "Unavailable",
 ]

@@ -331,12 +331,14 @@ class SessionBase:
     ``network``; each client's Session adds the calls, sync or async."""
     _files_class: type
     _network_class: type
+    _ports_class: type
 
     def __init__(self, client, info: pb.Session):
         self._client = client
         self.info = session_info(info)
         self.files = self._files_class(self)
         self.network = self._network_class(self)
+        self.ports = self._ports_class(self)
 
     @property
     def id(self) -> str:
@@ -516,6 +518,27 @@ def network_rules(policy: pb.NetworkPolicy) -> List[NetworkRule]:
     return [NetworkRule(r.rule, r.source, r.deny,
                         _time(r.expires_unix_ms) if r.expires_unix_ms else None)
             for r in policy.rules]
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """A guest port reached as a URL through airlockd's HTTP gateway."""
+    port: int
+    url: str            # to open: carries ?airlock_token=TOKEN unless public
+    token: str          # send as the header X-Airlock-Token; "" when public
+    public: bool
+    host: str           # PORT-ID.DOMAIN, the Host a request names
+    created: datetime.datetime
+
+
+def exposure(e: pb.Exposure) -> Exposure:
+    return Exposure(e.port, e.url, e.token, getattr(e, "public"), e.host, _time(e.created_unix_ms))
+
+
+def check_port(port) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidArgument(f"{port!r} is not a TCP port; give one from 1 to 65535")
+    return port
 
 
 @dataclass(frozen=True)

@@ -255,10 +255,101 @@ class Network:
                                                          request))
 
 
+class Forward:
+    """As airlock.client.Forward, on the event loop: ``port`` is where it listens; ``close()``
+    stops listening."""
+
+    def __init__(self, session: "Session", remote: int):
+        self._session = session
+        self.remote = remote
+        self._server: Optional[asyncio.base_events.Server] = None
+        self.address = ""
+        self.port = 0
+
+    async def _start(self, local: int, address: str) -> "Forward":
+        self._server = await asyncio.start_server(self._relay, address, local)
+        self.address, self.port = self._server.sockets[0].getsockname()[:2]
+        return self
+
+    async def __aenter__(self) -> "Forward":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        call = self._session._client._sessions.ForwardPort()
+
+        async def up() -> None:
+            await call.write(pb.PortForwardRequest(start=pb.PortForwardStart(
+                session_id=self._session.id, port=self.remote)))
+            while data := await reader.read(65536):
+                await call.write(pb.PortForwardRequest(data=data))
+            await call.write(pb.PortForwardRequest(eof=True))
+            await call.done_writing()
+
+        sending = asyncio.ensure_future(up())
+        try:
+            async for r in call:
+                kind = r.WhichOneof("kind")
+                if kind == "data":
+                    writer.write(r.data)
+                    await writer.drain()
+                elif kind == "eof":
+                    writer.write_eof()
+                elif kind == "reset":
+                    break
+        except (grpc.RpcError, OSError):
+            pass  # the guest's server or this connection's client went away
+        finally:
+            sending.cancel()
+            call.cancel()
+            writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await writer.wait_closed()
+
+
+class Ports:
+    """As airlock.client.Ports, with coroutines."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    async def expose(self, port: int, *, public: bool = False) -> c.Exposure:
+        request = pb.ExposeRequest(session_id=self._session.id, port=c.check_port(port),
+                                   public=bool(public))
+        return c.exposure(await self._session._call(self._session._client._sessions.Expose,
+                                                    request))
+
+    async def list(self) -> List[c.Exposure]:
+        reply = await self._session._call(self._session._client._sessions.ListExposures,
+                                          pb.ListExposuresRequest(session_id=self._session.id))
+        return [c.exposure(e) for e in reply.exposures]
+
+    async def unexpose(self, port: int) -> None:
+        await self._session._call(self._session._client._sessions.Unexpose,
+                                  pb.UnexposeRequest(session_id=self._session.id,
+                                                     port=c.check_port(port)))
+
+    async def forward(self, port: int, *, local_port: int = 0,
+                      address: str = "127.0.0.1") -> Forward:
+        c.check_port(port)
+        if local_port != 0:
+            c.check_port(local_port)
+        await self._session.refresh()
+        return await Forward(self._session, port)._start(local_port, address)
+
+
 class Session(c.SessionBase):
     """As airlock.Session, with coroutines."""
     _files_class = Files
     _network_class = Network
+    _ports_class = Ports
 
     async def __aenter__(self) -> "Session":
         return self

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import socket
 import threading
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -266,11 +267,110 @@ class Network:
         return c.network_rules(self._session._call(self._session._client._network.Change, request))
 
 
+class Forward:
+    """A listener here whose connections reach a port in a session's guest, each through
+    airlockd (like ``airlock port-forward``): ``port`` is where it listens. Runs until
+    ``close()`` (or the end of a ``with`` block)."""
+
+    def __init__(self, session: "Session", remote: int, local: int, address: str):
+        self._session = session
+        self.remote = remote
+        self._listener = socket.create_server((address, local))
+        self.address, self.port = self._listener.getsockname()[:2]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> "Forward":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops listening; connections already open run to their end."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        def requests():
+            yield pb.PortForwardRequest(start=pb.PortForwardStart(session_id=self._session.id,
+                                                                  port=self.remote))
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    break
+                yield pb.PortForwardRequest(data=data)
+            yield pb.PortForwardRequest(eof=True)
+        try:
+            for r in self._session._client._sessions.ForwardPort(requests()):
+                kind = r.WhichOneof("kind")
+                if kind == "data":
+                    conn.sendall(r.data)
+                elif kind == "eof":
+                    conn.shutdown(socket.SHUT_WR)
+                elif kind == "reset":
+                    break
+        except (grpc.RpcError, OSError):
+            pass  # the guest's server or this connection's client went away: it ends here too
+        finally:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+
+class Ports:
+    """A session's ports as URLs through airlockd's HTTP gateway (``airlock expose``), and
+    forwarded to this machine (``forward``)."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    def expose(self, port: int, *, public: bool = False) -> c.Exposure:
+        """The URL of a server listening on ``port`` in the guest, with a token unless public
+        (exposing a port again gives it a new token)."""
+        request = pb.ExposeRequest(session_id=self._session.id, port=c.check_port(port),
+                                   public=bool(public))
+        return c.exposure(self._session._call(self._session._client._sessions.Expose, request))
+
+    def list(self) -> List[c.Exposure]:
+        reply = self._session._call(self._session._client._sessions.ListExposures,
+                                    pb.ListExposuresRequest(session_id=self._session.id))
+        return [c.exposure(e) for e in reply.exposures]
+
+    def unexpose(self, port: int) -> None:
+        """Ends the exposure and cuts its open connections."""
+        self._session._call(self._session._client._sessions.Unexpose,
+                            pb.UnexposeRequest(session_id=self._session.id,
+                                               port=c.check_port(port)))
+
+    def forward(self, port: int, *, local_port: int = 0,
+                address: str = "127.0.0.1") -> Forward:
+        """Listens on ``address:local_port`` here (0: any free port, see ``Forward.port``); each
+        connection reaches ``port`` in the guest, as ``airlock port-forward`` does."""
+        c.check_port(port)
+        if local_port != 0:
+            c.check_port(local_port)
+        self._session.refresh()  # a session that is not the caller's is said now
+        return Forward(self._session, port, local_port, address)
+
+
 class Session(c.SessionBase):
     """One session. Its methods act on airlockd's session; ``info`` is its last known state
     (``refresh()`` asks again). As a context manager it is removed at the end."""
     _files_class = Files
     _network_class = Network
+    _ports_class = Ports
 
     def __enter__(self) -> "Session":
         return self

@@ -18,6 +18,8 @@ import tarfile
 import tempfile
 import time
 import unittest
+import urllib.parse
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import airlock  # noqa: E402
@@ -233,6 +235,38 @@ class SessionTest(unittest.TestCase):
         self.assertEqual((r.exit_code, r.stdout), (0, b"42\n"))
         self.assertTrue(any(i.name for i in self.client.images()))
 
+    def test_a_server_in_a_session_is_a_url(self):
+        with self.client.session() as s:
+            s.files.write("/srv/hello.txt", b"hello\n")
+            s.exec(["sh", "-c", "cd /srv && (setsid python3 -m http.server 8000 </dev/null "
+                    ">/dev/null 2>&1 &) && until python3 -c \"import socket; "
+                    "socket.create_connection(('127.0.0.1', 8000))\" 2>/dev/null; do sleep 0.2; "
+                    "done"], check=True)
+            e = s.ports.expose(8000)
+            self.assertEqual((e.port, e.public, e.host),
+                             (8000, False, f"8000-{s.id}.airlock.localhost"))
+            self.assertTrue(e.url.startswith(f"http://{e.host}:"), e.url)
+            self.assertTrue(e.url.endswith("/?airlock_token=" + e.token), e.url)
+            url = urllib.parse.urlsplit(e.url)
+            request = urllib.request.Request(f"http://127.0.0.1:{url.port}/hello.txt",
+                                             headers={"Host": url.netloc,
+                                                      "X-Airlock-Token": e.token})
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                self.assertEqual(reply.read(), b"hello\n")
+            self.assertEqual([x.port for x in s.ports.list()], [8000])
+            s.ports.unexpose(8000)
+            self.assertEqual(s.ports.list(), [])
+            # The same server through a listener here, as `airlock port-forward` does.
+            with s.ports.forward(8000) as f:
+                for _ in range(2):
+                    with urllib.request.urlopen(f"http://127.0.0.1:{f.port}/hello.txt",
+                                                timeout=60) as reply:
+                        self.assertEqual(reply.read(), b"hello\n")
+            with self.assertRaises(airlock.InvalidArgument):
+                s.ports.expose(0)
+            with self.assertRaises(airlock.NotFound):
+                s.ports.unexpose(8000)
+
     def test_images_come_in_through_airlockd(self):
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -418,6 +452,9 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
                 got = [p async for p in s.files.read_stream("/tmp/g")]
                 self.assertEqual(b"".join(got), b"".join([bytes([i]) * (700 << 10)
                                                           for i in range(3)]))
+                exposed = await s.ports.expose(8000, public=True)
+                self.assertEqual((exposed.token, [x.port for x in await s.ports.list()]),
+                                 ("", [8000]))
                 self.assertEqual((await s.pause()).state, "paused")
                 kids = await s.fork(2)
                 names = await asyncio.gather(*(k.exec(["hostname"]) for k in kids))
@@ -426,6 +463,19 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
                     await k.remove()
                 with self.assertRaises(airlock.Timeout):
                     await s.exec(["sleep", "30"], timeout=0.5)
+                await s.exec(["sh", "-c", "cd /tmp && (setsid python3 -m http.server 8001 "
+                              "</dev/null >/dev/null 2>&1 &) && until python3 -c \"import socket; "
+                              "socket.create_connection(('127.0.0.1', 8001))\" 2>/dev/null; do "
+                              "sleep 0.2; done"], check=True)
+                # Last: the forwarded connection may still be ending in airlockd (a pause now
+                # would be refused as in use); removal does not wait for it.
+                async with await s.ports.forward(8001) as f:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", f.port)
+                    writer.write(b"GET /f HTTP/1.0\r\n\r\n")
+                    await writer.drain()
+                    reply = await reader.read()
+                    writer.close()
+                    self.assertTrue(reply.endswith(b"\r\n\r\ntext"), reply)
             self.assertEqual((await c.get_session(s.id)).state, "stopped")
             r = await c.run(["echo", "one shot"])
             self.assertEqual(r.stdout, b"one shot\n")
