@@ -64,5 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(part == whole);
     Check(error == whole_error);
   }
+  // The same bytes as a chunked body: within its cap, and a prefix never says more than whole.
+  std::string body, error;
+  GatewayParse chunked = airlock::gateway::DecodeChunked(all, 4096, &body, &error);
+  Check(body.size() <= 4096);
+  Check((chunked == GatewayParse::kMalformed) != error.empty());
+  if (chunked != GatewayParse::kDone) Check(body.empty() || chunked == GatewayParse::kNeedMore);
   return 0;
 }

@@ -61,9 +61,11 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >&2
 fi
 # npm's packages: s3rver (an S3-compatible server), the MCP SDK client, puppeteer-core for the
-# pages, OpenTelemetry's definitions for the OTLP test, and the TypeScript SDK's own.
+# pages, OpenTelemetry's definitions for the OTLP test, the TypeScript SDK's own, and E2B's SDK
+# for the E2B-compatible API's test.
 for dir_and_marker in tests/s3:s3rver tests/mcp:@modelcontextprotocol/sdk \
-  tests/pages:puppeteer-core tests/otlp:@opentelemetry/otlp-transformer sdk/js:@grpc/grpc-js; do
+  tests/pages:puppeteer-core tests/otlp:@opentelemetry/otlp-transformer sdk/js:@grpc/grpc-js \
+  tests/e2b:e2b; do
   dir=${dir_and_marker%%:*}
   [ -d "$dir/node_modules/${dir_and_marker#*:}" ] || (cd "$dir" && npm ci --no-audit --no-fund >/dev/null)
 done

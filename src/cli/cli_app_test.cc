@@ -22,6 +22,7 @@ void AddEverything(Cli& cli) {
   AddSessionCommands(cli);
   AddPortForwardCommand(cli);
   AddExposeCommand(cli);
+  AddApiKeyCommand(cli);
   AddLogCommand(cli);
   AddWorkspaceCommands(cli);
   AddNetworkCommand(cli);
@@ -92,10 +93,10 @@ TEST(CliAppTest, TopLevelHelpListsEveryCommand) {
   AddEverything(cli);
   std::string help = cli.app().help();
   for (const char* command :
-       {"run",   "session", "exec",    "ls",      "ps",        "hosts",   "quota",
-        "logs",  "log",     "metrics", "watch",   "rm",        "pause",   "resume",
-        "fork",  "file",    "diff",    "promote", "sync",      "network", "secret",
-        "agent", "mcp",     "image",   "doctor",  "completion"}) {
+       {"run",    "session",    "exec",   "ls",           "ps",     "hosts",  "quota", "logs",
+        "log",    "metrics",    "watch",  "rm",           "pause",  "resume", "fork",  "file",
+        "diff",   "promote",    "sync",   "network",      "secret", "agent",  "mcp",   "image",
+        "doctor", "completion", "expose", "port-forward", "api-key"}) {
     EXPECT_NE(help.find(std::string("  ") + command + " "), std::string::npos) << command;
   }
   Cli image;

@@ -24,6 +24,7 @@ void AddAuditCommand(Cli& cli);
 void AddDashboardCommand(Cli& cli);
 void AddPortForwardCommand(Cli& cli);
 void AddExposeCommand(Cli& cli);
+void AddApiKeyCommand(Cli& cli);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

@@ -160,6 +160,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.secrets = v1::Secrets::NewStub(channel);
   client.workspaces = v1::Workspaces::NewStub(channel);
   client.audit = v1::Audit::NewStub(channel);
+  client.api_keys = v1::ApiKeys::NewStub(channel);
   return client;
 }
 

@@ -27,6 +27,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Secrets::Stub> secrets;
   std::unique_ptr<v1::Workspaces::Stub> workspaces;
   std::unique_ptr<v1::Audit::Stub> audit;
+  std::unique_ptr<v1::ApiKeys::Stub> api_keys;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();

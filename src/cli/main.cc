@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   airlock::AddSessionCommands(cli);
   airlock::AddPortForwardCommand(cli);
   airlock::AddExposeCommand(cli);
+  airlock::AddApiKeyCommand(cli);
   airlock::AddLogCommand(cli);
   airlock::AddWorkspaceCommands(cli);
   airlock::AddNetworkCommand(cli);

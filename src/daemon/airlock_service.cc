@@ -1018,3 +1018,41 @@ grpc::Status ImagesService::Remove(grpc::ServerContext* context,
 }
 
 }  // namespace airlock
+
+namespace airlock {
+
+grpc::Status ApiKeysService::Create(grpc::ServerContext* context,
+                                    const v1::CreateApiKeyRequest* request, v1::ApiKey* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  absl::StatusOr<std::string> key = store_->api_keys().Create(*who, request->name());
+  if (!key.ok()) return ToGrpc(key.status());
+  response->set_name(request->name());
+  response->set_key(*key);
+  response->set_created_unix_ms(NowUnixMs());
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiKeysService::List(grpc::ServerContext* context, const v1::ListApiKeysRequest*,
+                                  v1::ListApiKeysResponse* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  absl::StatusOr<std::vector<ApiKeyInfo>> keys = store_->api_keys().List(who->Tenant());
+  if (!keys.ok()) return ToGrpc(keys.status());
+  for (const ApiKeyInfo& k : *keys) {
+    v1::ApiKey* out = response->add_keys();
+    out->set_name(k.name);
+    out->set_created_unix_ms(k.created_ms);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiKeysService::Remove(grpc::ServerContext* context,
+                                    const v1::RemoveApiKeyRequest* request,
+                                    v1::RemoveApiKeyResponse*) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  return ToGrpc(store_->api_keys().Remove(*who, request->name()));
+}
+
+}  // namespace airlock

@@ -237,6 +237,23 @@ class AuditService final : public v1::Audit::Service {
   const PeerRegistry* peers_;
 };
 
+// API keys for the gateway's E2B-compatible API: the caller's own tenant's; read-only operators
+// may not make any.
+class ApiKeysService final : public v1::ApiKeys::Service {
+ public:
+  ApiKeysService(StateStore* store, const PeerRegistry* peers) : store_(store), peers_(peers) {}
+  grpc::Status Create(grpc::ServerContext* context, const v1::CreateApiKeyRequest* request,
+                      v1::ApiKey* response) override;
+  grpc::Status List(grpc::ServerContext* context, const v1::ListApiKeysRequest* request,
+                    v1::ListApiKeysResponse* response) override;
+  grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveApiKeyRequest* request,
+                      v1::RemoveApiKeyResponse* response) override;
+
+ private:
+  StateStore* store_;
+  const PeerRegistry* peers_;
+};
+
 // Limits as requested; zero (and an unset idle timeout) take the defaults in ResolveLimits.
 SessionLimits FromProto(const v1::Limits& limits);
 // Secret bindings as a request carries them.

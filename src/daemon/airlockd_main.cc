@@ -235,6 +235,10 @@ int main(int argc, char** argv) {
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
   airlock::Exposures exposures(&sessions, store->get(), flags.http_public == "allow");
   sessions_service.set_exposures(&exposures);
+  airlock::E2bSandboxes e2b(&sessions, store->get());
+  e2b.set_domain(flags.http_domain);
+  exposures.set_api(&e2b);
+  airlock::ApiKeysService api_keys_service(store->get(), &peers);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&secrets_service);
   builder.RegisterService(&workspaces_service);
   builder.RegisterService(&audit_service);
+  builder.RegisterService(&api_keys_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (telemetry) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> spans;

@@ -17,22 +17,6 @@ bool TokenMatches(const std::string& given, const std::string& token) {
          CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
 }
 
-// The owner of a tenant's sessions, as the gateway acts for them ("uid:N", "cert:NAME",
-// "oidc:ISSUER#SUBJECT").
-Principal OwnerOf(const std::string& tenant) {
-  Principal p;
-  absl::string_view t = tenant;
-  if (absl::ConsumePrefix(&t, "uid:")) {
-    uint32_t uid = 0;
-    if (absl::SimpleAtoi(t, &uid)) p.uid = p.gid = uid;
-  } else if (absl::ConsumePrefix(&t, "cert:")) {
-    p.certificate = std::string(t);
-  } else if (absl::ConsumePrefix(&t, "oidc:")) {
-    p.oidc = std::string(t);
-  }
-  return p;
-}
-
 // The gateway's connection as a forwarded port's client: the head read so far first, then what
 // the client sends; the guest server's bytes back as they come. A reset before the server sent
 // anything is answered 502 with why.
@@ -244,7 +228,7 @@ void Exposures::Relay(const Exposure& e, const gateway::GatewayRequest& request,
       if (it->second.empty()) open_.erase(it);
     }
   };
-  Principal owner = OwnerOf(e.tenant);
+  Principal owner = PrincipalOfTenant(e.tenant);
   absl::StatusOr<std::shared_ptr<LiveSession>> live =
       sessions_->Live(owner, e.session_id, [&connection] { connection.Cut(); });
   if (!live.ok()) {

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "src/daemon/e2b_sandboxes.h"
 #include "src/daemon/port_forward.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -63,6 +64,13 @@ class Exposures final : public gateway::GatewayBackend {
 
   void Serve(const gateway::GatewayRequest& request,
              gateway::GatewayConnection& connection) override;
+  // The gateway's requests that name no port go to the E2B-compatible API (set_api).
+  bool ServeApi(const gateway::GatewayRequest& request,
+                gateway::GatewayConnection& connection) override {
+    return api_ != nullptr && api_->Serve(request, connection);
+  }
+  // Before serving; nullptr: no API on the gateway.
+  void set_api(E2bSandboxes* api) { api_ = api; }
 
   // Requests refused for a missing or wrong token since start (they are not audited one by
   // one: anyone who can reach the gateway could fill the audit log).
@@ -80,6 +88,7 @@ class Exposures final : public gateway::GatewayBackend {
   PortForwarder forwarder_;
   const bool allow_public_;
   const gateway::HttpGateway* gateway_ = nullptr;
+  E2bSandboxes* api_ = nullptr;
   std::atomic<uint64_t> refused_{0};
   absl::Mutex mu_;
   // Open connections by exposure (session id, port), to cut when it ends.

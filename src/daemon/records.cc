@@ -3,7 +3,9 @@
 #include <chrono>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace airlock {
 
@@ -17,6 +19,20 @@ absl::Status CheckSessionId(std::string_view id) {
   return absl::InvalidArgumentError(absl::StrCat(
       "\"", absl::CHexEscape(std::string(id.substr(0, 40))), id.size() > 40 ? "...\"" : "\"",
       " is not a session id: those are 12 lowercase hex digits, as `airlock ls` lists them"));
+}
+
+Principal PrincipalOfTenant(const std::string& tenant) {
+  Principal p;
+  absl::string_view t = tenant;
+  if (absl::ConsumePrefix(&t, "uid:")) {
+    uint32_t uid = 0;
+    if (absl::SimpleAtoi(t, &uid)) p.uid = p.gid = uid;
+  } else if (absl::ConsumePrefix(&t, "cert:")) {
+    p.certificate = std::string(t);
+  } else if (absl::ConsumePrefix(&t, "oidc:")) {
+    p.oidc = std::string(t);
+  }
+  return p;
 }
 
 int64_t NowUnixMs() {

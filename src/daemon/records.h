@@ -23,6 +23,9 @@ struct Principal {
   std::string oidc;         // ISSUER#SUBJECT of a verified bearer token (oidc_auth.h)
   // Named by airlockd --operator (operators.h): reads every tenant's sessions, changes nothing.
   bool read_only_operator = false;
+  // The name of the API key that authenticated the caller (the HTTP gateway's E2B-compatible
+  // API): it acts as the key's tenant, never with that tenant's host privileges.
+  std::string api_key;
   // A caller over the Unix socket, named by its uid.
   bool Local() const { return certificate.empty() && oidc.empty(); }
   // "uid:1000", "cert:NAME" or "oidc:ISSUER#SUBJECT"; every principal is its own tenant.
@@ -32,16 +35,21 @@ struct Principal {
                          : "cert:" + certificate;
   }
   std::string Name() const {
+    if (!api_key.empty()) return Tenant() + "/key:" + api_key;
     return Local() ? "uid:" + std::to_string(uid) + "/gid:" + std::to_string(gid) : Tenant();
   }
   // Root on this host (over the Unix socket): the host's administrator, whose image tags and
   // registry logins are the host's.
-  bool IsHostRoot() const { return Local() && uid == 0; }
+  bool IsHostRoot() const { return Local() && uid == 0 && api_key.empty(); }
   // Root and the read-only operators see every tenant's sessions, VMs and the audit log.
   bool SeesEveryTenant() const { return IsHostRoot() || read_only_operator; }
   // The image store's view for this principal (image_store.h): "" is root's, the host's.
   std::string ImageScope() const { return IsHostRoot() ? "" : Tenant(); }
 };
+
+// The principal a tenant's own requests act as ("uid:N", "cert:NAME", "oidc:ISSUER#SUBJECT"),
+// for callers that prove the tenant some other way (an exposure's token, an API key).
+Principal PrincipalOfTenant(const std::string& tenant);
 
 // kPaused: the VM is gone but its snapshot is on disk; the next use resumes it.
 enum class SessionState { kCreating = 1, kRunning = 2, kStopped = 3, kFailed = 4, kPaused = 5 };

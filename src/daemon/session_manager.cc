@@ -537,6 +537,30 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
                    "; create a new one with `airlock session create`"));
 }
 
+absl::StatusOr<SessionRecord> SessionManager::EndIn(const Principal& who, const std::string& id,
+                                                    uint64_t seconds) {
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  if (record->state != SessionState::kRunning && record->state != SessionState::kPaused) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", id, " is ", SessionStateName(record->state), "; it has no time left to set"));
+  }
+  uint64_t ttl = 0;
+  if (seconds > 0) {
+    int64_t lived_ms = std::max<int64_t>(0, NowMs() - record->created_ms);
+    ttl = static_cast<uint64_t>(lived_ms / 1000) + seconds;
+  }
+  if (absl::Status s = store_->sessions().SetTimeToLive(who, record->tenant, id, ttl); !s.ok()) {
+    return s;
+  }
+  record->limits.ttl_seconds = ttl;
+  absl::MutexLock lock(&mu_);
+  if (auto it = live_.find(id); it != live_.end()) it->second->record.limits.ttl_seconds = ttl;
+  return *record;
+}
+
 std::vector<std::shared_ptr<LiveSession>> SessionManager::LiveSessions(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<LiveSession>> out;

@@ -160,6 +160,10 @@ class SessionManager {
   [[nodiscard]] absl::StatusOr<std::vector<SessionRecord>> Fork(const Principal& who,
                                                                 const std::string& id,
                                                                 uint32_t count);
+  // Ends a running or paused session `seconds` from now instead of when its time to live said
+  // (0: never), audited.
+  [[nodiscard]] absl::StatusOr<SessionRecord> EndIn(const Principal& who, const std::string& id,
+                                                    uint64_t seconds);
   // Destroys the VM and the session's files; the record (and its logs) stay, state stopped.
   [[nodiscard]] absl::Status Remove(const Principal& who, const std::string& id,
                                     const std::string& reason = "removed");

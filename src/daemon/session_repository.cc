@@ -277,13 +277,31 @@ absl::Status SessionRepository::SetState(const Principal& who, const std::string
   return absl::OkStatus();
 }
 
+absl::Status SessionRepository::SetTimeToLive(const Principal& who, const std::string& tenant,
+                                              const std::string& id, uint64_t ttl_seconds) {
+  SqliteDb::Locked db(db_);
+  Transaction tx(db);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt q(db, "UPDATE sessions SET ttl_seconds = ? WHERE id = ? AND tenant = ?");
+  q.Bind(1, static_cast<int64_t>(ttl_seconds)).Bind(2, id).Bind(3, tenant).Step();
+  if (!q.ok()) return q.status();
+  if (db.changes() == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
+  if (absl::Status st = AuditLog::Append(db, who, tenant, "session.ttl", id,
+                                         absl::StrCat(ttl_seconds, "s from its creation"));
+      !st.ok()) {
+    return st;
+  }
+  return tx.Commit();
+}
+
 absl::Status SessionRepository::Delete(const Principal& who, const std::string& tenant,
                                        const std::string& id) {
   SqliteDb::Locked db(db_);
   Transaction tx(db);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
   if (absl::Status st = ExposureRepository::RemoveAll(db, id); !st.ok()) return st;
-  for (const char* sql : {"DELETE FROM output WHERE session_id = ? AND tenant = ?",
+  for (const char* sql : {"DELETE FROM e2b_sandboxes WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM output WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM net_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM agent_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM execs WHERE session_id = ? AND tenant = ?",

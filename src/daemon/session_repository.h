@@ -66,6 +66,9 @@ class SessionRepository {
       std::vector<SessionState> states);
 
   // Replaces a session's egress grants (with their new version), audited in one transaction.
+  // A new time to live (seconds from its creation; 0: none), audited as session.ttl.
+  [[nodiscard]] absl::Status SetTimeToLive(const Principal& who, const std::string& tenant,
+                                           const std::string& id, uint64_t ttl_seconds);
   [[nodiscard]] absl::Status SetEgress(const Principal& who, const std::string& tenant,
                                        const std::string& id,
                                        const std::vector<EgressGrant>& egress, int64_t version,

@@ -147,6 +147,22 @@ CREATE TABLE exposures(
   created_ms INTEGER NOT NULL,
   PRIMARY KEY(session_id, port));
 )sql",
+    // Version 11: API keys for the gateway's E2B-compatible API (their SHA-256 only), and what
+    // that API keeps of the sessions it made (metadata and environment as JSON objects).
+    R"sql(
+CREATE TABLE api_keys(
+  hash TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  UNIQUE(tenant, name));
+CREATE TABLE e2b_sandboxes(
+  session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  template_id TEXT NOT NULL,
+  metadata TEXT NOT NULL,
+  env_vars TEXT NOT NULL);
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its
@@ -173,7 +189,8 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, uint64_t log_cap_bytes)
       commands_(*db_, log_cap_bytes),
       net_events_(*db_),
       audit_(*db_),
-      exposures_(*db_) {}
+      exposures_(*db_),
+      api_keys_(*db_) {}
 
 void StateStore::set_events(SessionEventHub* events) {
   sessions_.set_events(events);

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/daemon/api_key_repository.h"
 #include "src/daemon/audit_log.h"
 #include "src/daemon/command_log.h"
 #include "src/daemon/exposure_repository.h"
@@ -29,7 +30,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.
@@ -41,6 +42,7 @@ class StateStore {
   NetEventLog& net_events() { return net_events_; }
   AuditLog& audit() { return audit_; }
   ExposureRepository& exposures() { return exposures_; }
+  ApiKeyRepository& api_keys() { return api_keys_; }
 
   // Where committed changes are published for Sessions.Watch (state changes, commands starting
   // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
@@ -58,6 +60,7 @@ class StateStore {
   NetEventLog net_events_;
   AuditLog audit_;
   ExposureRepository exposures_;
+  ApiKeyRepository api_keys_;
 };
 
 }  // namespace airlock

@@ -97,6 +97,36 @@ TEST(StateStoreTest, ExposuresHaveTokensAreAuditedAndEndWithTheirSession) {
   EXPECT_FALSE(exposures.Find("s-a", 8000)->has_value());
 }
 
+TEST(StateStoreTest, ApiKeysAreKeptAsHashesPerTenantAndAudited) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  ApiKeyRepository& keys = (*store)->api_keys();
+  absl::StatusOr<std::string> key = keys.Create(alice, "ci");
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->size(), 44u);
+  EXPECT_EQ(key->substr(0, 4), "e2b_");
+  // The same name again is refused (without holding the store twice); another tenant may.
+  EXPECT_TRUE(absl::IsAlreadyExists(keys.Create(alice, "ci").status()));
+  EXPECT_TRUE(keys.Create(bob, "ci").ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(keys.Create(alice, "no spaces").status()));
+  auto found = keys.Lookup(*key);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->tenant, alice.Tenant());
+  EXPECT_EQ((*found)->name, "ci");
+  EXPECT_FALSE(keys.Lookup("e2b_" + std::string(40, '0'))->has_value());
+  EXPECT_EQ(keys.List(alice.Tenant())->size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(keys.Remove(alice, "nope")));
+  ASSERT_TRUE(keys.Remove(alice, "ci").ok());
+  EXPECT_FALSE(keys.Lookup(*key)->has_value());
+  auto audit = (*store)->audit().ForTenant(alice.Tenant());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 2u);
+  EXPECT_EQ((*audit)[0].action, "apikey.create");
+  EXPECT_EQ((*audit)[1].action, "apikey.remove");
+}
+
 TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLogs) {
   testing::TempDir dir;
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
@@ -261,14 +291,16 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.File("state.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TRIGGER audit_no_update; ALTER TABLE audit DROP COLUMN hash; "
-                         "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT "
-                         "RAISE(ABORT, 'no'); END; DROP INDEX net_events_denied; ALTER TABLE "
-                         "net_events DROP COLUMN repeats; ALTER TABLE net_events DROP COLUMN "
-                         "last_ms; DROP TABLE exposures; PRAGMA user_version = 7;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
+  ASSERT_EQ(
+      sqlite3_exec(db,
+                   "DROP TRIGGER audit_no_update; ALTER TABLE audit DROP COLUMN hash; "
+                   "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT "
+                   "RAISE(ABORT, 'no'); END; DROP INDEX net_events_denied; ALTER TABLE "
+                   "net_events DROP COLUMN repeats; ALTER TABLE net_events DROP COLUMN "
+                   "last_ms; DROP TABLE exposures; DROP TABLE api_keys; DROP TABLE e2b_sandboxes; "
+                   "PRAGMA user_version = 7;",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK)
       << sqlite3_errmsg(db);
   sqlite3_close(db);
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);

@@ -146,6 +146,7 @@ GatewayParse ParseGatewayRequest(absl::string_view bytes, absl::string_view doma
     }
     std::string name = absl::AsciiStrToLower(line.substr(0, colon));
     absl::string_view value = TrimSpaces(line.substr(colon + 1));
+    r.headers.emplace_back(name, std::string(value));
     if (name == "host") {
       ++hosts;
       r.host = std::string(value);
@@ -199,6 +200,55 @@ GatewayParse ParseGatewayRequest(absl::string_view bytes, absl::string_view doma
   TakeQueryToken(r.target, &r.query_token, &r.target_without_token);
   *request = std::move(r);
   return GatewayParse::kDone;
+}
+
+GatewayParse DecodeChunked(absl::string_view bytes, size_t max, std::string* body,
+                           std::string* error) {
+  body->clear();
+  error->clear();
+  auto malformed = [&](std::string why) {
+    body->clear();
+    *error = std::move(why);
+    return GatewayParse::kMalformed;
+  };
+  for (;;) {
+    size_t eol = bytes.find("\r\n");
+    if (eol == absl::string_view::npos) {
+      return bytes.size() > 1024 ? malformed("a chunk's size line is too long")
+                                 : GatewayParse::kNeedMore;
+    }
+    absl::string_view size_text = bytes.substr(0, eol);
+    size_text = size_text.substr(0, size_text.find(';'));  // extensions are dropped
+    size_text = TrimSpaces(size_text);
+    if (size_text.empty() || size_text.size() > 8 ||
+        size_text.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
+      return malformed("a chunk's size is not hexadecimal");
+    }
+    size_t size = 0;
+    for (char c : size_text) {
+      size = size * 16 + static_cast<size_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    bytes.remove_prefix(eol + 2);
+    if (size == 0) {
+      // Trailers, each a line, then an empty line.
+      for (;;) {
+        size_t end = bytes.find("\r\n");
+        if (end == absl::string_view::npos) {
+          return bytes.size() > kMaxGatewayHeadBytes ? malformed("the trailers are too long")
+                                                     : GatewayParse::kNeedMore;
+        }
+        if (end == 0) return GatewayParse::kDone;
+        bytes.remove_prefix(end + 2);
+      }
+    }
+    if (body->size() + size > max) {
+      return malformed(absl::StrCat("the body is larger than ", max, " bytes"));
+    }
+    if (bytes.size() < size + 2) return GatewayParse::kNeedMore;
+    if (bytes.substr(size, 2) != "\r\n") return malformed("a chunk does not end with CRLF");
+    body->append(bytes.data(), size);
+    bytes.remove_prefix(size + 2);
+  }
 }
 
 std::string ExposureHost(uint16_t port, absl::string_view session_id, absl::string_view domain) {

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -47,6 +48,17 @@ struct GatewayRequest {
   std::vector<std::string> tokens;
   bool websocket = false;  // Upgrade: websocket
   size_t head_bytes = 0;   // through the empty line
+  // Every header as sent, its name in lower case (for the gateway's own API: X-API-KEY,
+  // Content-Length...; routed connections pass them through unread).
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  // The value of the first header of that (lower-case) name; nullptr if none.
+  const std::string* Header(absl::string_view name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return &v;
+    }
+    return nullptr;
+  }
 
   friend bool operator==(const GatewayRequest&, const GatewayRequest&) = default;
 };
@@ -62,6 +74,13 @@ enum class GatewayParse {
 // *request; otherwise resets it. On kMalformed sets *error to a message for the client.
 [[nodiscard]] GatewayParse ParseGatewayRequest(absl::string_view bytes, absl::string_view domain,
                                                GatewayRequest* request, std::string* error);
+
+// A chunked request body (Transfer-Encoding: chunked) from its first byte: the data of every
+// chunk into *body, at most max bytes (more is kMalformed with that said in *error). Chunk
+// extensions and trailers are read and dropped. Like ParseGatewayRequest, a pure function of
+// the bytes so far: kNeedMore until the last chunk and the trailers' end.
+[[nodiscard]] GatewayParse DecodeChunked(absl::string_view bytes, size_t max, std::string* body,
+                                         std::string* error);
 
 // The host name of an exposure: "PORT-ID.DOMAIN".
 std::string ExposureHost(uint16_t port, absl::string_view session_id, absl::string_view domain);

@@ -111,6 +111,20 @@ TEST(GatewayRequestTest, APrefixNeedsMoreAndGivesTheSameAnswerOnceWhole) {
   EXPECT_EQ(r.head_bytes, head.size());
 }
 
+TEST(GatewayRequestTest, ChunkedBodiesAreDecodedWithinTheirCap) {
+  std::string body, error;
+  std::string wire = "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n";
+  for (size_t n = 0; n < wire.size(); ++n) {
+    EXPECT_EQ(DecodeChunked(wire.substr(0, n), 100, &body, &error), GatewayParse::kNeedMore) << n;
+  }
+  ASSERT_EQ(DecodeChunked(wire, 100, &body, &error), GatewayParse::kDone) << error;
+  EXPECT_EQ(body, "hello world");
+  EXPECT_EQ(DecodeChunked(wire, 8, &body, &error), GatewayParse::kMalformed);
+  EXPECT_NE(error.find("larger than 8"), std::string::npos);
+  EXPECT_EQ(DecodeChunked("zz\r\n", 100, &body, &error), GatewayParse::kMalformed);
+  EXPECT_EQ(DecodeChunked("2\r\nabX\r\n", 100, &body, &error), GatewayParse::kMalformed);
+}
+
 TEST(GatewayRequestTest, ExposureHostIsWhatRoutes) {
   std::string host = ExposureHost(8000, "0123456789ab", kDomain);
   EXPECT_EQ(host, "8000-0123456789ab.airlock.localhost");

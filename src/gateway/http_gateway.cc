@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -184,15 +185,65 @@ void GatewayConnection::Cut() {
   shutdown(fd_.get(), SHUT_RDWR);
 }
 
+absl::StatusOr<std::string> GatewayConnection::ReadBody(const GatewayRequest& request, size_t max) {
+  if (const std::string* coding = request.Header("transfer-encoding"); coding != nullptr) {
+    if (!absl::EqualsIgnoreCase(*coding, "chunked")) {
+      return absl::InvalidArgumentError("a body's Transfer-Encoding may only be chunked");
+    }
+    std::string raw = TakeBuffered();
+    raw.erase(0, std::min(raw.size(), request.head_bytes));
+    for (;;) {
+      std::string body, error;
+      GatewayParse parsed = DecodeChunked(raw, max, &body, &error);
+      if (parsed == GatewayParse::kDone) return body;
+      if (parsed == GatewayParse::kMalformed) {
+        return absl::StrContains(error, "larger than") ? absl::OutOfRangeError(error)
+                                                       : absl::InvalidArgumentError(error);
+      }
+      char buf[16384];
+      ssize_t n = Read(buf, sizeof buf);
+      if (n <= 0) return absl::UnavailableError("the client went away before its body ended");
+      raw.append(buf, static_cast<size_t>(n));
+      if (raw.size() > 2 * max + kMaxGatewayHeadBytes) {
+        return absl::OutOfRangeError(absl::StrCat("the body is larger than ", max, " bytes"));
+      }
+    }
+  }
+  uint64_t length = 0;
+  if (const std::string* given = request.Header("content-length");
+      given != nullptr && (!absl::SimpleAtoi(*given, &length) || given->empty() ||
+                           given->find_first_not_of("0123456789") != std::string::npos)) {
+    return absl::InvalidArgumentError("Content-Length is not a number");
+  }
+  if (length > max) {
+    return absl::OutOfRangeError(absl::StrCat("the body is larger than ", max, " bytes"));
+  }
+  std::string body = TakeBuffered();
+  body.erase(0, std::min(body.size(), request.head_bytes));
+  while (body.size() < length) {
+    char buf[16384];
+    ssize_t n = Read(buf, std::min<size_t>(sizeof buf, length - body.size()));
+    if (n <= 0) return absl::UnavailableError("the client went away before its body ended");
+    body.append(buf, static_cast<size_t>(n));
+  }
+  body.resize(length);  // a pipelined request after it is not read
+  return body;
+}
+
 bool GatewayConnection::Respond(int code, absl::string_view reason, absl::string_view text,
                                 absl::string_view extra_headers) {
+  return RespondWith(code, reason, "text/plain; charset=utf-8", absl::StrCat(text, "\n"),
+                     extra_headers);
+}
+
+bool GatewayConnection::RespondWith(int code, absl::string_view reason,
+                                    absl::string_view content_type, absl::string_view body,
+                                    absl::string_view extra_headers) {
   if (wrote_) return false;
-  std::string body = absl::StrCat(text, "\n");
-  return Write(
-      absl::StrCat("HTTP/1.1 ", code, " ", reason,
-                   "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", body.size(),
-                   "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
-                   extra_headers, "Connection: close\r\n\r\n", body));
+  return Write(absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", content_type,
+                            "\r\nContent-Length: ", body.size(),
+                            "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
+                            extra_headers, "Connection: close\r\n\r\n", body));
 }
 
 bool IsLoopbackListen(absl::string_view listen) {
@@ -437,6 +488,9 @@ void HttpGateway::Impl::Serve(UniqueFd client, std::string peer) {
                                  std::move(head), tls != nullptr);
     if (parsed == GatewayParse::kMalformed) {
       connection.Respond(400, "Bad Request", error);
+    } else if (parsed == GatewayParse::kDone && request.session_id.empty() &&
+               backend->ServeApi(request, connection)) {
+      // The backend's own API answered it.
     } else if (parsed == GatewayParse::kDone && request.session_id.empty()) {
       connection.Respond(
           404, "Not Found",

@@ -51,9 +51,17 @@ class GatewayConnection {
   // before any other byte went to the client. extra_headers: whole lines, each ending CRLF.
   bool Respond(int code, absl::string_view reason, absl::string_view text,
                absl::string_view extra_headers = {});
+  // The same with a body of the given type, sent as it is (an API's JSON).
+  bool RespondWith(int code, absl::string_view reason, absl::string_view content_type,
+                   absl::string_view body, absl::string_view extra_headers = {});
 
   const std::string& peer() const { return peer_; }  // "ADDRESS:PORT"
   bool tls() const { return tls_; }
+
+  // The request's body after its head (Content-Length only; at most max bytes):
+  // INVALID_ARGUMENT for chunked bodies or a bad length, OUT_OF_RANGE past max, UNAVAILABLE if
+  // the client went away first. Reads what TakeBuffered would give.
+  [[nodiscard]] absl::StatusOr<std::string> ReadBody(const GatewayRequest& request, size_t max);
 
  private:
   UniqueFd fd_;
@@ -71,6 +79,11 @@ class GatewayBackend {
   // Admits and relays the connection, or answers it (connection.Respond), on the connection's
   // own thread; returns when it is over. request.session_id is set.
   virtual void Serve(const GatewayRequest& request, GatewayConnection& connection) = 0;
+  // A request that names no session's port: an API the backend serves on the gateway (the
+  // E2B-compatible one). False: not one of its paths (the gateway answers 404).
+  virtual bool ServeApi(const GatewayRequest& request, GatewayConnection& connection) {
+    return false;
+  }
 };
 
 struct HttpGatewayOptions {

@@ -1,0 +1,312 @@
+#include "src/daemon/e2b_sandboxes.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/log.h"
+
+namespace airlock {
+namespace {
+
+namespace e2b = gateway::e2b;
+
+// E2B's default time to live, when a create gives none.
+constexpr uint64_t kDefaultTimeoutSeconds = 300;
+
+const char* Reason(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
+  }
+}
+
+int HttpCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kOutOfRange:
+      return 413;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionState::kPaused; }
+
+}  // namespace
+
+bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
+                         gateway::GatewayConnection& connection) {
+  e2b::Route route = e2b::RouteOf(request.method, request.target);
+  if (route.op == e2b::Op::kNotApi) return false;
+  auto answer = [&](const Answer& a) {
+    connection.RespondWith(a.code, Reason(a.code), "application/json", a.code == 204 ? "" : a.body,
+                           a.extra_headers);
+  };
+  const std::string* key = request.Header("x-api-key");
+  absl::StatusOr<std::optional<ApiKeyInfo>> found =
+      key != nullptr ? store_->api_keys().Lookup(*key) : std::optional<ApiKeyInfo>();
+  if (!found.ok()) {
+    LogError(absl::StrCat("E2B API: ", found.status().message()));
+    answer({503, e2b::ErrorJson(503, "airlockd could not read its state; try again")});
+    return true;
+  }
+  if (!found->has_value()) {
+    refused_++;
+    answer({401, e2b::ErrorJson(401, key == nullptr
+                                         ? "no API key: set E2B_API_KEY to a key from `airlock "
+                                           "api-key create --name NAME`"
+                                         : "this API key is not one of this airlockd's (airlock "
+                                           "api-key ls lists yours)")});
+    return true;
+  }
+  Principal who = PrincipalOfTenant((*found)->tenant);
+  who.api_key = (*found)->name;
+  answer(Handle(route, who, request, connection));
+  return true;
+}
+
+E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Principal& who,
+                                          const gateway::GatewayRequest& request,
+                                          gateway::GatewayConnection& connection) {
+  auto failed = [](const absl::Status& s) {
+    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  };
+  std::string body;
+  if (request.method == "POST" || request.method == "PUT") {
+    absl::StatusOr<std::string> read = connection.ReadBody(request, e2b::kMaxBodyBytes);
+    if (!read.ok()) return failed(read.status());
+    body = *std::move(read);
+  }
+  if (route.op != e2b::Op::kUnknown && route.op != e2b::Op::kCreate && route.op != e2b::Op::kList) {
+    if (absl::Status s = CheckSessionId(route.sandbox_id); !s.ok()) {
+      return failed(
+          absl::NotFoundError(absl::StrCat("no sandbox ", route.sandbox_id.substr(0, 40))));
+    }
+  }
+  switch (route.op) {
+    case e2b::Op::kNotApi:
+    case e2b::Op::kUnknown:
+      return failed(absl::NotFoundError(absl::StrCat(
+          "Airlock's E2B-compatible API does not serve ", request.method, " ",
+          request.target.substr(0, request.target.find('?')),
+          " yet (sandboxes: create, list, get, kill, timeout, pause and connect are served; "
+          "templates, snapshots and volumes are Airlock's own: airlock image, pause, fork)")));
+    case e2b::Op::kCreate:
+      return Create(who, body);
+    case e2b::Op::kList:
+      return List(who, request.target);
+    case e2b::Op::kGet:
+      return Get(who, route.sandbox_id);
+    case e2b::Op::kKill: {
+      absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), route.sandbox_id);
+      if (!record.ok()) return failed(record.status());
+      if (!Live(record->state)) {
+        return failed(absl::NotFoundError(absl::StrCat("sandbox ", route.sandbox_id, " ended")));
+      }
+      if (absl::Status s = sessions_->Remove(who, route.sandbox_id, "killed through the E2B API");
+          !s.ok()) {
+        return failed(s);
+      }
+      return {204};
+    }
+    case e2b::Op::kSetTimeout: {
+      absl::StatusOr<std::optional<uint64_t>> timeout = e2b::ParseTimeout(body, true);
+      if (!timeout.ok()) return failed(timeout.status());
+      absl::StatusOr<SessionRecord> ended = sessions_->EndIn(who, route.sandbox_id, **timeout);
+      if (!ended.ok()) {
+        return failed(absl::IsFailedPrecondition(ended.status())
+                          ? absl::NotFoundError(ended.status().message())
+                          : ended.status());
+      }
+      return {204};
+    }
+    case e2b::Op::kPause: {
+      absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), route.sandbox_id);
+      if (!record.ok()) return failed(record.status());
+      if (record->state == SessionState::kPaused) {
+        return failed(absl::FailedPreconditionError(
+            absl::StrCat("sandbox ", route.sandbox_id, " is paused already")));
+      }
+      if (!Live(record->state)) {
+        return failed(absl::NotFoundError(absl::StrCat("sandbox ", route.sandbox_id, " ended")));
+      }
+      absl::StatusOr<SessionRecord> paused = sessions_->Pause(who, route.sandbox_id);
+      if (!paused.ok()) return failed(paused.status());
+      return {204};
+    }
+    case e2b::Op::kConnect:
+      return Connect(who, route.sandbox_id, body);
+  }
+  return failed(absl::InternalError("unreachable"));
+}
+
+E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::string& body) {
+  auto failed = [](const absl::Status& s) {
+    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  };
+  absl::StatusOr<e2b::NewSandbox> wanted = e2b::ParseNewSandbox(body);
+  if (!wanted.ok()) return failed(wanted.status());
+  if (!wanted->deny_out.empty()) {
+    return failed(absl::InvalidArgumentError(
+        "network.denyOut: an Airlock sandbox reaches nothing but what network.allowOut lists, "
+        "so there is nothing to deny; list the destinations it may reach in allowOut"));
+  }
+  absl::StatusOr<std::vector<EgressGrant>> egress =
+      sessions_->ResolveEgress(wanted->allow_out, {}, "create");
+  if (!egress.ok()) return failed(egress.status());
+  SessionLimits limits{.vcpus = 0,
+                       .memory_bytes = 0,
+                       .pids = 0,
+                       .disk_bytes = 0,
+                       .ttl_seconds = wanted->timeout_seconds.value_or(kDefaultTimeoutSeconds),
+                       .idle_timeout_seconds = 0};
+  // A template is an image already here: a create never pulls (that is `airlock image pull`).
+  std::string image = wanted->template_id == "base" ? "" : wanted->template_id;
+  if (!image.empty() && !sessions_->images().For(who).Resolve(image).ok()) {
+    return failed(absl::NotFoundError(absl::StrCat(
+        "no template ", image.substr(0, 256),
+        ": E2B templates are Airlock images of yours (airlock image ls); pull, import or build "
+        "it first, or leave the template out for the default image")));
+  }
+  absl::StatusOr<SessionRecord> made = sessions_->Create(who, image, limits, *egress);
+  if (!made.ok()) return failed(made.status());
+  E2bSandboxRecord record{.session_id = made->id,
+                          .tenant = made->tenant,
+                          .template_id = wanted->template_id,
+                          .metadata = wanted->metadata,
+                          .env_vars = wanted->env_vars};
+  if (absl::Status s = store_->api_keys().PutSandbox(record); !s.ok()) {
+    sessions_->Remove(who, made->id, "its E2B record could not be stored").IgnoreError();
+    return failed(s);
+  }
+  absl::StatusOr<e2b::Sandbox> described = Describe(*made);
+  if (!described.ok()) return failed(described.status());
+  return {201, e2b::SandboxJson(*described)};
+}
+
+absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord& r) {
+  if (!Live(r.state)) return absl::NotFoundError(absl::StrCat("sandbox ", r.id, " ended"));
+  absl::StatusOr<std::optional<E2bSandboxRecord>> extra =
+      store_->api_keys().GetSandbox(r.tenant, r.id);
+  if (!extra.ok()) return extra.status();
+  e2b::Sandbox s;
+  s.sandbox_id = r.id;
+  s.template_id = extra->has_value() ? (*extra)->template_id : r.image;
+  if (extra->has_value()) s.metadata = (*extra)->metadata;
+  s.state = r.state == SessionState::kPaused ? "paused" : "running";
+  s.started_ms = r.created_ms;
+  // No time to live: as far as a 32-bit time_t reaches, for clients that parse it.
+  s.end_ms = r.limits.ttl_seconds == 0
+                 ? int64_t{2147483647} * 1000
+                 : r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000;
+  s.cpu_count = r.limits.vcpus;
+  s.memory_mb = r.limits.memory_bytes >> 20;
+  s.disk_mb = r.limits.disk_bytes >> 20;
+  s.domain = domain_;
+  return s;
+}
+
+E2bSandboxes::Answer E2bSandboxes::Get(const Principal& who, const std::string& id) {
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  absl::StatusOr<e2b::Sandbox> described =
+      record.ok() ? Describe(*record) : absl::StatusOr<e2b::Sandbox>(record.status());
+  if (!described.ok()) {
+    int code = HttpCode(described.status());
+    return {code, e2b::ErrorJson(code, described.status().message())};
+  }
+  return {200, e2b::SandboxDetailJson(*described)};
+}
+
+E2bSandboxes::Answer E2bSandboxes::List(const Principal& who, const std::string& target) {
+  absl::StatusOr<e2b::ListQuery> query = e2b::ParseListQuery(target);
+  if (!query.ok()) return {400, e2b::ErrorJson(400, query.status().message())};
+  absl::StatusOr<std::vector<SessionRecord>> all = store_->sessions().List(who.Tenant());
+  if (!all.ok()) return {500, e2b::ErrorJson(500, all.status().message())};
+  std::sort(all->begin(), all->end(), [](const SessionRecord& a, const SessionRecord& b) {
+    return a.created_ms != b.created_ms ? a.created_ms > b.created_ms : a.id < b.id;
+  });
+  std::vector<e2b::Sandbox> matching;
+  for (const SessionRecord& r : *all) {
+    absl::StatusOr<e2b::Sandbox> s = Describe(r);
+    if (!s.ok()) continue;  // ended
+    if (!query->states.empty() && query->states.count(s->state) == 0) continue;
+    bool wanted = true;
+    for (const auto& [key, value] : query->metadata) {
+      auto it = s->metadata.find(key);
+      wanted = wanted && it != s->metadata.end() && it->second == value;
+    }
+    if (wanted) matching.push_back(*std::move(s));
+  }
+  std::vector<e2b::Sandbox> page;
+  for (size_t i = query->offset; i < matching.size() && page.size() < query->limit; ++i) {
+    page.push_back(matching[i]);
+  }
+  Answer a{200, e2b::SandboxListJson(page)};
+  if (query->offset + page.size() < matching.size()) {
+    a.extra_headers = absl::StrCat("X-Next-Token: ", query->offset + page.size(), "\r\n");
+  }
+  return a;
+}
+
+E2bSandboxes::Answer E2bSandboxes::Connect(const Principal& who, const std::string& id,
+                                           const std::string& body) {
+  auto failed = [](const absl::Status& s) {
+    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  };
+  absl::StatusOr<std::optional<uint64_t>> timeout = e2b::ParseTimeout(body, false);
+  if (!timeout.ok()) return failed(timeout.status());
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  if (!record.ok()) return failed(record.status());
+  if (!Live(record->state))
+    return failed(absl::NotFoundError(absl::StrCat("sandbox ", id, " ended")));
+  bool resumed = record->state == SessionState::kPaused;
+  if (resumed) {
+    absl::StatusOr<SessionRecord> running = sessions_->Resume(who, id);
+    if (!running.ok()) return failed(running.status());
+    record = *std::move(running);
+  }
+  if (timeout->has_value()) {
+    absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, id, **timeout);
+    if (!timed.ok()) return failed(timed.status());
+    record = *std::move(timed);
+  }
+  absl::StatusOr<e2b::Sandbox> described = Describe(*record);
+  if (!described.ok()) return failed(described.status());
+  return {resumed ? 201 : 200, e2b::SandboxJson(*described)};
+}
+
+}  // namespace airlock

@@ -1,0 +1,63 @@
+// The E2B-compatible control API on airlockd's HTTP gateway: E2B's SDKs (E2B_API_URL pointed
+// at the gateway, E2B_API_KEY an Airlock API key) create, list, inspect, time, pause, resume and
+// kill sandboxes, which are Airlock sessions of the key's tenant. Requests and answers follow
+// E2B's REST API (src/gateway/e2b_control.h); each call acts as that tenant through
+// SessionManager, so quotas, the egress ceiling and the audit apply as to any other caller (the
+// audit names the key). What is not served yet answers 404 saying so.
+//
+// Mapping: a template is an image ("base" is Airlock's default image); `timeout` is the time
+// left to live (300 s by default, as E2B's); sandboxes do not pause when idle (E2B's do not);
+// network.allowOut lists the destinations the sandbox may reach (Airlock egress rules).
+// Thread-safe.
+#ifndef AIRLOCK_DAEMON_E2B_SANDBOXES_H_
+#define AIRLOCK_DAEMON_E2B_SANDBOXES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "src/daemon/session_manager.h"
+#include "src/daemon/state_store.h"
+#include "src/gateway/e2b_control.h"
+#include "src/gateway/http_gateway.h"
+
+namespace airlock {
+
+class E2bSandboxes {
+ public:
+  E2bSandboxes(SessionManager* sessions, StateStore* store) : sessions_(sessions), store_(store) {}
+
+  // The domain sandboxes' hosts are under (the gateway's --http-domain); before serving.
+  void set_domain(std::string domain) { domain_ = std::move(domain); }
+
+  // Serves one request if its path is the control API's (false: it is not).
+  bool Serve(const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
+
+  // Requests refused for a missing or unknown API key since start.
+  uint64_t refused() const { return refused_; }
+
+ private:
+  struct Answer {
+    int code = 200;
+    std::string body;           // JSON
+    std::string extra_headers;  // whole lines
+  };
+  Answer Handle(const gateway::e2b::Route& route, const Principal& who,
+                const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
+  Answer Create(const Principal& who, const std::string& body);
+  Answer Get(const Principal& who, const std::string& id);
+  Answer List(const Principal& who, const std::string& target);
+  Answer Connect(const Principal& who, const std::string& id, const std::string& body);
+  // The sandbox as the API describes it; NOT_FOUND for a session that is not running or
+  // paused.
+  absl::StatusOr<gateway::e2b::Sandbox> Describe(const SessionRecord& record);
+
+  SessionManager* sessions_;
+  StateStore* store_;
+  std::string domain_ = "airlock.localhost";
+  std::atomic<uint64_t> refused_{0};
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_E2B_SANDBOXES_H_

@@ -1,0 +1,271 @@
+#include "src/gateway/e2b_control.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace airlock::gateway::e2b {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(std::string(what));
+}
+
+// A string map of at most kMaxEntries entries of at most kMaxFieldBytes each.
+absl::Status ReadStringMap(const json& j, const char* field,
+                           std::map<std::string, std::string>* out) {
+  if (!j.contains(field) || j[field].is_null()) return absl::OkStatus();
+  const json& m = j[field];
+  if (!m.is_object() || m.size() > kMaxEntries) {
+    return Invalid(
+        absl::StrCat(field, " must be an object of at most ", kMaxEntries, " string values"));
+  }
+  for (const auto& [key, value] : m.items()) {
+    if (!value.is_string() || key.empty() || key.size() > kMaxFieldBytes ||
+        value.get_ref<const std::string&>().size() > kMaxFieldBytes) {
+      return Invalid(absl::StrCat(field, " must map names to strings (each at most ",
+                                  kMaxFieldBytes, " bytes)"));
+    }
+    (*out)[key] = value.get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStringList(const json& j, const char* field, std::vector<std::string>* out) {
+  if (!j.contains(field) || j[field].is_null()) return absl::OkStatus();
+  const json& a = j[field];
+  if (!a.is_array() || a.size() > kMaxEntries) {
+    return Invalid(absl::StrCat(field, " must be a list of at most ", kMaxEntries, " strings"));
+  }
+  for (const json& v : a) {
+    if (!v.is_string() || v.get_ref<const std::string&>().size() > kMaxFieldBytes) {
+      return Invalid(absl::StrCat(field, " must be a list of strings"));
+    }
+    out->push_back(v.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> ParseObject(absl::string_view body, bool empty_ok) {
+  if (body.size() > kMaxBodyBytes) return Invalid("the body is too large");
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
+    if (empty_ok) return json::object();
+    return Invalid("the body must be a JSON object");
+  }
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Invalid("the body must be a JSON object");
+  return j;
+}
+
+// A timeout in whole seconds: 1 to 30 days.
+absl::StatusOr<std::optional<uint64_t>> ReadTimeout(const json& j) {
+  if (!j.contains("timeout") || j["timeout"].is_null()) return std::optional<uint64_t>();
+  const json& t = j["timeout"];
+  if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > 30 * 24 * 3600) {
+    return Invalid("timeout must be a whole number of seconds from 1 to 2592000 (30 days)");
+  }
+  return std::optional<uint64_t>(t.get<uint64_t>());
+}
+
+// Guest- and caller-chosen strings may not be UTF-8: replaced, never thrown on.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string Rfc3339(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+json Common(const Sandbox& s) {
+  return {{"sandboxID", s.sandbox_id},
+          {"templateID", s.template_id},
+          {"clientID", "airlock"},
+          {"envdVersion", kEnvdVersion}};
+}
+
+json Listed(const Sandbox& s) {
+  json j = Common(s);
+  j["startedAt"] = Rfc3339(s.started_ms);
+  j["endAt"] = Rfc3339(s.end_ms);
+  j["state"] = s.state;
+  j["cpuCount"] = s.cpu_count;
+  j["memoryMB"] = s.memory_mb;
+  j["diskSizeMB"] = s.disk_mb;
+  j["metadata"] = s.metadata;
+  return j;
+}
+
+}  // namespace
+
+std::optional<std::string> PercentDecode(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    int value = 0;
+    if (i + 2 >= text.size()) return std::nullopt;
+    for (size_t k = 1; k <= 2; ++k) {
+      char c = text[i + k];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0) return std::nullopt;
+      value = value * 16 + d;
+    }
+    out.push_back(static_cast<char>(value));
+    i += 2;
+  }
+  return out;
+}
+
+Route RouteOf(absl::string_view method, absl::string_view target) {
+  absl::string_view path = target.substr(0, target.find('?'));
+  std::vector<absl::string_view> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  Route r;
+  if (parts.empty()) return r;
+  bool v2 = parts[0] == "v2";
+  if (v2) parts.erase(parts.begin());
+  if (parts.empty()) return r;
+  if (parts[0] == "snapshots" || parts[0] == "templates" || parts[0] == "volumes" ||
+      parts[0] == "secrets" || (parts[0] == "v3" && parts.size() > 1)) {
+    r.op = Op::kUnknown;
+    return r;
+  }
+  if (parts[0] != "sandboxes") return r;
+  r.op = Op::kUnknown;
+  if (parts.size() == 1) {
+    if (method == "POST") r.op = Op::kCreate;
+    if (method == "GET") r.op = Op::kList;
+    return r;
+  }
+  r.sandbox_id = std::string(parts[1]);
+  if (parts.size() == 2) {
+    if (method == "GET" && !v2) r.op = Op::kGet;
+    if (method == "DELETE" && !v2) r.op = Op::kKill;
+    return r;
+  }
+  if (parts.size() == 3 && method == "POST") {
+    if (parts[2] == "timeout" && !v2) r.op = Op::kSetTimeout;
+    if (parts[2] == "pause" && !v2) r.op = Op::kPause;
+    if (parts[2] == "connect" || (parts[2] == "resume" && !v2)) r.op = Op::kConnect;
+  }
+  return r;
+}
+
+absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body) {
+  absl::StatusOr<json> j = ParseObject(body, false);
+  if (!j.ok()) return j.status();
+  NewSandbox n;
+  if (j->contains("templateID") && !(*j)["templateID"].is_null()) {
+    const json& t = (*j)["templateID"];
+    if (!t.is_string() || t.get_ref<const std::string&>().empty() ||
+        t.get_ref<const std::string&>().size() > 256) {
+      return Invalid("templateID must be a template name (at most 256 characters)");
+    }
+    n.template_id = t.get<std::string>();
+  }
+  absl::StatusOr<std::optional<uint64_t>> timeout = ReadTimeout(*j);
+  if (!timeout.ok()) return timeout.status();
+  n.timeout_seconds = *timeout;
+  if (absl::Status s = ReadStringMap(*j, "metadata", &n.metadata); !s.ok()) return s;
+  if (absl::Status s = ReadStringMap(*j, "envVars", &n.env_vars); !s.ok()) return s;
+  if (j->contains("allow_internet_access") && !(*j)["allow_internet_access"].is_null()) {
+    if (!(*j)["allow_internet_access"].is_boolean()) {
+      return Invalid("allow_internet_access must be true or false");
+    }
+    n.allow_internet_access = (*j)["allow_internet_access"].get<bool>();
+  }
+  if (j->contains("network") && !(*j)["network"].is_null()) {
+    const json& net = (*j)["network"];
+    if (!net.is_object()) return Invalid("network must be an object");
+    if (absl::Status s = ReadStringList(net, "allowOut", &n.allow_out); !s.ok()) return s;
+    if (absl::Status s = ReadStringList(net, "denyOut", &n.deny_out); !s.ok()) return s;
+  }
+  return n;
+}
+
+absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body, bool required) {
+  absl::StatusOr<json> j = ParseObject(body, !required);
+  if (!j.ok()) return j.status();
+  absl::StatusOr<std::optional<uint64_t>> timeout = ReadTimeout(*j);
+  if (!timeout.ok()) return timeout.status();
+  if (required && !timeout->has_value()) return Invalid("timeout is required (seconds)");
+  return *timeout;
+}
+
+absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
+  ListQuery q;
+  size_t question = target.find('?');
+  if (question == absl::string_view::npos) return q;
+  for (absl::string_view param :
+       absl::StrSplit(target.substr(question + 1), '&', absl::SkipEmpty())) {
+    size_t eq = param.find('=');
+    std::optional<std::string> name = PercentDecode(param.substr(0, eq));
+    std::optional<std::string> value =
+        PercentDecode(eq == absl::string_view::npos ? "" : param.substr(eq + 1));
+    if (!name || !value) return Invalid("the query has a broken %-escape");
+    if (*name == "state") {
+      for (absl::string_view state : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+        if (state != "running" && state != "paused") {
+          return Invalid("state takes running and paused");
+        }
+        q.states.insert(std::string(state));
+      }
+    } else if (*name == "limit") {
+      if (!absl::SimpleAtoi(*value, &q.limit) || q.limit < 1 || q.limit > 100) {
+        return Invalid("limit must be a whole number from 1 to 100");
+      }
+    } else if (*name == "nextToken") {
+      if (!value->empty() && !absl::SimpleAtoi(*value, &q.offset)) {
+        return Invalid("nextToken is not one this server gave");
+      }
+    } else if (*name == "metadata") {
+      // Its value is a query string of its own, escaped once more by the SDKs.
+      std::optional<std::string> inner = PercentDecode(*value);
+      if (!inner) return Invalid("metadata has a broken %-escape");
+      for (absl::string_view pair : absl::StrSplit(*inner, '&', absl::SkipEmpty())) {
+        size_t at = pair.find('=');
+        std::optional<std::string> key = PercentDecode(pair.substr(0, at));
+        std::optional<std::string> v =
+            PercentDecode(at == absl::string_view::npos ? "" : pair.substr(at + 1));
+        if (!key || !v || key->empty()) return Invalid("metadata must be key=value pairs");
+        if (q.metadata.size() >= kMaxEntries) return Invalid("too many metadata filters");
+        q.metadata[*key] = *v;
+      }
+    }
+  }
+  return q;
+}
+
+std::string SandboxJson(const Sandbox& s) {
+  json j = Common(s);
+  j["envdAccessToken"] = s.envd_access_token;
+  j["domain"] = s.domain;
+  return Dump(j);
+}
+
+std::string SandboxDetailJson(const Sandbox& s) {
+  json j = Listed(s);
+  j["envdAccessToken"] = s.envd_access_token;
+  j["domain"] = s.domain;
+  return Dump(j);
+}
+
+std::string SandboxListJson(const std::vector<Sandbox>& all) {
+  json list = json::array();
+  for (const Sandbox& s : all) list.push_back(Listed(s));
+  return Dump(list);
+}
+
+std::string ErrorJson(int code, absl::string_view message) {
+  return Dump(json{{"code", code}, {"message", std::string(message)}});
+}
+
+}  // namespace airlock::gateway::e2b

@@ -1,0 +1,100 @@
+// The E2B-compatible control API (E2B's REST API as its SDKs use it) as plain data: which
+// operation a request names, its JSON bodies and query parsed and checked, and the JSON and
+// error bodies the SDKs expect back. The wire formats follow E2B's published API; what each
+// operation does is the daemon's (src/daemon/e2b_sandboxes.cc).
+//
+// Every byte comes from whoever holds (or guesses) an API key: bodies are parsed with
+// nlohmann::json under a size cap, every field is checked for its type and range, and unknown
+// fields are ignored as E2B's server does.
+#ifndef AIRLOCK_GATEWAY_E2B_CONTROL_H_
+#define AIRLOCK_GATEWAY_E2B_CONTROL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace airlock::gateway::e2b {
+
+// Bodies larger than this are refused (413).
+inline constexpr size_t kMaxBodyBytes = 1 << 20;
+// At most this many metadata or environment entries, each key and value at most kMaxFieldBytes.
+inline constexpr size_t kMaxEntries = 256;
+inline constexpr size_t kMaxFieldBytes = 4096;
+// What the API reports as its envd version (the SDKs require a semantic version).
+inline constexpr char kEnvdVersion[] = "0.6.13";
+
+enum class Op {
+  kNotApi,      // not a control-API path: the gateway answers 404 as for any unknown path
+  kUnknown,     // a control-API path this server does not serve (yet): 404 with what to use
+  kCreate,      // POST /v2/sandboxes, POST /sandboxes
+  kList,        // GET /v2/sandboxes, GET /sandboxes
+  kGet,         // GET /sandboxes/ID
+  kKill,        // DELETE /sandboxes/ID
+  kSetTimeout,  // POST /sandboxes/ID/timeout
+  kPause,       // POST /sandboxes/ID/pause
+  kConnect,     // POST /v2/sandboxes/ID/connect, /sandboxes/ID/connect, /sandboxes/ID/resume
+};
+
+struct Route {
+  Op op = Op::kNotApi;
+  std::string sandbox_id;  // for the operations on one sandbox
+};
+// method and request-target as sent.
+Route RouteOf(absl::string_view method, absl::string_view target);
+
+struct NewSandbox {
+  std::string template_id = "base";
+  std::optional<uint64_t> timeout_seconds;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> env_vars;
+  std::optional<bool> allow_internet_access;
+  std::vector<std::string> allow_out, deny_out;  // network.allowOut / denyOut
+};
+// INVALID_ARGUMENT saying which field is wrong.
+[[nodiscard]] absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body);
+// {"timeout": SECONDS} (set timeout: required; connect: optional, and the body may be empty).
+[[nodiscard]] absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body,
+                                                                   bool required);
+
+struct ListQuery {
+  std::set<std::string> states;  // "running", "paused"; empty: both
+  std::map<std::string, std::string> metadata;
+  uint32_t limit = 100;
+  uint64_t offset = 0;  // from nextToken, which is ours (a decimal offset)
+};
+[[nodiscard]] absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target);
+
+// A sandbox as the API describes it.
+struct Sandbox {
+  std::string sandbox_id;
+  std::string template_id;
+  std::string state;  // "running" or "paused"
+  int64_t started_ms = 0;
+  int64_t end_ms = 0;
+  uint32_t cpu_count = 0;
+  uint64_t memory_mb = 0, disk_mb = 0;
+  std::map<std::string, std::string> metadata;
+  std::string envd_access_token;
+  std::string domain;
+};
+// The create/connect answer (E2B's Sandbox schema).
+std::string SandboxJson(const Sandbox& s);
+// GET /sandboxes/ID (SandboxDetail).
+std::string SandboxDetailJson(const Sandbox& s);
+// GET /v2/sandboxes (ListedSandbox[]).
+std::string SandboxListJson(const std::vector<Sandbox>& all);
+// {"code": CODE, "message": MESSAGE}: the SDKs read 404 and 409 from `code`.
+std::string ErrorJson(int code, absl::string_view message);
+
+// Percent-decoding as URLs use it ('+' stays '+'); nullopt for a broken escape.
+std::optional<std::string> PercentDecode(absl::string_view text);
+
+}  // namespace airlock::gateway::e2b
+
+#endif  // AIRLOCK_GATEWAY_E2B_CONTROL_H_

@@ -1,0 +1,112 @@
+#include "src/gateway/e2b_control.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace airlock::gateway::e2b {
+namespace {
+
+TEST(E2bControlTest, RoutesAreE2BsPaths) {
+  EXPECT_EQ(RouteOf("POST", "/v2/sandboxes").op, Op::kCreate);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes").op, Op::kCreate);
+  EXPECT_EQ(RouteOf("GET", "/v2/sandboxes?state=running").op, Op::kList);
+  Route get = RouteOf("GET", "/sandboxes/0123456789ab");
+  EXPECT_EQ(get.op, Op::kGet);
+  EXPECT_EQ(get.sandbox_id, "0123456789ab");
+  EXPECT_EQ(RouteOf("DELETE", "/sandboxes/0123456789ab").op, Op::kKill);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/timeout").op, Op::kSetTimeout);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/pause").op, Op::kPause);
+  EXPECT_EQ(RouteOf("POST", "/v2/sandboxes/0123456789ab/connect").op, Op::kConnect);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/resume").op, Op::kConnect);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/snapshots").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("GET", "/templates").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("GET", "/").op, Op::kNotApi);
+  EXPECT_EQ(RouteOf("GET", "/index.html").op, Op::kNotApi);
+}
+
+TEST(E2bControlTest, ACreateBodyIsCheckedFieldByField) {
+  absl::StatusOr<NewSandbox> n = ParseNewSandbox(
+      R"({"templateID":"base","timeout":60,"metadata":{"user":"ada"},"envVars":{"A":"1"},
+          "allow_internet_access":false,"network":{"allowOut":["pypi.org"]},"unknown":1})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->template_id, "base");
+  EXPECT_EQ(n->timeout_seconds, 60u);
+  EXPECT_EQ(n->metadata.at("user"), "ada");
+  EXPECT_EQ(n->env_vars.at("A"), "1");
+  EXPECT_EQ(n->allow_internet_access, false);
+  EXPECT_EQ(n->allow_out, std::vector<std::string>{"pypi.org"});
+  // Absent fields keep E2B's defaults.
+  n = ParseNewSandbox("{}");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->template_id, "base");
+  EXPECT_FALSE(n->timeout_seconds.has_value());
+  for (const char* bad :
+       {"", "[]", "{", R"({"timeout":0})", R"({"timeout":"60"})", R"({"timeout":99999999})",
+        R"({"metadata":{"a":1}})", R"({"templateID":7})", R"({"network":{"allowOut":"x"}})"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseNewSandbox(bad).status())) << bad;
+  }
+  EXPECT_NE(ParseNewSandbox(R"({"timeout":-1})").status().message().find("timeout"),
+            std::string::npos);
+}
+
+TEST(E2bControlTest, TimeoutBodies) {
+  EXPECT_EQ(*ParseTimeout(R"({"timeout": 30})", true), 30u);
+  EXPECT_FALSE(ParseTimeout("{}", true).ok());
+  EXPECT_FALSE(ParseTimeout("", false)->has_value());
+  EXPECT_FALSE(ParseTimeout("{}", false)->has_value());
+}
+
+TEST(E2bControlTest, ListQueriesAsTheSdkEscapesThem) {
+  // metadata=user=ada&env=a b, escaped per pair, then as a whole, then by the query.
+  absl::StatusOr<ListQuery> q = ParseListQuery(
+      "/v2/sandboxes?state=running%2Cpaused&metadata=user%253Dada%2526env%253Da%252520b&limit=2"
+      "&nextToken=4");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->states, (std::set<std::string>{"running", "paused"}));
+  EXPECT_EQ(q->metadata, (std::map<std::string, std::string>{{"user", "ada"}, {"env", "a b"}}));
+  EXPECT_EQ(q->limit, 2u);
+  EXPECT_EQ(q->offset, 4u);
+  EXPECT_FALSE(ParseListQuery("/v2/sandboxes?state=gone").ok());
+  EXPECT_FALSE(ParseListQuery("/v2/sandboxes?limit=0").ok());
+  EXPECT_FALSE(ParseListQuery("/v2/sandboxes?metadata=%zz").ok());
+  EXPECT_TRUE(ParseListQuery("/v2/sandboxes")->states.empty());
+}
+
+TEST(E2bControlTest, AnswersCarryTheFieldsTheSdksRead) {
+  Sandbox s{.sandbox_id = "0123456789ab",
+            .template_id = "base",
+            .state = "running",
+            .started_ms = 1764806400000,
+            .end_ms = 1764806700000,
+            .cpu_count = 1,
+            .memory_mb = 512,
+            .disk_mb = 1024,
+            .metadata = {{"user", "ada"}},
+            .domain = "airlock.localhost"};
+  nlohmann::json made = nlohmann::json::parse(SandboxJson(s));
+  EXPECT_EQ(made["sandboxID"], "0123456789ab");
+  EXPECT_EQ(made["templateID"], "base");
+  EXPECT_EQ(made["envdVersion"], kEnvdVersion);
+  EXPECT_EQ(made["domain"], "airlock.localhost");
+  nlohmann::json detail = nlohmann::json::parse(SandboxDetailJson(s));
+  EXPECT_EQ(detail["startedAt"], "2025-12-04T00:00:00.000Z");
+  EXPECT_EQ(detail["endAt"], "2025-12-04T00:05:00.000Z");
+  EXPECT_EQ(detail["state"], "running");
+  EXPECT_EQ(detail["memoryMB"], 512);
+  EXPECT_EQ(detail["metadata"]["user"], "ada");
+  nlohmann::json list = nlohmann::json::parse(SandboxListJson({s, s}));
+  EXPECT_EQ(list.size(), 2u);
+  nlohmann::json error = nlohmann::json::parse(ErrorJson(404, "no sandbox \xff"));
+  EXPECT_EQ(error["code"], 404);
+}
+
+TEST(E2bControlTest, PercentDecoding) {
+  EXPECT_EQ(*PercentDecode("a%20b+c"), "a b+c");
+  EXPECT_FALSE(PercentDecode("%").has_value());
+  EXPECT_FALSE(PercentDecode("%4").has_value());
+  EXPECT_FALSE(PercentDecode("%4g").has_value());
+}
+
+}  // namespace
+}  // namespace airlock::gateway::e2b

@@ -1,0 +1,109 @@
+// E2B's own SDK (npm `e2b`, pinned in package.json) against airlockd's E2B-compatible control API
+// on its HTTP gateway, as a user of that SDK would switch to Airlock: an API key from `airlock
+// api-key create` and E2B_API_URL pointed at the gateway. Sandboxes are created with metadata and
+// a timeout, described, listed and filtered, given more time, paused, resumed by connect and
+// killed; a wrong key and an unknown template are refused with the SDK's own errors.
+//
+// Usage: node tests/e2b/e2b_control_test.mjs AIRLOCK_BINARY   (as root, after scripts/setup.sh;
+// runs its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { AuthenticationError, Sandbox } from 'e2b';
+import { privateHome } from '../pages/test_home.mjs';
+
+const [airlock] = process.argv.slice(2);
+assert.ok(airlock, 'give the airlock binary');
+const airlockd = path.join(path.dirname(airlock), 'airlockd');
+const { home, env } = privateHome('airlock-e2btest-');
+const socket = path.join(home, 'airlockd.sock');
+const daemon = spawn(airlockd, ['--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+// The gateway's address, as airlockd says it at start.
+const gateway = await new Promise((resolve, reject) => {
+  let said = '';
+  daemon.stderr.on('data', (chunk) => {
+    said += chunk;
+    const m = said.match(/HTTP gateway on (http:\/\/[0-9.:]+)/);
+    if (m) resolve(m[1]);
+  });
+  daemon.on('exit', () => reject(new Error(`airlockd ended: ${said}`)));
+});
+
+after(async () => {
+  daemon.kill('SIGTERM');
+  await new Promise((r) => (daemon.exitCode !== null ? r() : daemon.on('exit', r)));
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+function cli(...args) {
+  const r = spawnSync(airlock, args, { env, encoding: 'utf8', timeout: 120000 });
+  assert.equal(r.status, 0, `airlock ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+const key = cli('api-key', 'create', '--name', 'ci').trim();
+const opts = { apiKey: key, apiUrl: gateway, domain: 'airlock.localhost' };
+
+test('an API key is shown once and listed by name', () => {
+  assert.match(key, /^e2b_[0-9a-f]{40}$/);
+  assert.match(cli('api-key', 'ls'), /\nci +\d{4}-/);
+  const again = spawnSync(airlock, ['api-key', 'create', '--name', 'ci'], { env, encoding: 'utf8' });
+  assert.equal(again.status, 1);
+  assert.match(again.stderr, /named ci already/);
+});
+
+test('sandboxes are sessions: create, describe, list, time, pause, connect, kill', async () => {
+  const s = await Sandbox.create({ ...opts, metadata: { user: 'ada' }, timeoutMs: 120_000 });
+  assert.match(s.sandboxId, /^[0-9a-f]{12}$/);
+  assert.match(cli('ls'), new RegExp(`^${s.sandboxId} `, 'm'));
+  const other = await Sandbox.create({ ...opts, metadata: { user: 'bob' } });
+
+  let info = await s.getInfo();
+  assert.equal(info.state, 'running');
+  assert.equal(info.templateId, 'base');
+  assert.deepEqual(info.metadata, { user: 'ada' });
+  const lifetime = info.endAt.getTime() - info.startedAt.getTime();
+  assert.ok(lifetime >= 119_000 && lifetime <= 121_000, String(lifetime));
+
+  // Filtered by metadata, and page by page.
+  const ada = await Sandbox.list({ ...opts, query: { metadata: { user: 'ada' } } }).nextItems();
+  assert.deepEqual(ada.map((x) => x.sandboxId), [s.sandboxId]);
+  const pages = Sandbox.list({ ...opts, limit: 1 });
+  const seen = [];
+  while (pages.hasNext) seen.push(...(await pages.nextItems()).map((x) => x.sandboxId));
+  assert.deepEqual(seen.sort(), [s.sandboxId, other.sandboxId].sort());
+
+  // More time, counted from now.
+  await s.setTimeout(600_000);
+  info = await s.getInfo();
+  assert.ok(info.endAt.getTime() - Date.now() > 590_000, String(info.endAt));
+
+  // Paused (once: a second pause says it already is), resumed by connect.
+  assert.equal(await s.pause(), true);
+  assert.equal((await s.getInfo()).state, 'paused');
+  assert.equal(await s.pause(), false);
+  const back = await Sandbox.connect(s.sandboxId, opts);
+  assert.equal(back.sandboxId, s.sandboxId);
+  assert.equal((await s.getInfo()).state, 'running');
+
+  // Killed: gone from the list, and a second kill says so.
+  assert.equal(await s.kill(), true);
+  assert.equal(await Sandbox.kill(s.sandboxId, opts), false);
+  const left = await Sandbox.list(opts).nextItems();
+  assert.deepEqual(left.map((x) => x.sandboxId), [other.sandboxId]);
+  await other.kill();
+
+  // The audit names the key.
+  assert.match(cli('log', s.sandboxId), /key:ci/);
+});
+
+test('a wrong key, a removed one and an unknown template are refused', async () => {
+  await assert.rejects(Sandbox.create({ ...opts, apiKey: 'e2b_' + '0'.repeat(40) }),
+    AuthenticationError);
+  await assert.rejects(Sandbox.create('no-such-template:1', opts), /no-such-template/);
+  const spare = cli('api-key', 'create', '--name', 'spare').trim();
+  cli('api-key', 'rm', 'spare');
+  await assert.rejects(Sandbox.list({ ...opts, apiKey: spare }).nextItems(), AuthenticationError);
+});
