@@ -62,7 +62,9 @@ bool RouteFromHost(absl::string_view host, absl::string_view domain, std::string
   size_t dash = label.find('-');
   if (label.find('.') != absl::string_view::npos || dash == absl::string_view::npos) return false;
   absl::string_view session = label.substr(dash + 1);
-  if (!ParsePort(label.substr(0, dash), port) || !IsSessionId(session)) return false;
+  uint16_t named = 0;
+  if (!ParsePort(label.substr(0, dash), &named) || !IsSessionId(session)) return false;
+  *port = named;
   *id = std::string(session);
   return true;
 }

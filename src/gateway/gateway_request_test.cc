@@ -76,6 +76,7 @@ TEST(GatewayRequestTest, AHostOfAnotherShapeRoutesNowhere) {
         "a.8000-0123456789ab.airlock.localhost", "airlock.localhost", "[::1]:8790"}) {
     GatewayRequest r = Parsed(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n");
     EXPECT_EQ(r.session_id, "") << host;
+    EXPECT_EQ(r.port, 0) << host;  // no half of a route is left behind
   }
 }
 
