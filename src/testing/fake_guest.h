@@ -4,10 +4,12 @@
 #define AIRLOCK_TESTING_FAKE_GUEST_H_
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,13 +72,35 @@ class FakeGuest {
     return frame;
   }
   void Handshake() {
-    std::thread host(
-        [this] { EXPECT_TRUE(channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); });
-    Send(FrameType::kHello, 0, EncodeHello("fake"));
-    Frame sync = Receive();
-    EXPECT_EQ(sync.type, FrameType::kSync);
-    Send(FrameType::kReady, 0, EncodePayload(ReadyMessage{}));
-    host.join();
+    Syncs([this] { EXPECT_TRUE(channel_->Handshake(absl::Now() + absl::Seconds(5)).ok()); },
+          EncodePayload(ReadyMessage{}),
+          [this] { Send(FrameType::kHello, 0, EncodeHello("fake")); });
+  }
+  // Runs `host` (a call of Handshake) on a thread, first does `guest_first` here, then answers
+  // every kSync the host sends with a kReady of `ready` until `host` returns (the host sends
+  // kSync again when an answer was slow, GuestChannel::Handshake). Returns the kSyncs.
+  std::vector<Frame> Syncs(const std::function<void()>& host, const std::string& ready,
+                           const std::function<void()>& guest_first = {}) {
+    std::atomic<bool> done{false};
+    std::thread thread([&] {
+      host();
+      done = true;
+    });
+    if (guest_first) guest_first();
+    std::vector<Frame> syncs;
+    while (!done) {
+      pollfd in{.fd = guest_.get(), .events = POLLIN, .revents = 0};
+      if (pending_.empty() && poll(&in, 1, 10) <= 0) continue;
+      Frame sync = Receive();
+      if (sync.type != FrameType::kSync) {
+        ADD_FAILURE() << "frame " << static_cast<int>(sync.type) << " instead of kSync";
+        break;
+      }
+      syncs.push_back(sync);
+      Send(FrameType::kReady, 0, ready);
+    }
+    thread.join();
+    return syncs;
   }
   // Waits until the channel has failed.
   absl::Status WaitFailed() {

@@ -18,6 +18,10 @@ namespace airlock {
 namespace {
 
 constexpr size_t kEntropyBytes = 64;
+// How far behind the host's clock a guest may be left by a kSync that took long to answer, and
+// how many more times it is sent to get within that.
+constexpr absl::Duration kClockSlack = absl::Milliseconds(50);
+constexpr int kClockAttempts = 3;
 
 // Every kind of stream served by a handler rather than by the channel, as the channel sees it
 // (the handler does the rest): a question, answered by one message that ends it, or a
@@ -585,6 +589,30 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
     if (!failure_.ok()) return failure_;
     ready_ = false;
   }
+  // The guest sets its clock to the time the message carries, so it ends up behind by however
+  // long the message took to be read: a few milliseconds from a running guest, but a restore on
+  // a loaded host can take the guest most of a second to get to it. So when the answer took
+  // longer than kClockSlack, the message goes again to the guest that is now running, until
+  // one comes back in time (the rest of what kSync does is the same each time).
+  for (int attempt = 0;; ++attempt) {
+    absl::Time sent = absl::Now();
+    if (absl::Status s = SyncOnce(deadline, sync); !s.ok()) return s;
+    if (absl::Now() - sent <= kClockSlack || attempt == kClockAttempts) break;
+  }
+  absl::MutexLock lock(&mu_);
+  quiescing_ = paused_ = false;
+  if (!ready_problem_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the guest could not set up its workspace: ", ready_problem_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GuestChannel::SyncOnce(absl::Time deadline, const GuestSync& sync) {
+  {
+    absl::MutexLock lock(&mu_);
+    ready_ = false;
+  }
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   std::string entropy(kEntropyBytes, '\0');
@@ -604,13 +632,7 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
       return absl::DeadlineExceededError("the guest agent did not become ready in time");
     }
   }
-  if (!failure_.ok()) return failure_;
-  quiescing_ = paused_ = false;
-  if (!ready_problem_.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the guest could not set up its workspace: ", ready_problem_));
-  }
-  return absl::OkStatus();
+  return failure_;
 }
 
 absl::Status GuestChannel::Quiesce(absl::Time deadline) {

@@ -250,6 +250,8 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class GuestFileWrite;
   friend class GuestFileRead;
   void AbandonStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends one kSync and waits for its kReady.
+  absl::Status SyncOnce(absl::Time deadline, const GuestSync& sync) ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the guest to give up on a file stream, and forgets it.
   void CancelFileStream(uint32_t id);
   // The status a file stream's kExit stands for.
