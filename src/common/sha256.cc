@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -66,6 +67,11 @@ std::string HmacSha256(absl::string_view key, absl::string_view data) {
 std::string HmacSha256Hex(absl::string_view key, absl::string_view data) {
   std::string raw = HmacSha256(key, data);
   return HexString(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+bool SecretEquals(absl::string_view given, absl::string_view expected) {
+  return !expected.empty() && given.size() == expected.size() &&
+         CRYPTO_memcmp(given.data(), expected.data(), expected.size()) == 0;
 }
 
 }  // namespace airlock

@@ -36,6 +36,10 @@ std::string Sha256Hex(absl::string_view bytes);
 std::string HmacSha256(absl::string_view key, absl::string_view data);
 std::string HmacSha256Hex(absl::string_view key, absl::string_view data);
 
+// Whether a secret a caller gave (a token, a MAC) is the expected one, in time that does not
+// depend on where they differ. An empty expected secret matches nothing.
+bool SecretEquals(absl::string_view given, absl::string_view expected);
+
 }  // namespace airlock
 
 #endif  // AIRLOCK_COMMON_SHA256_H_

@@ -47,4 +47,12 @@ TEST(Sha256Test, AFileIsHashedWholeAndAMissingOneIsNamed) {
 }
 
 }  // namespace
+TEST(SecretEqualsTest, OnlyTheSameNonEmptySecretMatches) {
+  EXPECT_TRUE(SecretEquals("abc", "abc"));
+  EXPECT_FALSE(SecretEquals("abd", "abc"));
+  EXPECT_FALSE(SecretEquals("ab", "abc"));
+  EXPECT_FALSE(SecretEquals("abcd", "abc"));
+  EXPECT_FALSE(SecretEquals("", ""));  // no secret set admits no one
+}
+
 }  // namespace airlock

@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
   airlock::Exposures exposures(&sessions, store->get(), flags.http_public == "allow");
   sessions_service.set_exposures(&exposures);
-  airlock::E2bSandboxes e2b(&sessions, store->get());
+  airlock::E2bSandboxes e2b(&sessions, store->get(), &uploads);
   e2b.set_domain(flags.http_domain);
   exposures.set_api(&e2b);
   airlock::ApiKeysService api_keys_service(store->get(), &peers);
@@ -355,6 +355,7 @@ int main(int argc, char** argv) {
   }
   airlock::LogInfo("shutting down");
   gateway.reset();  // its connections end before the sessions pause
+  e2b.Stop();       // and so do the commands E2B's SDKs started
   (*listener)->Stop();
   unlink(pid_file.c_str());
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

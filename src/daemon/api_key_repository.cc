@@ -115,29 +115,50 @@ absl::Status ApiKeyRepository::PutSandbox(const E2bSandboxRecord& r) {
   SqliteDb::Locked db(db_);
   Stmt q(db,
          "INSERT OR REPLACE INTO e2b_sandboxes(session_id, tenant, template_id, metadata, "
-         "env_vars) VALUES(?,?,?,?,?)");
+         "env_vars, access_token, api_key) VALUES(?,?,?,?,?,?,?)");
   q.Bind(1, r.session_id).Bind(2, r.tenant).Bind(3, r.template_id);
-  q.Bind(4, EncodeMap(r.metadata)).Bind(5, EncodeMap(r.env_vars)).Step();
+  q.Bind(4, EncodeMap(r.metadata)).Bind(5, EncodeMap(r.env_vars));
+  q.Bind(6, r.access_token).Bind(7, r.api_key).Step();
   return q.status();
 }
 
-absl::StatusOr<std::optional<E2bSandboxRecord>> ApiKeyRepository::GetSandbox(
-    const std::string& tenant, const std::string& session_id) {
-  SqliteDb::Locked db(db_);
-  Stmt q(db,
-         "SELECT session_id, tenant, template_id, metadata, env_vars FROM e2b_sandboxes WHERE "
-         "tenant = ? AND session_id = ?");
-  q.Bind(1, tenant).Bind(2, session_id);
+namespace {
+
+constexpr char kSandboxColumns[] =
+    "SELECT session_id, tenant, template_id, metadata, env_vars, access_token, api_key FROM "
+    "e2b_sandboxes WHERE ";
+
+absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
   absl::StatusOr<std::vector<E2bSandboxRecord>> rows = q.All([](Stmt& r) {
     return E2bSandboxRecord{.session_id = r.Text(0),
                             .tenant = r.Text(1),
                             .template_id = r.Text(2),
                             .metadata = DecodeMap(r.Text(3)),
-                            .env_vars = DecodeMap(r.Text(4))};
+                            .env_vars = DecodeMap(r.Text(4)),
+                            .access_token = r.Text(5),
+                            .api_key = r.Text(6)};
   });
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::nullopt;
   return rows->front();
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<E2bSandboxRecord>> ApiKeyRepository::GetSandbox(
+    const std::string& tenant, const std::string& session_id) {
+  SqliteDb::Locked db(db_);
+  Stmt q(db, absl::StrCat(kSandboxColumns, "tenant = ? AND session_id = ?"));
+  q.Bind(1, tenant).Bind(2, session_id);
+  return OneSandbox(q);
+}
+
+absl::StatusOr<std::optional<E2bSandboxRecord>> ApiKeyRepository::FindSandbox(
+    const std::string& session_id) {
+  SqliteDb::Locked db(db_);
+  Stmt q(db, absl::StrCat(kSandboxColumns, "session_id = ?"));
+  q.Bind(1, session_id);
+  return OneSandbox(q);
 }
 
 }  // namespace airlock

@@ -34,6 +34,9 @@ struct E2bSandboxRecord {
   std::string template_id;
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::string> env_vars;
+  // The token its envd API takes (X-Access-Token), and the name of the key that made it.
+  std::string access_token;
+  std::string api_key;
 };
 
 class ApiKeyRepository {
@@ -53,6 +56,10 @@ class ApiKeyRepository {
   // nullopt: the session was not made through the E2B API (or is another tenant's).
   [[nodiscard]] absl::StatusOr<std::optional<E2bSandboxRecord>> GetSandbox(
       const std::string& tenant, const std::string& session_id);
+  // The same whoever's it is (for the gateway's envd API, which the sandbox's own token
+  // admits).
+  [[nodiscard]] absl::StatusOr<std::optional<E2bSandboxRecord>> FindSandbox(
+      const std::string& session_id);
 
  private:
   SqliteDb& db_;

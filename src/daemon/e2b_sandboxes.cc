@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/hex.h"
 #include "src/common/log.h"
 
 namespace airlock {
@@ -12,35 +14,6 @@ namespace e2b = gateway::e2b;
 
 // E2B's default time to live, when a create gives none.
 constexpr uint64_t kDefaultTimeoutSeconds = 300;
-
-const char* Reason(int code) {
-  switch (code) {
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 204:
-      return "No Content";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 409:
-      return "Conflict";
-    case 413:
-      return "Payload Too Large";
-    case 429:
-      return "Too Many Requests";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Internal Server Error";
-  }
-}
 
 int HttpCode(const absl::Status& s) {
   switch (s.code()) {
@@ -68,13 +41,43 @@ bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionSt
 
 }  // namespace
 
+bool E2bSandboxes::ServeEnvd(const gateway::GatewayRequest& request,
+                             gateway::GatewayConnection& connection) {
+  if (request.port != e2b::kEnvdPort) return false;
+  absl::StatusOr<std::optional<E2bSandboxRecord>> found =
+      store_->api_keys().FindSandbox(request.session_id);
+  if (found.ok() && !found->has_value()) return false;
+  envd_.Serve(request.session_id, request, connection);  // which says what failed, if it did
+  return true;
+}
+
 bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
                          gateway::GatewayConnection& connection) {
+  if (const std::string* id = request.Header("e2b-sandbox-id"); id != nullptr) {
+    const std::string* port = request.Header("e2b-sandbox-port");
+    if (port != nullptr && *port != absl::StrCat(e2b::kEnvdPort)) {
+      connection.RespondWith(
+          404, "Not Found", "application/json",
+          e2b::ErrorJson(404,
+                         absl::StrCat("E2b-Sandbox-Port reaches envd (", e2b::kEnvdPort,
+                                      ") only; a sandbox's other ports are at getHost(port)")));
+      return true;
+    }
+    if (!CheckSessionId(*id).ok()) {
+      connection.RespondWith(
+          502, "Bad Gateway", "application/json",
+          e2b::ErrorJson(502, absl::StrCat("sandbox ", absl::CHexEscape(id->substr(0, 40)),
+                                           " was not found")));
+      return true;
+    }
+    envd_.Serve(*id, request, connection);
+    return true;
+  }
   e2b::Route route = e2b::RouteOf(request.method, request.target);
   if (route.op == e2b::Op::kNotApi) return false;
   auto answer = [&](const Answer& a) {
-    connection.RespondWith(a.code, Reason(a.code), "application/json", a.code == 204 ? "" : a.body,
-                           a.extra_headers);
+    connection.RespondWith(a.code, e2b::HttpReason(a.code), "application/json",
+                           a.code == 204 ? "" : a.body, a.extra_headers);
   };
   const std::string* key = request.Header("x-api-key");
   absl::StatusOr<std::optional<ApiKeyInfo>> found =
@@ -208,7 +211,9 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
                           .tenant = made->tenant,
                           .template_id = wanted->template_id,
                           .metadata = wanted->metadata,
-                          .env_vars = wanted->env_vars};
+                          .env_vars = wanted->env_vars,
+                          .access_token = RandomHex(16),
+                          .api_key = who.api_key};
   if (absl::Status s = store_->api_keys().PutSandbox(record); !s.ok()) {
     sessions_->Remove(who, made->id, "its E2B record could not be stored").IgnoreError();
     return failed(s);
@@ -226,7 +231,10 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
   e2b::Sandbox s;
   s.sandbox_id = r.id;
   s.template_id = extra->has_value() ? (*extra)->template_id : r.image;
-  if (extra->has_value()) s.metadata = (*extra)->metadata;
+  if (extra->has_value()) {
+    s.metadata = (*extra)->metadata;
+    s.envd_access_token = (*extra)->access_token;
+  }
   s.state = r.state == SessionState::kPaused ? "paused" : "running";
   s.started_ms = r.created_ms;
   // No time to live: as far as a 32-bit time_t reaches, for clients that parse it.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "src/daemon/e2b_envd.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/gateway/e2b_control.h"
@@ -25,13 +26,20 @@ namespace airlock {
 
 class E2bSandboxes {
  public:
-  E2bSandboxes(SessionManager* sessions, StateStore* store) : sessions_(sessions), store_(store) {}
+  E2bSandboxes(SessionManager* sessions, StateStore* store, WorkspaceUploads* uploads)
+      : sessions_(sessions), store_(store), envd_(sessions, store, uploads) {}
 
   // The domain sandboxes' hosts are under (the gateway's --http-domain); before serving.
   void set_domain(std::string domain) { domain_ = std::move(domain); }
 
-  // Serves one request if its path is the control API's (false: it is not).
+  // Serves one request if its path is the control API's, or it names a sandbox's envd by the
+  // headers E2b-Sandbox-Id and E2b-Sandbox-Port (false: neither).
   bool Serve(const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
+  // A request the gateway routed to port 49983 of a session: served by envd if the session is
+  // a sandbox of this API (false: it is not; the port is an ordinary one).
+  bool ServeEnvd(const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
+  // Ends the processes envd started (before airlockd pauses its sessions).
+  void Stop() { envd_.Stop(); }
 
   // Requests refused for a missing or unknown API key since start.
   uint64_t refused() const { return refused_; }
@@ -56,6 +64,7 @@ class E2bSandboxes {
   StateStore* store_;
   std::string domain_ = "airlock.localhost";
   std::atomic<uint64_t> refused_{0};
+  E2bEnvd envd_;
 };
 
 }  // namespace airlock

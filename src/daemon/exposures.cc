@@ -1,21 +1,15 @@
 #include "src/daemon/exposures.h"
 
-#include <openssl/crypto.h>
-
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/common/log.h"
+#include "src/common/sha256.h"
 
 namespace airlock {
 namespace {
-
-bool TokenMatches(const std::string& given, const std::string& token) {
-  return !token.empty() && given.size() == token.size() &&
-         CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
-}
 
 // The gateway's connection as a forwarded port's client: the head read so far first, then what
 // the client sends; the guest server's bytes back as they come. A reset before the server sent
@@ -163,6 +157,7 @@ absl::Status Exposures::Unexpose(const Principal& who, const std::string& id, ui
 
 void Exposures::Serve(const gateway::GatewayRequest& request,
                       gateway::GatewayConnection& connection) {
+  if (api_ != nullptr && api_->ServeEnvd(request, connection)) return;
   absl::StatusOr<std::optional<Exposure>> found =
       store_->exposures().Find(request.session_id, request.port);
   if (!found.ok()) {
@@ -178,10 +173,10 @@ void Exposures::Serve(const gateway::GatewayRequest& request,
     return;
   }
   const Exposure& e = **found;
-  bool by_query = TokenMatches(request.query_token, e.token);
+  bool by_query = SecretEquals(request.query_token, e.token);
   bool admitted = (e.is_public && allow_public_) || by_query;
   for (const std::string& token : request.tokens)
-    admitted = admitted || TokenMatches(token, e.token);
+    admitted = admitted || SecretEquals(token, e.token);
   if (!admitted) {
     refused_++;
     bool none = request.query_token.empty() && request.tokens.empty();

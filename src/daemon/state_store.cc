@@ -163,6 +163,11 @@ CREATE TABLE e2b_sandboxes(
   metadata TEXT NOT NULL,
   env_vars TEXT NOT NULL);
 )sql",
+    // Version 12: each E2B sandbox's envd access token, and the key that made it.
+    R"sql(
+ALTER TABLE e2b_sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';
+ALTER TABLE e2b_sandboxes ADD COLUMN api_key TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its

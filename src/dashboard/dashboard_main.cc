@@ -7,7 +7,6 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +28,7 @@
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
+#include "src/common/sha256.h"
 #include "src/dashboard/dashboard_page.h"
 #include "src/dashboard/dashboard_state.h"
 
@@ -353,8 +353,7 @@ int Serve(const Options& o) {
   });
   server.Post("/login", [&](const httplib::Request& req, httplib::Response& res) {
     std::string given = req.get_param_value("token");
-    bool same = !token.empty() && given.size() == token.size() &&
-                CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
+    bool same = SecretEquals(given, token);
     if (!same) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // slows guessing
       res.status = 401;

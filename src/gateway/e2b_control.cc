@@ -200,10 +200,11 @@ absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body, boo
   return *timeout;
 }
 
-absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
-  ListQuery q;
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> QueryParameters(
+    absl::string_view target) {
+  std::vector<std::pair<std::string, std::string>> out;
   size_t question = target.find('?');
-  if (question == absl::string_view::npos) return q;
+  if (question == absl::string_view::npos) return out;
   for (absl::string_view param :
        absl::StrSplit(target.substr(question + 1), '&', absl::SkipEmpty())) {
     size_t eq = param.find('=');
@@ -211,24 +212,34 @@ absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
     std::optional<std::string> value =
         PercentDecode(eq == absl::string_view::npos ? "" : param.substr(eq + 1));
     if (!name || !value) return Invalid("the query has a broken %-escape");
-    if (*name == "state") {
-      for (absl::string_view state : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+    out.emplace_back(*std::move(name), *std::move(value));
+  }
+  return out;
+}
+
+absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
+  ListQuery q;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params = QueryParameters(target);
+  if (!params.ok()) return params.status();
+  for (const auto& [name, value] : *params) {
+    if (name == "state") {
+      for (absl::string_view state : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         if (state != "running" && state != "paused") {
           return Invalid("state takes running and paused");
         }
         q.states.insert(std::string(state));
       }
-    } else if (*name == "limit") {
-      if (!absl::SimpleAtoi(*value, &q.limit) || q.limit < 1 || q.limit > 100) {
+    } else if (name == "limit") {
+      if (!absl::SimpleAtoi(value, &q.limit) || q.limit < 1 || q.limit > 100) {
         return Invalid("limit must be a whole number from 1 to 100");
       }
-    } else if (*name == "nextToken") {
-      if (!value->empty() && !absl::SimpleAtoi(*value, &q.offset)) {
+    } else if (name == "nextToken") {
+      if (!value.empty() && !absl::SimpleAtoi(value, &q.offset)) {
         return Invalid("nextToken is not one this server gave");
       }
-    } else if (*name == "metadata") {
+    } else if (name == "metadata") {
       // Its value is a query string of its own, escaped once more by the SDKs.
-      std::optional<std::string> inner = PercentDecode(*value);
+      std::optional<std::string> inner = PercentDecode(value);
       if (!inner) return Invalid("metadata has a broken %-escape");
       for (absl::string_view pair : absl::StrSplit(*inner, '&', absl::SkipEmpty())) {
         size_t at = pair.find('=');
@@ -266,6 +277,47 @@ std::string SandboxListJson(const std::vector<Sandbox>& all) {
 
 std::string ErrorJson(int code, absl::string_view message) {
   return Dump(json{{"code", code}, {"message", std::string(message)}});
+}
+
+const char* HttpReason(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 412:
+      return "Precondition Failed";
+    case 429:
+      return "Too Many Requests";
+    case 499:
+      return "Client Closed Request";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 507:
+      return "Insufficient Storage";
+    default:
+      return "Internal Server Error";
+  }
 }
 
 }  // namespace airlock::gateway::e2b

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -91,6 +92,14 @@ std::string SandboxDetailJson(const Sandbox& s);
 std::string SandboxListJson(const std::vector<Sandbox>& all);
 // {"code": CODE, "message": MESSAGE}: the SDKs read 404 and 409 from `code`.
 std::string ErrorJson(int code, absl::string_view message);
+
+// The query of a request-target, each name and value percent-decoded, in order;
+// INVALID_ARGUMENT for a broken escape.
+[[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, std::string>>> QueryParameters(
+    absl::string_view target);
+
+// The reason phrase of an HTTP status this API answers with.
+const char* HttpReason(int code);
 
 // Percent-decoding as URLs use it ('+' stays '+'); nullopt for a broken escape.
 std::optional<std::string> PercentDecode(absl::string_view text);

@@ -6,45 +6,14 @@
 //
 // Usage: node tests/e2b/e2b_control_test.mjs AIRLOCK_BINARY   (as root, after scripts/setup.sh;
 // runs its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { AuthenticationError, Sandbox } from 'e2b';
-import { privateHome } from '../pages/test_home.mjs';
+import { startDaemon } from './e2b_daemon.mjs';
 
 const [airlock] = process.argv.slice(2);
-assert.ok(airlock, 'give the airlock binary');
-const airlockd = path.join(path.dirname(airlock), 'airlockd');
-const { home, env } = privateHome('airlock-e2btest-');
-const socket = path.join(home, 'airlockd.sock');
-const daemon = spawn(airlockd, ['--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-// The gateway's address, as airlockd says it at start.
-const gateway = await new Promise((resolve, reject) => {
-  let said = '';
-  daemon.stderr.on('data', (chunk) => {
-    said += chunk;
-    const m = said.match(/HTTP gateway on (http:\/\/[0-9.:]+)/);
-    if (m) resolve(m[1]);
-  });
-  daemon.on('exit', () => reject(new Error(`airlockd ended: ${said}`)));
-});
-
-after(async () => {
-  daemon.kill('SIGTERM');
-  await new Promise((r) => (daemon.exitCode !== null ? r() : daemon.on('exit', r)));
-  fs.rmSync(home, { recursive: true, force: true });
-});
-
-function cli(...args) {
-  const r = spawnSync(airlock, args, { env, encoding: 'utf8', timeout: 120000 });
-  assert.equal(r.status, 0, `airlock ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
-const key = cli('api-key', 'create', '--name', 'ci').trim();
-const opts = { apiKey: key, apiUrl: gateway, domain: 'airlock.localhost' };
+const { env, cli, key, opts } = await startDaemon(airlock, 'airlock-e2btest-');
 
 test('an API key is shown once and listed by name', () => {
   assert.match(key, /^e2b_[0-9a-f]{40}$/);

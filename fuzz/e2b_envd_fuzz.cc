@@ -1,0 +1,53 @@
+// Fuzz target: the E2B-compatible envd API's parsers of what reaches the gateway (Connect
+// envelopes, the process service's JSON messages, /files queries, multipart uploads, Basic
+// authorization, paths). Besides not crashing: what a parse accepts is within its caps, and an
+// envelope made of what was opened opens to the same message.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "src/gateway/e2b_control.h"
+#include "src/gateway/e2b_envd.h"
+
+namespace e2b = airlock::gateway::e2b;
+
+namespace {
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<std::string> opened = e2b::OpenEnvelope(text);
+  if (opened.ok()) Check(e2b::Envelope(*opened) == text);
+  const std::string& message = opened.ok() ? *opened : text;
+  absl::StatusOr<e2b::StartRequest> start = e2b::ParseStartRequest(message);
+  if (start.ok()) {
+    Check(!start->process.cmd.empty() && start->process.args.size() <= e2b::kMaxArgs);
+    Check(start->pty_rows >= 1 && start->pty_rows <= 10000 && start->pty_cols >= 1 &&
+          start->pty_cols <= 10000);
+  }
+  absl::StatusOr<e2b::Selector> selector = e2b::ParseSelectorRequest(message);
+  if (selector.ok()) Check(selector->pid.has_value() || !selector->tag.empty());
+  (void)e2b::ParseSendInputRequest(message);
+  absl::StatusOr<e2b::SendSignalRequest> signal = e2b::ParseSendSignalRequest(message);
+  if (signal.ok()) Check(signal->signal == 9 || signal->signal == 15);
+  (void)e2b::ParseUpdateRequest(message);
+  absl::StatusOr<e2b::FilesQuery> query = e2b::ParseFilesQuery(text);
+  if (query.ok() && query->path) Check(query->path->size() <= e2b::kMaxFieldBytes);
+  // The first line is the Content-Type, the rest the body.
+  size_t eol = text.find('\n');
+  if (eol != std::string::npos) {
+    absl::StatusOr<std::vector<e2b::FilePart>> parts =
+        e2b::ParseMultipartFiles(text.substr(0, eol), text.substr(eol + 1));
+    if (parts.ok()) Check(!parts->empty() && parts->size() <= e2b::kMaxEntries);
+  }
+  std::optional<std::string> user = e2b::BasicAuthUser(text);
+  if (user) Check(!user->empty() && user->find(':') == std::string::npos);
+  absl::StatusOr<std::string> path = e2b::ResolvePath(text, "/root");
+  if (path.ok()) Check(!path->empty() && path->front() == '/');
+  std::string rpc;
+  (void)e2b::EnvdOpOf("POST", text, &rpc);
+  return 0;
+}

@@ -1,0 +1,67 @@
+// envd, the in-sandbox API of E2B's SDKs, served by airlockd's gateway for the sandboxes the
+// E2B-compatible API made (no E2B code in the guest): Connect-protocol RPCs of E2B's
+// process.Process (start with cwd, environment, user and a terminal; watch, list, input,
+// close stdin, signals, resize) translated onto the session's commands (E2bProcesses), and
+// /files (read; write as multipart or raw bytes) onto its files (SessionFiles), plus /health.
+// Requests reach it routed by the Host "49983-ID.DOMAIN" or by the headers E2b-Sandbox-Id and
+// E2b-Sandbox-Port: 49983.
+//
+// Admission: every request but /health carries the sandbox's envd access token (X-Access-Token,
+// given to the SDK on create and connect), or, for /files, a URL signature made with it. The
+// calls act as the tenant of the key that made the sandbox (audited as that key). An unknown
+// or ended sandbox is answered 502, as E2B's proxy does. Filesystem RPCs other than /files are
+// not served yet (Connect's unimplemented, saying what to use).
+//
+// Paths an SDK sends relative are under the home of the user the call names (Basic
+// authorization, or ?username= for /files): /root for root or none, else /home/USER; commands
+// start there too unless given a cwd. Thread-safe.
+#ifndef AIRLOCK_DAEMON_E2B_ENVD_H_
+#define AIRLOCK_DAEMON_E2B_ENVD_H_
+
+#include <string>
+
+#include "src/daemon/api_key_repository.h"
+#include "src/daemon/e2b_processes.h"
+#include "src/daemon/exec_runner.h"
+#include "src/daemon/session_files.h"
+#include "src/daemon/session_manager.h"
+#include "src/daemon/state_store.h"
+#include "src/gateway/e2b_envd.h"
+#include "src/gateway/http_gateway.h"
+
+namespace airlock {
+
+class E2bEnvd {
+ public:
+  // An upload larger than this is refused (413): write larger files with several requests or
+  // through Airlock's own API.
+  static constexpr size_t kMaxUploadBytes = 64 << 20;
+
+  E2bEnvd(SessionManager* sessions, StateStore* store, WorkspaceUploads* uploads)
+      : store_(store),
+        runner_(sessions, store, uploads),
+        processes_(&runner_),
+        files_(sessions, store) {}
+
+  // Serves one request for sandbox_id's envd.
+  void Serve(const std::string& sandbox_id, const gateway::GatewayRequest& request,
+             gateway::GatewayConnection& connection);
+  // Kills the processes it started (before airlockd pauses its sessions).
+  void Stop() { processes_.Stop(); }
+
+ private:
+  struct Call;
+  void ServeRpc(Call& call, gateway::e2b::EnvdOp op, const std::string& rpc);
+  void ServeStream(Call& call, gateway::e2b::EnvdOp op, const std::string& message);
+  void ReadFile(Call& call);
+  void WriteFiles(Call& call);
+
+  StateStore* store_;
+  ExecRunner runner_;
+  E2bProcesses processes_;
+  SessionFiles files_;
+};
+
+}  // namespace airlock
+
+#endif  // AIRLOCK_DAEMON_E2B_ENVD_H_
