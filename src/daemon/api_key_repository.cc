@@ -115,17 +115,18 @@ absl::Status ApiKeyRepository::PutSandbox(const E2bSandboxRecord& r) {
   SqliteDb::Locked db(db_);
   Stmt q(db,
          "INSERT OR REPLACE INTO e2b_sandboxes(session_id, tenant, template_id, metadata, "
-         "env_vars, access_token, api_key) VALUES(?,?,?,?,?,?,?)");
+         "env_vars, access_token, api_key, traffic_token) VALUES(?,?,?,?,?,?,?,?)");
   q.Bind(1, r.session_id).Bind(2, r.tenant).Bind(3, r.template_id);
   q.Bind(4, EncodeMap(r.metadata)).Bind(5, EncodeMap(r.env_vars));
-  q.Bind(6, r.access_token).Bind(7, r.api_key).Step();
+  q.Bind(6, r.access_token).Bind(7, r.api_key).Bind(8, r.traffic_token).Step();
   return q.status();
 }
 
 namespace {
 
 constexpr char kSandboxColumns[] =
-    "SELECT session_id, tenant, template_id, metadata, env_vars, access_token, api_key FROM "
+    "SELECT session_id, tenant, template_id, metadata, env_vars, access_token, api_key, "
+    "traffic_token FROM "
     "e2b_sandboxes WHERE ";
 
 absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
@@ -136,7 +137,8 @@ absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
                             .metadata = DecodeMap(r.Text(3)),
                             .env_vars = DecodeMap(r.Text(4)),
                             .access_token = r.Text(5),
-                            .api_key = r.Text(6)};
+                            .api_key = r.Text(6),
+                            .traffic_token = r.Text(7)};
   });
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::nullopt;

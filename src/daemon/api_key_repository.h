@@ -37,6 +37,8 @@ struct E2bSandboxRecord {
   // The token its envd API takes (X-Access-Token), and the name of the key that made it.
   std::string access_token;
   std::string api_key;
+  // What its ports need (E2B's traffic access token); empty: they are public.
+  std::string traffic_token;
 };
 
 class ApiKeyRepository {

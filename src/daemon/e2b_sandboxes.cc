@@ -51,6 +51,18 @@ bool E2bSandboxes::ServeEnvd(const gateway::GatewayRequest& request,
   return true;
 }
 
+std::optional<Exposure> E2bSandboxes::SandboxPort(const std::string& session_id, uint16_t port) {
+  absl::StatusOr<std::optional<E2bSandboxRecord>> found =
+      store_->api_keys().FindSandbox(session_id);
+  if (!found.ok() || !found->has_value()) return std::nullopt;
+  return Exposure{.tenant = (*found)->tenant,
+                  .session_id = session_id,
+                  .port = port,
+                  .is_public = (*found)->traffic_token.empty(),
+                  .token = (*found)->traffic_token,
+                  .created_ms = 0};
+}
+
 bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
                          gateway::GatewayConnection& connection) {
   if (const std::string* id = request.Header("e2b-sandbox-id"); id != nullptr) {
@@ -213,7 +225,8 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
                           .metadata = wanted->metadata,
                           .env_vars = wanted->env_vars,
                           .access_token = RandomHex(16),
-                          .api_key = who.api_key};
+                          .api_key = who.api_key,
+                          .traffic_token = wanted->allow_public_traffic ? "" : RandomHex(16)};
   if (absl::Status s = store_->api_keys().PutSandbox(record); !s.ok()) {
     sessions_->Remove(who, made->id, "its E2B record could not be stored").IgnoreError();
     return failed(s);
@@ -234,6 +247,7 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
   if (extra->has_value()) {
     s.metadata = (*extra)->metadata;
     s.envd_access_token = (*extra)->access_token;
+    s.traffic_access_token = (*extra)->traffic_token;
   }
   s.state = r.state == SessionState::kPaused ? "paused" : "running";
   s.started_ms = r.created_ms;

@@ -14,9 +14,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "src/daemon/e2b_envd.h"
+#include "src/daemon/exposure_repository.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/gateway/e2b_control.h"
@@ -38,6 +40,10 @@ class E2bSandboxes {
   // A request the gateway routed to port 49983 of a session: served by envd if the session is
   // a sandbox of this API (false: it is not; the port is an ordinary one).
   bool ServeEnvd(const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
+  // Every port of a sandbox this API made is reached through the gateway as E2B's are (its
+  // getHost(port)): public unless it was created with network.allowPublicTraffic false, then
+  // with its traffic access token. nullopt: not such a sandbox.
+  std::optional<Exposure> SandboxPort(const std::string& session_id, uint16_t port);
   // Ends the processes envd started (before airlockd pauses its sessions).
   void Stop() { envd_.Stop(); }
 

@@ -165,6 +165,9 @@ void Exposures::Serve(const gateway::GatewayRequest& request,
     connection.Respond(503, "Service Unavailable", "airlockd could not read its state; try again");
     return;
   }
+  if (!found->has_value() && api_ != nullptr) {
+    *found = api_->SandboxPort(request.session_id, request.port);
+  }
   if (!found->has_value()) {
     connection.Respond(404, "Not Found",
                        absl::StrCat("port ", request.port, " of session ", request.session_id,
@@ -177,6 +180,9 @@ void Exposures::Serve(const gateway::GatewayRequest& request,
   bool admitted = (e.is_public && allow_public_) || by_query;
   for (const std::string& token : request.tokens)
     admitted = admitted || SecretEquals(token, e.token);
+  if (const std::string* traffic = request.Header("e2b-traffic-access-token"); traffic != nullptr) {
+    admitted = admitted || SecretEquals(*traffic, e.token);  // E2B's SDKs send it so
+  }
   if (!admitted) {
     refused_++;
     bool none = request.query_token.empty() && request.tokens.empty();

@@ -3,14 +3,15 @@
 // relayed to the guest's server like a forwarded port (PortForwarder::Relay).
 //
 // Admission: the exposure must exist (404 otherwise, the same for every session, so nothing
-// tells whether a session exists), and, unless it is public and airlockd allows public ones,
-// the request must carry its token (401). A token in the URL of a browser's GET goes into a
-// cookie of that exposure's host alone and out of the address bar (a redirect). Then a place in
-// the tenant's `connections` quota (503), and the session: a paused one is resumed by the
-// connection. Each connection is a use of the session that gives way to a pause (it is cut;
-// the browser's next request resumes it), keeps it from idling while bytes flow, is held to
-// its --net-rate, and is audited when it ends (session.http: client, request line, bytes,
-// duration) so that it shows in the session's timeline. Thread-safe.
+// tells whether a session exists; every port of a sandbox of the E2B-compatible API is exposed,
+// E2bSandboxes::SandboxPort, its traffic token also taken from e2b-traffic-access-token), and,
+// unless it is public and airlockd allows public ones, the request must carry its token (401). A
+// token in the URL of a browser's GET goes into a cookie of that exposure's host alone and out of
+// the address bar (a redirect). Then a place in the tenant's `connections` quota (503), and the
+// session: a paused one is resumed by the connection. Each connection is a use of the session that
+// gives way to a pause (it is cut; the browser's next request resumes it), keeps it from idling
+// while bytes flow, is held to its --net-rate, and is audited when it ends (session.http: client,
+// request line, bytes, duration) so that it shows in the session's timeline. Thread-safe.
 #ifndef AIRLOCK_DAEMON_EXPOSURES_H_
 #define AIRLOCK_DAEMON_EXPOSURES_H_
 

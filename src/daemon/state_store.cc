@@ -163,10 +163,12 @@ CREATE TABLE e2b_sandboxes(
   metadata TEXT NOT NULL,
   env_vars TEXT NOT NULL);
 )sql",
-    // Version 12: each E2B sandbox's envd access token, and the key that made it.
+    // Version 12: each E2B sandbox's envd access token, the key that made it, and the token
+    // its ports need (empty: they are public).
     R"sql(
 ALTER TABLE e2b_sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';
 ALTER TABLE e2b_sandboxes ADD COLUMN api_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE e2b_sandboxes ADD COLUMN traffic_token TEXT NOT NULL DEFAULT '';
 )sql",
 };
 

@@ -187,6 +187,12 @@ absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body) {
     if (!net.is_object()) return Invalid("network must be an object");
     if (absl::Status s = ReadStringList(net, "allowOut", &n.allow_out); !s.ok()) return s;
     if (absl::Status s = ReadStringList(net, "denyOut", &n.deny_out); !s.ok()) return s;
+    if (net.contains("allowPublicTraffic") && !net["allowPublicTraffic"].is_null()) {
+      if (!net["allowPublicTraffic"].is_boolean()) {
+        return Invalid("network.allowPublicTraffic must be true or false");
+      }
+      n.allow_public_traffic = net["allowPublicTraffic"].get<bool>();
+    }
   }
   return n;
 }
@@ -259,6 +265,7 @@ std::string SandboxJson(const Sandbox& s) {
   json j = Common(s);
   j["envdAccessToken"] = s.envd_access_token;
   j["domain"] = s.domain;
+  if (!s.traffic_access_token.empty()) j["trafficAccessToken"] = s.traffic_access_token;
   return Dump(j);
 }
 

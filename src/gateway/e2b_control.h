@@ -56,6 +56,8 @@ struct NewSandbox {
   std::map<std::string, std::string> env_vars;
   std::optional<bool> allow_internet_access;
   std::vector<std::string> allow_out, deny_out;  // network.allowOut / denyOut
+  // network.allowPublicTraffic: the sandbox's ports are reached without a token.
+  bool allow_public_traffic = true;
 };
 // INVALID_ARGUMENT saying which field is wrong.
 [[nodiscard]] absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body);
@@ -82,6 +84,8 @@ struct Sandbox {
   uint64_t memory_mb = 0, disk_mb = 0;
   std::map<std::string, std::string> metadata;
   std::string envd_access_token;
+  // What reaches its ports when they are not public (E2B's header e2b-traffic-access-token).
+  std::string traffic_access_token;
   std::string domain;
 };
 // The create/connect answer (E2B's Sandbox schema).

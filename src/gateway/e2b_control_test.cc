@@ -36,6 +36,11 @@ TEST(E2bControlTest, ACreateBodyIsCheckedFieldByField) {
   EXPECT_EQ(n->env_vars.at("A"), "1");
   EXPECT_EQ(n->allow_internet_access, false);
   EXPECT_EQ(n->allow_out, std::vector<std::string>{"pypi.org"});
+  EXPECT_TRUE(n->allow_public_traffic);
+  n = ParseNewSandbox(R"({"network":{"allowPublicTraffic":false}})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_FALSE(n->allow_public_traffic);
+  EXPECT_FALSE(ParseNewSandbox(R"({"network":{"allowPublicTraffic":"no"}})").ok());
   // Absent fields keep E2B's defaults.
   n = ParseNewSandbox("{}");
   ASSERT_TRUE(n.ok());

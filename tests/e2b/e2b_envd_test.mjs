@@ -165,3 +165,40 @@ test('envd needs the sandbox token; health does not; unknown sandboxes are 502',
   [status] = await request('GET', signed.pathname + signed.search, byHost);
   assert.equal(status, 401);
 });
+
+test("a sandbox's ports are reached at getHost(port), with its traffic token if not public", async () => {
+  // Tries a GET at the host until the server in the sandbox answers (it takes a moment to start).
+  async function get(host, headers = {}) {
+    for (let i = 0; ; i++) {
+      const [status, body] = await request('GET', '/', { Host: host, ...headers });
+      if (status !== 502 || i === 100) return [status, body];
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  await sandbox.commands.run('mkdir -p /srv && echo served > /srv/index.html');
+  await sandbox.commands.run('cd /srv && python3 -m http.server 8000', {
+    background: true,
+    timeoutMs: 0,
+  });
+  const host = sandbox.getHost(8000);
+  assert.equal(host, `8000-${sandbox.sandboxId}.airlock.localhost`);
+  let [status, body] = await get(host);
+  assert.equal(status, 200, body);
+  assert.equal(body, 'served\n');
+
+  const closed = await Sandbox.create({ ...opts, network: { allowPublicTraffic: false } });
+  beforeStop.push(() => closed.kill());
+  assert.ok(closed.trafficAccessToken);
+  await closed.commands.run('mkdir -p /srv && echo private > /srv/index.html');
+  await closed.commands.run('cd /srv && python3 -m http.server 8000', {
+    background: true,
+    timeoutMs: 0,
+  });
+  [status] = await get(closed.getHost(8000));
+  assert.equal(status, 401);
+  [status, body] = await get(closed.getHost(8000), {
+    'e2b-traffic-access-token': closed.trafficAccessToken,
+  });
+  assert.equal(status, 200, body);
+  assert.equal(body, 'private\n');
+});
