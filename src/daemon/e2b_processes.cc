@@ -200,7 +200,10 @@ absl::StatusOr<std::unique_ptr<E2bProcesses::Watch>> E2bProcesses::Start(
   p->pty = spec.request.pty;
   p->stdin = spec.request.stdin;
   auto watcher = std::make_shared<Watcher>();
-  p->watchers.push_back(watcher);
+  {
+    absl::MutexLock plock(&p->mu);  // nobody else has it yet
+    p->watchers.push_back(watcher);
+  }
   absl::MutexLock lock(&mu_);
   if (stopped_) return absl::UnavailableError("airlockd is stopping");
   Prune();

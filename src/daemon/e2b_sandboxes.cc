@@ -138,7 +138,8 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
       return failed(absl::NotFoundError(absl::StrCat(
           "Airlock's E2B-compatible API does not serve ", request.method, " ",
           request.target.substr(0, request.target.find('?')),
-          " yet (sandboxes: create, list, get, kill, timeout, pause and connect are served; "
+          " yet (sandboxes: create, list, get, kill, timeout, pause, connect and metrics are "
+          "served; "
           "templates, snapshots and volumes are Airlock's own: airlock image, pause, fork)")));
     case e2b::Op::kCreate:
       return Create(who, body);
@@ -185,6 +186,8 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
     }
     case e2b::Op::kConnect:
       return Connect(who, route.sandbox_id, body);
+    case e2b::Op::kMetrics:
+      return Metrics(who, route.sandbox_id);
   }
   return failed(absl::InternalError("unreachable"));
 }
@@ -329,6 +332,36 @@ E2bSandboxes::Answer E2bSandboxes::Connect(const Principal& who, const std::stri
   absl::StatusOr<e2b::Sandbox> described = Describe(*record);
   if (!described.ok()) return failed(described.status());
   return {resumed ? 201 : 200, e2b::SandboxJson(*described)};
+}
+
+E2bSandboxes::Answer E2bSandboxes::Metrics(const Principal& who, const std::string& id) {
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  if (!record.ok() || !Live(record->state)) {
+    absl::Status s =
+        record.ok() ? absl::NotFoundError(absl::StrCat("sandbox ", id, " ended")) : record.status();
+    return {HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  }
+  // Now, over a quarter of a second of CPU; a paused sandbox has none (it is not woken).
+  std::vector<e2b::Metric> samples;
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Running(who.Tenant(), id);
+  if (live.ok()) {
+    GuestChannel& channel = (*live)->vm->channel();
+    absl::StatusOr<GuestMetrics> before = channel.Metrics(absl::Now() + absl::Seconds(5));
+    absl::SleepFor(absl::Milliseconds(250));
+    absl::StatusOr<GuestMetrics> after = channel.Metrics(absl::Now() + absl::Seconds(5));
+    if (before.ok() && after.ok()) {
+      uint64_t total = after->cpu_total_ticks - before->cpu_total_ticks;
+      uint64_t busy = after->cpu_busy_ticks - before->cpu_busy_ticks;
+      samples.push_back({.unix_ms = absl::ToUnixMillis(absl::Now()),
+                         .cpu_count = static_cast<uint32_t>(after->vcpus),
+                         .cpu_used_pct = total > 0 ? 100.0 * static_cast<double>(busy) / total : 0,
+                         .mem_used = after->memory_total_bytes - after->memory_available_bytes,
+                         .mem_total = after->memory_total_bytes,
+                         .disk_used = after->disk_used_bytes,
+                         .disk_total = after->disk_total_bytes});
+    }
+  }
+  return {200, e2b::MetricsJson(samples)};
 }
 
 }  // namespace airlock

@@ -62,6 +62,8 @@ class E2bSandboxes {
   Answer Get(const Principal& who, const std::string& id);
   Answer List(const Principal& who, const std::string& target);
   Answer Connect(const Principal& who, const std::string& id, const std::string& body);
+  // One sample of now (none while paused: E2B keeps a history, Airlock does not yet).
+  Answer Metrics(const Principal& who, const std::string& id);
   // The sandbox as the API describes it; NOT_FOUND for a session that is not running or
   // paused.
   absl::StatusOr<gateway::e2b::Sandbox> Describe(const SessionRecord& record);

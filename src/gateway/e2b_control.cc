@@ -151,6 +151,7 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
     if (method == "DELETE" && !v2) r.op = Op::kKill;
     return r;
   }
+  if (parts.size() == 3 && method == "GET" && parts[2] == "metrics" && !v2) r.op = Op::kMetrics;
   if (parts.size() == 3 && method == "POST") {
     if (parts[2] == "timeout" && !v2) r.op = Op::kSetTimeout;
     if (parts[2] == "pause" && !v2) r.op = Op::kPause;
@@ -279,6 +280,22 @@ std::string SandboxDetailJson(const Sandbox& s) {
 std::string SandboxListJson(const std::vector<Sandbox>& all) {
   json list = json::array();
   for (const Sandbox& s : all) list.push_back(Listed(s));
+  return Dump(list);
+}
+
+std::string MetricsJson(const std::vector<Metric>& samples) {
+  json list = json::array();
+  for (const Metric& m : samples) {
+    list.push_back({{"timestamp", Rfc3339(m.unix_ms)},
+                    {"timestampUnix", m.unix_ms / 1000},
+                    {"cpuCount", m.cpu_count},
+                    {"cpuUsedPct", m.cpu_used_pct},
+                    {"memUsed", m.mem_used},
+                    {"memTotal", m.mem_total},
+                    {"memCache", 0},
+                    {"diskUsed", m.disk_used},
+                    {"diskTotal", m.disk_total}});
+  }
   return Dump(list);
 }
 

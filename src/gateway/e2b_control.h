@@ -40,6 +40,7 @@ enum class Op {
   kSetTimeout,  // POST /sandboxes/ID/timeout
   kPause,       // POST /sandboxes/ID/pause
   kConnect,     // POST /v2/sandboxes/ID/connect, /sandboxes/ID/connect, /sandboxes/ID/resume
+  kMetrics,     // GET /sandboxes/ID/metrics
 };
 
 struct Route {
@@ -94,6 +95,15 @@ std::string SandboxJson(const Sandbox& s);
 std::string SandboxDetailJson(const Sandbox& s);
 // GET /v2/sandboxes (ListedSandbox[]).
 std::string SandboxListJson(const std::vector<Sandbox>& all);
+// One sample of a sandbox's use (E2B's SandboxMetric).
+struct Metric {
+  int64_t unix_ms = 0;
+  uint32_t cpu_count = 0;
+  double cpu_used_pct = 0;
+  uint64_t mem_used = 0, mem_total = 0;
+  uint64_t disk_used = 0, disk_total = 0;
+};
+std::string MetricsJson(const std::vector<Metric>& samples);
 // {"code": CODE, "message": MESSAGE}: the SDKs read 404 and 409 from `code`.
 std::string ErrorJson(int code, absl::string_view message);
 

@@ -19,6 +19,7 @@ TEST(E2bControlTest, RoutesAreE2BsPaths) {
   EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/pause").op, Op::kPause);
   EXPECT_EQ(RouteOf("POST", "/v2/sandboxes/0123456789ab/connect").op, Op::kConnect);
   EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/resume").op, Op::kConnect);
+  EXPECT_EQ(RouteOf("GET", "/sandboxes/0123456789ab/metrics?start=1&end=2").op, Op::kMetrics);
   EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/snapshots").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/templates").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/").op, Op::kNotApi);

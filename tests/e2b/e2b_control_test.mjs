@@ -31,6 +31,11 @@ test('sandboxes are sessions: create, describe, list, time, pause, connect, kill
 
   let info = await s.getInfo();
   assert.equal(info.state, 'running');
+  // What it uses now.
+  const [now] = await s.getMetrics();
+  assert.ok(now.cpuCount >= 1 && now.memTotal > now.memUsed && now.diskTotal > 0,
+    JSON.stringify(now));
+  assert.ok(now.timestamp instanceof Date, JSON.stringify(now));
   assert.equal(info.templateId, 'base');
   assert.deepEqual(info.metadata, { user: 'ada' });
   const lifetime = info.endAt.getTime() - info.startedAt.getTime();
