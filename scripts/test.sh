@@ -62,10 +62,10 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 # npm's packages: s3rver (an S3-compatible server), the MCP SDK client, puppeteer-core for the
 # pages, OpenTelemetry's definitions for the OTLP test, the TypeScript SDK's own, and E2B's SDK
-# for the E2B-compatible API's test.
+# and ComputeSDK's E2B provider for the E2B-compatible API's tests.
 for dir_and_marker in tests/s3:s3rver tests/mcp:@modelcontextprotocol/sdk \
   tests/pages:puppeteer-core tests/otlp:@opentelemetry/otlp-transformer sdk/js:@grpc/grpc-js \
-  tests/e2b:e2b; do
+  tests/e2b:@computesdk/e2b; do
   dir=${dir_and_marker%%:*}
   [ -d "$dir/node_modules/${dir_and_marker#*:}" ] || (cd "$dir" && npm ci --no-audit --no-fund >/dev/null)
 done
