@@ -144,7 +144,8 @@ enum class FrameType : uint8_t {
   // the guest's loopback (127.0.0.1, then ::1), so the host can reach a server running in the
   // guest (airlock port-forward). It is a connection like kConnect's, the other way: kData,
   // kDataEnd and kWindow both ways, the host's data held by the agent until the connection is
-  // made; a port nobody listens on is answered kReset (ECONNREFUSED) at once.
+  // made; a port nobody listens on is answered kReset (ECONNREFUSED) at once. Connection frames
+  // the host sent before it read the guest's end of such a stream are ignored.
   kOpenPort = 28,
 };
 inline constexpr uint8_t kMaxFrameType = 28;

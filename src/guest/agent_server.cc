@@ -907,6 +907,14 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
     case FrameType::kProtocolError:
       ConsoleLog("host reported a protocol error: " + frame.payload.substr(0, 200));
       return true;
+    case FrameType::kData:
+    case FrameType::kDataEnd:
+    case FrameType::kReset:
+      // Late frames of a port connection (kOpenPort) the guest already closed or refused: the
+      // host sent them before it read the guest's end.
+      if (frame.stream % 2 == 1 && frame.stream <= max_stream_seen_) return true;
+      *error = "connection frame for a stream the host never opened";
+      return false;
     default:
       *error = "unexpected frame type " + std::to_string(static_cast<int>(frame.type));
       return false;
@@ -1090,7 +1098,7 @@ std::string AgentServer::Serve() {
           HandleFrame(frame, &error);
         }
         if (!error.empty()) {
-          Send(FrameType::kProtocolError, 0, error);
+          SendMessage(0, ProtocolErrorMessage{error.substr(0, kMaxReasonBytes)});
           std::string ignored;
           FlushOut(&ignored);
           return "protocol error: " + error;

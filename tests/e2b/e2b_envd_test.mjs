@@ -168,10 +168,14 @@ test('envd needs the sandbox token; health does not; unknown sandboxes are 502',
 
 test("a sandbox's ports are reached at getHost(port), with its traffic token if not public", async () => {
   // Tries a GET at the host until the server in the sandbox answers (it takes a moment to start).
+  // (Until it listens, a connection is refused, 502, or cut if the server is half up.)
   async function get(host, headers = {}) {
     for (let i = 0; ; i++) {
-      const [status, body] = await request('GET', '/', { Host: host, ...headers });
-      if (status !== 502 || i === 100) return [status, body];
+      const answer = await request('GET', '/', { Host: host, ...headers }).catch((e) => {
+        if (i === 100) throw e;
+        return [502, String(e)];
+      });
+      if (answer[0] !== 502 || i === 100) return answer;
       await new Promise((r) => setTimeout(r, 100));
     }
   }
