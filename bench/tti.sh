@@ -16,11 +16,14 @@ staggered=${2:-20}
 burst=${3:-20}
 . bench/private_home.sh
 export AIRLOCK_HTTP_LISTEN=127.0.0.1:0
+# A burst of 20 running at once is over the default quota of 16 running sessions.
+echo "default running=64 sessions=256 vcpus=64 memory=64g" > "$home/quotas"
+export AIRLOCK_QUOTA_FILE=$home/quotas
 
 $airlock ls >/dev/null  # starts the private airlockd
 gateway=$(grep -o 'HTTP gateway on http://[0-9.:]*' "$home/airlockd.log" | head -1 | awk '{print $4}')
 [ -n "$gateway" ] || { echo "tti.sh: airlockd started no HTTP gateway" >&2; exit 1; }
-key=$($airlock api-key create --name bench)
+key=$($airlock api-key create --name bench 2>/dev/null)
 # One sandbox first, so that the default image's template is made before anything is timed.
 $airlock run -- true
 
@@ -34,7 +37,14 @@ const [gateway, key, sequential, staggered, burst] = process.argv.slice(2);
 const opts = { apiKey: key, apiUrl: gateway, sandboxUrl: gateway, domain: 'airlock.localhost' };
 const airlock = await Client.connect();
 
-// One time to interactive (ms), or null if it failed; the sandbox is removed after.
+// One time to interactive (ms), or null if it failed (why goes to failures); the sandbox is
+// removed after.
+const failures = new Map();
+const failed = (e) => {
+  const why = String(e?.message ?? e).split('\n')[0].slice(0, 160);
+  failures.set(why, (failures.get(why) ?? 0) + 1);
+  return null;
+};
 const tti = {
   async e2b() {
     const t0 = performance.now();
@@ -42,10 +52,10 @@ const tti = {
     try {
       s = await Sandbox.create(opts);
       const r = await s.commands.run('python3 -V');
-      if (r.exitCode !== 0) return null;
+      if (r.exitCode !== 0) return failed(`exit ${r.exitCode}: ${r.stderr}`);
       return performance.now() - t0;
-    } catch {
-      return null;
+    } catch (e) {
+      return failed(e);
     } finally {
       if (s) await s.kill().catch(() => {});
     }
@@ -56,10 +66,10 @@ const tti = {
     try {
       s = await airlock.createSession();
       const r = await s.exec(['python3', '-V']);
-      if (r.exitCode !== 0) return null;
+      if (r.exitCode !== 0) return failed(`exit ${r.exitCode}: ${r.stderr}`);
       return performance.now() - t0;
-    } catch {
-      return null;
+    } catch (e) {
+      return failed(e);
     } finally {
       if (s) await s.remove().catch(() => {});
     }
@@ -101,5 +111,6 @@ for (const [name, n] of [['sequential', +sequential], ['staggered', +staggered],
       `${(medians[`${name}/e2b`] / medians[`${name}/airlock`]).toFixed(2).padStart(7)}`);
   }
 }
+for (const [why, n] of failures) console.log(`failed ${n}x: ${why}`);
 process.exit(0);
 JS
