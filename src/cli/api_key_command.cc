@@ -24,7 +24,9 @@ int Create(const std::string& name) {
   std::printf("%s\n", key.key().c_str());
   std::fprintf(stderr,
                "the key is shown this once; E2B's SDKs use it with\n"
-               "  E2B_API_KEY=%s E2B_API_URL=http://127.0.0.1:8790\n",
+               "  E2B_API_KEY=%s E2B_API_URL=http://127.0.0.1:8790 "
+               "E2B_SANDBOX_URL=http://127.0.0.1:8790\n"
+               "(the address is airlockd's HTTP gateway, --http-listen, if it runs elsewhere)\n",
                key.key().c_str());
   return 0;
 }
@@ -64,9 +66,11 @@ void AddApiKeyCommand(Cli& cli) {
       cli.Group("api-key", "keys for the E2B-compatible API on airlockd's HTTP gateway");
   group->footer(
       "A key lets E2B's SDKs (and tools built on them) use this airlockd as you:\n"
-      "  export E2B_API_KEY=$(airlock api-key create --name ci) E2B_API_URL=http://127.0.0.1:8790\n"
-      "Their sandboxes are your sessions (airlock ls), within your quotas; the audit names the\n"
-      "key. Only a hash of the key is kept: it is shown once.");
+      "  export E2B_API_KEY=$(airlock api-key create --name ci)\n"
+      "  export E2B_API_URL=http://127.0.0.1:8790 E2B_SANDBOX_URL=http://127.0.0.1:8790\n"
+      "(airlockd's HTTP gateway, --http-listen). Their sandboxes are your sessions\n"
+      "(airlock ls), within your quotas; the audit names the key. Only a hash of\n"
+      "the key is kept: it is shown once.");
   auto name = std::make_shared<std::string>();
   CLI::App* create =
       cli.Add(group, "create", "make a key (printed once)", [name] { return Create(*name); });
