@@ -9,8 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "src/common/file_util.h"
-#include "src/image/image_store.h"
+#include "src/daemon/session_manager_testing.h"
 #include "src/testing/fake_vm.h"
 #include "src/testing/test_util.h"
 
@@ -24,27 +23,20 @@ const Principal kOwner{.uid = 1001, .gid = 1001, .api_key = "ci"};
 class E2bProcessesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    paths_ = {dir_.path(),         dir_.File("vmlinux"), dir_.File("initramfs.cpio"),
-              dir_.File("images"), dir_.File("tmp"),     "/bin/false"};
-    ASSERT_TRUE(MakeDirectories(paths_.scratch, 0700).ok());
-    ASSERT_TRUE(WriteFileAtomically(paths_.kernel, "fake", 0644).ok());
-    ASSERT_TRUE(WriteFileAtomically(paths_.initramfs, "fake", 0644).ok());
-    std::string tar = dir_.File("rootfs.tar");
-    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
-    ASSERT_TRUE(ImageStore(paths_.images, kOwner.ImageScope()).ImportRootfsTar(tar, "base:1").ok());
-    absl::StatusOr<std::unique_ptr<StateStore>> store =
-        StateStore::Open(dir_.File("state.db"), 1 << 20);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    sessions_ = std::make_unique<SessionManager>(SessionManagerOptions{
-        .store = store_.get(), .paths = paths_, .hosts = &host_, .pool = {.max_per_kind = 0}});
+    home_ = std::make_unique<FakeVmHome>(dir_.path(), kOwner, "base:1");
+    ASSERT_NE(home_->store, nullptr);
+    sessions_ =
+        std::make_unique<SessionManager>(SessionManagerOptions{.store = home_->store.get(),
+                                                               .paths = home_->paths,
+                                                               .hosts = &host_,
+                                                               .pool = {.max_per_kind = 0}});
     ASSERT_TRUE(sessions_->Recover().ok());
     absl::StatusOr<SessionLimits> limits = SessionManager::ResolveLimits({});
     ASSERT_TRUE(limits.ok());
     absl::StatusOr<SessionRecord> made = sessions_->Create(kOwner, "base:1", *limits);
     ASSERT_TRUE(made.ok()) << made.status();
     id_ = made->id;
-    runner_ = std::make_unique<ExecRunner>(sessions_.get(), store_.get(), &uploads_);
+    runner_ = std::make_unique<ExecRunner>(sessions_.get(), home_->store.get(), &uploads_);
     processes_ = std::make_unique<E2bProcesses>(runner_.get());
   }
   void TearDown() override {
@@ -80,10 +72,9 @@ class E2bProcessesTest : public ::testing::Test {
   static e2b::Selector Pid(uint32_t pid) { return {.pid = pid, .tag = ""}; }
 
   testing::TempDir dir_;
-  HostPaths paths_;
+  std::unique_ptr<FakeVmHome> home_;
   FakeVmDriver driver_;
   providers::LocalHost host_{&driver_, "test", providers::MachineCapacity()};
-  std::unique_ptr<StateStore> store_;
   std::unique_ptr<SessionManager> sessions_;
   WorkspaceUploads uploads_;
   std::unique_ptr<ExecRunner> runner_;

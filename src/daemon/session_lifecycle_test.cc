@@ -18,9 +18,9 @@
 #include "absl/time/clock.h"
 #include "src/common/file_util.h"
 #include "src/daemon/session_manager.h"
+#include "src/daemon/session_manager_testing.h"
 #include "src/daemon/session_workspace.h"
 #include "src/daemon/state_store.h"
-#include "src/image/image_store.h"
 #include "src/testing/fake_clock.h"
 #include "src/testing/fake_vm.h"
 #include "src/testing/test_util.h"
@@ -83,20 +83,10 @@ class FakeNetwork : public providers::NetworkProvider {
 class SessionLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    paths_ = {dir_.path(),         dir_.File("vmlinux"), dir_.File("initramfs.cpio"),
-              dir_.File("images"), dir_.File("tmp"),     "/bin/false"};
-    ASSERT_TRUE(MakeDirectories(paths_.scratch, 0700).ok());
-    // The launcher checks that a kernel and an initramfs are there; fake VMs never read them.
-    ASSERT_TRUE(WriteFileAtomically(paths_.kernel, "not a kernel", 0644).ok());
-    ASSERT_TRUE(WriteFileAtomically(paths_.initramfs, "not an initramfs", 0644).ok());
-    std::string tar = dir_.File("rootfs.tar");
-    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
-    ImageStore images(paths_.images, kAlice.ImageScope());
-    ASSERT_TRUE(images.ImportRootfsTar(tar, kImage).ok());
-    absl::StatusOr<std::unique_ptr<StateStore>> store =
-        StateStore::Open(dir_.File("state.db"), 1 << 20);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
+    FakeVmHome home(dir_.path(), kAlice, kImage);
+    ASSERT_NE(home.store, nullptr);
+    paths_ = home.paths;
+    store_ = std::move(home.store);
     StartManager();
   }
   void TearDown() override { sessions_.reset(); }

@@ -1,5 +1,6 @@
-// For unit tests of what SessionManager does without a VM (ids, quotas, images): one over a
-// fresh state store and image store in a test's directory, whose QEMU is /bin/false.
+// Test homes for SessionManager. SessionManagerWithoutVms: for unit tests of what it does
+// without a VM (ids, quotas, images): one over a fresh state store and image store in a test's
+// directory, whose QEMU is /bin/false.
 #ifndef AIRLOCK_DAEMON_SESSION_MANAGER_TESTING_H_
 #define AIRLOCK_DAEMON_SESSION_MANAGER_TESTING_H_
 
@@ -8,9 +9,12 @@
 #include <memory>
 #include <string>
 
+#include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
+#include "src/image/image_store.h"
+#include "src/testing/test_util.h"
 #include "src/vm/qemu_driver.h"
 
 namespace airlock {
@@ -31,6 +35,29 @@ struct SessionManagerWithoutVms {
   providers::LocalHost host{&driver, "test", providers::MachineCapacity()};
   std::unique_ptr<StateStore> store;
   std::unique_ptr<SessionManager> sessions;
+};
+
+// For unit tests that run sessions on fake VMs (src/testing/fake_vm.h): a test directory laid
+// out as airlockd's home (stand-ins for the kernel and initramfs, which fake VMs never read),
+// with an image of one file imported for a principal, and a fresh state store there.
+struct FakeVmHome {
+  // dir: an empty directory of the test's own.
+  FakeVmHome(const std::string& dir, const Principal& who, const std::string& image)
+      : paths{dir,          dir + "/vmlinux", dir + "/initramfs.cpio", dir + "/images",
+              dir + "/tmp", "/bin/false"} {
+    EXPECT_TRUE(MakeDirectories(paths.scratch, 0700).ok());
+    EXPECT_TRUE(WriteFileAtomically(paths.kernel, "not a kernel", 0644).ok());
+    EXPECT_TRUE(WriteFileAtomically(paths.initramfs, "not an initramfs", 0644).ok());
+    std::string tar = dir + "/rootfs.tar";
+    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
+    EXPECT_TRUE(ImageStore(paths.images, who.ImageScope()).ImportRootfsTar(tar, image).ok());
+    absl::StatusOr<std::unique_ptr<StateStore>> opened =
+        StateStore::Open(dir + "/state.db", 1 << 20);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (opened.ok()) store = *std::move(opened);
+  }
+  HostPaths paths;
+  std::unique_ptr<StateStore> store;
 };
 
 }  // namespace airlock
