@@ -181,6 +181,11 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
         return failed(absl::NotFoundError(absl::StrCat("sandbox ", route.sandbox_id, " ended")));
       }
       absl::StatusOr<SessionRecord> paused = sessions_->Pause(who, route.sandbox_id);
+      if (!paused.ok() && absl::IsFailedPrecondition(paused.status())) {
+        // E2B's SDKs take 409 for "paused already" and say nothing; a sandbox that cannot be
+        // paused now (a command runs) must be an error they show.
+        return {400, e2b::ErrorJson(400, paused.status().message())};
+      }
       if (!paused.ok()) return failed(paused.status());
       return {204};
     }

@@ -74,6 +74,8 @@ test('a background command takes stdin, is listed, reconnected to and killed', a
   assert.match(done.stdout, /n3\n$/);
 
   const sleeper = await sandbox.commands.run('sleep 600', { background: true });
+  // A sandbox is not paused while a command runs, and pause() says so rather than false.
+  await assert.rejects(sandbox.pause(), /is in use/);
   assert.equal(await sandbox.commands.kill(sleeper.pid), true);
   await assert.rejects(sleeper.wait(), (e) => e instanceof CommandExitError);
   assert.equal(await sandbox.commands.kill(999999), false);
