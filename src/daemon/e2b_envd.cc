@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -185,6 +186,15 @@ void E2bEnvd::Serve(const std::string& id, const gateway::GatewayRequest& reques
     }
     return;
   }
+  if (absl::Status s = sessions_->TakeConnection(sandbox.tenant); !s.ok()) {
+    if (rest) {
+      RestError(connection, 429, s.message());
+    } else {
+      RpcError(connection, s);
+    }
+    return;
+  }
+  absl::Cleanup give = [&] { sessions_->GiveConnection(sandbox.tenant); };
   if (op == e2b::EnvdOp::kFilesRead) return ReadFile(call);
   if (op == e2b::EnvdOp::kFilesWrite) return WriteFiles(call);
   ServeRpc(call, op, rpc);
@@ -375,6 +385,12 @@ void E2bEnvd::WriteFiles(Call& call) {
     RestError(c, 400, "Airlock's envd takes uploads uncompressed: leave gzip out of files.write");
     return;
   }
+  if (uploads_.fetch_add(1) >= kMaxUploadsAtOnce) {
+    uploads_--;
+    RestError(c, 429, "airlockd is taking in too many uploads at once; try again in a moment");
+    return;
+  }
+  absl::Cleanup done = [&] { uploads_--; };
   absl::StatusOr<std::string> body = c.ReadBody(call.request, kMaxUploadBytes);
   if (!body.ok()) {
     int code = absl::IsOutOfRange(body.status()) ? 413 : 400;

@@ -8,7 +8,9 @@
 //
 // Admission: every request but /health carries the sandbox's envd access token (X-Access-Token,
 // given to the SDK on create and connect), or, for /files, a URL signature made with it. The
-// calls act as the tenant of the key that made the sandbox (audited as that key). An unknown
+// calls act as the tenant of the key that made the sandbox (audited as that key), and each
+// takes a place in that tenant's `connections` quota while it lasts (a process stream may last
+// long). An unknown
 // or ended sandbox is answered 502, as E2B's proxy does. Filesystem RPCs other than /files are
 // not served yet (Connect's unimplemented, saying what to use).
 //
@@ -18,6 +20,7 @@
 #ifndef AIRLOCK_DAEMON_E2B_ENVD_H_
 #define AIRLOCK_DAEMON_E2B_ENVD_H_
 
+#include <atomic>
 #include <string>
 
 #include "src/daemon/api_key_repository.h"
@@ -37,8 +40,12 @@ class E2bEnvd {
   // through Airlock's own API.
   static constexpr size_t kMaxUploadBytes = 64 << 20;
 
+  // Uploads held in memory at once (each at most kMaxUploadBytes); more are answered 429.
+  static constexpr int kMaxUploadsAtOnce = 8;
+
   E2bEnvd(SessionManager* sessions, StateStore* store, WorkspaceUploads* uploads)
-      : store_(store),
+      : sessions_(sessions),
+        store_(store),
         runner_(sessions, store, uploads),
         processes_(&runner_),
         files_(sessions, store) {}
@@ -56,7 +63,9 @@ class E2bEnvd {
   void ReadFile(Call& call);
   void WriteFiles(Call& call);
 
+  SessionManager* sessions_;
   StateStore* store_;
+  std::atomic<int> uploads_{0};
   ExecRunner runner_;
   E2bProcesses processes_;
   SessionFiles files_;

@@ -7,10 +7,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { privateHome } from '../pages/test_home.mjs';
 
-export async function startDaemon(airlock, prefix) {
+// quotas: lines of an airlockd --quota-file, if the test needs other quotas than the default.
+export async function startDaemon(airlock, prefix, { quotas } = {}) {
   assert.ok(airlock, 'give the airlock binary');
   const airlockd = path.join(path.dirname(airlock), 'airlockd');
   const { home, env } = privateHome(prefix);
+  if (quotas) {
+    fs.writeFileSync(path.join(home, 'quotas'), quotas);
+    env.AIRLOCK_QUOTA_FILE = path.join(home, 'quotas');
+  }
   const socket = path.join(home, 'airlockd.sock');
   const daemon = spawn(airlockd, ['--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   // The gateway's address, as airlockd says it at start.

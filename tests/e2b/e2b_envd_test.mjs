@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { CommandExitError, NotFoundError, Sandbox } from 'e2b';
+import { CommandExitError, NotFoundError, RateLimitError, Sandbox } from 'e2b';
 import { startDaemon } from './e2b_daemon.mjs';
 
 const [airlock] = process.argv.slice(2);
@@ -207,4 +207,20 @@ test("a sandbox's ports are reached at getHost(port), with its traffic token if 
   });
   assert.equal(status, 200, body);
   assert.equal(body, 'private\n');
+});
+
+test("envd's requests count against the tenant's connections quota", async () => {
+  const tight = await startDaemon(airlock, 'airlock-e2bquota-', { quotas: 'default connections=1\n' });
+  const o = { ...tight.opts, sandboxUrl: tight.gateway };
+  const s = await Sandbox.create(o);
+  tight.beforeStop.push(() => s.kill());
+  // A command's stream holds the one place while it runs; nothing else gets in meanwhile.
+  const held = await s.commands.run('sleep 2', { background: true });
+  await assert.rejects(s.commands.list(), (e) => {
+    assert.ok(e instanceof RateLimitError, String(e));
+    assert.match(e.message, /connection quota of 1/);
+    return true;
+  });
+  await held.wait();
+  assert.deepEqual(await s.commands.list(), []);
 });
