@@ -23,7 +23,9 @@ const Principal kOwner{.uid = 1001, .gid = 1001, .api_key = "ci"};
 class E2bProcessesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    home_ = std::make_unique<FakeVmHome>(dir_.path(), kOwner, "base:1");
+    std::string tar = dir_.File("rootfs.tar");
+    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
+    home_ = std::make_unique<FakeVmHome>(dir_.path(), kOwner, "base:1", tar);
     ASSERT_NE(home_->store, nullptr);
     sessions_ =
         std::make_unique<SessionManager>(SessionManagerOptions{.store = home_->store.get(),

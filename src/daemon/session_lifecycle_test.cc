@@ -83,7 +83,9 @@ class FakeNetwork : public providers::NetworkProvider {
 class SessionLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    FakeVmHome home(dir_.path(), kAlice, kImage);
+    std::string tar = dir_.File("rootfs.tar");
+    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
+    FakeVmHome home(dir_.path(), kAlice, kImage, tar);
     ASSERT_NE(home.store, nullptr);
     paths_ = home.paths;
     store_ = std::move(home.store);

@@ -14,7 +14,6 @@
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/image/image_store.h"
-#include "src/testing/test_util.h"
 #include "src/vm/qemu_driver.h"
 
 namespace airlock {
@@ -39,18 +38,18 @@ struct SessionManagerWithoutVms {
 
 // For unit tests that run sessions on fake VMs (src/testing/fake_vm.h): a test directory laid
 // out as airlockd's home (stand-ins for the kernel and initramfs, which fake VMs never read),
-// with an image of one file imported for a principal, and a fresh state store there.
+// with an image imported for a principal from a rootfs tar (testing::WriteTar), and a fresh
+// state store there.
 struct FakeVmHome {
   // dir: an empty directory of the test's own.
-  FakeVmHome(const std::string& dir, const Principal& who, const std::string& image)
+  FakeVmHome(const std::string& dir, const Principal& who, const std::string& image,
+             const std::string& rootfs_tar)
       : paths{dir,          dir + "/vmlinux", dir + "/initramfs.cpio", dir + "/images",
               dir + "/tmp", "/bin/false"} {
     EXPECT_TRUE(MakeDirectories(paths.scratch, 0700).ok());
     EXPECT_TRUE(WriteFileAtomically(paths.kernel, "not a kernel", 0644).ok());
     EXPECT_TRUE(WriteFileAtomically(paths.initramfs, "not an initramfs", 0644).ok());
-    std::string tar = dir + "/rootfs.tar";
-    testing::WriteTar(tar, {{.name = "etc/hostname", .data = "base\n"}});
-    EXPECT_TRUE(ImageStore(paths.images, who.ImageScope()).ImportRootfsTar(tar, image).ok());
+    EXPECT_TRUE(ImageStore(paths.images, who.ImageScope()).ImportRootfsTar(rootfs_tar, image).ok());
     absl::StatusOr<std::unique_ptr<StateStore>> opened =
         StateStore::Open(dir + "/state.db", 1 << 20);
     EXPECT_TRUE(opened.ok()) << opened.status();
