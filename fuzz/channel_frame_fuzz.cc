@@ -40,12 +40,26 @@ void DecodeAll(const std::string& payload) {
   RoundTrip<ResetMessage>(payload);
   RoundTrip<NetPolicyMessage>(payload);
   RoundTrip<GuestMetrics>(payload);
+  RoundTrip<FsRequestMessage>(payload);
+  RoundTrip<WatchDirMessage>(payload);
   uint32_t version;
   std::string agent;
   DecodeHello(payload, &version, &agent);
   std::vector<TailRecord> records;
   std::string error;
   DecodeTailRecords(payload, kMaxTailBytes, &records, &error);
+  std::vector<FsEntry> entries;
+  if (DecodeFsEntries(payload, &entries, &error)) {
+    std::string again;
+    for (const FsEntry& e : entries) again += EncodeFsEntry(e);
+    if (again != payload) __builtin_trap();
+  }
+  std::vector<WatchRecord> watch;
+  if (DecodeWatchRecords(payload, &watch, &error)) {
+    std::string again;
+    for (const WatchRecord& r : watch) again += EncodeWatchRecord(r);
+    if (again != payload) __builtin_trap();
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Fuzz target: the E2B-compatible envd API's parsers of what reaches the gateway (Connect
-// envelopes, the process service's JSON messages, /files queries, multipart uploads, Basic
-// authorization, paths). Besides not crashing: what a parse accepts is within its caps, and an
-// envelope made of what was opened opens to the same message.
+// envelopes, the process and filesystem services' JSON messages, /files queries, multipart uploads,
+// Basic authorization, paths). Besides not crashing: what a parse accepts is within its caps, and
+// an envelope made of what was opened opens to the same message.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,6 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<e2b::SendSignalRequest> signal = e2b::ParseSendSignalRequest(message);
   if (signal.ok()) Check(signal->signal == 9 || signal->signal == 15);
   (void)e2b::ParseUpdateRequest(message);
+  absl::StatusOr<std::string> fs_path = e2b::ParsePathRequest(message);
+  if (fs_path.ok()) Check(!fs_path->empty());
+  absl::StatusOr<e2b::MoveRequest> move = e2b::ParseMoveRequest(message);
+  if (move.ok()) Check(!move->source.empty() && !move->destination.empty());
+  absl::StatusOr<e2b::ListDirRequest> list = e2b::ParseListDirRequest(message);
+  if (list.ok()) Check(list->depth >= 1 && list->depth <= airlock::kMaxFsDepth);
+  absl::StatusOr<e2b::WatchRequest> watch = e2b::ParseWatchRequest(message);
+  if (watch.ok()) Check(!watch->path.empty());
+  absl::StatusOr<std::string> watcher = e2b::ParseWatcherIdRequest(message);
+  if (watcher.ok()) Check(!watcher->empty());
   absl::StatusOr<e2b::FilesQuery> query = e2b::ParseFilesQuery(text);
   if (query.ok() && query->path) Check(query->path->size() <= e2b::kMaxFieldBytes);
   // The first line is the Content-Type, the rest the body.

@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 8;
+inline constexpr uint8_t kProtocolVersion = 9;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -147,8 +147,22 @@ enum class FrameType : uint8_t {
   // made; a port nobody listens on is answered kReset (ECONNREFUSED) at once. Connection frames
   // the host sent before it read the guest's end of such a stream are ignored.
   kOpenPort = 28,
+  // Host -> guest, opens a stream: one operation on the guest's files (FsRequestMessage: u32
+  // FsOp, string user, string path, string target, u32 depth), done as root; directories it
+  // makes belong to user (as kExecStart's; empty: root). The guest answers kStdout carrying
+  // FsEntry records (kStat, kMakeDir, kMove: the entry of path, or of target for a move; kList:
+  // the directory's entries down to depth, at most kMaxFsEntries; kRemove: none), then kExit:
+  // kExited, or kFailed with an errno (ENOENT; EEXIST: kMakeDir of a directory that exists;
+  // ENOTDIR: kList of something else; E2BIG: a listing over the caps).
+  kFsRequest = 29,
+  // Host -> guest, opens a stream: watch a directory (WatchDirMessage: string user, string
+  // path, u32 flags kWatch*). The guest answers kStdout, each payload whole WatchRecords: first
+  // one of kind kStarted once the kernel watches it (inotify), then one per change as the
+  // kernel reports it. Any kSignal ends it (kExit kFailed, ECANCELED); so do the directory's
+  // removal (kExited) and lost events (kFailed, EOVERFLOW: the host fell behind).
+  kWatchDir = 30,
 };
-inline constexpr uint8_t kMaxFrameType = 28;
+inline constexpr uint8_t kMaxFrameType = 30;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.
@@ -186,6 +200,10 @@ inline constexpr uint32_t kExecFlagTty = 2;
 // /var/log/airlock/exec-STREAM.log in the guest, and kExit(kExited, 0) follows at once with
 // its pid and that path in the message, while it runs on (`airlock exec -d`).
 inline constexpr uint32_t kExecFlagDetach = 4;
+// Flags of kWatchDir.
+inline constexpr uint32_t kWatchRecursive = 1;     // subdirectories too, new ones included
+inline constexpr uint32_t kWatchIncludeEntry = 2;  // each record carries its FsEntry
+
 // A terminal's size in characters: each of rows and cols within 1..kMaxTerminalSide.
 inline constexpr uint32_t kMaxTerminalSide = 10000;
 

@@ -54,7 +54,9 @@ TEST(ChannelFrameTest, RejectsOversizedFrameBeforeReadingIt) {
 TEST(ChannelFrameTest, RejectsBadVersionTypeAndReservedBits) {
   for (int byte : {0, 1, 2}) {
     std::string wire = EncodeFrame(FrameType::kReady, 0, "");
-    wire[byte] = byte == 1 ? static_cast<char>(kMaxFrameType + 1) : 9;
+    wire[byte] = byte == 0   ? static_cast<char>(kProtocolVersion + 1)
+                 : byte == 1 ? static_cast<char>(kMaxFrameType + 1)
+                             : 9;
     FrameParser parser;
     std::span<const uint8_t> in = Bytes(wire);
     Frame f;

@@ -170,6 +170,35 @@ bool DecodePayload(std::string_view payload, TailFilesMessage* m) {
   return r.AtEnd();
 }
 
+std::string EncodePayload(const FsRequestMessage& m) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(m.op)).Str(m.user).Str(m.path).Str(m.target).U32(m.depth);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, FsRequestMessage* m) {
+  PayloadReader r(payload);
+  uint32_t op;
+  if (!(r.U32(&op) && r.Str(&m->user) && r.Str(&m->path) && r.Str(&m->target) && r.U32(&m->depth) &&
+        r.AtEnd()) ||
+      op < static_cast<uint32_t>(FsOp::kStat) || op > static_cast<uint32_t>(FsOp::kRemove) ||
+      m->depth > kMaxFsDepth) {
+    return false;
+  }
+  m->op = static_cast<FsOp>(op);
+  return true;
+}
+
+std::string EncodePayload(const WatchDirMessage& m) {
+  return PayloadWriter().Str(m.user).Str(m.path).U32(m.flags).bytes();
+}
+
+bool DecodePayload(std::string_view payload, WatchDirMessage* m) {
+  PayloadReader r(payload);
+  return r.Str(&m->user) && r.Str(&m->path) && r.U32(&m->flags) && r.AtEnd() &&
+         (m->flags & ~(kWatchRecursive | kWatchIncludeEntry)) == 0;
+}
+
 std::string EncodePayload(const ProtocolErrorMessage& m) {
   return PayloadWriter().Str(Cut(m.message, kMaxReasonBytes)).bytes();
 }
@@ -308,6 +337,102 @@ bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<
       return false;
     }
     out->push_back(std::move(t));
+  }
+  return true;
+}
+
+namespace {
+
+void WriteFsEntry(PayloadWriter& w, const FsEntry& e) {
+  w.Str(e.name).Str(e.path).U32(static_cast<uint32_t>(e.type)).U64(e.size).U32(e.mode);
+  w.Str(e.owner).Str(e.group).I64(e.mtime_seconds).U32(e.mtime_nanos).Str(e.symlink_target);
+}
+
+bool ReadFsEntry(PayloadReader& r, FsEntry* e, std::string* error) {
+  uint32_t type;
+  if (!(r.Str(&e->name) && r.Str(&e->path) && r.U32(&type) && r.U64(&e->size) && r.U32(&e->mode) &&
+        r.Str(&e->owner) && r.Str(&e->group) && r.I64(&e->mtime_seconds) &&
+        r.U32(&e->mtime_nanos) && r.Str(&e->symlink_target))) {
+    *error = "an entry is cut short";
+    return false;
+  }
+  if (type > static_cast<uint32_t>(FsType::kSymlink)) {
+    *error = "an entry's type is unknown";
+    return false;
+  }
+  e->type = static_cast<FsType>(type);
+  bool name_ok =
+      e->name == "/" || (!e->name.empty() && e->name.size() <= kMaxFsNameBytes &&
+                         e->name.find_first_of(std::string_view("/\0", 2)) == std::string::npos);
+  bool path_ok = !e->path.empty() && e->path[0] == '/' && e->path.size() <= kMaxFsPathBytes &&
+                 e->path.find('\0') == std::string::npos;
+  if (!name_ok || !path_ok) {
+    *error = "an entry's name or path is malformed";
+    return false;
+  }
+  if (e->owner.size() > kMaxFsOwnerBytes || e->group.size() > kMaxFsOwnerBytes ||
+      e->symlink_target.size() > kMaxFsPathBytes || e->mtime_nanos >= 1000000000) {
+    *error = "an entry's field is over its cap";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeFsEntry(const FsEntry& e) {
+  PayloadWriter w;
+  WriteFsEntry(w, e);
+  return w.bytes();
+}
+
+bool DecodeFsEntries(std::string_view answer, std::vector<FsEntry>* out, std::string* error) {
+  out->clear();
+  PayloadReader r(answer);
+  while (!r.AtEnd()) {
+    if (out->size() == kMaxFsEntries) {
+      *error = "more entries than the protocol allows";
+      return false;
+    }
+    FsEntry e;
+    if (!ReadFsEntry(r, &e, error)) return false;
+    out->push_back(std::move(e));
+  }
+  return true;
+}
+
+std::string EncodeWatchRecord(const WatchRecord& record) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(record.kind)).Str(record.name).U32(record.has_entry ? 1 : 0);
+  if (record.has_entry) WriteFsEntry(w, record.entry);
+  return w.bytes();
+}
+
+bool DecodeWatchRecords(std::string_view payload, std::vector<WatchRecord>* out,
+                        std::string* error) {
+  out->clear();
+  PayloadReader r(payload);
+  while (!r.AtEnd()) {
+    WatchRecord record;
+    uint32_t kind, has_entry;
+    if (!(r.U32(&kind) && r.Str(&record.name) && r.U32(&has_entry))) {
+      *error = "a record is cut short";
+      return false;
+    }
+    if (kind > static_cast<uint32_t>(WatchEventKind::kChmod) || has_entry > 1) {
+      *error = "a record's kind is unknown";
+      return false;
+    }
+    record.kind = static_cast<WatchEventKind>(kind);
+    if (record.kind == WatchEventKind::kStarted
+            ? !record.name.empty()
+            : (record.name.size() > kMaxFsPathBytes || !IsCleanRelativePath(record.name))) {
+      *error = "a record's name is not a clean relative path";
+      return false;
+    }
+    record.has_entry = has_entry == 1;
+    if (record.has_entry && !ReadFsEntry(r, &record.entry, error)) return false;
+    out->push_back(std::move(record));
   }
   return true;
 }

@@ -135,6 +135,37 @@ struct TailFilesMessage {
   bool operator==(const TailFilesMessage&) const = default;
 };
 
+// kFsRequest's operations.
+enum class FsOp : uint32_t { kStat = 1, kList = 2, kMakeDir = 3, kMove = 4, kRemove = 5 };
+// kFsRequest's limits: how deep a listing goes, and how much it answers.
+inline constexpr uint32_t kMaxFsDepth = 64;
+inline constexpr uint32_t kMaxFsEntries = 16384;
+inline constexpr uint32_t kMaxFsAnswerBytes = 8 << 20;
+// Caps on the fields of an FsEntry.
+inline constexpr size_t kMaxFsPathBytes = 4096;
+inline constexpr size_t kMaxFsNameBytes = 255;
+inline constexpr size_t kMaxFsOwnerBytes = 64;
+
+// kFsRequest: a known op, depth at most kMaxFsDepth.
+struct FsRequestMessage {
+  static constexpr FrameType kType = FrameType::kFsRequest;
+  FsOp op = FsOp::kStat;
+  std::string user;    // owner of the directories it makes; empty: root
+  std::string path;    // absolute
+  std::string target;  // kMove: where path goes (absolute)
+  uint32_t depth = 0;  // kList: 1 = the directory's own entries
+  bool operator==(const FsRequestMessage&) const = default;
+};
+
+// kWatchDir: flags only kWatch* bits.
+struct WatchDirMessage {
+  static constexpr FrameType kType = FrameType::kWatchDir;
+  std::string user;
+  std::string path;  // absolute
+  uint32_t flags = 0;
+  bool operator==(const WatchDirMessage&) const = default;
+};
+
 // kProtocolError.
 struct ProtocolErrorMessage {
   static constexpr FrameType kType = FrameType::kProtocolError;
@@ -226,6 +257,8 @@ std::string EncodePayload(const ResizeMessage& m);
 std::string EncodePayload(const FileWriteMessage& m);
 std::string EncodePayload(const FileReadMessage& m);
 std::string EncodePayload(const TailFilesMessage& m);
+std::string EncodePayload(const FsRequestMessage& m);
+std::string EncodePayload(const WatchDirMessage& m);
 std::string EncodePayload(const ProtocolErrorMessage& m);
 std::string EncodePayload(const DnsQueryMessage& m);
 std::string EncodePayload(const DnsAnswerMessage& m);
@@ -245,6 +278,8 @@ std::string EncodePayload(const GuestMetrics& m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, FileWriteMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, FileReadMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, TailFilesMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, FsRequestMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, WatchDirMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, ProtocolErrorMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, DnsQueryMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, DnsAnswerMessage* m);
@@ -276,6 +311,55 @@ std::string EncodeTailRecord(const TailRecord& r);
 // max_bytes of content in all.
 bool DecodeTailRecords(std::string_view answer, uint32_t max_bytes, std::vector<TailRecord>* out,
                        std::string* error);
+
+// What a file is (an FsEntry's type).
+enum class FsType : uint32_t { kOther = 0, kFile = 1, kDirectory = 2, kSymlink = 3 };
+
+// One entry of a kFsRequest answer or a watch record, as lstat(2) saw it: symbolic links are
+// not followed.
+struct FsEntry {
+  std::string name;  // its last component ("/" for the root), at most kMaxFsNameBytes
+  std::string path;  // absolute, at most kMaxFsPathBytes
+  FsType type = FsType::kOther;
+  uint64_t size = 0;
+  uint32_t mode = 0;  // st_mode: the type's bits and the permission bits
+  std::string owner;  // user and group names (numbers when the guest has no name for them)
+  std::string group;
+  int64_t mtime_seconds = 0;
+  uint32_t mtime_nanos = 0;    // below 10^9
+  std::string symlink_target;  // what a symbolic link holds, at most kMaxFsPathBytes
+  bool operator==(const FsEntry&) const = default;
+};
+// string name, string path, u32 type, u64 size, u32 mode, string owner, string group, i64
+// mtime seconds, u32 nanoseconds, string symlink target.
+std::string EncodeFsEntry(const FsEntry& e);
+// A whole kFsRequest answer: false, with why, on a record cut short or a field outside its
+// caps (names with a '/' or a NUL, paths not absolute), or more than kMaxFsEntries.
+bool DecodeFsEntries(std::string_view answer, std::vector<FsEntry>* out, std::string* error);
+
+// What a kWatchDir record says happened (the numbers are E2B's EventType's).
+enum class WatchEventKind : uint32_t {
+  kStarted = 0,  // the first record: the directory is watched
+  kCreate = 1,
+  kWrite = 2,
+  kRemove = 3,
+  kRename = 4,  // moved away (what comes in is kCreate)
+  kChmod = 5,   // attributes changed
+};
+struct WatchRecord {
+  WatchEventKind kind = WatchEventKind::kStarted;
+  std::string name;  // relative to the watched directory ("sub/file" when recursive)
+  bool has_entry = false;
+  FsEntry entry;  // with kWatchIncludeEntry, when the file was still there to see
+  bool operator==(const WatchRecord&) const = default;
+};
+// u32 kind, string name, u32 has_entry (0 or 1), then the entry's fields if it has one.
+std::string EncodeWatchRecord(const WatchRecord& r);
+// One kStdout payload of a kWatchDir stream (whole records): false, with why, on a record cut
+// short, an unknown kind, a name that is absolute, unclean or over kMaxFsPathBytes, or a bad
+// entry.
+bool DecodeWatchRecords(std::string_view payload, std::vector<WatchRecord>* out,
+                        std::string* error);
 
 }  // namespace airlock
 

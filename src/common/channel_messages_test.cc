@@ -65,6 +65,104 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
       NetPolicyMessage{.rules = {{.base = std::string("\x0a\0\0\0", 4), .prefix = 8, .ports = {22}},
                                  {.base = "abcd", .prefix = 32}}});
   ExpectRoundTrip(GuestMetrics{.cpu_busy_ticks = 1, .memory_total_bytes = 2, .uptime_ms = 3});
+  ExpectRoundTrip(FsRequestMessage{
+      .op = FsOp::kMove, .user = "app", .path = "/a", .target = "/b/c", .depth = 0});
+  ExpectRoundTrip(FsRequestMessage{.op = FsOp::kList, .path = "/", .depth = kMaxFsDepth});
+  ExpectRoundTrip(
+      WatchDirMessage{.user = "", .path = "/root", .flags = kWatchRecursive | kWatchIncludeEntry});
+}
+
+FsEntry SampleEntry() {
+  return FsEntry{.name = "b.txt",
+                 .path = "/a/b.txt",
+                 .type = FsType::kSymlink,
+                 .size = 7,
+                 .mode = 0120777,
+                 .owner = "root",
+                 .group = "staff",
+                 .mtime_seconds = 1700000000,
+                 .mtime_nanos = 5,
+                 .symlink_target = "../c"};
+}
+
+TEST(ChannelMessagesTest, FsEntriesAndWatchRecordsRoundTrip) {
+  FsEntry root{.name = "/", .path = "/", .type = FsType::kDirectory};
+  std::vector<FsEntry> entries;
+  std::string error;
+  ASSERT_TRUE(DecodeFsEntries(EncodeFsEntry(SampleEntry()) + EncodeFsEntry(root), &entries, &error))
+      << error;
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0], SampleEntry());
+  EXPECT_EQ(entries[1], root);
+  EXPECT_TRUE(DecodeFsEntries("", &entries, &error));
+  EXPECT_TRUE(entries.empty());
+
+  std::vector<WatchRecord> records;
+  WatchRecord started{.kind = WatchEventKind::kStarted};
+  WatchRecord created{.kind = WatchEventKind::kCreate,
+                      .name = "sub/b.txt",
+                      .has_entry = true,
+                      .entry = SampleEntry()};
+  WatchRecord removed{.kind = WatchEventKind::kRemove, .name = "gone"};
+  ASSERT_TRUE(DecodeWatchRecords(
+      EncodeWatchRecord(started) + EncodeWatchRecord(created) + EncodeWatchRecord(removed),
+      &records, &error))
+      << error;
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0], started);
+  EXPECT_EQ(records[1], created);
+  EXPECT_EQ(records[2], removed);
+}
+
+// What a hostile guest might put in an answer about files, each refused.
+TEST(ChannelMessagesTest, MalformedFsAnswersAreRefused) {
+  std::string error;
+  std::vector<FsEntry> entries;
+  auto refused = [&](FsEntry e) { return !DecodeFsEntries(EncodeFsEntry(e), &entries, &error); };
+  FsEntry e = SampleEntry();
+  e.name = "a/b";
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.name = "";
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.path = "relative";
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.path = std::string("/a\0b", 4);
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.type = static_cast<FsType>(4);
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.mtime_nanos = 1000000000;
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.owner = std::string(kMaxFsOwnerBytes + 1, 'o');
+  EXPECT_TRUE(refused(e));
+  std::string whole = EncodeFsEntry(SampleEntry());
+  EXPECT_FALSE(DecodeFsEntries(whole.substr(0, whole.size() - 1), &entries, &error));
+  std::string many;
+  for (uint32_t i = 0; i <= kMaxFsEntries; ++i) many += whole;
+  EXPECT_FALSE(DecodeFsEntries(many, &entries, &error));
+
+  std::vector<WatchRecord> records;
+  for (const char* name : {"/abs", "a/../b", "", "a//b"}) {
+    EXPECT_FALSE(DecodeWatchRecords(
+        EncodeWatchRecord(WatchRecord{.kind = WatchEventKind::kWrite, .name = name}), &records,
+        &error))
+        << name;
+  }
+  EXPECT_FALSE(DecodeWatchRecords(
+      EncodeWatchRecord(WatchRecord{.kind = WatchEventKind::kStarted, .name = "x"}), &records,
+      &error));
+  EXPECT_FALSE(DecodeWatchRecords(
+      EncodeWatchRecord(WatchRecord{.kind = static_cast<WatchEventKind>(6), .name = "x"}), &records,
+      &error));
+  EXPECT_TRUE(Refused(FsRequestMessage{.op = static_cast<FsOp>(0)}));
+  EXPECT_TRUE(Refused(FsRequestMessage{.op = static_cast<FsOp>(6)}));
+  EXPECT_TRUE(Refused(FsRequestMessage{.op = FsOp::kList, .depth = kMaxFsDepth + 1}));
+  EXPECT_TRUE(Refused(WatchDirMessage{.path = "/", .flags = 4}));
 }
 
 // What no peer may send, each refused by the decoder (so neither side ever acts on it).

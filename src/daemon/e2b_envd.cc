@@ -31,6 +31,19 @@ void RpcError(gateway::GatewayConnection& c, const absl::Status& s) {
   AnswerJson(c, e2b::ConnectHttpStatus(s), e2b::ConnectErrorJson(s));
 }
 
+// The head of a streaming answer. Connect's streams answer 200 even when they fail: the
+// error is the end-of-stream message (a client takes another status for a broken server).
+bool StartStream(gateway::GatewayConnection& c) {
+  return c.Write(
+      "HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\nCache-Control: "
+      "no-store\r\nConnection: close\r\n\r\n");
+}
+
+void StreamError(gateway::GatewayConnection& c, const absl::Status& s) {
+  if (StartStream(c)) c.Write(e2b::Envelope(e2b::EndOfStreamJson(s), /*end=*/true));
+  c.EndWrite();
+}
+
 void RestError(gateway::GatewayConnection& c, int code, absl::string_view message) {
   AnswerJson(c, code, e2b::ErrorJson(code, message));
 }
@@ -70,6 +83,18 @@ bool ValidUser(absl::string_view user) {
 
 std::string HomeOf(const std::string& user) {
   return user.empty() || user == "root" ? "/root" : "/home/" + user;
+}
+
+// How often a stream with nothing to say sends a keep-alive: what the client asks for with
+// Keepalive-Ping-Interval (seconds), else kDefaultKeepAlive.
+absl::Duration KeepAliveOf(const gateway::GatewayRequest& request) {
+  if (const std::string* every = request.Header("keepalive-ping-interval"); every != nullptr) {
+    uint32_t seconds = 0;
+    if (absl::SimpleAtoi(*every, &seconds) && seconds >= 1 && seconds <= 3600) {
+      return absl::Seconds(seconds);
+    }
+  }
+  return kDefaultKeepAlive;
 }
 
 bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionState::kPaused; }
@@ -203,10 +228,10 @@ void E2bEnvd::Serve(const std::string& id, const gateway::GatewayRequest& reques
 void E2bEnvd::ServeRpc(Call& call, e2b::EnvdOp op, const std::string& rpc) {
   gateway::GatewayConnection& c = call.connection;
   if (op == e2b::EnvdOp::kUnimplemented) {
-    RpcError(c, absl::UnimplementedError(absl::StrCat(
-                    rpc,
-                    " is not served by Airlock's envd yet: files.read and files.write work; "
-                    "for the rest run commands (ls, stat, mkdir -p, mv, rm) with commands.run")));
+    RpcError(c, absl::UnimplementedError(
+                    absl::StrCat(absl::CHexEscape(rpc.substr(0, 200)),
+                                 " is not one of the envd RPCs Airlock serves (process.Process and "
+                                 "filesystem.Filesystem, as E2B's SDKs call them)")));
     return;
   }
   const std::string* type = call.request.Header("content-type");
@@ -224,9 +249,10 @@ void E2bEnvd::ServeRpc(Call& call, e2b::EnvdOp op, const std::string& rpc) {
   if (e2b::IsStreaming(op)) {
     absl::StatusOr<std::string> message = e2b::OpenEnvelope(*body);
     if (!message.ok()) {
-      RpcError(c, message.status());
+      StreamError(c, message.status());
       return;
     }
+    if (op == e2b::EnvdOp::kWatchDir) return ServeWatch(call, *message);
     return ServeStream(call, op, *message);
   }
   absl::Status done;
@@ -260,8 +286,11 @@ void E2bEnvd::ServeRpc(Call& call, e2b::EnvdOp op, const std::string& rpc) {
       }
       break;
     }
-    default:
-      done = absl::InternalError("not a unary call");
+    default: {
+      absl::StatusOr<std::string> json = FilesystemCall(call, op, *body);
+      if (json.ok()) answer = *std::move(json);
+      done = json.status();
+    }
   }
   if (!done.ok()) {
     RpcError(c, done);
@@ -276,7 +305,7 @@ void E2bEnvd::ServeStream(Call& call, e2b::EnvdOp op, const std::string& message
   if (op == e2b::EnvdOp::kStart) {
     absl::StatusOr<e2b::StartRequest> request = e2b::ParseStartRequest(message);
     if (!request.ok()) {
-      RpcError(c, request.status());
+      StreamError(c, request.status());
       return;
     }
     E2bProcesses::StartSpec spec{.request = *std::move(request), .user = call.user};
@@ -290,7 +319,7 @@ void E2bEnvd::ServeStream(Call& call, e2b::EnvdOp op, const std::string& message
     absl::StatusOr<std::string> cwd =
         e2b::ResolvePath(spec.request.process.cwd.value_or(home), home);
     if (!cwd.ok()) {
-      RpcError(c, cwd.status());
+      StreamError(c, cwd.status());
       return;
     }
     spec.request.process.cwd = *cwd;
@@ -306,19 +335,11 @@ void E2bEnvd::ServeStream(Call& call, e2b::EnvdOp op, const std::string& message
                           : absl::StatusOr<std::unique_ptr<E2bProcesses::Watch>>(selector.status());
   }
   if (!watch.ok()) {
-    RpcError(c, watch.status());
+    StreamError(c, watch.status());
     return;
   }
-  absl::Duration keepalive = kDefaultKeepAlive;
-  if (const std::string* every = call.request.Header("keepalive-ping-interval"); every != nullptr) {
-    uint32_t seconds = 0;
-    if (absl::SimpleAtoi(*every, &seconds) && seconds >= 1 && seconds <= 3600) {
-      keepalive = absl::Seconds(seconds);
-    }
-  }
-  if (!c.Write("HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\nCache-Control: "
-               "no-store\r\nConnection: close\r\n\r\n") ||
-      !c.Write(e2b::Envelope(e2b::StartEventJson((*watch)->pid())))) {
+  absl::Duration keepalive = KeepAliveOf(call.request);
+  if (!StartStream(c) || !c.Write(e2b::Envelope(e2b::StartEventJson((*watch)->pid())))) {
     return;  // the client is gone; the process goes on
   }
   for (;;) {
@@ -331,6 +352,130 @@ void E2bEnvd::ServeStream(Call& call, e2b::EnvdOp op, const std::string& message
     if (event && event->end) break;
   }
   c.Write(e2b::Envelope(e2b::EndOfStreamJson(absl::OkStatus()), /*end=*/true));
+  c.EndWrite();
+}
+
+absl::StatusOr<std::string> E2bEnvd::FilesystemCall(Call& call, e2b::EnvdOp op,
+                                                    const std::string& body) {
+  std::string home = HomeOf(call.user);
+  FsRequestMessage request{.user = call.user};
+  switch (op) {
+    case e2b::EnvdOp::kStat:
+    case e2b::EnvdOp::kMakeDir:
+    case e2b::EnvdOp::kRemove: {
+      absl::StatusOr<std::string> path = e2b::ParsePathRequest(body);
+      if (!path.ok()) return path.status();
+      request.op = op == e2b::EnvdOp::kStat      ? FsOp::kStat
+                   : op == e2b::EnvdOp::kMakeDir ? FsOp::kMakeDir
+                                                 : FsOp::kRemove;
+      absl::StatusOr<std::string> resolved = e2b::ResolvePath(*path, home);
+      if (!resolved.ok()) return resolved.status();
+      request.path = *std::move(resolved);
+      break;
+    }
+    case e2b::EnvdOp::kMove: {
+      absl::StatusOr<e2b::MoveRequest> move = e2b::ParseMoveRequest(body);
+      if (!move.ok()) return move.status();
+      absl::StatusOr<std::string> source = e2b::ResolvePath(move->source, home);
+      if (!source.ok()) return source.status();
+      absl::StatusOr<std::string> destination = e2b::ResolvePath(move->destination, home);
+      if (!destination.ok()) return destination.status();
+      request.op = FsOp::kMove;
+      request.path = *std::move(source);
+      request.target = *std::move(destination);
+      break;
+    }
+    case e2b::EnvdOp::kListDir: {
+      absl::StatusOr<e2b::ListDirRequest> list = e2b::ParseListDirRequest(body);
+      if (!list.ok()) return list.status();
+      absl::StatusOr<std::string> path = e2b::ResolvePath(list->path, home);
+      if (!path.ok()) return path.status();
+      request.op = FsOp::kList;
+      request.path = *std::move(path);
+      request.depth = list->depth;
+      break;
+    }
+    case e2b::EnvdOp::kCreateWatcher: {
+      absl::StatusOr<e2b::WatchRequest> watch = e2b::ParseWatchRequest(body);
+      if (!watch.ok()) return watch.status();
+      absl::StatusOr<std::string> path = e2b::ResolvePath(watch->path, home);
+      if (!path.ok()) return path.status();
+      absl::StatusOr<std::string> id = watchers_.Create(
+          call.who, call.id,
+          WatchDirMessage{.user = call.user,
+                          .path = *path,
+                          .flags = (watch->recursive ? kWatchRecursive : 0) |
+                                   (watch->include_entry ? kWatchIncludeEntry : 0)});
+      if (!id.ok()) return id.status();
+      return e2b::CreateWatcherResponseJson(*id);
+    }
+    case e2b::EnvdOp::kGetWatcherEvents:
+    case e2b::EnvdOp::kRemoveWatcher: {
+      absl::StatusOr<std::string> id = e2b::ParseWatcherIdRequest(body);
+      if (!id.ok()) return id.status();
+      if (op == e2b::EnvdOp::kRemoveWatcher) {
+        absl::Status removed = watchers_.Remove(call.id, *id);
+        if (!removed.ok()) return removed;
+        return std::string("{}");
+      }
+      absl::StatusOr<std::vector<WatchRecord>> events = watchers_.Events(call.id, *id);
+      if (!events.ok()) return events.status();
+      return e2b::WatcherEventsResponseJson(*events);
+    }
+    default:
+      return absl::InternalError("not a unary call");
+  }
+  absl::StatusOr<std::vector<FsEntry>> entries = files_.Operate(call.who, call.id, request);
+  if (!entries.ok()) return entries.status();
+  if (request.op == FsOp::kList) return e2b::ListDirResponseJson(*entries);
+  if (request.op == FsOp::kRemove) return std::string("{}");
+  if (entries->size() != 1) return absl::InternalError("the guest answered no entry");
+  return e2b::EntryResponseJson(entries->front());
+}
+
+void E2bEnvd::ServeWatch(Call& call, const std::string& message) {
+  gateway::GatewayConnection& c = call.connection;
+  absl::StatusOr<e2b::WatchRequest> request = e2b::ParseWatchRequest(message);
+  if (!request.ok()) return StreamError(c, request.status());
+  absl::StatusOr<std::string> path = e2b::ResolvePath(request->path, HomeOf(call.user));
+  if (!path.ok()) return StreamError(c, path.status());
+  absl::StatusOr<std::unique_ptr<SessionWatch>> watch =
+      files_.Watch(call.who, call.id,
+                   WatchDirMessage{.user = call.user,
+                                   .path = *path,
+                                   .flags = (request->recursive ? kWatchRecursive : 0) |
+                                            (request->include_entry ? kWatchIncludeEntry : 0)});
+  if (!watch.ok()) return StreamError(c, watch.status());
+  std::vector<WatchRecord> records;
+  if (absl::Status s = E2bWatchers::AwaitStart(**watch, &records); !s.ok()) {
+    return StreamError(c, s);
+  }
+  absl::Duration keepalive = KeepAliveOf(call.request);
+  if (!StartStream(c) || !c.Write(e2b::Envelope(e2b::WatchStartEventJson()))) {
+    return;  // the client is gone; so is the watch
+  }
+  absl::Status end;
+  for (;;) {
+    std::string out;
+    for (const WatchRecord& r : records) {
+      if (r.kind != WatchEventKind::kStarted) out += e2b::Envelope(e2b::WatchEventJson(r));
+    }
+    if (!out.empty() && !c.Write(out)) return;
+    absl::StatusOr<std::vector<WatchRecord>> next = (*watch)->Next(absl::Now() + keepalive);
+    if (absl::IsDeadlineExceeded(next.status())) {
+      if (!c.Write(e2b::Envelope(e2b::WatchKeepAliveEventJson()))) return;
+      records.clear();
+      continue;
+    }
+    if (!next.ok()) {
+      // The directory went away (its removal is the last event the client saw), or the guest
+      // lost events: the stream ends, saying why unless it is the former.
+      if (!absl::IsOutOfRange(next.status())) end = next.status();
+      break;
+    }
+    records = *std::move(next);
+  }
+  c.Write(e2b::Envelope(e2b::EndOfStreamJson(end), /*end=*/true));
   c.EndWrite();
 }
 
@@ -400,6 +545,14 @@ void E2bEnvd::WriteFiles(Call& call) {
                                  " MiB: write larger files in parts, or with `airlock cp`")
                   : std::string(body.status().message()));
     return;
+  }
+  // E2B keeps a file's metadata as extended attributes; dropping it silently would lose it.
+  for (const auto& [name, value] : call.request.headers) {
+    if (absl::StartsWithIgnoreCase(name, "x-metadata-")) {
+      RestError(c, 400,
+                "Airlock does not keep file metadata yet: write the file without `metadata`");
+      return;
+    }
   }
   std::vector<e2b::FilePart> parts;
   const std::string* type = call.request.Header("content-type");

@@ -1,8 +1,10 @@
 // envd, the in-sandbox API of E2B's SDKs, served by airlockd's gateway for the sandboxes the
 // E2B-compatible API made (no E2B code in the guest): Connect-protocol RPCs of E2B's
 // process.Process (start with cwd, environment, user and a terminal; watch, list, input,
-// close stdin, signals, resize) translated onto the session's commands (E2bProcesses), and
-// /files (read; write as multipart or raw bytes) onto its files (SessionFiles), plus /health.
+// close stdin, signals, resize) translated onto the session's commands (E2bProcesses), of its
+// filesystem.Filesystem (stat, list, make a directory, move, remove, watch a directory as a
+// stream or a polled watcher) and /files (read; write as multipart or raw bytes) onto its
+// files (SessionFiles, E2bWatchers), plus /health.
 // Requests reach it routed by the Host "49983-ID.DOMAIN" or by the headers E2b-Sandbox-Id and
 // E2b-Sandbox-Port: 49983.
 //
@@ -11,8 +13,7 @@
 // calls act as the tenant of the key that made the sandbox (audited as that key), and each
 // takes a place in that tenant's `connections` quota while it lasts (a process stream may last
 // long). An unknown
-// or ended sandbox is answered 502, as E2B's proxy does. Filesystem RPCs other than /files are
-// not served yet (Connect's unimplemented, saying what to use).
+// or ended sandbox is answered 502, as E2B's proxy does.
 //
 // Paths an SDK sends relative are under the home of the user the call names (Basic
 // authorization, or ?username= for /files): /root for root or none, else /home/USER; commands
@@ -25,6 +26,7 @@
 
 #include "src/daemon/api_key_repository.h"
 #include "src/daemon/e2b_processes.h"
+#include "src/daemon/e2b_watchers.h"
 #include "src/daemon/exec_runner.h"
 #include "src/daemon/session_files.h"
 #include "src/daemon/session_manager.h"
@@ -48,18 +50,26 @@ class E2bEnvd {
         store_(store),
         runner_(sessions, store, uploads),
         processes_(&runner_),
-        files_(sessions, store) {}
+        files_(sessions, store),
+        watchers_(&files_) {}
 
   // Serves one request for sandbox_id's envd.
   void Serve(const std::string& sandbox_id, const gateway::GatewayRequest& request,
              gateway::GatewayConnection& connection);
   // Kills the processes it started (before airlockd pauses its sessions).
-  void Stop() { processes_.Stop(); }
+  void Stop() {
+    processes_.Stop();
+    watchers_.Stop();
+  }
 
  private:
   struct Call;
   void ServeRpc(Call& call, gateway::e2b::EnvdOp op, const std::string& rpc);
   void ServeStream(Call& call, gateway::e2b::EnvdOp op, const std::string& message);
+  void ServeWatch(Call& call, const std::string& message);
+  // A filesystem.Filesystem call other than WatchDir: its answer's JSON.
+  absl::StatusOr<std::string> FilesystemCall(Call& call, gateway::e2b::EnvdOp op,
+                                             const std::string& body);
   void ReadFile(Call& call);
   void WriteFiles(Call& call);
 
@@ -69,6 +79,7 @@ class E2bEnvd {
   ExecRunner runner_;
   E2bProcesses processes_;
   SessionFiles files_;
+  E2bWatchers watchers_;
 };
 
 }  // namespace airlock

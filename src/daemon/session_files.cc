@@ -87,6 +87,67 @@ absl::StatusOr<uint64_t> SessionFiles::Read(const Principal& who, const std::str
   return result;
 }
 
+namespace {
+
+const char* ActionOf(FsOp op) {
+  switch (op) {
+    case FsOp::kStat:
+      return "file.stat";
+    case FsOp::kList:
+      return "file.list";
+    case FsOp::kMakeDir:
+      return "file.mkdir";
+    case FsOp::kMove:
+      return "file.move";
+    case FsOp::kRemove:
+      return "file.remove";
+  }
+  return "file.op";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FsEntry>> SessionFiles::Operate(const Principal& who,
+                                                           const std::string& session_id,
+                                                           const FsRequestMessage& request) {
+  if (absl::Status s = ValidateGuestPath(request.path); !s.ok()) return s;
+  if (request.op == FsOp::kMove) {
+    if (absl::Status s = ValidateGuestPath(request.target); !s.ok()) return s;
+  }
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(who, session_id);
+  if (!live.ok()) return live.status();
+  absl::StatusOr<std::vector<FsEntry>> entries =
+      (*live)->vm->channel().FsRequest(request, absl::Now() + kOperationTimeout);
+  std::string what = request.op == FsOp::kMove
+                         ? absl::StrCat(request.path.substr(0, 512), " -> ", request.target)
+                         : request.path;
+  absl::StatusOr<uint64_t> count =
+      entries.ok() ? absl::StatusOr<uint64_t>(entries->size()) : entries.status();
+  LogIfFailed(
+      store_->audit().Audit(who, who.Tenant(), ActionOf(request.op), session_id,
+                            absl::StrCat(what.substr(0, 1100), ": ",
+                                         count.ok() ? absl::StrCat(*count, " entries")
+                                                    : std::string(count.status().message()))),
+      absl::StrCat("session ", session_id, ": ", ActionOf(request.op), " not audited"));
+  return entries;
+}
+
+absl::StatusOr<std::unique_ptr<SessionWatch>> SessionFiles::Watch(const Principal& who,
+                                                                  const std::string& session_id,
+                                                                  const WatchDirMessage& request) {
+  if (absl::Status s = ValidateGuestPath(request.path); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(who, session_id);
+  if (!live.ok()) return live.status();
+  absl::StatusOr<std::unique_ptr<GuestWatch>> watch = (*live)->vm->channel().StartWatch(request);
+  LogIfFailed(
+      store_->audit().Audit(who, who.Tenant(), "file.watch", session_id,
+                            absl::StrCat(request.path.substr(0, 512), ": ",
+                                         watch.ok() ? "watching" : watch.status().message())),
+      absl::StrCat("session ", session_id, ": file.watch not audited"));
+  if (!watch.ok()) return watch.status();
+  return std::make_unique<SessionWatch>(*std::move(live), *std::move(watch));
+}
+
 void SessionFiles::Audit(const Principal& who, const std::string& action,
                          const std::string& session_id, const std::string& path,
                          const absl::StatusOr<uint64_t>& result) {

@@ -1,17 +1,23 @@
 // Files of a session's guest through the API (Sessions.WriteFile/ReadFile and their streams):
-// any size, piece by piece, each operation audited. The gRPC handlers only move messages.
+// any size, piece by piece; and the rest of what E2B's envd does with files (stat, list, make
+// a directory, move, remove, watch). Each operation is audited. The handlers only move
+// messages.
 #ifndef AIRLOCK_DAEMON_SESSION_FILES_H_
 #define AIRLOCK_DAEMON_SESSION_FILES_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
+#include "src/vm/guest_channel.h"
 
 namespace airlock {
 
@@ -19,6 +25,22 @@ namespace airlock {
 inline constexpr size_t kMaxFilePiece = 1 << 20;
 // How long the guest may take to accept or produce one piece.
 inline constexpr absl::Duration kFilePieceTimeout = absl::Seconds(60);
+
+// A watch of a directory of a session's guest. The session is in use while it lasts (it is
+// not paused, and not idle); destroying it ends the watch, then the use.
+class SessionWatch {
+ public:
+  SessionWatch(std::shared_ptr<LiveSession> session, std::unique_ptr<GuestWatch> guest)
+      : session_(std::move(session)), guest_(std::move(guest)) {}
+  // See GuestWatch::Next.
+  [[nodiscard]] absl::StatusOr<std::vector<WatchRecord>> Next(absl::Time deadline) {
+    return guest_->Next(deadline);
+  }
+
+ private:
+  std::shared_ptr<LiveSession> session_;  // declared first: released after the watch ends
+  std::unique_ptr<GuestWatch> guest_;
+};
 
 class SessionFiles {
  public:
@@ -40,6 +62,21 @@ class SessionFiles {
   [[nodiscard]] absl::StatusOr<uint64_t> Read(const Principal& who, const std::string& session_id,
                                               const std::string& path, uint64_t max_bytes,
                                               const Sink& sink);
+
+  // How long one operation on files (a listing, a removal) may take in the guest.
+  static constexpr absl::Duration kOperationTimeout = absl::Seconds(60);
+
+  // One operation on the session's files (FsRequestMessage: stat, list, mkdir, move, remove,
+  // with absolute paths): the entries the guest answers. The guest's errno is the status's
+  // code (NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION for a directory expected, ...).
+  [[nodiscard]] absl::StatusOr<std::vector<FsEntry>> Operate(const Principal& who,
+                                                             const std::string& session_id,
+                                                             const FsRequestMessage& request);
+
+  // Starts watching a directory of the session's guest (an absolute path).
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<SessionWatch>> Watch(const Principal& who,
+                                                                    const std::string& session_id,
+                                                                    const WatchDirMessage& request);
 
  private:
   void Audit(const Principal& who, const std::string& action, const std::string& session_id,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/common/sha256.h"
 #include "src/gateway/e2b_control.h"
@@ -157,13 +158,25 @@ EnvdOp EnvdOpOf(absl::string_view method, absl::string_view target, std::string*
       if (name == "SendSignal") return EnvdOp::kSendSignal;
       if (name == "CloseStdin") return EnvdOp::kCloseStdin;
       if (name == "Update") return EnvdOp::kUpdate;
+    } else {
+      if (name == "Stat") return EnvdOp::kStat;
+      if (name == "MakeDir") return EnvdOp::kMakeDir;
+      if (name == "Move") return EnvdOp::kMove;
+      if (name == "ListDir") return EnvdOp::kListDir;
+      if (name == "Remove") return EnvdOp::kRemove;
+      if (name == "WatchDir") return EnvdOp::kWatchDir;
+      if (name == "CreateWatcher") return EnvdOp::kCreateWatcher;
+      if (name == "GetWatcherEvents") return EnvdOp::kGetWatcherEvents;
+      if (name == "RemoveWatcher") return EnvdOp::kRemoveWatcher;
     }
     return EnvdOp::kUnimplemented;
   }
   return EnvdOp::kUnknown;
 }
 
-bool IsStreaming(EnvdOp op) { return op == EnvdOp::kStart || op == EnvdOp::kConnect; }
+bool IsStreaming(EnvdOp op) {
+  return op == EnvdOp::kStart || op == EnvdOp::kConnect || op == EnvdOp::kWatchDir;
+}
 
 absl::StatusOr<std::string> OpenEnvelope(absl::string_view body) {
   if (body.size() < 5) return Invalid("a streaming request is one Connect envelope");
@@ -421,6 +434,170 @@ std::string ListResponseJson(const std::vector<ProcessInfo>& processes) {
     list.push_back(std::move(item));
   }
   return Dump(json{{"processes", std::move(list)}});
+}
+
+namespace {
+
+absl::StatusOr<std::string> RequiredString(const json& j, const char* name) {
+  absl::StatusOr<std::string> value = StringField(j, name);
+  if (value.ok() && value->empty()) return Invalid(absl::StrCat(name, " is missing"));
+  return value;
+}
+
+absl::StatusOr<bool> BoolField(const json& j, const char* name) {
+  const json* f = Field(j, name);
+  if (f == nullptr) return false;
+  if (!f->is_boolean()) return Invalid(absl::StrCat(name, " must be true or false"));
+  return f->get<bool>();
+}
+
+// Go's FileMode.String() of an entry's type and permission bits.
+std::string Permissions(const FsEntry& e) {
+  std::string out;
+  switch (e.mode & 0170000) {
+    case 0040000:
+      out = "d";
+      break;
+    case 0120000:
+      out = "L";
+      break;
+    case 0060000:
+      out = "D";
+      break;
+    case 0020000:
+      out = "Dc";
+      break;
+    case 0010000:
+      out = "p";
+      break;
+    case 0140000:
+      out = "S";
+      break;
+    default:
+      out = "-";
+  }
+  const char* letters = "rwxrwxrwx";
+  for (int i = 0; i < 9; ++i) out += (e.mode & (0400 >> i)) ? letters[i] : '-';
+  return out;
+}
+
+// protobuf's JSON of a Timestamp: RFC 3339 in UTC, with 0 or 9 digits of fraction.
+std::string TimestampJson(int64_t seconds, uint32_t nanos) {
+  std::string out =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%S", absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
+  if (nanos != 0) {
+    std::string fraction = std::to_string(nanos);
+    out += "." + std::string(9 - fraction.size(), '0') + fraction;
+  }
+  return out + "Z";
+}
+
+json EntryJson(const FsEntry& e) {
+  const char* type = e.type == FsType::kFile        ? "FILE_TYPE_FILE"
+                     : e.type == FsType::kDirectory ? "FILE_TYPE_DIRECTORY"
+                     : e.type == FsType::kSymlink   ? "FILE_TYPE_SYMLINK"
+                                                    : "FILE_TYPE_UNSPECIFIED";
+  json j = {{"name", e.name},
+            {"type", type},
+            {"path", e.path},
+            {"size", std::to_string(e.size)},  // int64: a string in protobuf's JSON
+            {"mode", e.mode & 0777},
+            {"permissions", Permissions(e)},
+            {"owner", e.owner},
+            {"group", e.group},
+            {"modifiedTime", TimestampJson(e.mtime_seconds, e.mtime_nanos)}};
+  if (e.type == FsType::kSymlink) j["symlinkTarget"] = e.symlink_target;
+  return j;
+}
+
+json FilesystemEventJson(const WatchRecord& r) {
+  static constexpr const char* kTypes[] = {"EVENT_TYPE_UNSPECIFIED", "EVENT_TYPE_CREATE",
+                                           "EVENT_TYPE_WRITE",       "EVENT_TYPE_REMOVE",
+                                           "EVENT_TYPE_RENAME",      "EVENT_TYPE_CHMOD"};
+  json j = {{"name", r.name}, {"type", kTypes[static_cast<uint32_t>(r.kind) % 6]}};
+  if (r.has_entry) j["entry"] = EntryJson(r.entry);
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ParsePathRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  return RequiredString(*j, "path");
+}
+
+absl::StatusOr<MoveRequest> ParseMoveRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  absl::StatusOr<std::string> source = RequiredString(*j, "source");
+  if (!source.ok()) return source.status();
+  absl::StatusOr<std::string> destination = RequiredString(*j, "destination");
+  if (!destination.ok()) return destination.status();
+  return MoveRequest{*std::move(source), *std::move(destination)};
+}
+
+absl::StatusOr<ListDirRequest> ParseListDirRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  absl::StatusOr<std::string> path = RequiredString(*j, "path");
+  if (!path.ok()) return path.status();
+  absl::StatusOr<uint32_t> depth = Uint32Field(*j, "depth");
+  if (!depth.ok()) return depth.status();
+  if (*depth > kMaxFsDepth) {
+    return Invalid(absl::StrCat("depth is at most ", kMaxFsDepth));
+  }
+  return ListDirRequest{*std::move(path), *depth == 0 ? 1 : *depth};
+}
+
+absl::StatusOr<WatchRequest> ParseWatchRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  WatchRequest out;
+  absl::StatusOr<std::string> path = RequiredString(*j, "path");
+  if (!path.ok()) return path.status();
+  out.path = *std::move(path);
+  absl::StatusOr<bool> recursive = BoolField(*j, "recursive");
+  if (!recursive.ok()) return recursive.status();
+  absl::StatusOr<bool> entry = BoolField(*j, "includeEntry");
+  if (!entry.ok()) return entry.status();
+  out.recursive = *recursive;
+  out.include_entry = *entry;
+  return out;
+}
+
+absl::StatusOr<std::string> ParseWatcherIdRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  return RequiredString(*j, "watcherId");
+}
+
+std::string EntryResponseJson(const FsEntry& entry) {
+  return Dump(json{{"entry", EntryJson(entry)}});
+}
+
+std::string ListDirResponseJson(const std::vector<FsEntry>& entries) {
+  json list = json::array();
+  for (const FsEntry& e : entries) list.push_back(EntryJson(e));
+  return Dump(json{{"entries", std::move(list)}});
+}
+
+std::string WatchStartEventJson() { return Dump(json{{"start", json::object()}}); }
+
+std::string WatchEventJson(const WatchRecord& record) {
+  return Dump(json{{"filesystem", FilesystemEventJson(record)}});
+}
+
+std::string WatchKeepAliveEventJson() { return Dump(json{{"keepalive", json::object()}}); }
+
+std::string CreateWatcherResponseJson(absl::string_view watcher_id) {
+  return Dump(json{{"watcherId", watcher_id}});
+}
+
+std::string WatcherEventsResponseJson(const std::vector<WatchRecord>& records) {
+  json list = json::array();
+  for (const WatchRecord& r : records) list.push_back(FilesystemEventJson(r));
+  return Dump(json{{"events", std::move(list)}});
 }
 
 absl::StatusOr<FilesQuery> ParseFilesQuery(absl::string_view target) {

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/common/channel_messages.h"
 
 namespace airlock::gateway::e2b {
 
@@ -42,6 +43,15 @@ enum class EnvdOp {
   kSendSignal,     // POST /process.Process/SendSignal
   kCloseStdin,     // POST /process.Process/CloseStdin
   kUpdate,         // POST /process.Process/Update (a PTY's size)
+  kStat,           // POST /filesystem.Filesystem/Stat
+  kMakeDir,        // POST /filesystem.Filesystem/MakeDir
+  kMove,           // POST /filesystem.Filesystem/Move
+  kListDir,        // POST /filesystem.Filesystem/ListDir
+  kRemove,         // POST /filesystem.Filesystem/Remove
+  kWatchDir,       // POST /filesystem.Filesystem/WatchDir (server stream)
+  kCreateWatcher,  // POST /filesystem.Filesystem/CreateWatcher (events kept for polling)
+  kGetWatcherEvents,
+  kRemoveWatcher,
 };
 // method and request-target as sent. `rpc` is set to "package.Service/Method" for RPC paths.
 EnvdOp EnvdOpOf(absl::string_view method, absl::string_view target, std::string* rpc);
@@ -120,6 +130,42 @@ struct ProcessInfo {
   std::optional<std::string> tag;
 };
 std::string ListResponseJson(const std::vector<ProcessInfo>& processes);
+
+// --- filesystem.Filesystem ------------------------------------------------------------------
+
+// {"path"} (Stat, MakeDir, Remove): the path, not empty.
+[[nodiscard]] absl::StatusOr<std::string> ParsePathRequest(absl::string_view json);
+struct MoveRequest {
+  std::string source, destination;
+};
+[[nodiscard]] absl::StatusOr<MoveRequest> ParseMoveRequest(absl::string_view json);
+struct ListDirRequest {
+  std::string path;
+  uint32_t depth = 1;  // 0 (unset) is 1; at most kMaxFsDepth
+};
+[[nodiscard]] absl::StatusOr<ListDirRequest> ParseListDirRequest(absl::string_view json);
+// WatchDir and CreateWatcher (allowNetworkMounts is accepted and has no effect: a guest has no
+// network mounts of E2B's kind).
+struct WatchRequest {
+  std::string path;
+  bool recursive = false;
+  bool include_entry = false;
+};
+[[nodiscard]] absl::StatusOr<WatchRequest> ParseWatchRequest(absl::string_view json);
+// {"watcherId"} (GetWatcherEvents, RemoveWatcher): the id, not empty.
+[[nodiscard]] absl::StatusOr<std::string> ParseWatcherIdRequest(absl::string_view json);
+
+// {"entry": ENTRY} (Stat, MakeDir, Move) and {"entries": [...]} (ListDir), each entry an
+// EntryInfo: its permission bits as mode, and as Go writes them ("-rw-r--r--", "drwxr-xr-x",
+// "Lrwxrwxrwx") as permissions.
+std::string EntryResponseJson(const FsEntry& entry);
+std::string ListDirResponseJson(const std::vector<FsEntry>& entries);
+// The events of a WatchDir stream ({"start": {}}, {"filesystem": EVENT}, {"keepalive": {}}).
+std::string WatchStartEventJson();
+std::string WatchEventJson(const WatchRecord& record);
+std::string WatchKeepAliveEventJson();
+std::string CreateWatcherResponseJson(absl::string_view watcher_id);
+std::string WatcherEventsResponseJson(const std::vector<WatchRecord>& records);
 
 // --- /files ------------------------------------------------------------------------------------
 

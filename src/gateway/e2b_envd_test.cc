@@ -22,8 +22,14 @@ TEST(E2bEnvdTest, OperationsAreEnvdsPaths) {
   EXPECT_FALSE(IsStreaming(EnvdOp::kList));
   EXPECT_EQ(EnvdOpOf("POST", "/process.Process/SendSignal", &rpc), EnvdOp::kSendSignal);
   EXPECT_EQ(EnvdOpOf("POST", "/process.Process/StreamInput", &rpc), EnvdOp::kUnimplemented);
-  EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/Stat", &rpc), EnvdOp::kUnimplemented);
+  EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/Stat", &rpc), EnvdOp::kStat);
   EXPECT_EQ(rpc, "filesystem.Filesystem/Stat");
+  EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/WatchDir", &rpc), EnvdOp::kWatchDir);
+  EXPECT_TRUE(IsStreaming(EnvdOp::kWatchDir));
+  EXPECT_FALSE(IsStreaming(EnvdOp::kCreateWatcher));
+  EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/GetWatcherEvents", &rpc),
+            EnvdOp::kGetWatcherEvents);
+  EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/Chown", &rpc), EnvdOp::kUnimplemented);
   EXPECT_EQ(EnvdOpOf("GET", "/process.Process/Start", &rpc), EnvdOp::kUnknown);
   EXPECT_EQ(EnvdOpOf("GET", "/", &rpc), EnvdOp::kUnknown);
 }
@@ -129,6 +135,74 @@ TEST(E2bEnvdTest, EventsAreWhatTheSdkReads) {
         .tag = std::nullopt}}));
   EXPECT_EQ(list, json::parse(R"({"processes":[{"config":{"cmd":"/bin/bash","args":["-c","x"],
                                  "cwd":"/root"},"pid":1000}]})"));
+}
+
+TEST(E2bEnvdTest, FilesystemRequestsAsTheSdkSendsThem) {
+  EXPECT_EQ(*ParsePathRequest(R"({"path":"/tmp/a","extra":1})"), "/tmp/a");
+  EXPECT_FALSE(ParsePathRequest(R"({})").ok());
+  EXPECT_FALSE(ParsePathRequest(R"({"path":3})").ok());
+  absl::StatusOr<MoveRequest> move = ParseMoveRequest(R"({"source":"a","destination":"b"})");
+  ASSERT_TRUE(move.ok()) << move.status();
+  EXPECT_EQ(move->source, "a");
+  EXPECT_EQ(move->destination, "b");
+  EXPECT_FALSE(ParseMoveRequest(R"({"source":"a"})").ok());
+  // depth: unset (0) lists one level, as envd; deeper than the cap is refused.
+  EXPECT_EQ(ParseListDirRequest(R"({"path":"/"})")->depth, 1u);
+  EXPECT_EQ(ParseListDirRequest(R"({"path":"/","depth":3})")->depth, 3u);
+  EXPECT_FALSE(ParseListDirRequest(R"({"path":"/","depth":65})").ok());
+  EXPECT_FALSE(ParseListDirRequest(R"({"path":"/","depth":-1})").ok());
+  absl::StatusOr<WatchRequest> watch =
+      ParseWatchRequest(R"({"path":"/w","recursive":true,"allowNetworkMounts":true})");
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  EXPECT_TRUE(watch->recursive);
+  EXPECT_FALSE(watch->include_entry);
+  EXPECT_FALSE(ParseWatchRequest(R"({"path":"/w","recursive":"yes"})").ok());
+  EXPECT_EQ(*ParseWatcherIdRequest(R"({"watcherId":"w1"})"), "w1");
+  EXPECT_FALSE(ParseWatcherIdRequest(R"({"watcherId":""})").ok());
+}
+
+TEST(E2bEnvdTest, EntriesAndWatchEventsAreWhatTheSdkReads) {
+  FsEntry file{.name = "a.txt",
+               .path = "/root/a.txt",
+               .type = FsType::kFile,
+               .size = 12,
+               .mode = 0100644,
+               .owner = "root",
+               .group = "root",
+               .mtime_seconds = 1764892800,
+               .mtime_nanos = 5000,
+               .symlink_target = ""};
+  EXPECT_EQ(json::parse(EntryResponseJson(file)), json::parse(R"({"entry":{
+      "name":"a.txt","type":"FILE_TYPE_FILE","path":"/root/a.txt","size":"12","mode":420,
+      "permissions":"-rw-r--r--","owner":"root","group":"root",
+      "modifiedTime":"2025-12-05T00:00:00.000005000Z"}})"));
+  FsEntry link = file;
+  link.type = FsType::kSymlink;
+  link.mode = 0120777;
+  link.mtime_nanos = 0;
+  link.symlink_target = "/etc";
+  json l = json::parse(ListDirResponseJson({link}))["entries"][0];
+  EXPECT_EQ(l["permissions"], "Lrwxrwxrwx");
+  EXPECT_EQ(l["symlinkTarget"], "/etc");
+  EXPECT_EQ(l["modifiedTime"], "2025-12-05T00:00:00Z");
+  FsEntry dir = file;
+  dir.type = FsType::kDirectory;
+  dir.mode = 040755;
+  EXPECT_EQ(json::parse(EntryResponseJson(dir))["entry"]["permissions"], "drwxr-xr-x");
+  EXPECT_EQ(json::parse(ListDirResponseJson({})), json::parse(R"({"entries":[]})"));
+
+  EXPECT_EQ(json::parse(WatchStartEventJson()), json::parse(R"({"start":{}})"));
+  EXPECT_EQ(json::parse(WatchKeepAliveEventJson()), json::parse(R"({"keepalive":{}})"));
+  WatchRecord created{.kind = WatchEventKind::kCreate, .name = "sub/a.txt"};
+  EXPECT_EQ(json::parse(WatchEventJson(created)),
+            json::parse(R"({"filesystem":{"name":"sub/a.txt","type":"EVENT_TYPE_CREATE"}})"));
+  WatchRecord written{
+      .kind = WatchEventKind::kWrite, .name = "a.txt", .has_entry = true, .entry = file};
+  json events = json::parse(WatcherEventsResponseJson({created, written}));
+  ASSERT_EQ(events["events"].size(), 2u);
+  EXPECT_EQ(events["events"][1]["type"], "EVENT_TYPE_WRITE");
+  EXPECT_EQ(events["events"][1]["entry"]["size"], "12");
+  EXPECT_EQ(json::parse(CreateWatcherResponseJson("w1")), json::parse(R"({"watcherId":"w1"})"));
 }
 
 TEST(E2bEnvdTest, FilesQueriesUploadsAndSignatures) {

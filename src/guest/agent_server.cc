@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "src/common/workspace_change.h"  // IsCleanRelativePath
+#include "src/guest/agent_files.h"
 #include "src/guest/guest_boot.h"
 #include "src/guest/guest_workspace.h"
 #include "src/guest/oom_report.h"
@@ -231,7 +232,7 @@ void MakeParents(const std::string& path) {
 }  // namespace
 
 struct AgentServer::Stream {
-  enum class Kind { kExec, kFileWrite, kFileRead, kBuffer };
+  enum class Kind { kExec, kFileWrite, kFileRead, kBuffer, kWatch };
   Kind kind = Kind::kExec;
   pid_t pid = -1;
   int stdin_fd = -1;
@@ -255,6 +256,11 @@ struct AgentServer::Stream {
   uint64_t started_us = 0;  // CLOCK_MONOTONIC
   std::string buffer;       // kBuffer: an answer made at once, sent as the window allows
   size_t buffer_sent = 0;
+  // kWatch: the inotify watch, and its records (each whole in one frame) not sent yet.
+  std::unique_ptr<DirWatch> watch;
+  std::deque<std::string> records;
+  size_t records_bytes = 0;
+  bool watch_over = false;  // the directory is gone: the stream ends once records are sent
 };
 
 AgentServer::AgentServer(int channel_fd, int sigchld_fd)
@@ -539,7 +545,7 @@ void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
   } else {
     size_t slash = path.rfind('/');
     std::string name = path.substr(slash + 1).substr(0, 128);
-    std::string temp = path.substr(0, slash + 1) + "." + name + ".airlock-XXXXXX";
+    std::string temp = path.substr(0, slash + 1) + WriteTempName(name);
     fd = mkostemp(temp.data(), O_CLOEXEC);
     if (fd >= 0) {
       s.temp_path = temp;
@@ -723,6 +729,83 @@ void AgentServer::StartTailFiles(uint32_t id, const std::string& payload) {
   }
 }
 
+namespace {
+
+GuestAccounts ReadAccounts() {
+  return GuestAccounts{.passwd = ReadSmallFile("/etc/passwd"),
+                       .group = ReadSmallFile("/etc/group")};
+}
+
+// Records a watch may have waiting for the host's window; beyond it, events are lost.
+constexpr size_t kMaxWatchBacklog = 1 << 20;
+
+}  // namespace
+
+void AgentServer::StartFsRequest(uint32_t id, const std::string& payload) {
+  FsRequestMessage request;
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kBuffer;
+  Stream& s = *stream;
+  streams_[id] = std::move(stream);
+  if (!DecodePayload(payload, &request)) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "malformed file request");
+    return;
+  }
+  FsResult result = DoFsRequest(request, ReadAccounts(), &s.buffer);
+  if (result.error != 0) FinishStream(id, ExitKind::kFailed, result.error, result.message);
+}
+
+void AgentServer::StartWatchDir(uint32_t id, const std::string& payload) {
+  WatchDirMessage request;
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kWatch;
+  Stream& s = *stream;
+  streams_[id] = std::move(stream);
+  if (!DecodePayload(payload, &request)) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "malformed watch request");
+    return;
+  }
+  FsResult result;
+  s.watch = DirWatch::Start(request, ReadAccounts(), &result);
+  if (!s.watch) {
+    FinishStream(id, ExitKind::kFailed, result.error, result.message);
+    return;
+  }
+  s.records.push_back(EncodeWatchRecord(WatchRecord{.kind = WatchEventKind::kStarted}));
+  s.records_bytes = s.records.back().size();
+}
+
+void AgentServer::ReadWatch(uint32_t id, Stream& s) {
+  size_t before = s.records.size();
+  FsResult result;
+  bool going = s.watch->Read(&s.records, &result);
+  for (size_t i = before; i < s.records.size(); ++i) s.records_bytes += s.records[i].size();
+  if (!going && result.error != 0) {
+    FinishStream(id, ExitKind::kFailed, result.error, result.message);
+  } else if (s.records_bytes > kMaxWatchBacklog) {
+    FinishStream(id, ExitKind::kFailed, EOVERFLOW,
+                 "the host did not take the events in time; some were lost");
+  } else if (!going) {
+    s.watch_over = true;
+  }
+}
+
+void AgentServer::PumpWatch(uint32_t id, Stream& s) {
+  while (!s.records.empty() && out_bytes_ < kOutQueueCap) {
+    std::string payload;
+    while (!s.records.empty() && payload.size() + s.records.front().size() <=
+                                     std::min<uint64_t>(s.window.sendable(), kMaxPayload)) {
+      payload += s.records.front();
+      s.records_bytes -= s.records.front().size();
+      s.records.pop_front();
+    }
+    if (payload.empty()) return;  // waits for the window
+    Send(FrameType::kStdout, id, payload);
+    s.window.Sent(payload.size());
+  }
+  if (s.records.empty() && s.watch_over) FinishStream(id, ExitKind::kExited, 0, "");
+}
+
 void AgentServer::PumpBuffer(uint32_t id, Stream& s) {
   while (s.window.sendable() > 0 && out_bytes_ < kOutQueueCap && s.buffer_sent < s.buffer.size()) {
     size_t n =
@@ -779,6 +862,8 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
       {FrameType::kTailFiles, &AgentServer::StartTailFiles},
       {FrameType::kMetricsRequest, &AgentServer::StartMetrics},
       {FrameType::kOpenPort, &AgentServer::StartPortConnection},
+      {FrameType::kFsRequest, &AgentServer::StartFsRequest},
+      {FrameType::kWatchDir, &AgentServer::StartWatchDir},
   };
   return *openers;
 }
@@ -869,7 +954,7 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       int sig = signal.signal;
       if (it == streams_.end()) return true;
       if (it->second->kind == Stream::Kind::kFileWrite ||
-          it->second->kind == Stream::Kind::kFileRead) {
+          it->second->kind == Stream::Kind::kFileRead || it->second->kind == Stream::Kind::kWatch) {
         // The host gave up on a file operation: nothing is written, the file is let go.
         FinishStream(frame.stream, ExitKind::kFailed, ECANCELED, "cancelled by the host");
       } else if (it->second->pid > 0 && !it->second->exited) {
@@ -1041,7 +1126,7 @@ std::string AgentServer::Serve() {
   std::vector<pollfd> fds;
   struct Owner {
     uint32_t id;
-    int which;  // 0 stdout, 1 stderr, 2 stdin
+    int which;  // 0 stdout, 1 stderr, 2 stdin, 3 a watch's inotify
   };
   std::vector<Owner> owners;
   for (;;) {
@@ -1056,6 +1141,14 @@ std::string AgentServer::Serve() {
       bool can_send = s->window.sendable() > 0 && out_bytes_ < kOutQueueCap;
       if ((s->kind == Stream::Kind::kFileRead || s->kind == Stream::Kind::kBuffer) && can_send) {
         timeout = 0;
+      }
+      if (s->kind == Stream::Kind::kWatch) {
+        if (!s->records.empty() && can_send) timeout = 0;
+        if (s->watch && !s->watch_over) {
+          fds.push_back({s->watch->fd(), POLLIN, 0});
+          owners.push_back({id, 3});
+        }
+        continue;
       }
       if (s->kind != Stream::Kind::kExec) continue;
       if (s->exited && can_send) timeout = InTtyGrace(*s) ? 10 : 0;
@@ -1116,7 +1209,9 @@ std::string AgentServer::Serve() {
       const pollfd& p = fds[i + 2];
       auto it = streams_.find(owners[i].id);
       if (p.revents == 0 || it == streams_.end()) continue;
-      if (owners[i].which == 2) {
+      if (owners[i].which == 3) {
+        ReadWatch(owners[i].id, *it->second);
+      } else if (owners[i].which == 2) {
         PumpStdin(*it->second);
       } else {
         PumpOutput(owners[i].id, *it->second, owners[i].which, false);
@@ -1136,6 +1231,10 @@ std::string AgentServer::Serve() {
       }
       if (s.kind == Stream::Kind::kBuffer) {
         PumpBuffer(id, s);
+        continue;
+      }
+      if (s.kind == Stream::Kind::kWatch) {
+        PumpWatch(id, s);
         continue;
       }
       if (s.kind != Stream::Kind::kExec) {

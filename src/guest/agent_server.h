@@ -52,6 +52,10 @@ class AgentServer {
   void StartMetrics(uint32_t id, const std::string& payload);
   void StartPortConnection(uint32_t id, const std::string& payload);
   void StartTailFiles(uint32_t id, const std::string& payload);
+  void StartFsRequest(uint32_t id, const std::string& payload);
+  void StartWatchDir(uint32_t id, const std::string& payload);
+  void ReadWatch(uint32_t id, Stream& s);
+  void PumpWatch(uint32_t id, Stream& s);
   using Opener = void (AgentServer::*)(uint32_t id, const std::string& payload);
   static const std::map<FrameType, Opener>& Openers();
   bool HandleInput(Stream& s, const Frame& frame, std::string* error);

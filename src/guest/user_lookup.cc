@@ -119,4 +119,13 @@ bool ResolveUser(const std::string& spec, const std::string& passwd, const std::
   return true;
 }
 
+std::map<uint32_t, std::string> IdNames(const std::string& database) {
+  std::map<uint32_t, std::string> names;
+  for (const std::vector<std::string>& entry : Entries(database, 3)) {
+    uint32_t id;
+    if (ParseId(entry[2], &id) && !entry[0].empty()) names.emplace(id, entry[0]);
+  }
+  return names;
+}
+
 }  // namespace airlock::guest

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,10 @@ struct Identity {
 // runs with gid 0); a name must. Returns false with *error saying what is missing.
 bool ResolveUser(const std::string& spec, const std::string& passwd, const std::string& group,
                  Identity* out, std::string* error);
+
+// The names of the ids in a passwd or group file's text (both keep the id in the third
+// field); the first entry for an id wins.
+std::map<uint32_t, std::string> IdNames(const std::string& database);
 
 }  // namespace airlock::guest
 

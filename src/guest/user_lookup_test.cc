@@ -72,5 +72,15 @@ TEST(UserLookupTest, WhatIsMissingIsNamed) {
   EXPECT_NE(Error("app", std::string(100, ':')).find("not in"), std::string::npos);
 }
 
+TEST(IdNamesTest, NamesIdsOfEitherFileAndSkipsBrokenLines) {
+  std::map<uint32_t, std::string> users = IdNames(kPasswd);
+  EXPECT_EQ(users.at(0), "root");
+  EXPECT_EQ(users.at(1000), "app");
+  EXPECT_EQ(users.size(), 3u);  // "broken" has no number
+  std::map<uint32_t, std::string> groups = IdNames(kGroup);
+  EXPECT_EQ(groups.at(50), "staff");
+  EXPECT_EQ(groups.at(65534), "nogroup");
+}
+
 }  // namespace
 }  // namespace airlock::guest

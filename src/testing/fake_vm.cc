@@ -346,6 +346,8 @@ class FakeVmCore {
       case FrameType::kFileRead:
       case FrameType::kMetricsRequest:
       case FrameType::kTailFiles:
+      case FrameType::kFsRequest:
+      case FrameType::kWatchDir:
         Open(fd, frame);
         return;
       case FrameType::kInput:
@@ -418,9 +420,16 @@ class FakeVmCore {
       FileReadMessage read;
       ok = DecodePayload(frame.payload, &read);
       s.path = std::move(read.path);
-    } else {
+    } else if (frame.type == FrameType::kTailFiles) {
       TailFilesMessage tail;
       ok = DecodePayload(frame.payload, &tail);
+    } else {
+      // Directory operations and watches: this guest's files are a flat map, so it says so
+      // rather than leave the host waiting.
+      auto [it, added] = streams_.emplace(frame.stream, std::move(s));
+      Finish(it->second, ExitKind::kFailed, ENOSYS, "the fake guest has no directories");
+      Pump(fd, it);
+      return;
     }
     auto [it, added] = streams_.emplace(frame.stream, std::move(s));
     if (!ok) {

@@ -935,6 +935,74 @@ absl::StatusOr<std::vector<TailRecord>> GuestChannel::TailFiles(const TailReques
   return records;
 }
 
+absl::StatusOr<std::vector<FsEntry>> GuestChannel::FsRequest(const FsRequestMessage& request,
+                                                             absl::Time deadline) {
+  std::string payload = EncodePayload(request);
+  if (payload.size() > kMaxPayload || request.depth > kMaxFsDepth) {
+    return absl::InvalidArgumentError("the paths are too long");
+  }
+  // The guest's message names the paths; this says what was being done.
+  static constexpr const char* kWhat[] = {"", "stat", "list", "mkdir", "move", "remove"};
+  uint32_t op = static_cast<uint32_t>(request.op);
+  absl::StatusOr<std::string> answer = Collect(FrameType::kFsRequest, payload, kMaxFsAnswerBytes,
+                                               op < 6 ? kWhat[op] : "file", deadline);
+  if (!answer.ok()) return answer.status();
+  std::vector<FsEntry> entries;
+  std::string error;
+  if (!DecodeFsEntries(*answer, &entries, &error)) {
+    absl::Status status =
+        absl::DataLossError(absl::StrCat("the guest sent a bad answer about files: ", error));
+    Fail(status);
+    return status;
+  }
+  return entries;
+}
+
+absl::StatusOr<std::unique_ptr<GuestWatch>> GuestChannel::StartWatch(
+    const WatchDirMessage& request) {
+  std::string payload = EncodePayload(request);
+  if (payload.size() > kMaxPayload) return absl::InvalidArgumentError("the path is too long");
+  if (absl::Status s = status(); !s.ok()) return s;
+  absl::StatusOr<uint32_t> opened = OpenStream();
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<GuestWatch> watch(new GuestWatch(shared_from_this(), *opened, request.path));
+  if (absl::Status s = Send(FrameType::kWatchDir, *opened, payload); !s.ok()) return s;
+  return watch;
+}
+
+GuestWatch::~GuestWatch() {
+  if (!done_) channel_->CancelFileStream(id_);
+  channel_->CloseStream(id_);
+}
+
+absl::StatusOr<std::vector<WatchRecord>> GuestWatch::Next(absl::Time deadline) {
+  if (done_) return absl::FailedPreconditionError("the watch has ended");
+  for (;;) {
+    absl::StatusOr<ExecEvent> event = channel_->NextEvent(id_, deadline);
+    if (!event.ok()) return event.status();
+    if (event->type == ExecEvent::Type::kExit) {
+      done_ = true;
+      if (event->exit_kind == ExitKind::kExited) {
+        return absl::OutOfRangeError(absl::StrCat(path_, " was removed or moved in the guest"));
+      }
+      if (event->exit_kind == ExitKind::kFailed && event->code == EOVERFLOW) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("watch ", path_, " in the guest: ", event->message));
+      }
+      return GuestChannel::FileExitStatus(*event, "watch " + path_);
+    }
+    std::vector<WatchRecord> records;
+    std::string error;
+    if (!DecodeWatchRecords(event->data, &records, &error)) {
+      absl::Status status =
+          absl::DataLossError(absl::StrCat("the guest sent a bad watch record: ", error));
+      channel_->Fail(status);
+      return status;
+    }
+    if (!records.empty()) return records;
+  }
+}
+
 absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {
   absl::StatusOr<uint32_t> opened = OpenStream();
   if (!opened.ok()) return opened.status();

@@ -161,6 +161,27 @@ class GuestFileRead {
   bool done_ = false;
 };
 
+// A directory of the guest being watched (kWatchDir). Destroyed, the watch ends in the guest.
+class GuestWatch {
+ public:
+  ~GuestWatch();
+  // The next records (one or more; the first is kStarted), waiting until deadline
+  // (DeadlineExceeded, after which Next may be called again). Once the watch is over:
+  // OutOfRange when the directory was removed or moved, ResourceExhausted when events were lost
+  // (the host fell behind, or the guest's kernel did), else the guest's failure or the
+  // channel's. A malformed record fails the channel.
+  [[nodiscard]] absl::StatusOr<std::vector<WatchRecord>> Next(absl::Time deadline);
+
+ private:
+  friend class GuestChannel;
+  GuestWatch(std::shared_ptr<GuestChannel> channel, uint32_t id, std::string path)
+      : channel_(std::move(channel)), id_(id), path_(std::move(path)) {}
+  std::shared_ptr<GuestChannel> channel_;
+  uint32_t id_;
+  std::string path_;
+  bool done_ = false;
+};
+
 class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
  public:
   using FailureCallback = std::function<void(const absl::Status&)>;
@@ -201,6 +222,14 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   [[nodiscard]] absl::StatusOr<std::vector<TailRecord>> TailFiles(const TailRequest& request,
                                                                   absl::Time deadline);
   [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
+  // One operation on the guest's files (kFsRequest): the entries it answers. The guest's
+  // errno becomes the status (NOT_FOUND, ALREADY_EXISTS, ...); a malformed answer fails the
+  // channel.
+  [[nodiscard]] absl::StatusOr<std::vector<FsEntry>> FsRequest(const FsRequestMessage& request,
+                                                               absl::Time deadline);
+  // Watches a directory of the guest (kWatchDir); see GuestWatch.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestWatch>> StartWatch(
+      const WatchDirMessage& request);
 
   // Who serves the streams of one kind the guest opens (`opens`: kDnsQuery or kConnect); nullptr
   // stops serving new ones. A kind nobody serves is refused stream by stream (a DNS question
@@ -249,6 +278,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class ExecStream;
   friend class GuestFileWrite;
   friend class GuestFileRead;
+  friend class GuestWatch;
   void AbandonStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends one kSync and waits for its kReady.
   absl::Status SyncOnce(absl::Time deadline, const GuestSync& sync) ABSL_LOCKS_EXCLUDED(mu_);

@@ -110,8 +110,8 @@ test('files are written and read, relative ones under the home', async () => {
   assert.deepEqual(many.map((f) => f.path), ['/tmp/e2b/one', '/tmp/e2b/two']);
   assert.equal((await sandbox.commands.run('cat /tmp/e2b/one /tmp/e2b/two')).stdout, '12');
   await assert.rejects(sandbox.files.read('/no/such/file'), NotFoundError);
-  // Not served yet, and saying what to use instead.
-  await assert.rejects(sandbox.files.list('/tmp'), /commands\.run/);
+  // A stream that cannot start ends with the error, as Connect has it, for the SDK to read.
+  await assert.rejects(sandbox.commands.connect(424242), NotFoundError);
 });
 
 // A raw request to the gateway: [status, body].
