@@ -73,7 +73,7 @@ class DirWatch {
   bool recursive_ = false;
   bool include_entry_ = false;
   int root_wd_ = -1;
-  uint32_t write_cookie_ = 0;  // of the last rename away from a write's temporary name
+  uint32_t write_cookie_ = 0;        // of the last rename away from a write's temporary name
   std::map<int, std::string> dirs_;  // watch descriptor -> directory relative to the root
   std::map<uint32_t, std::string> users_, groups_;
 };

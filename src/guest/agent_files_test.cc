@@ -229,9 +229,9 @@ TEST_F(AgentFilesTest, AWriteThroughTheHostIsTheFilesCreationAndAWrite) {
     std::vector<WatchRecord> more = Events(*watch, &going);
     events.insert(events.end(), more.begin(), more.end());
   }
-  EXPECT_EQ(Kinds(events), (std::vector<std::pair<WatchEventKind, std::string>>{
-                               {WatchEventKind::kCreate, "out.txt"},
-                               {WatchEventKind::kWrite, "out.txt"}}));
+  EXPECT_EQ(Kinds(events),
+            (std::vector<std::pair<WatchEventKind, std::string>>{
+                {WatchEventKind::kCreate, "out.txt"}, {WatchEventKind::kWrite, "out.txt"}}));
 }
 
 TEST_F(AgentFilesTest, AWatchNeedsADirectory) {
