@@ -1,5 +1,6 @@
-// Fuzz target: the E2B-compatible API's parsers of what API-key holders send (create and timeout
-// bodies, list queries, routes). Besides not crashing: what a parse accepts is within the caps.
+// Fuzz target: the E2B-compatible API's parsers of what API-key holders send (create, timeout,
+// fork and snapshot bodies, list queries, routes, snapshot names). Besides not crashing: what a
+// parse accepts is within the caps.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   e2b::Route r = e2b::RouteOf("POST", text);
   Check(r.op == e2b::Op::kNotApi || r.op == e2b::Op::kUnknown || r.op == e2b::Op::kCreate ||
         !r.sandbox_id.empty());
+  e2b::Route d = e2b::RouteOf("DELETE", text);
+  Check(d.op != e2b::Op::kDeleteTemplate || !d.template_id.empty());
+  absl::StatusOr<e2b::ForkRequest> fork = e2b::ParseForkRequest(text);
+  if (fork.ok()) Check(fork->count >= 1 && fork->count <= e2b::kMaxForkCount);
+  absl::StatusOr<std::optional<std::string>> snapshot = e2b::ParseSnapshotRequest(text);
+  if (snapshot.ok() && snapshot->has_value()) {
+    Check(e2b::SnapshotName(**snapshot) == **snapshot);
+  }
+  absl::StatusOr<e2b::SnapshotQuery> sq = e2b::ParseSnapshotQuery(text);
+  if (sq.ok()) Check(sq->limit >= 1 && sq->limit <= 100 && sq->sandbox_id.size() <= 64);
+  std::optional<std::string> name = e2b::SnapshotName(text);
+  if (name) Check(!name->empty() && name->size() <= 128 && name->find(':') == std::string::npos);
   (void)e2b::PercentDecode(text);
   return 0;
 }

@@ -115,10 +115,12 @@ absl::Status ApiKeyRepository::PutSandbox(const E2bSandboxRecord& r) {
   SqliteDb::Locked db(db_);
   Stmt q(db,
          "INSERT OR REPLACE INTO e2b_sandboxes(session_id, tenant, template_id, metadata, "
-         "env_vars, access_token, api_key, traffic_token) VALUES(?,?,?,?,?,?,?,?)");
+         "env_vars, access_token, api_key, traffic_token, snapshot_of, snapshot_name) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?)");
   q.Bind(1, r.session_id).Bind(2, r.tenant).Bind(3, r.template_id);
   q.Bind(4, EncodeMap(r.metadata)).Bind(5, EncodeMap(r.env_vars));
-  q.Bind(6, r.access_token).Bind(7, r.api_key).Bind(8, r.traffic_token).Step();
+  q.Bind(6, r.access_token).Bind(7, r.api_key).Bind(8, r.traffic_token);
+  q.Bind(9, r.snapshot_of).Bind(10, r.snapshot_name).Step();
   return q.status();
 }
 
@@ -126,11 +128,10 @@ namespace {
 
 constexpr char kSandboxColumns[] =
     "SELECT session_id, tenant, template_id, metadata, env_vars, access_token, api_key, "
-    "traffic_token FROM "
-    "e2b_sandboxes WHERE ";
+    "traffic_token, snapshot_of, snapshot_name FROM e2b_sandboxes WHERE ";
 
-absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
-  absl::StatusOr<std::vector<E2bSandboxRecord>> rows = q.All([](Stmt& r) {
+absl::StatusOr<std::vector<E2bSandboxRecord>> Sandboxes(Stmt& q) {
+  return q.All([](Stmt& r) {
     return E2bSandboxRecord{.session_id = r.Text(0),
                             .tenant = r.Text(1),
                             .template_id = r.Text(2),
@@ -138,8 +139,14 @@ absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
                             .env_vars = DecodeMap(r.Text(4)),
                             .access_token = r.Text(5),
                             .api_key = r.Text(6),
-                            .traffic_token = r.Text(7)};
+                            .traffic_token = r.Text(7),
+                            .snapshot_of = r.Text(8),
+                            .snapshot_name = r.Text(9)};
   });
+}
+
+absl::StatusOr<std::optional<E2bSandboxRecord>> OneSandbox(Stmt& q) {
+  absl::StatusOr<std::vector<E2bSandboxRecord>> rows = Sandboxes(q);
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return std::nullopt;
   return rows->front();
@@ -160,6 +167,35 @@ absl::StatusOr<std::optional<E2bSandboxRecord>> ApiKeyRepository::FindSandbox(
   SqliteDb::Locked db(db_);
   Stmt q(db, absl::StrCat(kSandboxColumns, "session_id = ?"));
   q.Bind(1, session_id);
+  return OneSandbox(q);
+}
+
+namespace {
+// Snapshots whose session is gone (removed, failed) are no longer any.
+std::string LiveSnapshot() {
+  return absl::StrCat(
+      "snapshot_of != '' AND session_id IN (SELECT id FROM sessions WHERE state IN (",
+      static_cast<int>(SessionState::kRunning), ", ", static_cast<int>(SessionState::kPaused),
+      "))");
+}
+}  // namespace
+
+absl::StatusOr<std::vector<E2bSandboxRecord>> ApiKeyRepository::ListSnapshots(
+    const std::string& tenant) {
+  SqliteDb::Locked db(db_);
+  Stmt q(db,
+         absl::StrCat(kSandboxColumns, "tenant = ? AND ", LiveSnapshot(), " ORDER BY rowid DESC"));
+  q.Bind(1, tenant);
+  return Sandboxes(q);
+}
+
+absl::StatusOr<std::optional<E2bSandboxRecord>> ApiKeyRepository::FindSnapshot(
+    const std::string& tenant, const std::string& name_or_id) {
+  SqliteDb::Locked db(db_);
+  Stmt q(db, absl::StrCat(kSandboxColumns, "tenant = ? AND ", LiveSnapshot(),
+                          " AND (snapshot_name = ? OR (snapshot_name = '' AND session_id = ?)) "
+                          "ORDER BY rowid DESC LIMIT 1"));
+  q.Bind(1, tenant).Bind(2, name_or_id).Bind(3, name_or_id);
   return OneSandbox(q);
 }
 

@@ -39,6 +39,11 @@ struct E2bSandboxRecord {
   std::string api_key;
   // What its ports need (E2B's traffic access token); empty: they are public.
   std::string traffic_token;
+  // A snapshot (a paused session kept as a template) has the id of the sandbox it was taken
+  // of, and its name if it was given one; a sandbox has neither.
+  std::string snapshot_of;
+  std::string snapshot_name;
+  bool is_snapshot() const { return !snapshot_of.empty(); }
 };
 
 class ApiKeyRepository {
@@ -62,6 +67,13 @@ class ApiKeyRepository {
   // admits).
   [[nodiscard]] absl::StatusOr<std::optional<E2bSandboxRecord>> FindSandbox(
       const std::string& session_id);
+  // The tenant's snapshots, newest first.
+  [[nodiscard]] absl::StatusOr<std::vector<E2bSandboxRecord>> ListSnapshots(
+      const std::string& tenant);
+  // The tenant's snapshot of that name, or with that session id; the newest if two share the
+  // name (while one replaces the other).
+  [[nodiscard]] absl::StatusOr<std::optional<E2bSandboxRecord>> FindSnapshot(
+      const std::string& tenant, const std::string& name_or_id);
 
  private:
   SqliteDb& db_;

@@ -135,6 +135,10 @@ void E2bEnvd::Serve(const std::string& id, const gateway::GatewayRequest& reques
     unreachable(absl::StrCat("sandbox ", id, " was not found"));
     return;
   }
+  if ((*found)->is_snapshot()) {  // a template: it is never woken, only forked
+    unreachable(absl::StrCat(id, " is a snapshot, not a sandbox: create a sandbox from it"));
+    return;
+  }
   E2bSandboxRecord& sandbox = **found;
   absl::StatusOr<SessionRecord> session = store_->sessions().Get(sandbox.tenant, id);
   if (!session.ok() || !Live(session->state)) {

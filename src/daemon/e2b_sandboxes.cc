@@ -39,7 +39,25 @@ int HttpCode(const absl::Status& s) {
 
 bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionState::kPaused; }
 
+// limit items from offset on.
+template <typename T>
+std::vector<T> Page(const std::vector<T>& all, uint32_t limit, uint64_t offset) {
+  std::vector<T> page;
+  for (size_t i = offset; i < all.size() && page.size() < limit; ++i) page.push_back(all[i]);
+  return page;
+}
+
+// The header that tells the SDKs where the next page starts, if there is one.
+std::string NextToken(uint64_t offset, size_t shown, size_t total) {
+  if (offset + shown >= total) return "";
+  return absl::StrCat("X-Next-Token: ", offset + shown, "\r\n");
+}
+
 }  // namespace
+
+E2bSandboxes::Answer E2bSandboxes::Failed(const absl::Status& s) {
+  return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+}
 
 bool E2bSandboxes::ServeEnvd(const gateway::GatewayRequest& request,
                              gateway::GatewayConnection& connection) {
@@ -54,7 +72,7 @@ bool E2bSandboxes::ServeEnvd(const gateway::GatewayRequest& request,
 std::optional<Exposure> E2bSandboxes::SandboxPort(const std::string& session_id, uint16_t port) {
   absl::StatusOr<std::optional<E2bSandboxRecord>> found =
       store_->api_keys().FindSandbox(session_id);
-  if (!found.ok() || !found->has_value()) return std::nullopt;
+  if (!found.ok() || !found->has_value() || (*found)->is_snapshot()) return std::nullopt;
   return Exposure{.tenant = (*found)->tenant,
                   .session_id = session_id,
                   .port = port,
@@ -117,30 +135,28 @@ bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
 E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Principal& who,
                                           const gateway::GatewayRequest& request,
                                           gateway::GatewayConnection& connection) {
-  auto failed = [](const absl::Status& s) {
-    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
-  };
   std::string body;
   if (request.method == "POST" || request.method == "PUT") {
     absl::StatusOr<std::string> read = connection.ReadBody(request, e2b::kMaxBodyBytes);
-    if (!read.ok()) return failed(read.status());
+    if (!read.ok()) return Failed(read.status());
     body = *std::move(read);
   }
-  if (route.op != e2b::Op::kUnknown && route.op != e2b::Op::kCreate && route.op != e2b::Op::kList) {
+  if (route.op != e2b::Op::kUnknown && route.op != e2b::Op::kCreate && route.op != e2b::Op::kList &&
+      route.op != e2b::Op::kSnapshots && route.op != e2b::Op::kDeleteTemplate) {
     if (absl::Status s = CheckSessionId(route.sandbox_id); !s.ok()) {
-      return failed(
+      return Failed(
           absl::NotFoundError(absl::StrCat("no sandbox ", route.sandbox_id.substr(0, 40))));
     }
   }
   switch (route.op) {
     case e2b::Op::kNotApi:
     case e2b::Op::kUnknown:
-      return failed(absl::NotFoundError(absl::StrCat(
+      return Failed(absl::NotFoundError(absl::StrCat(
           "Airlock's E2B-compatible API does not serve ", request.method, " ",
           request.target.substr(0, request.target.find('?')),
-          " yet (sandboxes: create, list, get, kill, timeout, pause, connect and metrics are "
-          "served; "
-          "templates, snapshots and volumes are Airlock's own: airlock image, pause, fork)")));
+          " yet (sandboxes: create, list, get, kill, timeout, pause, connect, metrics, fork "
+          "and snapshots are served; templates and volumes are Airlock's own: airlock image "
+          "build or import, and a sandbox's own disk)")));
     case e2b::Op::kCreate:
       return Create(who, body);
     case e2b::Op::kList:
@@ -148,37 +164,34 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
     case e2b::Op::kGet:
       return Get(who, route.sandbox_id);
     case e2b::Op::kKill: {
-      absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), route.sandbox_id);
-      if (!record.ok()) return failed(record.status());
-      if (!Live(record->state)) {
-        return failed(absl::NotFoundError(absl::StrCat("sandbox ", route.sandbox_id, " ended")));
-      }
+      absl::StatusOr<SessionRecord> record = FindSandbox(who, route.sandbox_id);
+      if (!record.ok()) return Failed(record.status());
       if (absl::Status s = sessions_->Remove(who, route.sandbox_id, "killed through the E2B API");
           !s.ok()) {
-        return failed(s);
+        return Failed(s);
       }
       return {204};
     }
     case e2b::Op::kSetTimeout: {
       absl::StatusOr<std::optional<uint64_t>> timeout = e2b::ParseTimeout(body, true);
-      if (!timeout.ok()) return failed(timeout.status());
+      if (!timeout.ok()) return Failed(timeout.status());
+      if (absl::StatusOr<SessionRecord> r = FindSandbox(who, route.sandbox_id); !r.ok()) {
+        return Failed(r.status());
+      }
       absl::StatusOr<SessionRecord> ended = sessions_->EndIn(who, route.sandbox_id, **timeout);
       if (!ended.ok()) {
-        return failed(absl::IsFailedPrecondition(ended.status())
+        return Failed(absl::IsFailedPrecondition(ended.status())
                           ? absl::NotFoundError(ended.status().message())
                           : ended.status());
       }
       return {204};
     }
     case e2b::Op::kPause: {
-      absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), route.sandbox_id);
-      if (!record.ok()) return failed(record.status());
+      absl::StatusOr<SessionRecord> record = FindSandbox(who, route.sandbox_id);
+      if (!record.ok()) return Failed(record.status());
       if (record->state == SessionState::kPaused) {
-        return failed(absl::FailedPreconditionError(
+        return Failed(absl::FailedPreconditionError(
             absl::StrCat("sandbox ", route.sandbox_id, " is paused already")));
-      }
-      if (!Live(record->state)) {
-        return failed(absl::NotFoundError(absl::StrCat("sandbox ", route.sandbox_id, " ended")));
       }
       absl::StatusOr<SessionRecord> paused = sessions_->Pause(who, route.sandbox_id);
       if (!paused.ok() && absl::IsFailedPrecondition(paused.status())) {
@@ -186,47 +199,60 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
         // paused now (a command runs) must be an error they show.
         return {400, e2b::ErrorJson(400, paused.status().message())};
       }
-      if (!paused.ok()) return failed(paused.status());
+      if (!paused.ok()) return Failed(paused.status());
       return {204};
     }
     case e2b::Op::kConnect:
       return Connect(who, route.sandbox_id, body);
     case e2b::Op::kMetrics:
       return Metrics(who, route.sandbox_id);
+    case e2b::Op::kFork:
+      return Fork(who, route.sandbox_id, body);
+    case e2b::Op::kSnapshot:
+      return Snapshot(who, route.sandbox_id, body);
+    case e2b::Op::kSnapshots:
+      return Snapshots(who, request.target);
+    case e2b::Op::kDeleteTemplate:
+      return DeleteTemplate(who, route.template_id);
   }
-  return failed(absl::InternalError("unreachable"));
+  return Failed(absl::InternalError("unreachable"));
 }
 
 E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::string& body) {
-  auto failed = [](const absl::Status& s) {
-    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
-  };
   absl::StatusOr<e2b::NewSandbox> wanted = e2b::ParseNewSandbox(body);
-  if (!wanted.ok()) return failed(wanted.status());
+  if (!wanted.ok()) return Failed(wanted.status());
   if (!wanted->deny_out.empty()) {
-    return failed(absl::InvalidArgumentError(
+    return Failed(absl::InvalidArgumentError(
         "network.denyOut: an Airlock sandbox reaches nothing but what network.allowOut lists, "
         "so there is nothing to deny; list the destinations it may reach in allowOut"));
   }
   absl::StatusOr<std::vector<EgressGrant>> egress =
       sessions_->ResolveEgress(wanted->allow_out, {}, "create");
-  if (!egress.ok()) return failed(egress.status());
+  if (!egress.ok()) return Failed(egress.status());
   SessionLimits limits{.vcpus = 0,
                        .memory_bytes = 0,
                        .pids = 0,
                        .disk_bytes = 0,
                        .ttl_seconds = wanted->timeout_seconds.value_or(kDefaultTimeoutSeconds),
                        .idle_timeout_seconds = 0};
+  // A snapshot of the tenant's by that name is forked rather than an image booted.
+  if (std::optional<std::string> name = e2b::SnapshotName(wanted->template_id);
+      name && wanted->template_id != "base") {
+    absl::StatusOr<std::optional<E2bSandboxRecord>> snapshot =
+        store_->api_keys().FindSnapshot(who.Tenant(), *name);
+    if (!snapshot.ok()) return Failed(snapshot.status());
+    if (snapshot->has_value()) return CreateFromSnapshot(who, **snapshot, *wanted, *egress);
+  }
   // A template is an image already here: a create never pulls (that is `airlock image pull`).
   std::string image = wanted->template_id == "base" ? "" : wanted->template_id;
   if (!image.empty() && !sessions_->images().For(who).Resolve(image).ok()) {
-    return failed(absl::NotFoundError(absl::StrCat(
+    return Failed(absl::NotFoundError(absl::StrCat(
         "no template ", image.substr(0, 256),
         ": E2B templates are Airlock images of yours (airlock image ls); pull, import or build "
         "it first, or leave the template out for the default image")));
   }
   absl::StatusOr<SessionRecord> made = sessions_->Create(who, image, limits, *egress);
-  if (!made.ok()) return failed(made.status());
+  if (!made.ok()) return Failed(made.status());
   E2bSandboxRecord record{.session_id = made->id,
                           .tenant = made->tenant,
                           .template_id = wanted->template_id,
@@ -237,11 +263,186 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
                           .traffic_token = wanted->allow_public_traffic ? "" : RandomHex(16)};
   if (absl::Status s = store_->api_keys().PutSandbox(record); !s.ok()) {
     sessions_->Remove(who, made->id, "its E2B record could not be stored").IgnoreError();
-    return failed(s);
+    return Failed(s);
   }
   absl::StatusOr<e2b::Sandbox> described = Describe(*made);
-  if (!described.ok()) return failed(described.status());
+  if (!described.ok()) return Failed(described.status());
   return {201, e2b::SandboxJson(*described)};
+}
+
+E2bSandboxes::Answer E2bSandboxes::CreateFromSnapshot(const Principal& who,
+                                                      const E2bSandboxRecord& snapshot,
+                                                      const e2b::NewSandbox& wanted,
+                                                      const std::vector<EgressGrant>& egress) {
+  absl::StatusOr<std::vector<SessionRecord>> forks = sessions_->Fork(who, snapshot.session_id, 1);
+  if (!forks.ok()) return Failed(forks.status());
+  const SessionRecord& made = forks->front();
+  E2bSandboxRecord like = snapshot;
+  like.template_id = wanted.template_id;
+  like.metadata = wanted.metadata;
+  for (const auto& [key, value] : wanted.env_vars) like.env_vars[key] = value;
+  like.traffic_token = wanted.allow_public_traffic ? "" : "set by Adopt";
+  // The snapshot's own rules stay; the create's are added to them.
+  absl::Status ready =
+      egress.empty() ? absl::OkStatus()
+                     : sessions_->ChangeEgress(who, made.id, egress, {}, "session.egress").status();
+  absl::StatusOr<gateway::e2b::Sandbox> adopted =
+      ready.ok() ? Adopt(who, made, like, wanted.timeout_seconds.value_or(kDefaultTimeoutSeconds))
+                 : absl::StatusOr<gateway::e2b::Sandbox>(ready);
+  if (!adopted.ok()) {
+    sessions_->Remove(who, made.id, "its E2B create failed").IgnoreError();
+    return Failed(adopted.status());
+  }
+  return {201, e2b::SandboxJson(*adopted)};
+}
+
+absl::StatusOr<SessionRecord> E2bSandboxes::FindSandbox(const Principal& who,
+                                                        const std::string& id) {
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  if (!record.ok()) return record.status();
+  if (!Live(record->state)) return absl::NotFoundError(absl::StrCat("sandbox ", id, " ended"));
+  absl::StatusOr<std::optional<E2bSandboxRecord>> extra =
+      store_->api_keys().GetSandbox(who.Tenant(), id);
+  if (!extra.ok()) return extra.status();
+  if (extra->has_value() && (*extra)->is_snapshot()) {
+    return absl::NotFoundError(
+        absl::StrCat(id, " is a snapshot, not a sandbox: create a sandbox from it"));
+  }
+  return record;
+}
+
+absl::StatusOr<E2bSandboxRecord> E2bSandboxes::RecordOf(const SessionRecord& session) {
+  absl::StatusOr<std::optional<E2bSandboxRecord>> extra =
+      store_->api_keys().GetSandbox(session.tenant, session.id);
+  if (!extra.ok()) return extra.status();
+  if (extra->has_value()) return **extra;
+  return E2bSandboxRecord{.session_id = session.id,
+                          .tenant = session.tenant,
+                          .template_id = session.image.empty() ? "base" : session.image};
+}
+
+absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Adopt(const Principal& who,
+                                                          const SessionRecord& session,
+                                                          E2bSandboxRecord like,
+                                                          uint64_t ttl_seconds) {
+  like.session_id = session.id;
+  like.tenant = session.tenant;
+  like.access_token = RandomHex(16);
+  like.api_key = who.api_key;
+  if (!like.traffic_token.empty()) like.traffic_token = RandomHex(16);
+  like.snapshot_of.clear();
+  like.snapshot_name.clear();
+  absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, session.id, ttl_seconds);
+  if (!timed.ok()) return timed.status();
+  if (absl::Status s = store_->api_keys().PutSandbox(like); !s.ok()) return s;
+  return Describe(*timed);
+}
+
+E2bSandboxes::Answer E2bSandboxes::Fork(const Principal& who, const std::string& id,
+                                        const std::string& body) {
+  absl::StatusOr<e2b::ForkRequest> wanted = e2b::ParseForkRequest(body);
+  if (!wanted.ok()) return Failed(wanted.status());
+  absl::StatusOr<SessionRecord> source = FindSandbox(who, id);
+  if (!source.ok()) return Failed(source.status());
+  absl::StatusOr<E2bSandboxRecord> like = RecordOf(*source);
+  if (!like.ok()) return Failed(like.status());
+  absl::StatusOr<std::vector<SessionRecord>> forks = sessions_->Fork(who, id, wanted->count);
+  if (!forks.ok()) return Failed(forks.status());
+  std::vector<e2b::Sandbox> made;
+  absl::Status failure;
+  for (const SessionRecord& fork : *forks) {
+    absl::StatusOr<e2b::Sandbox> adopted = Adopt(who, fork, *like, wanted->timeout_seconds);
+    if (!adopted.ok()) {
+      failure = adopted.status();
+      break;
+    }
+    made.push_back(*std::move(adopted));
+  }
+  if (!failure.ok()) {
+    for (const SessionRecord& fork : *forks) {
+      sessions_->Remove(who, fork.id, "its E2B fork failed").IgnoreError();
+    }
+    return Failed(failure);
+  }
+  return {201, e2b::ForkResultsJson(made)};
+}
+
+E2bSandboxes::Answer E2bSandboxes::Snapshot(const Principal& who, const std::string& id,
+                                            const std::string& body) {
+  absl::StatusOr<std::optional<std::string>> name = e2b::ParseSnapshotRequest(body);
+  if (!name.ok()) return Failed(name.status());
+  absl::StatusOr<SessionRecord> source = FindSandbox(who, id);
+  if (!source.ok()) return Failed(source.status());
+  absl::StatusOr<E2bSandboxRecord> record = RecordOf(*source);
+  if (!record.ok()) return Failed(record.status());
+  absl::StatusOr<std::vector<SessionRecord>> forks = sessions_->Fork(who, id, 1);
+  if (!forks.ok()) return Failed(forks.status());
+  const SessionRecord& copy = forks->front();
+  record->session_id = copy.id;
+  record->access_token = RandomHex(16);  // never admits anything: a snapshot has no envd
+  record->api_key = who.api_key;
+  record->snapshot_of = id;
+  record->snapshot_name = name->value_or("");
+  absl::Status kept = sessions_->Pause(who, copy.id).status();
+  if (kept.ok()) kept = sessions_->EndIn(who, copy.id, 0).status();
+  if (kept.ok()) kept = store_->api_keys().PutSandbox(*record);
+  if (!kept.ok()) {
+    sessions_->Remove(who, copy.id, "its E2B snapshot failed").IgnoreError();
+    return Failed(kept);
+  }
+  if (name->has_value()) {
+    absl::StatusOr<std::vector<E2bSandboxRecord>> all =
+        store_->api_keys().ListSnapshots(who.Tenant());
+    for (const E2bSandboxRecord& older : all.ok() ? *all : std::vector<E2bSandboxRecord>{}) {
+      if (older.snapshot_name == **name && older.session_id != copy.id) {
+        LogIfFailed(sessions_->Remove(who, older.session_id,
+                                      absl::StrCat("replaced by snapshot ", copy.id)),
+                    absl::StrCat("snapshot ", older.session_id, " not replaced"));
+      }
+    }
+  }
+  e2b::SnapshotInfo info{.snapshot_id = name->value_or(copy.id), .names = {}};
+  if (name->has_value()) info.names.push_back(**name);
+  return {201, e2b::SnapshotJson(info)};
+}
+
+E2bSandboxes::Answer E2bSandboxes::Snapshots(const Principal& who, const std::string& target) {
+  absl::StatusOr<e2b::SnapshotQuery> query = e2b::ParseSnapshotQuery(target);
+  if (!query.ok()) return Failed(query.status());
+  absl::StatusOr<std::vector<E2bSandboxRecord>> all =
+      store_->api_keys().ListSnapshots(who.Tenant());
+  if (!all.ok()) return Failed(all.status());
+  std::vector<e2b::SnapshotInfo> matching;
+  for (const E2bSandboxRecord& r : *all) {
+    if (!query->sandbox_id.empty() && r.snapshot_of != query->sandbox_id) continue;
+    if (!query->name.empty() && r.snapshot_name != query->name) continue;
+    e2b::SnapshotInfo info{.snapshot_id = r.snapshot_name.empty() ? r.session_id : r.snapshot_name,
+                           .names = {}};
+    if (!r.snapshot_name.empty()) info.names.push_back(r.snapshot_name);
+    matching.push_back(std::move(info));
+  }
+  std::vector<e2b::SnapshotInfo> page = Page(matching, query->limit, query->offset);
+  Answer a{200, e2b::SnapshotListJson(page)};
+  a.extra_headers = NextToken(query->offset, page.size(), matching.size());
+  return a;
+}
+
+E2bSandboxes::Answer E2bSandboxes::DeleteTemplate(const Principal& who,
+                                                  const std::string& template_id) {
+  std::optional<std::string> name = e2b::SnapshotName(template_id);
+  absl::StatusOr<std::optional<E2bSandboxRecord>> found =
+      name ? store_->api_keys().FindSnapshot(who.Tenant(), *name)
+           : absl::StatusOr<std::optional<E2bSandboxRecord>>(std::nullopt);
+  if (!found.ok()) return Failed(found.status());
+  if (!found->has_value()) {
+    return Failed(absl::NotFoundError(
+        absl::StrCat("no snapshot ", absl::CHexEscape(template_id.substr(0, 128)),
+                     " (templates are Airlock images, removed with `airlock image rm`)")));
+  }
+  absl::Status removed =
+      sessions_->Remove(who, (*found)->session_id, "snapshot deleted through the E2B API");
+  if (!removed.ok()) return Failed(removed);
+  return {204};
 }
 
 absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord& r) {
@@ -249,6 +450,10 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
   absl::StatusOr<std::optional<E2bSandboxRecord>> extra =
       store_->api_keys().GetSandbox(r.tenant, r.id);
   if (!extra.ok()) return extra.status();
+  if (extra->has_value() && (*extra)->is_snapshot()) {
+    return absl::NotFoundError(
+        absl::StrCat(r.id, " is a snapshot, not a sandbox: create a sandbox from it"));
+  }
   e2b::Sandbox s;
   s.sandbox_id = r.id;
   s.template_id = extra->has_value() ? (*extra)->template_id : r.image;
@@ -271,13 +476,10 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
 }
 
 E2bSandboxes::Answer E2bSandboxes::Get(const Principal& who, const std::string& id) {
-  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
+  absl::StatusOr<SessionRecord> record = FindSandbox(who, id);
   absl::StatusOr<e2b::Sandbox> described =
       record.ok() ? Describe(*record) : absl::StatusOr<e2b::Sandbox>(record.status());
-  if (!described.ok()) {
-    int code = HttpCode(described.status());
-    return {code, e2b::ErrorJson(code, described.status().message())};
-  }
+  if (!described.ok()) return Failed(described.status());
   return {200, e2b::SandboxDetailJson(*described)};
 }
 
@@ -301,50 +503,38 @@ E2bSandboxes::Answer E2bSandboxes::List(const Principal& who, const std::string&
     }
     if (wanted) matching.push_back(*std::move(s));
   }
-  std::vector<e2b::Sandbox> page;
-  for (size_t i = query->offset; i < matching.size() && page.size() < query->limit; ++i) {
-    page.push_back(matching[i]);
-  }
+  std::vector<e2b::Sandbox> page = Page(matching, query->limit, query->offset);
   Answer a{200, e2b::SandboxListJson(page)};
-  if (query->offset + page.size() < matching.size()) {
-    a.extra_headers = absl::StrCat("X-Next-Token: ", query->offset + page.size(), "\r\n");
-  }
+  a.extra_headers = NextToken(query->offset, page.size(), matching.size());
   return a;
 }
 
 E2bSandboxes::Answer E2bSandboxes::Connect(const Principal& who, const std::string& id,
                                            const std::string& body) {
-  auto failed = [](const absl::Status& s) {
-    return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
-  };
   absl::StatusOr<std::optional<uint64_t>> timeout = e2b::ParseTimeout(body, false);
-  if (!timeout.ok()) return failed(timeout.status());
-  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
-  if (!record.ok()) return failed(record.status());
-  if (!Live(record->state))
-    return failed(absl::NotFoundError(absl::StrCat("sandbox ", id, " ended")));
+  if (!timeout.ok()) return Failed(timeout.status());
+  absl::StatusOr<SessionRecord> record = FindSandbox(who, id);
+  if (!record.ok()) return Failed(record.status());
   bool resumed = record->state == SessionState::kPaused;
   if (resumed) {
     absl::StatusOr<SessionRecord> running = sessions_->Resume(who, id);
-    if (!running.ok()) return failed(running.status());
+    if (!running.ok()) return Failed(running.status());
     record = *std::move(running);
   }
   if (timeout->has_value()) {
     absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, id, **timeout);
-    if (!timed.ok()) return failed(timed.status());
+    if (!timed.ok()) return Failed(timed.status());
     record = *std::move(timed);
   }
   absl::StatusOr<e2b::Sandbox> described = Describe(*record);
-  if (!described.ok()) return failed(described.status());
+  if (!described.ok()) return Failed(described.status());
   return {resumed ? 201 : 200, e2b::SandboxJson(*described)};
 }
 
 E2bSandboxes::Answer E2bSandboxes::Metrics(const Principal& who, const std::string& id) {
-  absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
-  if (!record.ok() || !Live(record->state)) {
-    absl::Status s =
-        record.ok() ? absl::NotFoundError(absl::StrCat("sandbox ", id, " ended")) : record.status();
-    return {HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  absl::StatusOr<SessionRecord> record = FindSandbox(who, id);
+  if (!record.ok()) {
+    return Failed(record.status());
   }
   // Now, over a quarter of a second of CPU; a paused sandbox has none (it is not woken).
   std::vector<e2b::Metric> samples;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/daemon/e2b_envd.h"
 #include "src/daemon/exposure_repository.h"
@@ -56,6 +57,7 @@ class E2bSandboxes {
     std::string body;           // JSON
     std::string extra_headers;  // whole lines
   };
+  static Answer Failed(const absl::Status& s);
   Answer Handle(const gateway::e2b::Route& route, const Principal& who,
                 const gateway::GatewayRequest& request, gateway::GatewayConnection& connection);
   Answer Create(const Principal& who, const std::string& body);
@@ -64,6 +66,28 @@ class E2bSandboxes {
   Answer Connect(const Principal& who, const std::string& id, const std::string& body);
   // One sample of now (none while paused: E2B keeps a history, Airlock does not yet).
   Answer Metrics(const Principal& who, const std::string& id);
+  // count sandboxes from one snapshot of a running or paused one, each living `timeout`.
+  Answer Fork(const Principal& who, const std::string& id, const std::string& body);
+  // A snapshot: a fork of the sandbox, paused, kept (never ending) as a template that creates
+  // fork; a name moves from an older snapshot to the new one, and the older one is removed.
+  Answer Snapshot(const Principal& who, const std::string& id, const std::string& body);
+  Answer Snapshots(const Principal& who, const std::string& target);
+  // A snapshot's removal (E2B's SDKs delete snapshots as templates).
+  Answer DeleteTemplate(const Principal& who, const std::string& template_id);
+  Answer CreateFromSnapshot(const Principal& who, const E2bSandboxRecord& snapshot,
+                            const gateway::e2b::NewSandbox& wanted,
+                            const std::vector<EgressGrant>& egress);
+
+  // The tenant's session `id` if it is a sandbox of this API's view: running or paused, and
+  // not a snapshot (NOT_FOUND saying which).
+  absl::StatusOr<SessionRecord> FindSandbox(const Principal& who, const std::string& id);
+  // What this API keeps of a session: its record, or one made up of the session's image for
+  // a session made otherwise (airlock session create).
+  absl::StatusOr<E2bSandboxRecord> RecordOf(const SessionRecord& session);
+  // Makes the new session `session` (a fork) a sandbox like `like` with a token of its own,
+  // living ttl_seconds (0: as long as it is not killed).
+  absl::StatusOr<gateway::e2b::Sandbox> Adopt(const Principal& who, const SessionRecord& session,
+                                              E2bSandboxRecord like, uint64_t ttl_seconds);
   // The sandbox as the API describes it; NOT_FOUND for a session that is not running or
   // paused.
   absl::StatusOr<gateway::e2b::Sandbox> Describe(const SessionRecord& record);

@@ -170,6 +170,12 @@ ALTER TABLE e2b_sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';
 ALTER TABLE e2b_sandboxes ADD COLUMN api_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE e2b_sandboxes ADD COLUMN traffic_token TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 13: snapshots taken through the E2B API are paused sessions kept as templates:
+    // the sandbox each was taken of, and its name (empty: it goes by its session's id).
+    R"sql(
+ALTER TABLE e2b_sandboxes ADD COLUMN snapshot_of TEXT NOT NULL DEFAULT '';
+ALTER TABLE e2b_sandboxes ADD COLUMN snapshot_name TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its

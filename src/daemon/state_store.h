@@ -30,7 +30,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.

@@ -127,6 +127,53 @@ TEST(StateStoreTest, ApiKeysAreKeptAsHashesPerTenantAndAudited) {
   EXPECT_EQ((*audit)[1].action, "apikey.remove");
 }
 
+TEST(StateStoreTest, E2bSnapshotsAreFoundByNameOrIdWhileTheirSessionLasts) {
+  testing::TempDir dir;
+  auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Principal alice{1001, 1001}, bob{1002, 1002};
+  ApiKeyRepository& keys = (*store)->api_keys();
+  for (const char* id : {"snap-old", "snap-new", "snap-anon", "sandbox"}) {
+    ASSERT_TRUE((*store)->sessions().Create(alice, NewSession(id, alice)).ok());
+    ASSERT_TRUE((*store)
+                    ->sessions()
+                    .SetState(alice, alice.Tenant(), id, SessionState::kPaused, "", 0, "pause")
+                    .ok());
+  }
+  E2bSandboxRecord sandbox{
+      .session_id = "sandbox", .tenant = alice.Tenant(), .template_id = "base"};
+  ASSERT_TRUE(keys.PutSandbox(sandbox).ok());
+  E2bSandboxRecord snap = sandbox;
+  snap.snapshot_of = "sandbox";
+  for (const char* id : {"snap-old", "snap-new"}) {
+    snap.session_id = id;
+    snap.snapshot_name = "mine";
+    ASSERT_TRUE(keys.PutSandbox(snap).ok());
+  }
+  snap.session_id = "snap-anon";
+  snap.snapshot_name = "";
+  ASSERT_TRUE(keys.PutSandbox(snap).ok());
+
+  // Two with one name (while the newer replaces the older): the newer.
+  EXPECT_EQ((*keys.FindSnapshot(alice.Tenant(), "mine"))->session_id, "snap-new");
+  EXPECT_EQ((*keys.FindSnapshot(alice.Tenant(), "snap-anon"))->session_id, "snap-anon");
+  // A named one goes by its name only; a sandbox is not a snapshot; nor is another's.
+  EXPECT_FALSE(keys.FindSnapshot(alice.Tenant(), "snap-new")->has_value());
+  EXPECT_FALSE(keys.FindSnapshot(alice.Tenant(), "sandbox")->has_value());
+  EXPECT_FALSE(keys.FindSnapshot(bob.Tenant(), "mine")->has_value());
+  EXPECT_EQ(keys.ListSnapshots(alice.Tenant())->size(), 3u);
+  EXPECT_TRUE((*keys.GetSandbox(alice.Tenant(), "snap-anon"))->is_snapshot());
+  EXPECT_FALSE((*keys.GetSandbox(alice.Tenant(), "sandbox"))->is_snapshot());
+
+  // A snapshot whose session was removed is none any more.
+  ASSERT_TRUE((*store)
+                  ->sessions()
+                  .SetState(alice, alice.Tenant(), "snap-new", SessionState::kStopped, "", 0, "rm")
+                  .ok());
+  EXPECT_EQ((*keys.FindSnapshot(alice.Tenant(), "mine"))->session_id, "snap-old");
+  EXPECT_EQ(keys.ListSnapshots(alice.Tenant())->size(), 2u);
+}
+
 TEST(StateStoreTest, ARecordPublishedByAnotherHostReplacesThisHostsAndKeepsItsLogs) {
   testing::TempDir dir;
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);

@@ -61,6 +61,24 @@ absl::StatusOr<json> ParseObject(absl::string_view body, bool empty_ok) {
   return j;
 }
 
+// limit and nextToken, as the lists take them: whether name was one of them.
+absl::StatusOr<bool> ReadPaging(const std::string& name, const std::string& value, uint32_t* limit,
+                                uint64_t* offset) {
+  if (name == "limit") {
+    if (!absl::SimpleAtoi(value, limit) || *limit < 1 || *limit > 100) {
+      return Invalid("limit must be a whole number from 1 to 100");
+    }
+    return true;
+  }
+  if (name == "nextToken") {
+    if (!value.empty() && !absl::SimpleAtoi(value, offset)) {
+      return Invalid("nextToken is not one this server gave");
+    }
+    return true;
+  }
+  return false;
+}
+
 // A timeout in whole seconds: 1 to 30 days.
 absl::StatusOr<std::optional<uint64_t>> ReadTimeout(const json& j) {
   if (!j.contains("timeout") || j["timeout"].is_null()) return std::optional<uint64_t>();
@@ -84,6 +102,15 @@ json Common(const Sandbox& s) {
           {"templateID", s.template_id},
           {"clientID", "airlock"},
           {"envdVersion", kEnvdVersion}};
+}
+
+// E2B's Sandbox: what a create, connect or fork answers.
+json Created(const Sandbox& s) {
+  json j = Common(s);
+  j["envdAccessToken"] = s.envd_access_token;
+  j["domain"] = s.domain;
+  if (!s.traffic_access_token.empty()) j["trafficAccessToken"] = s.traffic_access_token;
+  return j;
 }
 
 json Listed(const Sandbox& s) {
@@ -136,6 +163,15 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
   if (parts[0] == "snapshots" || parts[0] == "templates" || parts[0] == "volumes" ||
       parts[0] == "secrets" || (parts[0] == "v3" && parts.size() > 1)) {
     r.op = Op::kUnknown;
+    if (parts[0] == "snapshots" && parts.size() == 1 && method == "GET" && !v2) {
+      r.op = Op::kSnapshots;
+    } else if (parts[0] == "templates" && parts.size() == 2 && method == "DELETE" && !v2) {
+      std::optional<std::string> id = PercentDecode(parts[1]);
+      if (id) {
+        r.op = Op::kDeleteTemplate;
+        r.template_id = *std::move(id);
+      }
+    }
     return r;
   }
   if (parts[0] != "sandboxes") return r;
@@ -156,6 +192,8 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
     if (parts[2] == "timeout" && !v2) r.op = Op::kSetTimeout;
     if (parts[2] == "pause" && !v2) r.op = Op::kPause;
     if (parts[2] == "connect" || (parts[2] == "resume" && !v2)) r.op = Op::kConnect;
+    if (parts[2] == "fork" && !v2) r.op = Op::kFork;
+    if (parts[2] == "snapshots" && !v2) r.op = Op::kSnapshot;
   }
   return r;
 }
@@ -207,6 +245,86 @@ absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body, boo
   return *timeout;
 }
 
+absl::StatusOr<ForkRequest> ParseForkRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseObject(body, true);
+  if (!j.ok()) return j.status();
+  ForkRequest out;
+  absl::StatusOr<std::optional<uint64_t>> timeout = ReadTimeout(*j);
+  if (!timeout.ok()) return timeout.status();
+  if (timeout->has_value()) out.timeout_seconds = **timeout;
+  if (j->contains("count") && !(*j)["count"].is_null()) {
+    const json& c = (*j)["count"];
+    if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > kMaxForkCount) {
+      return Invalid(absl::StrCat("count must be a whole number from 1 to ", kMaxForkCount));
+    }
+    out.count = c.get<uint32_t>();
+  }
+  return out;
+}
+
+std::optional<std::string> SnapshotName(absl::string_view text) {
+  text = text.substr(0, text.find(':'));
+  if (text.empty() || text.size() > 128) return std::nullopt;
+  for (char c : text) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.' || c == '/';
+    if (!ok) return std::nullopt;
+  }
+  char first = text.front();
+  if (first == '-' || first == '_' || first == '.' || first == '/') return std::nullopt;
+  return std::string(text);
+}
+
+absl::StatusOr<std::optional<std::string>> ParseSnapshotRequest(absl::string_view body) {
+  absl::StatusOr<json> j = ParseObject(body, true);
+  if (!j.ok()) return j.status();
+  if (!j->contains("name") || (*j)["name"].is_null()) return std::optional<std::string>();
+  const json& n = (*j)["name"];
+  std::optional<std::string> name =
+      n.is_string() ? SnapshotName(n.get_ref<const std::string&>()) : std::nullopt;
+  if (!name) {
+    return Invalid(
+        "name must be 1 to 128 lowercase letters, digits, '-', '_', '.' and '/', starting "
+        "with a letter or digit");
+  }
+  return name;
+}
+
+absl::StatusOr<SnapshotQuery> ParseSnapshotQuery(absl::string_view target) {
+  SnapshotQuery q;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params = QueryParameters(target);
+  if (!params.ok()) return params.status();
+  for (const auto& [name, value] : *params) {
+    if (name == "sandboxID") {
+      if (value.size() > 64) return Invalid("sandboxID is too long");
+      q.sandbox_id = value;
+    } else if (name == "name") {
+      if (value.empty()) continue;
+      std::optional<std::string> snapshot = SnapshotName(value);
+      if (!snapshot) return Invalid("name is not a snapshot's name");
+      q.name = *std::move(snapshot);
+    } else if (absl::StatusOr<bool> paging = ReadPaging(name, value, &q.limit, &q.offset);
+               !paging.ok()) {
+      return paging.status();
+    }
+  }
+  return q;
+}
+
+namespace {
+json SnapshotObject(const SnapshotInfo& s) {
+  return {{"snapshotID", s.snapshot_id}, {"names", s.names}};
+}
+}  // namespace
+
+std::string SnapshotJson(const SnapshotInfo& s) { return Dump(SnapshotObject(s)); }
+
+std::string SnapshotListJson(const std::vector<SnapshotInfo>& all) {
+  json list = json::array();
+  for (const SnapshotInfo& s : all) list.push_back(SnapshotObject(s));
+  return Dump(list);
+}
+
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> QueryParameters(
     absl::string_view target) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -236,14 +354,9 @@ absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
         }
         q.states.insert(std::string(state));
       }
-    } else if (name == "limit") {
-      if (!absl::SimpleAtoi(value, &q.limit) || q.limit < 1 || q.limit > 100) {
-        return Invalid("limit must be a whole number from 1 to 100");
-      }
-    } else if (name == "nextToken") {
-      if (!value.empty() && !absl::SimpleAtoi(value, &q.offset)) {
-        return Invalid("nextToken is not one this server gave");
-      }
+    } else if (absl::StatusOr<bool> paging = ReadPaging(name, value, &q.limit, &q.offset);
+               !paging.ok()) {
+      return paging.status();
     } else if (name == "metadata") {
       // Its value is a query string of its own, escaped once more by the SDKs.
       std::optional<std::string> inner = PercentDecode(value);
@@ -262,12 +375,12 @@ absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target) {
   return q;
 }
 
-std::string SandboxJson(const Sandbox& s) {
-  json j = Common(s);
-  j["envdAccessToken"] = s.envd_access_token;
-  j["domain"] = s.domain;
-  if (!s.traffic_access_token.empty()) j["trafficAccessToken"] = s.traffic_access_token;
-  return Dump(j);
+std::string SandboxJson(const Sandbox& s) { return Dump(Created(s)); }
+
+std::string ForkResultsJson(const std::vector<Sandbox>& forks) {
+  json list = json::array();
+  for (const Sandbox& s : forks) list.push_back({{"sandbox", Created(s)}});
+  return Dump(list);
 }
 
 std::string SandboxDetailJson(const Sandbox& s) {

@@ -31,21 +31,26 @@ inline constexpr size_t kMaxFieldBytes = 4096;
 inline constexpr char kEnvdVersion[] = "0.6.13";
 
 enum class Op {
-  kNotApi,      // not a control-API path: the gateway answers 404 as for any unknown path
-  kUnknown,     // a control-API path this server does not serve (yet): 404 with what to use
-  kCreate,      // POST /v2/sandboxes, POST /sandboxes
-  kList,        // GET /v2/sandboxes, GET /sandboxes
-  kGet,         // GET /sandboxes/ID
-  kKill,        // DELETE /sandboxes/ID
-  kSetTimeout,  // POST /sandboxes/ID/timeout
-  kPause,       // POST /sandboxes/ID/pause
-  kConnect,     // POST /v2/sandboxes/ID/connect, /sandboxes/ID/connect, /sandboxes/ID/resume
-  kMetrics,     // GET /sandboxes/ID/metrics
+  kNotApi,          // not a control-API path: the gateway answers 404 as for any unknown path
+  kUnknown,         // a control-API path this server does not serve (yet): 404 with what to use
+  kCreate,          // POST /v2/sandboxes, POST /sandboxes
+  kList,            // GET /v2/sandboxes, GET /sandboxes
+  kGet,             // GET /sandboxes/ID
+  kKill,            // DELETE /sandboxes/ID
+  kSetTimeout,      // POST /sandboxes/ID/timeout
+  kPause,           // POST /sandboxes/ID/pause
+  kConnect,         // POST /v2/sandboxes/ID/connect, /sandboxes/ID/connect, /sandboxes/ID/resume
+  kMetrics,         // GET /sandboxes/ID/metrics
+  kFork,            // POST /sandboxes/ID/fork
+  kSnapshot,        // POST /sandboxes/ID/snapshots
+  kSnapshots,       // GET /snapshots
+  kDeleteTemplate,  // DELETE /templates/ID (how the SDKs delete a snapshot)
 };
 
 struct Route {
   Op op = Op::kNotApi;
-  std::string sandbox_id;  // for the operations on one sandbox
+  std::string sandbox_id;   // for the operations on one sandbox
+  std::string template_id;  // kDeleteTemplate's, percent-decoded
 };
 // method and request-target as sent.
 Route RouteOf(absl::string_view method, absl::string_view target);
@@ -65,6 +70,39 @@ struct NewSandbox {
 // {"timeout": SECONDS} (set timeout: required; connect: optional, and the body may be empty).
 [[nodiscard]] absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body,
                                                                    bool required);
+
+// POST /sandboxes/ID/fork: {"count", "timeout"}.
+struct ForkRequest {
+  uint32_t count = 1;             // 1 to kMaxForkCount
+  uint64_t timeout_seconds = 15;  // the forks' time to live; E2B's default
+};
+inline constexpr uint32_t kMaxForkCount = 100;
+[[nodiscard]] absl::StatusOr<ForkRequest> ParseForkRequest(absl::string_view body);
+
+// POST /sandboxes/ID/snapshots: {"name"}, optional. A name is 1 to 128 of lowercase letters,
+// digits, '-', '_', '.' and '/', not starting with one of the last four; a ":TAG" after it
+// (E2B's tags) is accepted and dropped, as this server keeps one snapshot per name.
+[[nodiscard]] absl::StatusOr<std::optional<std::string>> ParseSnapshotRequest(
+    absl::string_view body);
+// A snapshot's name as a create's templateID or a delete names it (":default" and other
+// tags dropped); nullopt if it cannot be one.
+std::optional<std::string> SnapshotName(absl::string_view text);
+
+// GET /snapshots: by the sandbox they were taken of, by name, paged as ListQuery.
+struct SnapshotQuery {
+  std::string sandbox_id;
+  std::string name;
+  uint32_t limit = 100;
+  uint64_t offset = 0;
+};
+[[nodiscard]] absl::StatusOr<SnapshotQuery> ParseSnapshotQuery(absl::string_view target);
+
+struct SnapshotInfo {
+  std::string snapshot_id;  // what a create names as its templateID
+  std::vector<std::string> names;
+};
+std::string SnapshotJson(const SnapshotInfo& s);
+std::string SnapshotListJson(const std::vector<SnapshotInfo>& all);
 
 struct ListQuery {
   std::set<std::string> states;  // "running", "paused"; empty: both
@@ -91,6 +129,8 @@ struct Sandbox {
 };
 // The create/connect answer (E2B's Sandbox schema).
 std::string SandboxJson(const Sandbox& s);
+// The answer to a fork: one {"sandbox": ...} per fork (E2B's SandboxForkResult[]).
+std::string ForkResultsJson(const std::vector<Sandbox>& forks);
 // GET /sandboxes/ID (SandboxDetail).
 std::string SandboxDetailJson(const Sandbox& s);
 // GET /v2/sandboxes (ListedSandbox[]).

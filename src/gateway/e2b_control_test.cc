@@ -20,8 +20,14 @@ TEST(E2bControlTest, RoutesAreE2BsPaths) {
   EXPECT_EQ(RouteOf("POST", "/v2/sandboxes/0123456789ab/connect").op, Op::kConnect);
   EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/resume").op, Op::kConnect);
   EXPECT_EQ(RouteOf("GET", "/sandboxes/0123456789ab/metrics?start=1&end=2").op, Op::kMetrics);
-  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/snapshots").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/snapshots").op, Op::kSnapshot);
+  EXPECT_EQ(RouteOf("POST", "/sandboxes/0123456789ab/fork").op, Op::kFork);
+  EXPECT_EQ(RouteOf("GET", "/snapshots?sandboxID=x").op, Op::kSnapshots);
+  Route del = RouteOf("DELETE", "/templates/team%2Fmine");
+  EXPECT_EQ(del.op, Op::kDeleteTemplate);
+  EXPECT_EQ(del.template_id, "team/mine");
   EXPECT_EQ(RouteOf("GET", "/templates").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("POST", "/templates/x").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/").op, Op::kNotApi);
   EXPECT_EQ(RouteOf("GET", "/index.html").op, Op::kNotApi);
 }
@@ -105,6 +111,46 @@ TEST(E2bControlTest, AnswersCarryTheFieldsTheSdksRead) {
   EXPECT_EQ(list.size(), 2u);
   nlohmann::json error = nlohmann::json::parse(ErrorJson(404, "no sandbox \xff"));
   EXPECT_EQ(error["code"], 404);
+}
+
+TEST(E2bControlTest, ForksAndSnapshots) {
+  absl::StatusOr<ForkRequest> fork = ParseForkRequest("");
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  EXPECT_EQ(fork->count, 1u);
+  EXPECT_EQ(fork->timeout_seconds, 15u);  // E2B's default for forks
+  fork = ParseForkRequest(R"({"count":3,"timeout":120})");
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  EXPECT_EQ(fork->count, 3u);
+  EXPECT_EQ(fork->timeout_seconds, 120u);
+  EXPECT_FALSE(ParseForkRequest(R"({"count":0})").ok());
+  EXPECT_FALSE(ParseForkRequest(R"({"count":101})").ok());
+  EXPECT_FALSE(ParseForkRequest(R"({"count":"2"})").ok());
+
+  EXPECT_EQ(*ParseSnapshotRequest(""), std::nullopt);
+  EXPECT_EQ(*ParseSnapshotRequest(R"({"name":"team/my-snap:v2"})"), "team/my-snap");
+  EXPECT_FALSE(ParseSnapshotRequest(R"({"name":"Upper"})").ok());
+  EXPECT_FALSE(ParseSnapshotRequest(R"({"name":"-x"})").ok());
+  EXPECT_FALSE(ParseSnapshotRequest(R"({"name":""})").ok());
+  EXPECT_EQ(SnapshotName("mine:default"), "mine");
+  EXPECT_EQ(SnapshotName("a b"), std::nullopt);
+
+  absl::StatusOr<SnapshotQuery> q =
+      ParseSnapshotQuery("/snapshots?sandboxID=0123456789ab&name=mine%3Av1&limit=2&nextToken=4");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->sandbox_id, "0123456789ab");
+  EXPECT_EQ(q->name, "mine");
+  EXPECT_EQ(q->limit, 2u);
+  EXPECT_EQ(q->offset, 4u);
+  EXPECT_FALSE(ParseSnapshotQuery("/snapshots?limit=0").ok());
+
+  EXPECT_EQ(nlohmann::json::parse(SnapshotListJson({{"mine", {"mine"}}, {"0123456789ab", {}}})),
+            nlohmann::json::parse(R"([{"snapshotID":"mine","names":["mine"]},
+                                      {"snapshotID":"0123456789ab","names":[]}])"));
+  Sandbox s{.sandbox_id = "0123456789ab", .template_id = "base", .envd_access_token = "t"};
+  nlohmann::json forks = nlohmann::json::parse(ForkResultsJson({s}));
+  ASSERT_EQ(forks.size(), 1u);
+  EXPECT_EQ(forks[0]["sandbox"]["sandboxID"], "0123456789ab");
+  EXPECT_EQ(forks[0]["sandbox"]["envdAccessToken"], "t");
 }
 
 TEST(E2bControlTest, PercentDecoding) {
