@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
   sessions_service.set_exposures(&exposures);
   airlock::E2bSandboxes e2b(&sessions, store->get(), &uploads);
   e2b.set_domain(flags.http_domain);
+  e2b.Start();
   exposures.set_api(&e2b);
   airlock::ApiKeysService api_keys_service(store->get(), &peers);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,

@@ -205,7 +205,7 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
     case e2b::Op::kConnect:
       return Connect(who, route.sandbox_id, body);
     case e2b::Op::kMetrics:
-      return Metrics(who, route.sandbox_id);
+      return Metrics(who, route.sandbox_id, request.target);
     case e2b::Op::kFork:
       return Fork(who, route.sandbox_id, body);
     case e2b::Op::kSnapshot:
@@ -531,30 +531,25 @@ E2bSandboxes::Answer E2bSandboxes::Connect(const Principal& who, const std::stri
   return {resumed ? 201 : 200, e2b::SandboxJson(*described)};
 }
 
-E2bSandboxes::Answer E2bSandboxes::Metrics(const Principal& who, const std::string& id) {
+E2bSandboxes::Answer E2bSandboxes::Metrics(const Principal& who, const std::string& id,
+                                           const std::string& target) {
+  absl::StatusOr<e2b::MetricsQuery> query = e2b::ParseMetricsQuery(target);
+  if (!query.ok()) return Failed(query.status());
   absl::StatusOr<SessionRecord> record = FindSandbox(who, id);
-  if (!record.ok()) {
-    return Failed(record.status());
-  }
-  // Now, over a quarter of a second of CPU; a paused sandbox has none (it is not woken).
-  std::vector<e2b::Metric> samples;
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Running(who.Tenant(), id);
-  if (live.ok()) {
-    GuestChannel& channel = (*live)->vm->channel();
-    absl::StatusOr<GuestMetrics> before = channel.Metrics(absl::Now() + absl::Seconds(5));
+  if (!record.ok()) return Failed(record.status());
+  std::vector<e2b::Metric> samples = metrics_.History(id, query->start_s, query->end_s);
+  int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  if (samples.empty() && query->start_s <= now_s && now_s <= query->end_s) {
+    // None kept yet (a sandbox younger than a sampling round): one of now, over a quarter
+    // of a second of CPU. A paused sandbox has none (it is not woken).
+    std::optional<GuestMetrics> before =
+        sessions_->SampleMetrics(record->tenant, id, absl::Seconds(5));
     absl::SleepFor(absl::Milliseconds(250));
-    absl::StatusOr<GuestMetrics> after = channel.Metrics(absl::Now() + absl::Seconds(5));
-    if (before.ok() && after.ok()) {
-      uint64_t total = after->cpu_total_ticks - before->cpu_total_ticks;
-      uint64_t busy = after->cpu_busy_ticks - before->cpu_busy_ticks;
-      samples.push_back({.unix_ms = absl::ToUnixMillis(absl::Now()),
-                         .cpu_count = static_cast<uint32_t>(after->vcpus),
-                         .cpu_used_pct = total > 0 ? 100.0 * static_cast<double>(busy) / total : 0,
-                         .mem_used = after->memory_total_bytes - after->memory_available_bytes,
-                         .mem_total = after->memory_total_bytes,
-                         .disk_used = after->disk_used_bytes,
-                         .disk_total = after->disk_total_bytes});
-    }
+    std::optional<GuestMetrics> after =
+        sessions_->SampleMetrics(record->tenant, id, absl::Seconds(5));
+    std::optional<e2b::Metric> now =
+        before && after ? E2bMetrics::Between(*before, *after, absl::Now()) : std::nullopt;
+    if (now) samples.push_back(*now);
   }
   return {200, e2b::MetricsJson(samples)};
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "src/daemon/e2b_envd.h"
+#include "src/daemon/e2b_metrics.h"
 #include "src/daemon/exposure_repository.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -30,7 +31,13 @@ namespace airlock {
 class E2bSandboxes {
  public:
   E2bSandboxes(SessionManager* sessions, StateStore* store, WorkspaceUploads* uploads)
-      : sessions_(sessions), store_(store), envd_(sessions, store, uploads) {}
+      : sessions_(sessions),
+        store_(store),
+        envd_(sessions, store, uploads),
+        metrics_(sessions, store) {}
+
+  // Starts keeping sandboxes' metrics (before serving).
+  void Start() { metrics_.Start(); }
 
   // The domain sandboxes' hosts are under (the gateway's --http-domain); before serving.
   void set_domain(std::string domain) { domain_ = std::move(domain); }
@@ -46,7 +53,10 @@ class E2bSandboxes {
   // with its traffic access token. nullopt: not such a sandbox.
   std::optional<Exposure> SandboxPort(const std::string& session_id, uint16_t port);
   // Ends the processes envd started (before airlockd pauses its sessions).
-  void Stop() { envd_.Stop(); }
+  void Stop() {
+    metrics_.Stop();
+    envd_.Stop();
+  }
 
   // Requests refused for a missing or unknown API key since start.
   uint64_t refused() const { return refused_; }
@@ -64,8 +74,8 @@ class E2bSandboxes {
   Answer Get(const Principal& who, const std::string& id);
   Answer List(const Principal& who, const std::string& target);
   Answer Connect(const Principal& who, const std::string& id, const std::string& body);
-  // One sample of now (none while paused: E2B keeps a history, Airlock does not yet).
-  Answer Metrics(const Principal& who, const std::string& id);
+  // The samples E2bMetrics kept in the range asked for; one of now if it has none yet.
+  Answer Metrics(const Principal& who, const std::string& id, const std::string& target);
   // count sandboxes from one snapshot of a running or paused one, each living `timeout`.
   Answer Fork(const Principal& who, const std::string& id, const std::string& body);
   // A snapshot: a fork of the sandbox, paused, kept (never ending) as a template that creates
@@ -97,6 +107,7 @@ class E2bSandboxes {
   std::string domain_ = "airlock.localhost";
   std::atomic<uint64_t> refused_{0};
   E2bEnvd envd_;
+  E2bMetrics metrics_;
 };
 
 }  // namespace airlock

@@ -182,6 +182,11 @@ class SessionManager {
   // operators looking at another tenant's session).
   [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveSession>> Running(const std::string& tenant,
                                                                      const std::string& id);
+  // What a running session's guest says of its use now, asked under the session's lock so
+  // that it never races a pause or a fork of it; nullopt when the session does not run, is
+  // being changed (its lock is held), or the guest did not answer within timeout.
+  std::optional<GuestMetrics> SampleMetrics(const std::string& tenant, const std::string& id,
+                                            absl::Duration timeout);
 
   VmCounters& counters() { return counters_; }
   // The VMs the warm pool holds now (none without a pool).

@@ -41,6 +41,18 @@ class TrySessionLock {
 
 }  // namespace
 
+std::optional<GuestMetrics> SessionManager::SampleMetrics(const std::string& tenant,
+                                                          const std::string& id,
+                                                          absl::Duration timeout) {
+  TrySessionLock guard(SessionLock(id));
+  if (!guard.held()) return std::nullopt;
+  std::shared_ptr<LiveSession> live = FindLive(tenant, id);
+  if (!live) return std::nullopt;
+  absl::StatusOr<GuestMetrics> sample = live->vm->channel().Metrics(absl::Now() + timeout);
+  if (!sample.ok()) return std::nullopt;
+  return *std::move(sample);
+}
+
 void SessionManager::Retire(const std::string& id, SessionState state, const std::string& reason) {
   std::shared_ptr<LiveSession> live;
   {

@@ -412,6 +412,21 @@ std::string MetricsJson(const std::vector<Metric>& samples) {
   return Dump(list);
 }
 
+absl::StatusOr<MetricsQuery> ParseMetricsQuery(absl::string_view target) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> params = QueryParameters(target);
+  if (!params.ok()) return params.status();
+  MetricsQuery q;
+  for (const auto& [name, value] : *params) {
+    if (name != "start" && name != "end") continue;
+    int64_t* field = name == "start" ? &q.start_s : &q.end_s;
+    if (!absl::SimpleAtoi(value, field) || *field < 0) {
+      return Invalid(absl::StrCat(name, " must be a time in Unix seconds"));
+    }
+  }
+  if (q.end_s < q.start_s) return Invalid("end is before start");
+  return q;
+}
+
 std::string ErrorJson(int code, absl::string_view message) {
   return Dump(json{{"code", code}, {"message", std::string(message)}});
 }

@@ -144,6 +144,13 @@ struct Metric {
   uint64_t disk_used = 0, disk_total = 0;
 };
 std::string MetricsJson(const std::vector<Metric>& samples);
+// GET /sandboxes/ID/metrics?start=S&end=E (Unix seconds, each optional: from the start, to
+// now). INVALID_ARGUMENT for one that is not a whole number, or an end before the start.
+struct MetricsQuery {
+  int64_t start_s = 0;
+  int64_t end_s = INT64_MAX;
+};
+[[nodiscard]] absl::StatusOr<MetricsQuery> ParseMetricsQuery(absl::string_view target);
 // {"code": CODE, "message": MESSAGE}: the SDKs read 404 and 409 from `code`.
 std::string ErrorJson(int code, absl::string_view message);
 

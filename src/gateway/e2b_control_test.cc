@@ -153,6 +153,20 @@ TEST(E2bControlTest, ForksAndSnapshots) {
   EXPECT_EQ(forks[0]["sandbox"]["envdAccessToken"], "t");
 }
 
+TEST(E2bControlTest, MetricsQueriesAreUnixSeconds) {
+  absl::StatusOr<MetricsQuery> q = ParseMetricsQuery("/sandboxes/x/metrics");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->start_s, 0);
+  EXPECT_EQ(q->end_s, INT64_MAX);
+  q = ParseMetricsQuery("/sandboxes/x/metrics?start=100&end=200");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->start_s, 100);
+  EXPECT_EQ(q->end_s, 200);
+  EXPECT_FALSE(ParseMetricsQuery("/sandboxes/x/metrics?start=soon").ok());
+  EXPECT_FALSE(ParseMetricsQuery("/sandboxes/x/metrics?start=-1").ok());
+  EXPECT_FALSE(ParseMetricsQuery("/sandboxes/x/metrics?start=200&end=100").ok());
+}
+
 TEST(E2bControlTest, PercentDecoding) {
   EXPECT_EQ(*PercentDecode("a%20b+c"), "a b+c");
   EXPECT_FALSE(PercentDecode("%").has_value());

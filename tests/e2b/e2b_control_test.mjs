@@ -2,7 +2,7 @@
 // on its HTTP gateway, as a user of that SDK would switch to Airlock: an API key from `airlock
 // api-key create` and E2B_API_URL pointed at the gateway. Sandboxes are created with metadata and
 // a timeout, described, listed and filtered, given more time, paused, resumed by connect and
-// killed; a wrong key and an unknown template are refused with the SDK's own errors.
+// killed; their metrics are kept as a history; a wrong key and an unknown template are refused with the SDK's own errors.
 //
 // Usage: node tests/e2b/e2b_control_test.mjs AIRLOCK_BINARY   (as root, after scripts/setup.sh;
 // runs its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
@@ -71,6 +71,27 @@ test('sandboxes are sessions: create, describe, list, time, pause, connect, kill
 
   // The audit names the key.
   assert.match(cli('log', s.sandboxId), /key:ci/);
+});
+
+test("metrics are a history of the sandbox's use, asked for by time", async () => {
+  const s = await Sandbox.create(opts);
+  const started = new Date();
+  // A sample every 5 s, the first counting from the one before. Asked for a range that
+  // ended a moment ago, only the history answers (a sandbox with none yet gets a sample of
+  // now only when the range includes now).
+  let all = [];
+  for (let i = 0; all.length === 0; i++) {
+    assert.ok(i < 120, 'no history of metrics after a minute');
+    await new Promise((r) => setTimeout(r, 500));
+    all = await s.getMetrics({ end: new Date(Date.now() - 1000) });
+  }
+  for (const m of all) {
+    assert.ok(m.timestamp >= new Date(started.getTime() - 5000), JSON.stringify(m));
+    assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100 && m.memTotal > 0, JSON.stringify(m));
+  }
+  const later = await s.getMetrics({ start: new Date(Date.now() + 3_600_000) });
+  assert.deepEqual(later, []);
+  await s.kill();
 });
 
 test('a wrong key, a removed one and an unknown template are refused', async () => {
