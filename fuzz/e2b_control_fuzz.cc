@@ -42,6 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (sq.ok()) Check(sq->limit >= 1 && sq->limit <= 100 && sq->sandbox_id.size() <= 64);
   absl::StatusOr<e2b::MetricsQuery> mq = e2b::ParseMetricsQuery(text);
   if (mq.ok()) Check(mq->start_s >= 0 && mq->end_s >= mq->start_s);
+  absl::StatusOr<std::map<std::string, std::string>> templates = e2b::ParseTemplateMap(text);
+  if (templates.ok()) Check(templates->size() <= 1024);
   std::optional<std::string> name = e2b::SnapshotName(text);
   if (name) Check(!name->empty() && name->size() <= 128 && name->find(':') == std::string::npos);
   (void)e2b::PercentDecode(text);

@@ -237,6 +237,17 @@ int main(int argc, char** argv) {
   sessions_service.set_exposures(&exposures);
   airlock::E2bSandboxes e2b(&sessions, store->get(), &uploads);
   e2b.set_domain(flags.http_domain);
+  if (!flags.e2b_templates.empty()) {
+    absl::StatusOr<std::string> text = airlock::ReadFileToString(flags.e2b_templates, 1 << 20);
+    absl::StatusOr<std::map<std::string, std::string>> templates =
+        text.ok() ? airlock::gateway::e2b::ParseTemplateMap(*text)
+                  : absl::StatusOr<std::map<std::string, std::string>>(text.status());
+    if (!templates.ok()) {
+      return Fail(absl::StrCat("--e2b-templates ", flags.e2b_templates, ": ",
+                               templates.status().message()));
+    }
+    e2b.set_templates(*std::move(templates));
+  }
   e2b.Start();
   exposures.set_api(&e2b);
   airlock::ApiKeysService api_keys_service(store->get(), &peers);

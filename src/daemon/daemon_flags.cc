@@ -178,6 +178,12 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
                  "memory=32g disk=512g logs=1g images=32g connections=1024 forks=16\n"
                  "pull=8g. `airlock quota` shows a tenant its own")
       ->envname("AIRLOCK_QUOTA_FILE");
+  app.add_option("--e2b-templates", f.e2b_templates,
+                 "E2B template names the E2B-compatible API maps to images: lines of\n"
+                 "`NAME IMAGE` (like `code-interpreter-v1 airlock/bookworm-python`).\n"
+                 "`base` is the default image unless mapped; other names must be\n"
+                 "images or snapshots of the caller's of that name")
+      ->envname("AIRLOCK_E2B_TEMPLATES");
   app.add_option("--operator", f.operators,
                  "a read-only operator (repeat for more): sees every tenant's\n"
                  "sessions, VMs, metrics, events and the audit log, and may change\n"

@@ -35,6 +35,7 @@ struct DaemonFlags {
   std::string http_public = "allow";
   // Egress and secrets.
   std::string ceiling_file, hosts_file, upstream_ca, guest_ca, shared_secrets, quota_file;
+  std::string e2b_templates;                           // E2B template names to images
   std::map<std::string, std::string> tenant_guest_ca;  // tenant -> file
   int egress_idle_timeout_ms = 10 * 60 * 1000;         // 0: never
   std::vector<std::string> operators;

@@ -226,6 +226,12 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
         "network.denyOut: an Airlock sandbox reaches nothing but what network.allowOut lists, "
         "so there is nothing to deny; list the destinations it may reach in allowOut"));
   }
+  if (wanted->allow_internet_access.value_or(false)) {
+    return Failed(absl::InvalidArgumentError(
+        "allowInternetAccess: an Airlock sandbox reaches no destination it was not given, so "
+        "it cannot be given the whole internet; list what it may reach in network.allowOut "
+        "(names, like pypi.org, or addresses)"));
+  }
   absl::StatusOr<std::vector<EgressGrant>> egress =
       sessions_->ResolveEgress(wanted->allow_out, {}, "create");
   if (!egress.ok()) return Failed(egress.status());
@@ -244,7 +250,10 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
     if (snapshot->has_value()) return CreateFromSnapshot(who, **snapshot, *wanted, *egress);
   }
   // A template is an image already here: a create never pulls (that is `airlock image pull`).
-  std::string image = wanted->template_id == "base" ? "" : wanted->template_id;
+  auto mapped = templates_.find(wanted->template_id);
+  std::string image = mapped != templates_.end()      ? mapped->second
+                      : wanted->template_id == "base" ? ""
+                                                      : wanted->template_id;
   if (!image.empty() && !sessions_->images().For(who).Resolve(image).ok()) {
     return Failed(absl::NotFoundError(absl::StrCat(
         "no template ", image.substr(0, 256),

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ class E2bSandboxes {
         envd_(sessions, store, uploads),
         metrics_(sessions, store) {}
 
+  // E2B template names and the images they stand for (before serving).
+  void set_templates(std::map<std::string, std::string> templates) {
+    templates_ = std::move(templates);
+  }
   // Starts keeping sandboxes' metrics (before serving).
   void Start() { metrics_.Start(); }
 
@@ -105,6 +110,7 @@ class E2bSandboxes {
   SessionManager* sessions_;
   StateStore* store_;
   std::string domain_ = "airlock.localhost";
+  std::map<std::string, std::string> templates_;
   std::atomic<uint64_t> refused_{0};
   E2bEnvd envd_;
   E2bMetrics metrics_;

@@ -1,5 +1,6 @@
 #include "src/gateway/e2b_control.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -425,6 +426,28 @@ absl::StatusOr<MetricsQuery> ParseMetricsQuery(absl::string_view target) {
   }
   if (q.end_s < q.start_s) return Invalid("end is before start");
   return q;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseTemplateMap(absl::string_view text) {
+  std::map<std::string, std::string> out;
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    if (number > 1024) return Invalid("more than 1024 lines");
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (words.size() != 2 || words[0].size() > 256 || words[1].size() > 256) {
+      return Invalid(absl::StrCat("line ", number,
+                                  ": write `NAME IMAGE` (an E2B template name, then an Airlock "
+                                  "image as `airlock image ls` lists it)"));
+    }
+    if (!out.emplace(std::string(words[0]), std::string(words[1])).second) {
+      return Invalid(absl::StrCat("line ", number, ": ", words[0], " is mapped twice"));
+    }
+  }
+  return out;
 }
 
 std::string ErrorJson(int code, absl::string_view message) {

@@ -159,6 +159,12 @@ std::string ErrorJson(int code, absl::string_view message);
 [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, std::string>>> QueryParameters(
     absl::string_view target);
 
+// An operator's map from E2B template names to Airlock images (airlockd --e2b-templates):
+// lines of `NAME IMAGE`, blank lines and `#` comments; each NAME once, at most 256 bytes and
+// 1024 lines. INVALID_ARGUMENT naming the line.
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ParseTemplateMap(
+    absl::string_view text);
+
 // The reason phrase of an HTTP status this API answers with.
 const char* HttpReason(int code);
 

@@ -167,6 +167,19 @@ TEST(E2bControlTest, MetricsQueriesAreUnixSeconds) {
   EXPECT_FALSE(ParseMetricsQuery("/sandboxes/x/metrics?start=200&end=100").ok());
 }
 
+TEST(E2bControlTest, TemplateMapsAreNamesToImages) {
+  absl::StatusOr<std::map<std::string, std::string>> m = ParseTemplateMap(
+      "# E2B's names\n\ncode-interpreter-v1 airlock/bookworm-python  # the default\n"
+      "base\tmy/image:2\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->at("code-interpreter-v1"), "airlock/bookworm-python");
+  EXPECT_EQ(m->at("base"), "my/image:2");
+  absl::StatusOr<std::map<std::string, std::string>> bad = ParseTemplateMap("a b\nonlyname\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status();
+  EXPECT_FALSE(ParseTemplateMap("a b\na c\n").ok());
+}
+
 TEST(E2bControlTest, PercentDecoding) {
   EXPECT_EQ(*PercentDecode("a%20b+c"), "a b+c");
   EXPECT_FALSE(PercentDecode("%").has_value());

@@ -2,7 +2,8 @@
 // on its HTTP gateway, as a user of that SDK would switch to Airlock: an API key from `airlock
 // api-key create` and E2B_API_URL pointed at the gateway. Sandboxes are created with metadata and
 // a timeout, described, listed and filtered, given more time, paused, resumed by connect and
-// killed; their metrics are kept as a history; a wrong key and an unknown template are refused with the SDK's own errors.
+// killed; their metrics are kept as a history; a wrong key, an unknown template and a wish for
+// the whole internet are refused with the SDK's own errors.
 //
 // Usage: node tests/e2b/e2b_control_test.mjs AIRLOCK_BINARY   (as root, after scripts/setup.sh;
 // runs its own airlockd on a private AIRLOCK_HOME that shares the host's images and kernel)
@@ -98,7 +99,20 @@ test('a wrong key, a removed one and an unknown template are refused', async () 
   await assert.rejects(Sandbox.create({ ...opts, apiKey: 'e2b_' + '0'.repeat(40) }),
     AuthenticationError);
   await assert.rejects(Sandbox.create('no-such-template:1', opts), /no-such-template/);
+  // The whole internet is not Airlock's to give; the error says what to do instead.
+  await assert.rejects(Sandbox.create({ ...opts, allowInternetAccess: true }),
+    /network\.allowOut/);
   const spare = cli('api-key', 'create', '--name', 'spare').trim();
   cli('api-key', 'rm', 'spare');
   await assert.rejects(Sandbox.list({ ...opts, apiKey: spare }).nextItems(), AuthenticationError);
+});
+
+test("an operator's template map gives E2B's names to images", async () => {
+  const mapped = await startDaemon(airlock, 'airlock-e2btpl-', {
+    templates: '# E2B names\ncode-interpreter-v1 airlock/bookworm-python\n',
+  });
+  const s = await Sandbox.create('code-interpreter-v1', mapped.opts);
+  mapped.beforeStop.push(() => s.kill());
+  assert.equal((await s.getInfo()).templateId, 'code-interpreter-v1');
+  assert.match(mapped.cli('ls'), new RegExp(`^${s.sandboxId} .*airlock/bookworm-python`, 'm'));
 });

@@ -7,14 +7,19 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { privateHome } from '../pages/test_home.mjs';
 
-// quotas: lines of an airlockd --quota-file, if the test needs other quotas than the default.
-export async function startDaemon(airlock, prefix, { quotas } = {}) {
+// quotas: lines of an airlockd --quota-file, if the test needs other quotas than the default;
+// templates: lines of an --e2b-templates file.
+export async function startDaemon(airlock, prefix, { quotas, templates } = {}) {
   assert.ok(airlock, 'give the airlock binary');
   const airlockd = path.join(path.dirname(airlock), 'airlockd');
   const { home, env } = privateHome(prefix);
   if (quotas) {
     fs.writeFileSync(path.join(home, 'quotas'), quotas);
     env.AIRLOCK_QUOTA_FILE = path.join(home, 'quotas');
+  }
+  if (templates) {
+    fs.writeFileSync(path.join(home, 'e2b-templates'), templates);
+    env.AIRLOCK_E2B_TEMPLATES = path.join(home, 'e2b-templates');
   }
   const socket = path.join(home, 'airlockd.sock');
   const daemon = spawn(airlockd, ['--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
