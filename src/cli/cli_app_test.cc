@@ -23,6 +23,7 @@ void AddEverything(Cli& cli) {
   AddPortForwardCommand(cli);
   AddExposeCommand(cli);
   AddApiKeyCommand(cli);
+  AddVolumeCommand(cli);
   AddLogCommand(cli);
   AddWorkspaceCommands(cli);
   AddNetworkCommand(cli);

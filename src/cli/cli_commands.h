@@ -25,6 +25,10 @@ void AddDashboardCommand(Cli& cli);
 void AddPortForwardCommand(Cli& cli);
 void AddExposeCommand(Cli& cli);
 void AddApiKeyCommand(Cli& cli);
+void AddVolumeCommand(Cli& cli);
+// Streams the tar open as fd into volume `name` (airlock volume import; airlock-tools for a
+// directory). Returns the exit code.
+int ImportVolumeFrom(const std::string& name, int fd);
 
 // For `run` and `session create` of an image this host does not have yet: when the caller can
 // write the image store (root), pulls it here, with a progress bar on a terminal, so the wait

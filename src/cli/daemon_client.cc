@@ -161,6 +161,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   client.workspaces = v1::Workspaces::NewStub(channel);
   client.audit = v1::Audit::NewStub(channel);
   client.api_keys = v1::ApiKeys::NewStub(channel);
+  client.volumes = v1::Volumes::NewStub(channel);
   return client;
 }
 

@@ -28,6 +28,7 @@ struct DaemonClient {
   std::unique_ptr<v1::Workspaces::Stub> workspaces;
   std::unique_ptr<v1::Audit::Stub> audit;
   std::unique_ptr<v1::ApiKeys::Stub> api_keys;
+  std::unique_ptr<v1::Volumes::Stub> volumes;
 };
 
 [[nodiscard]] absl::StatusOr<DaemonClient> ConnectToDaemon();

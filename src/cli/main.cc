@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   airlock::AddPortForwardCommand(cli);
   airlock::AddExposeCommand(cli);
   airlock::AddApiKeyCommand(cli);
+  airlock::AddVolumeCommand(cli);
   airlock::AddLogCommand(cli);
   airlock::AddWorkspaceCommands(cli);
   airlock::AddNetworkCommand(cli);

@@ -1,5 +1,7 @@
 #include "src/cli/session_options.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "src/cli/cli_app.h"
 #include "src/cli/workspace_client.h"
 #include "src/net/egress_rule.h"
@@ -65,6 +67,34 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
       });
   AddSizeOption(app, "--workspace-max", &o->workspace_max,
                 "refuse a project with more file content than this (default 2g)");
+  AddCheckedList(
+      app, "--volume", &o->volumes,
+      [](const std::string& v) { return ParseVolumeMount(v).status(); },
+      "attach your volume NAME at PATH in the guest (repeatable, up to 3; see airlock volume "
+      "--help): read-write by one session at a time, :ro by any number")
+      ->type_name("NAME:/PATH[:ro]");
+}
+
+absl::StatusOr<v1::VolumeMount> ParseVolumeMount(const std::string& spec) {
+  v1::VolumeMount m;
+  size_t colon = spec.find(':');
+  std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  for (const char* suffix : {":ro", ":rw"}) {
+    if (absl::EndsWith(path, suffix)) {
+      m.set_read_only(std::string(suffix) == ":ro");
+      path.resize(path.size() - 3);
+      break;
+    }
+  }
+  if (colon == 0 || colon == std::string::npos || path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", spec,
+        "\" is not a volume to attach: write NAME:/PATH or NAME:/PATH:ro (e.g. --volume "
+        "data:/data:ro); airlock volume ls lists your volumes"));
+  }
+  m.set_name(spec.substr(0, colon));
+  m.set_path(path);
+  return m;
 }
 
 namespace {
@@ -77,6 +107,11 @@ absl::Status Apply(DaemonClient& client, const SessionOptions& o, Request* reque
   for (const std::string& preset : o.allow_presets) request->add_allow_preset(preset);
   for (const std::string& secret : o.secrets) {
     if (absl::Status s = AddSecretBinding(secret, request->mutable_secrets()); !s.ok()) return s;
+  }
+  for (const std::string& spec : o.volumes) {
+    absl::StatusOr<v1::VolumeMount> volume = ParseVolumeMount(spec);
+    if (!volume.ok()) return volume.status();
+    *request->add_volumes() = *std::move(volume);
   }
   if (!o.workspace.empty()) {
     absl::StatusOr<std::string> token = UploadWorkspace(

@@ -23,10 +23,15 @@ struct SessionOptions {
   std::vector<std::string> secrets;  // NAME=SOURCE@HOST...
   std::string workspace;             // a project directory to capture; empty: none
   uint64_t workspace_max = 0;        // 0: kDefaultWorkspaceMaxBytes
+  std::vector<std::string> volumes;  // NAME:/PATH[:ro]
 };
 
+// A --volume value: NAME:/PATH, NAME:/PATH:ro or NAME:/PATH:rw; INVALID_ARGUMENT saying the
+// form otherwise.
+[[nodiscard]] absl::StatusOr<v1::VolumeMount> ParseVolumeMount(const std::string& spec);
+
 // Adds --cpus, --memory, --pids, --disk, --net-rate, --allow, --allow-preset, --secret,
-// --workspace, --workspace-max; `durable` adds --ttl and --idle-timeout (a session that
+// --workspace, --workspace-max, --volume; `durable` adds --ttl and --idle-timeout (a session that
 // outlives one command).
 void AddSessionOptions(CLI::App* app, SessionOptions* options, bool durable);
 

@@ -6,6 +6,9 @@
 //   airlock-tools describe --max-bytes N -- DIR   DIR described as sync sees it, on stdout
 //   airlock-tools push ARCHIVE REF                `airlock image push`
 //   airlock-tools doctor                          `airlock doctor`
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -13,16 +16,21 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "src/cli/cli_commands.h"
 #include "src/cli/host_tools.h"
+#include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
+#include "src/common/unique_fd.h"
 #include "src/common/utf8.h"
 #include "src/image/dpkg_status.h"
 #include "src/image/ext4_reader.h"
@@ -60,6 +68,89 @@ int Capture(bool into_image, const std::vector<std::string>& args) {
   }
   std::string out = EncodeCaptureResult(result);
   return WriteAll(1, out).ok() ? 0 : 1;
+}
+
+// Writes the tree at dir (its own entries, "." first; symbolic links as links, never followed;
+// one filesystem) as a pax tar into fd.
+absl::Status TarDirectory(const std::string& dir, int fd) {
+  struct archive* in = archive_read_disk_new();
+  struct archive* out = archive_write_new();
+  std::unique_ptr<struct archive, int (*)(struct archive*)> in_closer(in, archive_free),
+      out_closer(out, archive_free);
+  archive_read_disk_set_symlink_physical(in);
+  archive_read_disk_set_behavior(in,
+                                 ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR);
+  archive_read_disk_set_standard_lookup(in);
+  if (archive_write_set_format_pax_restricted(out) != ARCHIVE_OK ||
+      archive_write_open_fd(out, fd) != ARCHIVE_OK) {
+    return absl::InternalError(absl::StrCat("start a tar: ", archive_error_string(out)));
+  }
+  if (chdir(dir.c_str()) != 0) return ErrnoStatus("enter", dir);
+  if (archive_read_disk_open(in, ".") != ARCHIVE_OK) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": ", archive_error_string(in)));
+  }
+  std::string buffer(1 << 20, '\0');
+  for (;;) {
+    struct archive_entry* entry = archive_entry_new();
+    int r = archive_read_next_header2(in, entry);
+    if (r == ARCHIVE_EOF) {
+      archive_entry_free(entry);
+      break;
+    }
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+      std::string why = archive_error_string(in) ? archive_error_string(in) : "unreadable";
+      archive_entry_free(entry);
+      return absl::InvalidArgumentError(absl::StrCat(dir, ": ", why));
+    }
+    archive_read_disk_descend(in);
+    absl::Status wrote = [&]() -> absl::Status {
+      if (archive_write_header(out, entry) != ARCHIVE_OK) {
+        return absl::InternalError(
+            absl::StrCat("tar ", archive_entry_pathname(entry), ": ", archive_error_string(out)));
+      }
+      if (archive_entry_filetype(entry) != AE_IFREG || archive_entry_size(entry) == 0) {
+        return absl::OkStatus();
+      }
+      for (;;) {
+        la_ssize_t n = archive_read_data(in, buffer.data(), buffer.size());
+        if (n < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("read ", archive_entry_pathname(entry), ": ", archive_error_string(in)));
+        }
+        if (n == 0) return absl::OkStatus();
+        if (archive_write_data(out, buffer.data(), static_cast<size_t>(n)) != n) {
+          return absl::InternalError(
+              absl::StrCat("tar ", archive_entry_pathname(entry), ": ", archive_error_string(out)));
+        }
+      }
+    }();
+    archive_entry_free(entry);
+    if (!wrote.ok()) return wrote;
+  }
+  if (archive_write_close(out) != ARCHIVE_OK) {
+    return absl::InternalError(absl::StrCat("finish the tar: ", archive_error_string(out)));
+  }
+  return absl::OkStatus();
+}
+
+// `airlock volume import NAME DIR`: the directory as a tar in an unnamed file (whole before a
+// byte is sent, so a directory that cannot be read changes nothing), then streamed to airlockd.
+int VolumeImport(const std::string& name, const std::string& dir) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  UniqueFd fd(open(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                   O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    std::fprintf(stderr, "airlock volume import: no temporary file for the tar: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  if (absl::Status s = TarDirectory(dir, fd.get()); !s.ok()) {
+    std::fprintf(stderr, "airlock volume import: %s; the volume is unchanged\n",
+                 std::string(s.message()).c_str());
+    return 1;
+  }
+  if (lseek(fd.get(), 0, SEEK_SET) != 0) return 1;
+  return ImportVolumeFrom(name, fd.get());
 }
 
 int Push(const std::string& archive, const std::string& to) {
@@ -206,6 +297,7 @@ int main(int argc, char** argv) {
   if (verb == "capture" || verb == "describe") return airlock::Capture(verb == "capture", rest);
   if (verb == "push" && rest.size() == 2) return airlock::Push(rest[0], rest[1]);
   if (verb == "doctor" && rest.empty()) return airlock::Doctor();
+  if (verb == "volume-import" && rest.size() == 2) return airlock::VolumeImport(rest[0], rest[1]);
   std::fprintf(stderr,
                "airlock-tools runs the parts of airlock that need libarchive, libext2fs or "
                "libcurl; use airlock (airlock --help)\n");

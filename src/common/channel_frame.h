@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 9;
+inline constexpr uint8_t kProtocolVersion = 10;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -48,10 +48,12 @@ enum class FrameType : uint8_t {
   // was half-sent or half-received on the old connection before sending it.
   kHello = 1,
   // Host -> guest on stream 0: i64 unix seconds, u32 nanoseconds, string entropy, u32 limit on
-  // the processes of commands (0: none), string hostname (empty: keep), u32 flags (kSync*).
-  // The guest sets its clock, mixes the entropy into its RNG and reseeds it, applies the limit
-  // to the cgroup its commands run in, sets the hostname, mounts the workspace if asked and it
-  // is not mounted yet, and answers kReady. The host sends it after boot and after every
+  // the processes of commands (0: none), string hostname (empty: keep), u32 flags (kSync*),
+  // u32 count of volumes (at most kVolumeSlots), each u32 slot, u32 flags (kVolume*), string
+  // mount point. The guest sets its clock, mixes the entropy into its RNG and reseeds it,
+  // applies the limit to the cgroup its commands run in, sets the hostname, mounts the
+  // workspace if asked and each volume that is not mounted yet, thaws the volumes kPause froze,
+  // and answers kReady. The host sends it after boot and after every
   // restore of a snapshot (or a fork), before any command runs.
   kSync = 2,
   // Guest -> host on stream 0: the guest is ready to run commands (after kSync): u32 the
@@ -93,8 +95,10 @@ enum class FrameType : uint8_t {
   kMetrics = 15,
   // Either way on stream 0: string message; the sender saw a protocol violation.
   kProtocolError = 16,
-  // Host -> guest on stream 0, empty: a snapshot is about to be taken. The guest stops sending
-  // anything (output stays in its pipes) and answers kPaused; it sends nothing more until the
+  // Host -> guest on stream 0, empty: a snapshot is about to be taken. The guest freezes its
+  // read-write volumes (FIFREEZE: what they hold on disk is a clean filesystem from then on,
+  // until kSync thaws them), stops sending anything (output stays in its pipes) and answers
+  // kPaused; it sends nothing more until the
   // next kSync. So when the host has read kPaused, both directions are at a frame boundary.
   kPause = 17,
   // Guest -> host on stream 0, empty: the answer to kPause.
@@ -190,6 +194,17 @@ enum class ExitKind : uint32_t {
 // The session has a workspace: its disk (serial airlock-ws) goes read-only under an overlay at
 // /workspace whose upper layer is on the session disk (src/guest/guest_workspace.h).
 inline constexpr uint32_t kSyncMountWorkspace = 1;
+
+// Volumes (named disks of the tenant's that outlive sessions): a VM has kVolumeSlots disks for
+// them, serial "airlock-vol<slot>", each a volume or an empty placeholder. (QEMU's microvm has
+// eight virtio-mmio devices; the other five are the image, session and workspace disks, the
+// RNG and the channel's serial port.)
+inline constexpr uint32_t kVolumeSlots = 3;
+// Flags of a volume in kSync: mount it read-only (the host opened it so, too).
+inline constexpr uint32_t kVolumeReadOnly = 1;
+// The agent's binary run as a command, `/proc/1/exe volume-freeze PATH...`: freezes the
+// filesystems at those paths (before the host ends a session's VM for good).
+inline constexpr char kVolumeFreezeCommand[] = "volume-freeze";
 
 // Flags of kExecStart.
 inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null

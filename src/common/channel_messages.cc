@@ -37,17 +37,57 @@ bool ReadPorts(PayloadReader& r, std::vector<uint16_t>* ports) {
 
 }  // namespace
 
+bool IsVolumeMountPoint(std::string_view path) {
+  if (path.size() < 2 || path.size() > 255 || path.front() != '/') return false;
+  for (char c : path) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  std::string_view relative = path.substr(1);
+  if (!IsCleanRelativePath(relative)) return false;
+  std::string_view top = relative.substr(0, relative.find('/'));
+  for (std::string_view kept : {"proc", "sys", "dev", "run", "workspace"}) {
+    if (top == kept) return false;
+  }
+  if (top != relative) return true;
+  for (std::string_view system : {"bin", "boot", "etc", "home", "lib", "lib32", "lib64", "libx32",
+                                  "media", "opt", "root", "sbin", "srv", "tmp", "usr", "var"}) {
+    if (top == system) return false;
+  }
+  return true;
+}
+
 std::string EncodePayload(const SyncMessage& m) {
   PayloadWriter w;
   w.I64(m.seconds).U32(m.nanoseconds).Str(m.entropy).U32(m.pids_max).Str(m.hostname).U32(m.flags);
+  size_t count = std::min<size_t>(m.volumes.size(), kVolumeSlots);
+  w.U32(static_cast<uint32_t>(count));
+  for (size_t i = 0; i < count; ++i) {
+    w.U32(m.volumes[i].slot).U32(m.volumes[i].flags).Str(m.volumes[i].path);
+  }
   return w.bytes();
 }
 
 bool DecodePayload(std::string_view payload, SyncMessage* m) {
   PayloadReader r(payload);
-  return r.I64(&m->seconds) && r.U32(&m->nanoseconds) && r.Str(&m->entropy) &&
-         r.U32(&m->pids_max) && r.Str(&m->hostname) && r.U32(&m->flags) && r.AtEnd() &&
-         m->nanoseconds < 1000000000 && m->entropy.size() <= kMaxSyncEntropy &&
+  uint32_t count;
+  if (!r.I64(&m->seconds) || !r.U32(&m->nanoseconds) || !r.Str(&m->entropy) ||
+      !r.U32(&m->pids_max) || !r.Str(&m->hostname) || !r.U32(&m->flags) || !r.U32(&count) ||
+      count > kVolumeSlots) {
+    return false;
+  }
+  m->volumes.clear();
+  uint32_t slots_seen = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    VolumeMount v;
+    if (!r.U32(&v.slot) || !r.U32(&v.flags) || !r.Str(&v.path) || v.slot >= kVolumeSlots ||
+        (slots_seen & (1u << v.slot)) != 0 || (v.flags & ~kVolumeReadOnly) != 0 ||
+        !IsVolumeMountPoint(v.path)) {
+      return false;
+    }
+    slots_seen |= 1u << v.slot;
+    m->volumes.push_back(std::move(v));
+  }
+  return r.AtEnd() && m->nanoseconds < 1000000000 && m->entropy.size() <= kMaxSyncEntropy &&
          m->hostname.size() <= kMaxHostnameBytes;
 }
 

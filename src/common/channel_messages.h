@@ -35,8 +35,22 @@ inline constexpr size_t kMaxDnsNameBytes = 253;
 // Signal numbers (kSignal, kExit of a signaled process).
 inline constexpr int32_t kMaxSignal = 64;
 
+// A volume the guest mounts (kSync): slot below kVolumeSlots, each slot once; the mount point
+// absolute and clean (IsVolumeMountPoint).
+struct VolumeMount {
+  uint32_t slot = 0;
+  uint32_t flags = 0;  // kVolume*
+  std::string path;
+  bool operator==(const VolumeMount&) const = default;
+};
+// Where a volume may be mounted: an absolute, clean path of at most 255 printable bytes; not
+// "/", nothing in /proc, /sys, /dev, /run or /workspace (the agent's and the kernel's), and not
+// one of the system's top-level directories itself (/etc, /usr, /var, /home...; a directory in
+// them, such as /var/cache/apt or /root/.cache, is fine).
+bool IsVolumeMountPoint(std::string_view path);
+
 // kSync: nanoseconds < 10^9, entropy at most kMaxSyncEntropy, hostname at most
-// kMaxHostnameBytes.
+// kMaxHostnameBytes, volumes as VolumeMount says.
 struct SyncMessage {
   static constexpr FrameType kType = FrameType::kSync;
   int64_t seconds = 0;  // unix time
@@ -45,6 +59,7 @@ struct SyncMessage {
   uint32_t pids_max = 0;  // 0: no limit
   std::string hostname;   // empty: keep
   uint32_t flags = 0;     // kSync*
+  std::vector<VolumeMount> volumes;
   bool operator==(const SyncMessage&) const = default;
 };
 

@@ -32,7 +32,9 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
                               .entropy = std::string(kMaxSyncEntropy, 'e'),
                               .pids_max = 64,
                               .hostname = "box",
-                              .flags = kSyncMountWorkspace});
+                              .flags = kSyncMountWorkspace,
+                              .volumes = {{.slot = 2, .flags = kVolumeReadOnly, .path = "/data"},
+                                          {.slot = 0, .path = "/var/cache/apt"}}});
   ExpectRoundTrip(ReadyMessage{.highest_stream = 7, .highest_guest_stream = 8, .problem = "p"});
   ExpectRoundTrip(ExecStartMessage{.argv = {"sh", "-c", "true"},
                                    .env = {"A=b"},
@@ -165,11 +167,31 @@ TEST(ChannelMessagesTest, MalformedFsAnswersAreRefused) {
   EXPECT_TRUE(Refused(WatchDirMessage{.path = "/", .flags = 4}));
 }
 
+TEST(ChannelMessagesTest, VolumesMountOnlyWhereNothingOfTheSystemIs) {
+  for (const char* ok : {"/data", "/mnt/data", "/var/cache/apt", "/root/.cache/pip",
+                         "/home/user/models", "/opt/tools/x", "/srv/a b"}) {
+    EXPECT_TRUE(IsVolumeMountPoint(ok)) << ok;
+  }
+  for (const char* bad :
+       {"",      "/",         "data",     "/data/",       "/a//b", "/a/../b",    "/a/./b",
+        "/proc", "/proc/sys", "/dev/shm", "/run/airlock", "/sys",  "/workspace", "/workspace/x",
+        "/etc",  "/usr",      "/var",     "/home",        "/root", "/tmp",       "/lib64",
+        "/a\nb"}) {
+    EXPECT_FALSE(IsVolumeMountPoint(bad)) << bad;
+  }
+  EXPECT_FALSE(IsVolumeMountPoint("/" + std::string(255, 'a')));
+}
+
 // What no peer may send, each refused by the decoder (so neither side ever acts on it).
 TEST(ChannelMessagesTest, FieldsOutsideTheProtocolsCapsAreRefused) {
   EXPECT_TRUE(Refused(SyncMessage{.nanoseconds = 1000000000}));
   EXPECT_TRUE(Refused(SyncMessage{.entropy = std::string(kMaxSyncEntropy + 1, 'e')}));
   EXPECT_TRUE(Refused(SyncMessage{.hostname = std::string(kMaxHostnameBytes + 1, 'h')}));
+  EXPECT_TRUE(Refused(SyncMessage{.volumes = {{.slot = kVolumeSlots, .path = "/data"}}}));
+  EXPECT_TRUE(
+      Refused(SyncMessage{.volumes = {{.slot = 1, .path = "/a"}, {.slot = 1, .path = "/b"}}}));
+  EXPECT_TRUE(Refused(SyncMessage{.volumes = {{.slot = 0, .flags = 2, .path = "/data"}}}));
+  EXPECT_TRUE(Refused(SyncMessage{.volumes = {{.slot = 0, .path = "/proc/x"}}}));
   EXPECT_TRUE(Refused(ReadyMessage{.highest_stream = 1u << 31}));
   EXPECT_TRUE(Refused(ReadyMessage{.highest_guest_stream = 3}));  // guest ids are even
   EXPECT_TRUE(Refused(ExecStartMessage{}));                       // no argv

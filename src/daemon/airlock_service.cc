@@ -25,6 +25,7 @@
 #include "src/daemon/agent_transcripts.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/timeline.h"
+#include "src/daemon/upload_messages.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/telemetry/tracer.h"
@@ -50,6 +51,12 @@ void FillSession(const SessionRecord& r, v1::Session* out) {
   l->set_ttl_seconds(r.limits.ttl_seconds);
   l->set_idle_timeout_seconds(r.limits.idle_timeout_seconds);
   l->set_net_bytes_per_second(r.limits.net_bytes_per_second);
+  for (const VolumeAttachment& v : r.volumes) {
+    v1::VolumeMount* m = out->add_volumes();
+    m->set_name(v.name);
+    m->set_path(v.path);
+    m->set_read_only(v.read_only);
+  }
   if (r.workspace.present()) {
     v1::WorkspaceBase* w = out->mutable_workspace();
     w->set_path(r.workspace.path);
@@ -140,6 +147,13 @@ std::vector<SecretRequest> FromProto(
   return out;
 }
 
+std::vector<VolumeRequest> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::VolumeMount>& volumes) {
+  std::vector<VolumeRequest> out;
+  for (const v1::VolumeMount& v : volumes) out.push_back({v.name(), v.path(), v.read_only()});
+  return out;
+}
+
 namespace {
 
 grpc::Status EveryTenantDenied() {
@@ -167,9 +181,9 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
   absl::StatusOr<std::unique_ptr<PendingWorkspace>> workspace =
       uploads_->TakeFor(who->Tenant(), request->workspace());
   if (!workspace.ok()) return ToGrpc(workspace.status());
-  absl::StatusOr<SessionRecord> session =
-      sessions_->Create(*who, request->image(), FromProto(request->limits()), *egress,
-                        FromProto(request->secrets()), workspace->get());
+  absl::StatusOr<SessionRecord> session = sessions_->Create(
+      *who, request->image(), FromProto(request->limits()), *egress, FromProto(request->secrets()),
+      workspace->get(), /*one_shot=*/false, FromProto(request->volumes()));
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
   return grpc::Status::OK;
@@ -329,89 +343,6 @@ namespace {
 
 // The whole-file calls: one message each way.
 constexpr uint64_t kMaxFileBytes = 3 << 20;
-// A file stream whose client sends nothing for this long is cancelled: it holds the session in
-// use (no idle pause) and a file open in the guest.
-constexpr absl::Duration kFileStreamIdle = absl::Seconds(60);
-
-// Cancels a call whose client stays silent for longer than `limit` between Touch()es.
-class CancelWhenSilent {
- public:
-  CancelWhenSilent(grpc::ServerContext* context, absl::Duration limit)
-      : thread_([this, context, limit] {
-          absl::MutexLock lock(&mu_);
-          while (!done_) {
-            uint64_t seen = touches_;
-            absl::Time until = absl::Now() + limit;
-            while (!done_ && touches_ == seen && !cv_.WaitWithDeadline(&mu_, until)) {
-            }
-            if (!done_ && touches_ == seen) {
-              fired_ = true;
-              context->TryCancel();
-              return;
-            }
-          }
-        }) {}
-  ~CancelWhenSilent() {
-    {
-      absl::MutexLock lock(&mu_);
-      done_ = true;
-    }
-    cv_.SignalAll();
-    thread_.join();
-  }
-  void Touch() {
-    {
-      absl::MutexLock lock(&mu_);
-      ++touches_;
-    }
-    cv_.SignalAll();
-  }
-  bool fired() {
-    absl::MutexLock lock(&mu_);
-    return fired_;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  uint64_t touches_ ABSL_GUARDED_BY(mu_) = 0;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool fired_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
-
-// The messages after the first of an upload call (WriteFileStream, Images.Import): the next
-// one, or why there is none: the client went silent for kFileStreamIdle (the call is cancelled
-// then), cancelled, or half-closed before a message with `last`. `left` says what airlockd
-// did with what came.
-template <typename Chunk>
-class UploadMessages {
- public:
-  UploadMessages(grpc::ServerContext* context, grpc::ServerReader<Chunk>* reader, std::string left)
-      : context_(context),
-        reader_(reader),
-        left_(std::move(left)),
-        silence_(context, kFileStreamIdle) {}
-  absl::Status Next(Chunk* chunk) {
-    if (reader_->Read(chunk)) {
-      silence_.Touch();
-      return absl::OkStatus();
-    }
-    if (silence_.fired()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("nothing came for ", absl::FormatDuration(kFileStreamIdle), "; ", left_));
-    }
-    if (context_->IsCancelled()) return absl::CancelledError("the client cancelled; " + left_);
-    return absl::InvalidArgumentError("the stream ended before a message with last set; " + left_);
-  }
-
- private:
-  grpc::ServerContext* context_;
-  grpc::ServerReader<Chunk>* reader_;
-  std::string left_;
-  CancelWhenSilent silence_;
-};
-
 }  // namespace
 
 grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,

@@ -259,6 +259,9 @@ SessionLimits FromProto(const v1::Limits& limits);
 // Secret bindings as a request carries them.
 std::vector<SecretRequest> FromProto(
     const google::protobuf::RepeatedPtrField<v1::SecretBinding>& bindings);
+// Volume attachments as a request carries them.
+std::vector<VolumeRequest> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::VolumeMount>& volumes);
 
 // What a call does. Every handler says which before it does anything: a read-only operator
 // (operators.h) may make kRead calls only.

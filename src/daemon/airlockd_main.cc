@@ -29,6 +29,7 @@
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
 #include "src/daemon/unix_listener.h"
+#include "src/daemon/volume_service.h"
 #include "src/gateway/http_gateway.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/vm/qemu_driver.h"
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
   e2b.Start();
   exposures.set_api(&e2b);
   airlock::ApiKeysService api_keys_service(store->get(), &peers);
+  airlock::VolumesService volumes_service(&sessions, &peers, paths);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
   airlock::VmsService vms_service(&sessions, &peers);
@@ -268,6 +270,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&workspaces_service);
   builder.RegisterService(&audit_service);
   builder.RegisterService(&api_keys_service);
+  builder.RegisterService(&volumes_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (telemetry) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> spans;

@@ -231,7 +231,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
     if (!workspace.ok()) return (workspace.status());
     absl::StatusOr<SessionRecord> created =
         sessions_->Create(who, start.image(), limits, *egress, FromProto(start.secrets()),
-                          workspace->get(), /*one_shot=*/true);
+                          workspace->get(), /*one_shot=*/true, FromProto(start.volumes()));
     if (!created.ok()) return (created.status());
     session_id = one_shot.id = created->id;
   }

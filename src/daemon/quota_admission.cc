@@ -29,6 +29,7 @@ QuotaAmounts QuotaAdmission::UsageOf(const std::string& tenant) {
     used.vcpus += s.limits.vcpus;
     used.memory_bytes += s.limits.memory_bytes;
   }
+  used.disk_bytes += store_->volumes().TotalBytes(tenant).value_or(0);
   used.connections = connections_->Open(tenant);
   used.log_bytes = store_->commands().OutputBytes(tenant).value_or(0);
   used.image_bytes = image_bytes_(tenant);

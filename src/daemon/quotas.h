@@ -30,7 +30,7 @@ struct QuotaAmounts {
   uint64_t running = 0;       // of those, with a VM (creating or running)
   uint64_t vcpus = 0;         // of the running ones
   uint64_t memory_bytes = 0;  // of the running ones
-  uint64_t disk_bytes = 0;    // the writable disks' sizes, of every session that exists
+  uint64_t disk_bytes = 0;    // the writable disks of every session that exists, and volumes
   uint64_t log_bytes = 0;     // command output stored, over all the tenant's sessions
   uint64_t image_bytes = 0;   // images the tenant's own pulls named (their root filesystems)
   uint64_t connections = 0;   // egress connections open through airlockd's proxy

@@ -92,6 +92,34 @@ struct WorkspaceRecord {
   bool present() const { return !tree_digest.empty(); }
 };
 
+// A volume a session has attached, in its slot (its index in SessionRecord::volumes).
+struct VolumeAttachment {
+  std::string volume_id;  // the volume's disk is volumes/<id>.ext4
+  std::string name;       // the volume's name when it was attached
+  std::string path;       // where the guest mounts it
+  bool read_only = false;
+  int64_t generation = 0;  // the volume's content when attached (VolumeRecord::generation)
+  bool operator==(const VolumeAttachment&) const = default;
+};
+
+// A named volume of a tenant's: an ext4 disk that outlives sessions (src/daemon/volumes.h).
+struct VolumeRecord {
+  std::string id;  // 16 lowercase hex digits; the disk is volumes/<id>.ext4
+  std::string tenant;
+  std::string name;
+  uint64_t size_bytes = 0;  // its filesystem's size (the disk file is kVolumeDiskBytes, sparse)
+  // A snapshot (`volume snapshot`): attached read-only only, never changed.
+  bool read_only = false;
+  // Where it came from: "" (created), "snapshot of NAME", "fork of NAME for session ID".
+  std::string origin;
+  int64_t generation = 0;  // grows with every import that replaces its content
+  int64_t created_ms = 0;
+  // Who holds it now (filled by VolumeRepository::List/Get): the sessions that attach it and
+  // are not stopped or failed, and whether one of them attaches it read-write.
+  std::vector<std::string> holders;
+  bool held_read_write = false;
+};
+
 // A session's id: 12 lowercase hex digits (6 random bytes).
 inline constexpr size_t kSessionIdLength = 12;
 // INVALID_ARGUMENT, saying what an id looks like, unless id could be a session's. Requests are
@@ -117,6 +145,7 @@ struct SessionRecord {
   int64_t egress_version = 1;  // grows with every change of `egress`
   std::vector<SecretGrant> secrets;
   WorkspaceRecord workspace;
+  std::vector<VolumeAttachment> volumes;  // by slot
 };
 
 enum class LogStream { kStdout = 1, kStderr = 2, kEvent = 3 };

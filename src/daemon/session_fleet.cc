@@ -75,6 +75,11 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
   absl::StatusOr<ImageInfo> image =
       images_.Operators().ResolveDigest(record.image, record.image_digest);
   absl::Status st = image.status();
+  if (st.ok() && !record.volumes.empty()) {
+    // Volumes are this host's files: the session stays where they are.
+    st = absl::UnimplementedError(
+        "volumes do not travel between hosts yet; the session resumes on this host only");
+  }
   if (st.ok()) st = handoff_->Publish(record, layout_.Snapshot(record.id), *image);
   if (st.ok()) st = handoff_->Release(record.id);
   if (st.ok()) return st;

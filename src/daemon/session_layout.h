@@ -11,6 +11,8 @@
 //   sessions/<id>/workspace.ext4    the captured project (read-only in the guest) and
 //   sessions/<id>/workspace.manifest  its base manifest (a serialized v1::WorkspaceInfo)
 //   sessions/<id>/ca.key, ca.pem    the CA of a session with secrets (SessionSecrets, 0600)
+//   volumes/<id>.ext4               a volume's disk (0600; src/daemon/volumes.h), outliving
+//                                   the sessions that attach it
 //   forks/<id>-<random>/            a snapshot of a running session being forked
 //   apart/<id>/                     a paused session's snapshot while its RAM is set apart
 //
@@ -40,6 +42,11 @@ class SessionLayout {
   std::string WorkspaceImage(const std::string& id) const { return File(id, "workspace.ext4"); }
   std::string WorkspaceManifest(const std::string& id) const {
     return File(id, "workspace.manifest");
+  }
+  // Volumes' disks (not a session's: they outlive sessions).
+  std::string volumes() const { return home_ + "/volumes"; }
+  std::string Volume(const std::string& id) const {
+    return absl::StrCat(home_, "/volumes/", id, ".ext4");
   }
   // Whether a name in a session's directory is its VM's runtime directory.
   static bool IsVmRuntime(const std::string& name) { return name == kVmRuntime; }

@@ -61,7 +61,8 @@ SessionManager::SessionManager(SessionManagerOptions options)
           options.quotas, store_,
           [this](const std::string& tenant) { return images_.ForScope(tenant).OwnBytes(); },
           egress_.connections),
-      images_(paths_.images, store_, &quotas_, options.registry_internal, &counters_.image_pulls) {
+      images_(paths_.images, store_, &quotas_, options.registry_internal, &counters_.image_pulls),
+      volumes_(store_, &quotas_, layout_) {
   if (network_ == nullptr) {
     own_network_ = std::make_unique<providers::LocalNetwork>();
     network_ = own_network_.get();
@@ -184,8 +185,9 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::StartVm(SessionReco
   absl::StatusOr<Templates::Template> tpl =
       use_templates_ ? templates_->Get(image, ShapeOf(s.limits))
                      : absl::StatusOr<Templates::Template>(absl::UnavailableError("off"));
-  if (tpl.ok() && pool_ && options.workspace_path.empty() && *driver == &hosts_->local()) {
-    // A VM of the warm pool (one with a workspace disk to attach is restored instead).
+  if (tpl.ok() && pool_ && options.workspace_path.empty() && options.volumes.empty() &&
+      *driver == &hosts_->local()) {
+    // A VM of the warm pool (one with a workspace or volumes to attach is restored instead).
     if (std::optional<LaunchedVm> pooled = pool_->Take(image, ShapeOf(s.limits), tpl->dir)) {
       telemetry::Span span("pool");
       span.SetAttribute("airlock.session.id", s.id);
@@ -344,9 +346,12 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
                                                      const SessionLimits& requested,
                                                      const std::vector<EgressGrant>& egress,
                                                      const std::vector<SecretRequest>& secrets,
-                                                     PendingWorkspace* workspace, bool one_shot) {
+                                                     PendingWorkspace* workspace, bool one_shot,
+                                                     const std::vector<VolumeRequest>& volumes) {
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
+  absl::StatusOr<std::vector<VolumeAttachment>> attached = volumes_.Resolve(who, volumes);
+  if (!attached.ok()) return attached.status();
   // Held until the session's record shows it (as creating, which counts as running).
   absl::StatusOr<QuotaReservations::Hold> admitted =
       quotas_.Admit(who, who.Tenant(), NewSession(*limits), "session.create");
@@ -373,6 +378,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
     s.secrets = *std::move(grants);
   }
   if (workspace != nullptr) s.workspace = workspace->base;
+  s.volumes = *std::move(attached);
   if (absl::Status st = admitted->SettleWith(NewSession(*limits),
                                              [&] { return store_->sessions().Create(who, s); });
       !st.ok()) {
@@ -601,7 +607,10 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
       live_.erase(it);
     }
   }
-  if (live) live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
+  if (live) {
+    FreezeVolumes(*live);
+    live->vm->Kill(absl::CancelledError(absl::StrCat("session ", reason)));
+  }
   ForgetEverywhere(id);
   LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));
   secrets_->Forget(id);
@@ -613,6 +622,22 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   absl::MutexLock lock(&mu_);
   session_locks_.erase(id);  // holders keep theirs alive; the session is gone for new ones
   return status;
+}
+
+void SessionManager::FreezeVolumes(LiveSession& live) {
+  std::vector<std::string> argv = {"/proc/1/exe", kVolumeFreezeCommand};
+  for (const VolumeAttachment& v : live.record.volumes) {
+    if (!v.read_only) argv.push_back(v.path);
+  }
+  if (argv.size() == 2) return;
+  absl::StatusOr<GuestRun> frozen =
+      RunInGuest(live.vm->channel(), argv, {}, 4096, absl::Seconds(5));
+  if (!frozen.ok() || frozen->exit_code != 0) {
+    LogWarning(absl::StrCat(
+        "session ", live.record.id, ": its volumes were not frozen before its VM ended (",
+        frozen.ok() ? frozen->errors + frozen->message : std::string(frozen.status().message()),
+        "); the next read-write use replays their journals"));
+  }
 }
 
 }  // namespace airlock

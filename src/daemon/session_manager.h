@@ -42,6 +42,7 @@
 #include "src/daemon/state_store.h"
 #include "src/daemon/templates.h"
 #include "src/daemon/vm_pool.h"
+#include "src/daemon/volumes.h"
 #include "src/daemon/workspace_uploads.h"
 #include "src/image/image_store.h"
 #include "src/image/oci.h"
@@ -132,13 +133,13 @@ class SessionManager {
   // With a workspace (an upload taken from WorkspaceUploads), the session sees it at /workspace;
   // its image and manifest go into the session's directory. one_shot: the session lives as
   // long as one call of its caller (`airlock run`), who removes it; if airlockd stops first,
-  // the next one removes it (the caller is gone).
-  [[nodiscard]] absl::StatusOr<SessionRecord> Create(const Principal& who, const std::string& image,
-                                                     const SessionLimits& limits,
-                                                     const std::vector<EgressGrant>& egress = {},
-                                                     const std::vector<SecretRequest>& secrets = {},
-                                                     PendingWorkspace* workspace = nullptr,
-                                                     bool one_shot = false);
+  // the next one removes it (the caller is gone). volumes: the tenant's volumes it attaches
+  // (volumes.h), refused if another session holds one in a way that conflicts.
+  [[nodiscard]] absl::StatusOr<SessionRecord> Create(
+      const Principal& who, const std::string& image, const SessionLimits& limits,
+      const std::vector<EgressGrant>& egress = {}, const std::vector<SecretRequest>& secrets = {},
+      PendingWorkspace* workspace = nullptr, bool one_shot = false,
+      const std::vector<VolumeRequest>& volumes = {});
   // The running session, resumed first if it was paused; FAILED_PRECONDITION naming its state
   // if it is stopped or failed (NOT_FOUND if not the caller's). The session is in use until the
   // returned pointer is released.
@@ -175,6 +176,8 @@ class SessionManager {
   void DetachAll();
   // The images: the store as each caller sees it, pulls, what sessions use.
   ImageService& images() { return images_; }
+  // The tenants' volumes.
+  Volumes& volumes() { return volumes_; }
   // Running sessions of the caller's tenant.
   // The tenant's running sessions (SessionEventHub::kEveryTenant: every tenant's).
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const std::string& tenant);
@@ -294,10 +297,13 @@ class SessionManager {
                                                             const SessionRecord& record);
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeHere(const Principal& who,
                                                           const SessionRecord& record);
+  // volume_disks: the source's read-write volumes as they were when the snapshot was taken,
+  // by slot (-1 for read-only ones), which each fork gets a copy of.
   absl::StatusOr<std::vector<SessionRecord>> ForkFrom(const Principal& who,
                                                       const SessionRecord& source,
                                                       const std::string& snapshot_dir,
-                                                      uint32_t count);
+                                                      uint32_t count,
+                                                      const std::vector<int>& volume_disks);
   std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A live session for a VM that is ready: its egress proxy serves the guest from now on.
@@ -350,6 +356,11 @@ class SessionManager {
   std::unique_ptr<SessionSecrets> secrets_;
   QuotaAdmission quotas_;  // after egress_: it counts egress_.connections
   ImageService images_;    // after quotas_ and counters_
+  Volumes volumes_;        // after quotas_
+  // Before a running session's VM ends for good: its read-write volumes are frozen, so that
+  // their disks hold clean filesystems (best effort; a VM that does not answer soon is killed
+  // anyway, and the next read-write attachment replays the journal).
+  void FreezeVolumes(LiveSession& live);
   // Binds or unbinds secrets of one session (SetSecrets, RemoveSecrets).
   absl::StatusOr<SessionRecord> ChangeSecrets(
       const Principal& who, const std::string& id,

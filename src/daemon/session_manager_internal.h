@@ -25,6 +25,10 @@ inline LaunchOptions OptionsFor(const SessionRecord& s, const SessionLayout& lay
   options.host_cgroup = s.id;
   options.hostname = s.hostname;
   options.runtime_dir = layout.VmRuntime(s.id);
+  for (const VolumeAttachment& v : s.volumes) {
+    options.volumes.push_back(
+        {.path = layout.Volume(v.volume_id), .mount_point = v.path, .read_only = v.read_only});
+  }
   return options;
 }
 

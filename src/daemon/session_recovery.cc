@@ -32,6 +32,7 @@ absl::Status SessionManager::Recover() {
   absl::StatusOr<std::string> key = LoadOrCreateHostKey(paths_.home + "/host.key");
   if (!key.ok()) return key.status();
   key_ = *key;
+  if (absl::Status s = volumes_.Recover(); !s.ok()) return s;
   templates_ = std::make_unique<Templates>(paths_, &hosts_->local(), key_, &counters_);
   absl::StatusOr<std::vector<net::IpAddress>> mine = network_->HostAddresses();
   if (mine.ok()) {

@@ -11,6 +11,7 @@
 #include "src/daemon/audit_log.h"
 #include "src/daemon/exposure_repository.h"
 #include "src/daemon/session_events.h"
+#include "src/daemon/volume_repository.h"
 
 namespace airlock {
 namespace {
@@ -81,7 +82,7 @@ WorkspaceRecord DecodeWorkspace(const std::string& text) {
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
     "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds, egress, "
-    "egress_version, net_bytes_per_second, secrets, workspace";
+    "egress_version, net_bytes_per_second, secrets, workspace, volumes";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -106,6 +107,7 @@ SessionRecord ReadSession(Stmt& q) {
   s.limits.net_bytes_per_second = static_cast<uint64_t>(q.Int(18));
   s.secrets = DecodeSecrets(q.Text(19));
   s.workspace = DecodeWorkspace(q.Text(20));
+  s.volumes = DecodeVolumeAttachments(q.Text(21));
   return s;
 }
 
@@ -134,6 +136,8 @@ std::string EncodeSessionRecord(const SessionRecord& s) {
   field("egress_version", s.egress_version);
   field("secrets", EncodeSecrets(s.secrets));
   field("workspace", EncodeWorkspace(s.workspace));
+  // Only when there are some, so that hosts that know no volumes read the rest.
+  if (!s.volumes.empty()) field("volumes", EncodeVolumeAttachments(s.volumes));
   return out;
 }
 
@@ -161,7 +165,7 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text) {
     auto it = fields.find(name);
     ok = ok && it != fields.end() && absl::SimpleAtoi(it->second, out);
   };
-  std::string egress, secrets, workspace;
+  std::string egress, secrets, workspace, volumes;
   text_field("id", &s.id);
   text_field("tenant", &s.tenant);
   text_field("image", &s.image);
@@ -180,12 +184,18 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text) {
   number("egress_version", &s.egress_version);
   text_field("secrets", &secrets);
   text_field("workspace", &workspace);
-  if (!ok || fields.size() != 18 || !CheckSessionId(s.id).ok() || s.tenant.empty()) {
+  size_t expected = 18;
+  if (fields.contains("volumes")) {
+    text_field("volumes", &volumes);
+    ++expected;
+  }
+  if (!ok || fields.size() != expected || !CheckSessionId(s.id).ok() || s.tenant.empty()) {
     return absl::InvalidArgumentError("a session record is missing a field or has a bad one");
   }
   s.egress = DecodeEgress(egress);
   s.secrets = DecodeSecrets(secrets);
   s.workspace = DecodeWorkspace(workspace);
+  s.volumes = DecodeVolumeAttachments(volumes);
   s.state = SessionState::kPaused;
   return s;
 }
@@ -207,9 +217,15 @@ absl::Status SessionRepository::Put(const Principal& who, const SessionRecord& s
   Stmt tenant(db, "INSERT OR IGNORE INTO tenants(id, created_ms) VALUES(?, ?)");
   tenant.Bind(1, s.tenant).Bind(2, NowUnixMs()).Step();
   if (!tenant.ok()) return tenant.status();
+  // Whether it may attach its volumes is decided with its insert, so that two sessions never
+  // both take a volume read-write.
+  if (absl::Status st = VolumeRepository::CheckAttachments(db, s.tenant, s.id, s.volumes);
+      !st.ok()) {
+    return st;
+  }
   // An import replaces every field but the tenant (the session's logs and commands stay).
   std::string sql = absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   if (import) {
     absl::StrAppend(&sql, " ON CONFLICT(id) DO UPDATE SET ");
     bool first = true;
@@ -231,6 +247,7 @@ absl::Status SessionRepository::Put(const Principal& who, const SessionRecord& s
   q.Bind(17, EncodeEgress(s.egress)).Bind(18, s.egress_version);
   q.Bind(19, static_cast<int64_t>(s.limits.net_bytes_per_second));
   q.Bind(20, EncodeSecrets(s.secrets)).Bind(21, EncodeWorkspace(s.workspace));
+  q.Bind(22, EncodeVolumeAttachments(s.volumes));
   q.Step();
   if (!q.ok()) return q.status();
   if (import && db.changes() != 1) {
@@ -239,6 +256,10 @@ absl::Status SessionRepository::Put(const Principal& who, const SessionRecord& s
   }
   std::string outcome = "ok";
   if (import) outcome = absl::StrCat("from host ", from_host);
+  for (const VolumeAttachment& v : s.volumes) {
+    absl::StrAppend(&outcome, "; volume ", v.name, " at ", v.path,
+                    v.read_only ? " (read-only)" : "");
+  }
   if (s.workspace.present()) {
     absl::StrAppend(&outcome, "; workspace ", s.workspace.path,
                     s.workspace.head.empty() ? "" : " at " + s.workspace.head, " (",

@@ -1,5 +1,6 @@
 // SessionManager's snapshots: pause, resume (here or, with a fleet, taken over from another
 // host) and fork, and setting paused snapshots' RAM apart in the background.
+#include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -244,6 +245,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   absl::StatusOr<ImageInfo> image =
       images_.Operators().ResolveDigest(record.image, record.image_digest);
   if (!image.ok()) return image.status();
+  if (absl::Status s = volumes_.CheckUnchanged(record); !s.ok()) return s;
   // Held until the record says running.
   QuotaAmounts adding = NewSession(record.limits);
   adding.sessions = adding.disk_bytes = 0;  // it exists already
@@ -345,7 +347,16 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) {
     std::string dir = layout_.Snapshot(id);
-    return ForkFrom(who, *record, dir, count);
+    // Its read-write volumes are frozen (clean) and nobody else writes them.
+    std::vector<UniqueFd> volumes;
+    std::vector<int> volume_disks;
+    for (const VolumeAttachment& v : record->volumes) {
+      volumes.emplace_back(
+          v.read_only ? -1 : open(layout_.Volume(v.volume_id).c_str(), O_RDONLY | O_CLOEXEC));
+      if (!v.read_only && !volumes.back().valid()) return ErrnoStatus("open volume", v.name);
+      volume_disks.push_back(volumes.back().get());
+    }
+    return ForkFrom(who, *record, dir, count, volume_disks);
   }
   std::shared_ptr<LiveSession> live = FindLive(who.Tenant(), id);
   if (!live) {
@@ -360,6 +371,28 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   std::string dir = layout_.Fork(id, RandomHex(4));
   absl::StatusOr<SnapshotManifest> taken =
       TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
+  // Its read-write volumes are copied as they are now, frozen (clean) with the guest stopped.
+  std::vector<UniqueFd> volumes;
+  std::vector<int> volume_disks;
+  for (const VolumeAttachment& v : record->volumes) {
+    if (!taken.ok()) break;
+    if (v.read_only) {
+      volumes.emplace_back();
+    } else {
+      UniqueFd from(open(layout_.Volume(v.volume_id).c_str(), O_RDONLY | O_CLOEXEC));
+      absl::StatusOr<UniqueFd> copy = UnnamedFile(layout_.volumes());
+      if (!from.valid()) {
+        taken = ErrnoStatus("open volume", v.name);
+      } else if (!copy.ok()) {
+        taken = copy.status();
+      } else if (absl::Status c = CopyDisk(from.get(), copy->get()); !c.ok()) {
+        taken = c;
+      } else {
+        volumes.push_back(*std::move(copy));
+      }
+    }
+    volume_disks.push_back(volumes.empty() ? -1 : volumes.back().get());
+  }
   absl::Status resumed = live->vm->Continue(absl::Now() + absl::Seconds(10));
   if (!resumed.ok() && !WaitsForDiskSpace(*live)) {
     Retire(id, SessionState::kFailed,
@@ -377,15 +410,15 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   // The forks then map the RAM and share the pages they do not write.
   absl::StatusOr<SnapshotMemoryApart> apart = PrepareMemoryApart(*record, dir, dir + ".apart");
   LogMemoryApart(*record, apart.ok() ? CommitSnapshotMemoryApart(dir, *apart) : apart.status());
-  absl::StatusOr<std::vector<SessionRecord>> forks = ForkFrom(who, *record, dir, count);
+  absl::StatusOr<std::vector<SessionRecord>> forks =
+      ForkFrom(who, *record, dir, count, volume_disks);
   LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
   return forks;
 }
 
-absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Principal& who,
-                                                                    const SessionRecord& source,
-                                                                    const std::string& dir,
-                                                                    uint32_t count) {
+absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(
+    const Principal& who, const SessionRecord& source, const std::string& dir, uint32_t count,
+    const std::vector<int>& volume_disks) {
   SnapshotFiles files;
   absl::StatusOr<SnapshotManifest> manifest = OpenSnapshot(dir, key_, &files);
   if (!manifest.ok()) return manifest.status();
@@ -394,6 +427,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
   if (!image.ok()) return image.status();
   const UniqueFd& from = files.disk;
   QuotaAmounts each = NewSession(source.limits), all;
+  each.disk_bytes += volumes_.ReadWriteBytes(source);  // each fork's copies of them
   for (uint32_t i = 0; i < count; ++i) {
     all.sessions += each.sessions;
     all.running += each.running;
@@ -410,10 +444,15 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
                                      admitted.status().message()));
   }
   std::vector<SessionRecord> made;
+  std::vector<std::string> made_volumes;
   auto undo = [&](const absl::Status& why) {
     for (const SessionRecord& s : made)
       LogIfFailed(Remove(who, s.id, "its fork failed"),
                   absl::StrCat("fork ", s.id, " not removed after a sibling failed"));
+    for (const std::string& name : made_volumes) {
+      LogIfFailed(volumes_.Remove(who, name),
+                  absl::StrCat("volume ", name, " of a failed fork not removed"));
+    }
     return absl::Status(why.code(),
                         absl::StrCat("could not fork session ", source.id, ": ", why.message()));
   };
@@ -430,6 +469,10 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(const Princi
     s.reason.clear();
     s.pid = 0;
     s.created_ms = s.last_used_ms = NowMs();
+    absl::StatusOr<std::vector<VolumeAttachment>> volumes =
+        volumes_.CopyForFork(who, source, volume_disks, s.id, &made_volumes);
+    if (!volumes.ok()) return undo(volumes.status());
+    s.volumes = *std::move(volumes);
     if (absl::Status st =
             admitted->SettleWith(each, [&] { return store_->sessions().Create(who, s); });
         !st.ok()) {

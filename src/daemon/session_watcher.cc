@@ -62,6 +62,7 @@ void SessionManager::Retire(const std::string& id, SessionState state, const std
     live = std::move(it->second);
     live_.erase(it);
   }
+  if (state != SessionState::kFailed) FreezeVolumes(*live);  // a failed VM answers nothing
   live->vm->Kill(absl::UnavailableError(reason));
   ForgetEverywhere(id);
   LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": files not removed"));

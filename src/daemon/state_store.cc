@@ -176,6 +176,22 @@ ALTER TABLE e2b_sandboxes ADD COLUMN traffic_token TEXT NOT NULL DEFAULT '';
 ALTER TABLE e2b_sandboxes ADD COLUMN snapshot_of TEXT NOT NULL DEFAULT '';
 ALTER TABLE e2b_sandboxes ADD COLUMN snapshot_name TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 14: volumes (named disks that outlive sessions), and the ones each session
+    // attaches (by slot; who holds a volume is read from these).
+    R"sql(
+CREATE TABLE volumes(
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL,
+  read_only INTEGER NOT NULL,
+  origin TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  busy TEXT NOT NULL DEFAULT '',
+  UNIQUE(tenant, name));
+ALTER TABLE sessions ADD COLUMN volumes TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its
@@ -203,7 +219,8 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, uint64_t log_cap_bytes)
       net_events_(*db_),
       audit_(*db_),
       exposures_(*db_),
-      api_keys_(*db_) {}
+      api_keys_(*db_),
+      volumes_(*db_) {}
 
 void StateStore::set_events(SessionEventHub* events) {
   sessions_.set_events(events);

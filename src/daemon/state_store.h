@@ -22,6 +22,7 @@
 #include "src/daemon/records.h"
 #include "src/daemon/session_repository.h"
 #include "src/daemon/sqlite_db.h"
+#include "src/daemon/volume_repository.h"
 
 namespace airlock {
 
@@ -30,7 +31,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.
@@ -43,6 +44,7 @@ class StateStore {
   AuditLog& audit() { return audit_; }
   ExposureRepository& exposures() { return exposures_; }
   ApiKeyRepository& api_keys() { return api_keys_; }
+  VolumeRepository& volumes() { return volumes_; }
 
   // Where committed changes are published for Sessions.Watch (state changes, commands starting
   // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
@@ -61,6 +63,7 @@ class StateStore {
   AuditLog audit_;
   ExposureRepository exposures_;
   ApiKeyRepository api_keys_;
+  VolumeRepository volumes_;
 };
 
 }  // namespace airlock

@@ -11,6 +11,7 @@
 #include "src/guest/agent_net.h"
 #include "src/guest/agent_server.h"
 #include "src/guest/guest_boot.h"
+#include "src/guest/guest_volumes.h"
 #include "src/guest/guest_workspace.h"
 
 namespace {
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
     // session with the session's view of its files.
     if (argc == 2 && std::string(argv[1]) == airlock::kWorkspaceDiffCommand) {
       return airlock::guest::WorkspaceDiffMain();
+    }
+    if (argc >= 2 && std::string(argv[1]) == airlock::kVolumeFreezeCommand) {
+      return airlock::guest::VolumeFreezeMain(argc, argv);
     }
     airlock::guest::ConsoleLog("must run as PID 1 inside an Airlock guest");
     return 2;

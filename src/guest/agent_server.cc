@@ -25,6 +25,7 @@
 #include "src/common/workspace_change.h"  // IsCleanRelativePath
 #include "src/guest/agent_files.h"
 #include "src/guest/guest_boot.h"
+#include "src/guest/guest_volumes.h"
 #include "src/guest/guest_workspace.h"
 #include "src/guest/oom_report.h"
 #include "src/guest/user_lookup.h"
@@ -918,10 +919,15 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       }
       std::string limit_error = ApplyCommandLimits(sync.pids_max);
       if (!limit_error.empty()) ConsoleLog("limits: " + limit_error);
+      ThawVolumes();
       std::string problem;
       if (sync.flags & kSyncMountWorkspace) {
         problem = MountWorkspace(SessionDiskRoot());
         if (!problem.empty()) ConsoleLog("workspace: " + problem);
+      }
+      if (std::string volumes = MountVolumes(sync.volumes); !volumes.empty()) {
+        ConsoleLog("volumes: " + volumes);
+        problem += (problem.empty() ? "" : "; ") + volumes;
       }
       paused_ = false;
       SendMessage(0, ReadyMessage{.highest_stream = max_stream_seen_,
@@ -935,6 +941,7 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         return false;
       }
       net_.DropAll();  // the host forgot them already: connections end with a pause
+      FreezeVolumes();
       Send(FrameType::kPaused, 0, "");
       paused_ = true;
       return true;

@@ -127,6 +127,20 @@ absl::Status Ext4Writer::Format(const Options& options) {
     return s;
   }
   dirs_[""] = EXT2_ROOT_INO;
+  if (options.journal) {
+    ext2fs_journal_params params;
+    if (absl::Status s = Check(ext2fs_get_journal_params(&params, fs), "size the journal");
+        !s.ok()) {
+      return s;
+    }
+    // The file reads as zeros where nothing was written: the journal needs no zeroing either.
+    if (absl::Status s =
+            Check(ext2fs_add_journal_inode3(fs, &params, ~0ULL, EXT2_MKJOURNAL_LAZYINIT),
+                  "add a journal");
+        !s.ok()) {
+      return s;
+    }
+  }
   return AddDirectory("lost+found", {.mode = 0700});
 }
 

@@ -36,6 +36,9 @@ class Ext4Writer {
     uint64_t size_bytes = 0;   // the file is truncated (sparse) to this size
     uint32_t inode_count = 0;  // 0: one per 16 KiB
     std::string label;
+    // With a journal (a filesystem mounted read-write that must survive its VM's death, such
+    // as a volume); images are read-only and need none.
+    bool journal = false;
   };
 
   // Creates (truncates) the file at path and formats it. path may be /proc/self/fd/N.

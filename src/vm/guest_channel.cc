@@ -603,7 +603,7 @@ absl::Status GuestChannel::Handshake(absl::Time deadline, const GuestSync& sync)
   quiescing_ = paused_ = false;
   if (!ready_problem_.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the guest could not set up its workspace: ", ready_problem_));
+        absl::StrCat("the guest could not set up its workspace or volumes: ", ready_problem_));
   }
   return absl::OkStatus();
 }
@@ -624,7 +624,8 @@ absl::Status GuestChannel::SyncOnce(absl::Time deadline, const GuestSync& sync) 
                       .entropy = std::move(entropy),
                       .pids_max = sync.pids_max,
                       .hostname = sync.hostname,
-                      .flags = sync.mount_workspace ? kSyncMountWorkspace : 0};
+                      .flags = sync.mount_workspace ? kSyncMountWorkspace : 0,
+                      .volumes = sync.volumes};
   if (absl::Status s = SendMessage(0, message); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   while (!ready_ && failure_.ok()) {

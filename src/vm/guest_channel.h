@@ -70,6 +70,8 @@ struct GuestSync {
   bool restored = false;
   // Mount the workspace disk at /workspace unless it is mounted already.
   bool mount_workspace = false;
+  // Mount these volumes (each slot not mounted yet).
+  std::vector<VolumeMount> volumes;
 };
 
 class GuestChannel;

@@ -406,13 +406,14 @@ TEST(GuestChannelTest, AWorkspaceTheGuestCouldNotMountFailsTheHandshakeWithItsRe
   ASSERT_FALSE(syncs.empty());
   PayloadReader r(syncs[0].payload);
   int64_t sec;
-  uint32_t nsec, pids, flags;
+  uint32_t nsec, pids, flags, volumes;
   std::string entropy, hostname;
   ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
-              r.U32(&flags) && r.AtEnd());
+              r.U32(&flags) && r.U32(&volumes) && r.AtEnd());
+  EXPECT_EQ(volumes, 0u);
   EXPECT_EQ(flags, kSyncMountWorkspace);
   EXPECT_EQ(result.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(result.message().find("workspace: mount /workspace: No such device"),
+  EXPECT_NE(result.message().find("volumes: mount /workspace: No such device"),
             absl::string_view::npos)
       << result;
 }
@@ -428,10 +429,11 @@ TEST(GuestChannelTest, ARestoredChannelSyncsWithoutHelloAndOpensStreamsAboveTheG
   ASSERT_FALSE(syncs.empty());
   PayloadReader r(syncs[0].payload);
   int64_t sec;
-  uint32_t nsec, pids, flags;
+  uint32_t nsec, pids, flags, volumes;
   std::string entropy, hostname;
   ASSERT_TRUE(r.I64(&sec) && r.U32(&nsec) && r.Str(&entropy) && r.U32(&pids) && r.Str(&hostname) &&
-              r.U32(&flags) && r.AtEnd());
+              r.U32(&flags) && r.U32(&volumes) && r.AtEnd());
+  EXPECT_EQ(volumes, 0u);
   EXPECT_EQ(flags, 0u);
   EXPECT_EQ(pids, 64u);
   EXPECT_EQ(hostname, "airlock-fork");

@@ -52,7 +52,10 @@ constexpr int kKernelFd = 10;  // the kernel and initramfs too (the jail has no 
 constexpr int kInitrdFd = 11;
 constexpr int kExecFd = 12;    // QEMU's binary, executed by descriptor; closed by the exec
 constexpr int kMemoryFd = 13;  // the guest's RAM as a memfd (VmConfig::memory_fd), if any
-constexpr int kSources = 11;
+// Volume slot i: its disk at kVolumeFd + 2i (read-write, or read-only for a read-only one), and
+// read-only at kVolumeFd + 2i + 1 for a read-write one.
+constexpr int kVolumeFd = 14;
+constexpr int kSources = 11 + 2 * kVolumeSlots;
 // uids (and gids) of jailed VMs: each running VM has one of its own.
 constexpr uid_t kJailUidBase = 700000;
 constexpr uid_t kJailUids = 65536;
@@ -230,6 +233,11 @@ std::string EncodeRecord(const VmRecord& r) {
                       {"pids_max", r.sync.pids_max},
                       {"hostname", r.sync.hostname},
                       {"mount_workspace", r.sync.mount_workspace}};
+  nlohmann::json volumes = nlohmann::json::array();
+  for (const VolumeMount& v : r.sync.volumes) {
+    volumes.push_back({{"slot", v.slot}, {"flags", v.flags}, {"path", v.path}});
+  }
+  j["volumes"] = std::move(volumes);
   return j.dump() + "\n";
 }
 
@@ -259,6 +267,21 @@ absl::StatusOr<VmRecord> ReadRecord(const std::string& runtime_dir) {
   r.sync.hostname = JsonText(j, "hostname");
   auto mount = j.is_object() ? j.find("mount_workspace") : j.end();
   r.sync.mount_workspace = mount != j.end() && mount->is_boolean() && mount->get<bool>();
+  auto volumes = j.is_object() ? j.find("volumes") : j.end();
+  if (volumes != j.end() && volumes->is_array()) {
+    for (const nlohmann::json& v : *volumes) {
+      auto field = [&v](const char* key) -> uint64_t {
+        auto it = v.is_object() ? v.find(key) : v.end();
+        return it != v.end() && it->is_number_unsigned() ? it->get<uint64_t>() : kVolumeSlots;
+      };
+      VolumeMount mount_point{.slot = static_cast<uint32_t>(field("slot")),
+                              .flags = static_cast<uint32_t>(field("flags")) & kVolumeReadOnly,
+                              .path = JsonText(v, "path")};
+      if (mount_point.slot < kVolumeSlots && IsVolumeMountPoint(mount_point.path)) {
+        r.sync.volumes.push_back(std::move(mount_point));
+      }
+    }
+  }
   if (r.pid <= 1 || r.start_time == 0 || r.accelerator.empty()) {
     return absl::DataLossError(absl::StrCat(path, " is not a VM record"));
   }
@@ -808,7 +831,8 @@ pid_t RunOnSpawnerThread(const std::function<pid_t()>& spawn) {
 
 }  // namespace
 
-std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool direct_disk) const {
+std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool direct_disk,
+                                               const std::vector<bool>& direct_volumes) const {
   bool kvm = config.accelerator == "kvm";
   // A VM that outlives us gets listening sockets: each connection (ours, or a later airlockd's)
   // is accepted in turn.
@@ -874,13 +898,46 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool dire
       "id=workspace,file=/dev/fdset/2,format=raw,if=none,readonly=on,file.locking=off",
       "-device",
       "virtio-blk-device,drive=workspace,serial=airlock-ws",
-      "-device",
-      "virtio-serial-device,max_ports=2",
-      "-chardev",
-      absl::StrCat("socket,id=channel,fd=", kChannelFd, listen),
-      "-device",
-      "virtserialport,chardev=channel,name=airlock.0",
   };
+  for (uint32_t slot = 0; slot < kVolumeSlots; ++slot) {
+    std::string id = absl::StrCat("vol", slot);
+    int fd = kVolumeFd + 2 * static_cast<int>(slot);
+    int set = 4 + static_cast<int>(slot);
+    std::vector<std::string> drive;
+    if (slot >= config.volumes.size()) {
+      // Reads as zeros, writes go nowhere: the guest of a template sees a disk of the size a
+      // volume's has.
+      drive = {"-blockdev", absl::StrCat("driver=null-co,node-name=", id,
+                                         ",size=", kVolumeDiskBytes, ",read-zeroes=on")};
+    } else if (config.volumes[slot].read_only) {
+      drive = {"-add-fd", absl::StrCat("fd=", fd, ",set=", set), "-drive",
+               absl::StrCat("id=", id, ",file=/dev/fdset/", set,
+                            ",format=raw,if=none,readonly=on,file.locking=off")};
+    } else {
+      drive = {"-add-fd",
+               absl::StrCat("fd=", fd, ",set=", set),
+               "-add-fd",
+               absl::StrCat("fd=", fd + 1, ",set=", set),
+               "-drive",
+               absl::StrCat(
+                   "id=", id, ",file=/dev/fdset/", set,
+                   ",format=raw,if=none,discard=unmap,file.locking=off",
+                   slot < direct_volumes.size() && direct_volumes[slot] ? ",cache.direct=on" : "")};
+    }
+    for (std::string& a : drive) argv.push_back(std::move(a));
+    argv.push_back("-device");
+    argv.push_back(
+        // The write cache is said the same way for a placeholder and a volume: the guest of a
+        // template negotiated its features with the one, a restore loads them with the other.
+        absl::StrCat("virtio-blk-device,drive=", id, ",serial=airlock-vol", slot,
+                     ",write-cache=on"));
+  }
+  for (std::string a :
+       {std::string("-device"), std::string("virtio-serial-device,max_ports=2"),
+        std::string("-chardev"), absl::StrCat("socket,id=channel,fd=", kChannelFd, listen),
+        std::string("-device"), std::string("virtserialport,chardev=channel,name=airlock.0")}) {
+    argv.push_back(std::move(a));
+  }
   if (config.incoming_state_fd < 0) {
     // Boot the kernel with the agent's initramfs. (A restored guest brings its kernel along in
     // its RAM, so loading one would be wasted.)
@@ -953,7 +1010,29 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   bool direct_disk = disk.valid();
   if (!direct_disk) disk.reset(open(disk_path.c_str(), O_RDWR | O_CLOEXEC));
   if (!disk.valid()) return ErrnoStatus("reopen the session disk");
-  std::vector<std::string> args = BuildArgv(config, direct_disk);
+  if (config.volumes.size() > kVolumeSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a VM has room for ", kVolumeSlots, " volumes, not ", config.volumes.size()));
+  }
+  // Each read-write volume as the session disk (O_DIRECT where the filesystem allows), and
+  // read-only; a read-only one as it was opened.
+  std::vector<UniqueFd> volume_fds(2 * kVolumeSlots);
+  std::vector<bool> direct_volumes(kVolumeSlots, false);
+  for (size_t slot = 0; slot < config.volumes.size(); ++slot) {
+    const VmVolume& v = config.volumes[slot];
+    std::string path = absl::StrCat("/proc/self/fd/", v.fd);
+    if (v.read_only) {
+      volume_fds[2 * slot].reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    } else {
+      volume_fds[2 * slot].reset(open(path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC));
+      direct_volumes[slot] = volume_fds[2 * slot].valid();
+      if (!direct_volumes[slot]) volume_fds[2 * slot].reset(open(path.c_str(), O_RDWR | O_CLOEXEC));
+      volume_fds[2 * slot + 1].reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!volume_fds[2 * slot + 1].valid()) return ErrnoStatus("reopen a volume's disk");
+    }
+    if (!volume_fds[2 * slot].valid()) return ErrnoStatus("reopen a volume's disk");
+  }
+  std::vector<std::string> args = BuildArgv(config, direct_disk, direct_volumes);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -981,11 +1060,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!initrd.valid()) return ErrnoStatus("open the guest initramfs", config.initramfs_path);
   UniqueFd binary(open(qemu_path_.c_str(), O_PATH | O_CLOEXEC));
   if (!binary.valid()) return ErrnoStatus("open", qemu_path_);
-  const int sources[kSources] = {channel_vm.get(), qmp_vm.get(),         console_vm.get(),
-                                 disk.get(),       disk_read_only.get(), config.workspace_disk_fd,
-                                 image.get(),      kernel.get(),         initrd.get(),
-                                 binary.get(),     config.memory_fd};
+  const int sources[11] = {channel_vm.get(), qmp_vm.get(),         console_vm.get(),
+                           disk.get(),       disk_read_only.get(), config.workspace_disk_fd,
+                           image.get(),      kernel.get(),         initrd.get(),
+                           binary.get(),     config.memory_fd};
   std::copy(std::begin(sources), std::end(sources), plan.sources);
+  for (size_t i = 0; i < volume_fds.size(); ++i) plan.sources[11 + i] = volume_fds[i].get();
   plan.stderr_fd = err_vm.get();
   std::optional<JailUid> jail_uid;
   if (root) {
@@ -1045,6 +1125,11 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
                     .hostname = config.hostname,
                     .restored = config.incoming_state_fd >= 0,
                     .mount_workspace = config.mount_workspace};
+  for (size_t slot = 0; slot < config.volumes.size(); ++slot) {
+    sync.volumes.push_back({.slot = static_cast<uint32_t>(slot),
+                            .flags = config.volumes[slot].read_only ? kVolumeReadOnly : 0u,
+                            .path = config.volumes[slot].mount_point});
+  }
   absl::Status started = pidfd.valid() ? absl::OkStatus() : ErrnoStatus("pidfd_open");
   if (outlive && started.ok()) {
     // Recorded before it may run, so that a later airlockd finds it (or ends it).

@@ -31,11 +31,12 @@ class QemuDriver : public VmDriver {
                                                     absl::Time deadline) override;
   void Destroy(const std::string& runtime_dir) override;
 
-  // The argv for a config, with the channel, QMP, console and disks on descriptors 3 to 9.
-  // direct_disk: the session disk is written past the host's page cache (O_DIRECT), so that
-  // the guest's own cache is the only one and the VM's host memory does not grow with what
-  // it writes (see Start).
-  std::vector<std::string> BuildArgv(const VmConfig& config, bool direct_disk = true) const;
+  // The argv for a config, with the channel, QMP, console, disks and the rest on descriptors
+  // from 3. direct_disk: the session disk is written past the host's page cache (O_DIRECT), so
+  // that the guest's own cache is the only one and the VM's host memory does not grow with what
+  // it writes (see Start); direct_volumes: the same, for each read-write volume by slot.
+  std::vector<std::string> BuildArgv(const VmConfig& config, bool direct_disk = true,
+                                     const std::vector<bool>& direct_volumes = {}) const;
 
  private:
   std::string qemu_path_;

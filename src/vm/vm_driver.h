@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,6 +18,17 @@
 #include "src/vm/guest_channel.h"
 
 namespace airlock {
+
+// The size every volume's disk has (sparse), and its empty placeholder in a VM without one:
+// the guest sees the device a template saw. A volume's filesystem may be smaller.
+inline constexpr uint64_t kVolumeDiskBytes = 1ull << 40;
+
+// A volume's disk for a VM (VmConfig::volumes).
+struct VmVolume {
+  int fd = -1;             // not owned; opened read-only for a read-only volume
+  bool read_only = false;  // the guest mounts it read-only and QEMU never writes it
+  std::string mount_point;
+};
 
 struct VmConfig {
   std::string kernel_path;
@@ -28,6 +40,8 @@ struct VmConfig {
   int workspace_disk_fd = -1;
   // Ask the guest to mount the workspace disk at /workspace (see GuestSync).
   bool mount_workspace = false;
+  // The volumes, by slot (at most kVolumeSlots); the slots after them get empty placeholders.
+  std::vector<VmVolume> volumes;
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
   std::string hostname;

@@ -87,12 +87,32 @@ absl::StatusOr<UniqueFd> OpenWorkspaceDisk(const HostPaths& paths, const LaunchO
   return read_only;
 }
 
+// The session's volumes' disks, each read-write or read-only as attached.
+absl::StatusOr<std::vector<UniqueFd>> OpenVolumes(const LaunchOptions& options, VmConfig* config) {
+  std::vector<UniqueFd> fds;
+  for (const LaunchVolume& v : options.volumes) {
+    UniqueFd fd(open(v.path.c_str(), (v.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoStatus("open the volume disk", v.path);
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", v.path);
+    if (static_cast<uint64_t>(st.st_size) != kVolumeDiskBytes) {
+      return absl::DataLossError(absl::StrCat("the volume disk ", v.path, " has the wrong size"));
+    }
+    config->volumes.push_back(
+        {.fd = fd.get(), .read_only = v.read_only, .mount_point = v.mount_point});
+    fds.push_back(std::move(fd));
+  }
+  return fds;
+}
+
 absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, const HostPaths& paths, VmConfig config,
                                         UniqueFd disk, const LaunchOptions& options) {
   absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
   if (!workspace.ok()) return workspace.status();
   config.workspace_disk_fd = workspace->get();
   config.mount_workspace = !options.workspace_path.empty();
+  absl::StatusOr<std::vector<UniqueFd>> volumes = OpenVolumes(options, &config);
+  if (!volumes.ok()) return volumes.status();
   absl::Duration timeout = options.boot_timeout;
   config.session_disk_fd = disk.get();
   absl::StatusOr<std::unique_ptr<Vm>> vm = driver.Start(config);
@@ -195,6 +215,7 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
       if (ftruncate(blank->get(), st.st_size) != 0) return ErrnoStatus("size a blank disk");
       config->session_disk_fd = blank->get();
       options.workspace_path.clear();
+      options.volumes.clear();  // placeholders in their slots
       absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
       if (!workspace.ok()) return workspace.status();
       config->workspace_disk_fd = workspace->get();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -23,6 +24,13 @@ namespace airlock {
 // template sees the same device a session's workspace is attached to later.
 inline constexpr uint64_t kWorkspaceDiskBytes = 64ull << 30;
 
+// A volume for a VM: its disk (a file of kVolumeDiskBytes) and where the guest mounts it.
+struct LaunchVolume {
+  std::string path;
+  std::string mount_point;
+  bool read_only = false;
+};
+
 struct LaunchOptions {
   uint32_t memory_mib = 512;
   uint32_t vcpus = 1;
@@ -33,6 +41,8 @@ struct LaunchOptions {
   // The session's workspace (an ext4 of kWorkspaceDiskBytes), mounted at /workspace in the
   // guest; empty: none (the VM gets an empty disk in its place).
   std::string workspace_path;
+  // The session's volumes, by slot (at most kVolumeSlots).
+  std::vector<LaunchVolume> volumes;
   // Where the VM keeps its sockets and record so that it outlives airlockd (see
   // VmConfig::runtime_dir); empty: it dies with this process.
   std::string runtime_dir;
