@@ -53,12 +53,12 @@ t0=$(now_ms); $airlock volume export bench "$home/out.tar"; t1=$(now_ms); export
 
 med() { printf '%s\n' "$@" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-printf '%-52s %10s %10s %7s\n' "measure (median of $rounds)" "volume" "baseline" "ratio"
-printf '%-52s %10s %10s %7s\n' "sequential write, ${mb} MB fsynced (MB/s; baseline: session disk)" \
+printf '%-60s %10s %10s %7s\n' "measure (median of $rounds)" "volume" "baseline" "ratio"
+printf '%-60s %10s %10s %7s\n' "sequential write, ${mb} MB fsynced (MB/s; baseline: session disk)" \
   "$(med "${vw[@]}")" "$(med "${dw[@]}")" "$(ratio "$(med "${vw[@]}")" "$(med "${dw[@]}")")"
-printf '%-52s %10s %10s %7s\n' "sequential read, cold cache (MB/s)" \
+printf '%-60s %10s %10s %7s\n' "sequential read, cold cache (MB/s)" \
   "$(med "${vr[@]}")" "$(med "${dr[@]}")" "$(ratio "$(med "${vr[@]}")" "$(med "${dr[@]}")")"
-printf '%-52s %10s %10s %7s\n' "session create (ms; baseline: without a volume)" \
+printf '%-60s %10s %10s %7s\n' "session create (ms; baseline: without a volume)" \
   "$(med "${with[@]}")" "$(med "${plain[@]}")" "$(ratio "$(med "${with[@]}")" "$(med "${plain[@]}")")"
-printf '%-52s %10s\n' "volume import of 50 MB in 2000 files (ms)" "$import_ms"
-printf '%-52s %10s\n' "volume export of it (ms)" "$export_ms"
+printf '%-60s %10s\n' "volume import of 50 MB in 2000 files (ms)" "$import_ms"
+printf '%-60s %10s\n' "volume export of it (ms)" "$export_ms"
