@@ -70,7 +70,7 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
   AddCheckedList(
       app, "--volume", &o->volumes,
       [](const std::string& v) { return ParseVolumeMount(v).status(); },
-      "attach your volume NAME at PATH in the guest (repeatable, up to 3; see airlock volume "
+      "attach your volume NAME at PATH in the guest (repeatable, up to 2; see airlock volume "
       "--help): read-write by one session at a time, :ro by any number")
       ->type_name("NAME:/PATH[:ro]");
 }

@@ -197,9 +197,9 @@ inline constexpr uint32_t kSyncMountWorkspace = 1;
 
 // Volumes (named disks of the tenant's that outlive sessions): a VM has kVolumeSlots disks for
 // them, serial "airlock-vol<slot>", each a volume or an empty placeholder. (QEMU's microvm has
-// eight virtio-mmio devices; the other five are the image, session and workspace disks, the
-// RNG and the channel's serial port.)
-inline constexpr uint32_t kVolumeSlots = 3;
+// eight virtio-mmio devices: five are the image, session and workspace disks, the RNG and the
+// channel's serial port, and one is kept for a memory balloon.)
+inline constexpr uint32_t kVolumeSlots = 2;
 // Flags of a volume in kSync: mount it read-only (the host opened it so, too).
 inline constexpr uint32_t kVolumeReadOnly = 1;
 // The agent's binary run as a command, `/proc/1/exe volume-freeze PATH...`: freezes the

@@ -33,7 +33,7 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
                               .pids_max = 64,
                               .hostname = "box",
                               .flags = kSyncMountWorkspace,
-                              .volumes = {{.slot = 2, .flags = kVolumeReadOnly, .path = "/data"},
+                              .volumes = {{.slot = 1, .flags = kVolumeReadOnly, .path = "/data"},
                                           {.slot = 0, .path = "/var/cache/apt"}}});
   ExpectRoundTrip(ReadyMessage{.highest_stream = 7, .highest_guest_stream = 8, .problem = "p"});
   ExpectRoundTrip(ExecStartMessage{.argv = {"sh", "-c", "true"},

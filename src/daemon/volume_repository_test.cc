@@ -119,8 +119,9 @@ TEST(VolumeRepositoryTest, AttachmentsAndNamesAreCheckedAndKeptExactly) {
   for (const char* ok : {"data", "pip-cache", "a.b_c", "0"}) {
     EXPECT_TRUE(CheckVolumeName(ok).ok()) << ok;
   }
-  for (const char* bad :
-       {"", "Data", "-x", ".x", "a/b", "a@b", "a b", std::string(64, 'a').c_str()}) {
+  for (const std::string& bad :
+       {std::string(), std::string("Data"), std::string("-x"), std::string(".x"),
+        std::string("a/b"), std::string("a@b"), std::string("a b"), std::string(64, 'a')}) {
     EXPECT_FALSE(CheckVolumeName(bad).ok()) << bad;
   }
   EXPECT_TRUE(CheckVolumeName("data@v1", true).ok());
