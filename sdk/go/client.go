@@ -45,8 +45,11 @@ type Client struct {
 	network  airlockv1.NetworkClient
 	images   airlockv1.ImagesClient
 	vms      airlockv1.VmsClient
+	volumes  airlockv1.VolumesClient
 	// Sessions creates, finds and lists sessions.
 	Sessions *Sessions
+	// Volumes creates, lists, fills and removes the caller's volumes.
+	Volumes *Volumes
 }
 
 // DialOption configures Dial.
@@ -124,8 +127,9 @@ func Dial(ctx context.Context, address string, options ...DialOption) (*Client, 
 	}
 	c := &Client{conn: conn, sessions: airlockv1.NewSessionsClient(conn),
 		network: airlockv1.NewNetworkClient(conn), images: airlockv1.NewImagesClient(conn),
-		vms: airlockv1.NewVmsClient(conn)}
+		vms: airlockv1.NewVmsClient(conn), volumes: airlockv1.NewVolumesClient(conn)}
 	c.Sessions = &Sessions{c: c}
+	c.Volumes = &Volumes{c: c}
 	return c, nil
 }
 

@@ -377,6 +377,75 @@ func TestImagesComeInThroughAirlockd(t *testing.T) {
 	}
 }
 
+func TestVolumesOutliveSessions(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "greeting"), []byte("hello from a volume\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archive, err := exec.Command("tar", "-cf", "-", "-C", dir, "greeting").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("sdk-go-%d", os.Getpid())
+	made, err := c.Volumes.Create(ctx, name, "32m")
+	if err != nil || made.Name != name || made.Size != 32<<20 || made.Snapshot {
+		t.Fatal(made, err)
+	}
+	defer c.Volumes.Remove(ctx, name)
+	if v, err := c.Volumes.Import(ctx, name, bytes.NewReader(archive)); err != nil || v.Generation != 1 {
+		t.Fatal(v, err)
+	}
+	s, err := c.Sessions.Create(ctx, airlock.SessionOptions{Volumes: []string{name + ":/data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Exec(ctx, []string{"sh", "-c", "cat /data/greeting; echo more > /data/more"}, nil)
+	if err != nil || string(r.Stdout) != "hello from a volume\n" {
+		t.Fatal(r, err)
+	}
+	volumes, err := c.Volumes.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range volumes {
+		if v.Name == name && (len(v.Holders) != 1 || v.Holders[0] != s.ID() || !v.HeldReadWrite) {
+			t.Fatal(v)
+		}
+	}
+	_, err = c.Sessions.Create(ctx, airlock.SessionOptions{Volumes: []string{name + ":/data:ro"}})
+	if !errors.Is(err, airlock.ErrFailedPrecondition) || !strings.Contains(err.Error(), "is attached to session") {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Run(ctx, []string{"cat", "/v/more"}, airlock.SessionOptions{Volumes: []string{name + ":/v:ro"}}, nil)
+	if err != nil || string(r.Stdout) != "more\n" {
+		t.Fatal(r, err)
+	}
+	snap, err := c.Volumes.Snapshot(ctx, name, name+"@v1")
+	if err != nil || !snap.Snapshot || snap.Origin != "snapshot of "+name {
+		t.Fatal(snap, err)
+	}
+	if err := c.Volumes.Remove(ctx, snap.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions.Create(ctx, airlock.SessionOptions{Volumes: []string{"no-path"}}); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if _, err := c.Volumes.Import(ctx, name, bytes.NewReader(make([]byte, 4096))); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	if err := c.Volumes.Remove(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Volumes.Remove(ctx, name); !errors.Is(err, airlock.ErrNotFound) || !strings.Contains(err.Error(), "airlock volume ls") {
+		t.Fatal(err)
+	}
+}
+
 func TestFilesListingsAndOneShotRuns(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)

@@ -33,6 +33,9 @@ type SessionOptions struct {
 	// (nil: read here, with this process's rights, for env:, file: and op:// sources, as the CLI
 	// does; shared: sources are read by airlockd).
 	Secrets map[string][]byte
+	// Volumes of the caller's to attach: "NAME:/PATH" (read-write: one session at a time) or
+	// "NAME:/PATH:ro" (read-only: any number at once).
+	Volumes []string
 }
 
 var sizePattern = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*$`)
@@ -120,8 +123,12 @@ func (o SessionOptions) fillExec(start *airlockv1.ExecStart) error {
 	if err != nil {
 		return err
 	}
-	start.Image, start.Limits, start.Allow, start.AllowPreset, start.Secrets =
-		o.Image, l, o.Allow, o.Presets, s
+	v, err := volumeMounts(o.Volumes)
+	if err != nil {
+		return err
+	}
+	start.Image, start.Limits, start.Allow, start.AllowPreset, start.Secrets, start.Volumes =
+		o.Image, l, o.Allow, o.Presets, s, v
 	return nil
 }
 
@@ -138,8 +145,12 @@ func (ss *Sessions) Create(ctx context.Context, o SessionOptions) (*Session, err
 	if err != nil {
 		return nil, err
 	}
+	volumes, err := volumeMounts(o.Volumes)
+	if err != nil {
+		return nil, err
+	}
 	s, err := ss.c.sessions.Create(ctx, &airlockv1.CreateSessionRequest{Image: o.Image, Limits: l,
-		Allow: o.Allow, AllowPreset: o.Presets, Secrets: secrets})
+		Allow: o.Allow, AllowPreset: o.Presets, Secrets: secrets, Volumes: volumes})
 	if err != nil {
 		return nil, fromRPC(err)
 	}

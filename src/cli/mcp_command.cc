@@ -29,8 +29,9 @@ constexpr char kMcpFooter[] =
     "    \"--workspace-root\", \"/home/me/src\"]}}}\n"
     "The model is not trusted with your machine: it may bind only the secrets named here (by\n"
     "name; their sources and hosts are yours), ask only for egress within --allow and the\n"
-    "secrets' hosts, and use as workspaces only directories under --workspace-root. With none\n"
-    "given it has no secrets, no network and no workspaces; its refusals say which flag to add.\n"
+    "secrets' hosts, use as workspaces only directories under --workspace-root, and attach only\n"
+    "the volumes named by --volume (NAME, or NAME:ro for read-only). With none given it has no\n"
+    "secrets, no network, no workspaces and no volumes; its refusals say which flag to add.\n"
     "stdout carries protocol messages only; diagnostics go to stderr. When stdin ends, calls in\n"
     "flight are cancelled and it exits.";
 
@@ -52,11 +53,12 @@ struct McpFlags {
   std::vector<std::string> secrets;
   std::vector<std::string> allow;
   std::vector<std::string> workspace_roots;
+  std::vector<std::string> volumes;
 };
 
 int Mcp(const McpFlags& flags) {
   absl::StatusOr<McpPolicy> policy =
-      McpPolicy::Create(flags.secrets, flags.allow, flags.workspace_roots);
+      McpPolicy::Create(flags.secrets, flags.allow, flags.workspace_roots, flags.volumes);
   if (!policy.ok()) {
     std::fprintf(stderr, "airlock mcp: %s\n", std::string(policy.status().message()).c_str());
     return 2;
@@ -117,6 +119,11 @@ void AddMcpCommand(Cli& cli) {
   mcp->add_option("--workspace-root", flags->workspace_roots,
                   "a directory under which the model may name a project as a workspace "
                   "(repeatable; default none)")
+      ->allow_extra_args(false);
+  mcp->add_option("--volume", flags->volumes,
+                  "a volume of yours the model may attach to its sessions: NAME, or NAME:ro for "
+                  "read-only only (repeatable; default none). It never creates, fills, exports "
+                  "or removes volumes")
       ->allow_extra_args(false);
 }
 

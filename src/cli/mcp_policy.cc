@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/errno_status.h"
@@ -31,7 +32,8 @@ absl::StatusOr<net::EgressRule> ParseConfiguredRule(const std::string& text) {
 
 absl::StatusOr<McpPolicy> McpPolicy::Create(const std::vector<std::string>& secrets,
                                             const std::vector<std::string>& allow,
-                                            const std::vector<std::string>& workspace_roots) {
+                                            const std::vector<std::string>& workspace_roots,
+                                            const std::vector<std::string>& volumes) {
   McpPolicy policy;
   for (const std::string& text : secrets) {
     absl::StatusOr<secrets::SecretSpec> spec = secrets::ParseSecretSpec(text);
@@ -61,7 +63,55 @@ absl::StatusOr<McpPolicy> McpPolicy::Create(const std::vector<std::string>& secr
     }
     policy.roots_.push_back(resolved);
   }
+  for (const std::string& text : volumes) {
+    OfferedVolume v{.name = text};
+    if (absl::EndsWith(text, ":ro")) {
+      v.name.resize(text.size() - 3);
+      v.read_only = true;
+    }
+    bool valid = !v.name.empty() && v.name.find(':') == std::string::npos &&
+                 v.name.find('/') == std::string::npos;
+    if (!valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--volume ", text,
+                       ": give a volume's name, or NAME:ro to let the model attach it "
+                       "read-only only (airlock volume ls lists yours)"));
+    }
+    policy.volumes_.push_back(std::move(v));
+  }
   return policy;
+}
+
+absl::Status McpPolicy::CheckVolume(const std::string& name, bool read_only) const {
+  for (const OfferedVolume& v : volumes_) {
+    if (v.name != name) continue;
+    if (v.read_only && !read_only) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("volume ", net::QuoteForMessage(name),
+                       " is offered read-only by this MCP server: attach it as NAME:/PATH:ro"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "volume ", net::QuoteForMessage(name), " is not one this MCP server offers (",
+      ListOrNone(VolumeNames()),
+      "). The user chooses which volumes a model may attach, on the MCP server's command line: "
+      "airlock mcp --volume NAME[:ro]"));
+}
+
+bool McpPolicy::Offers(const std::string& volume) const {
+  for (const OfferedVolume& v : volumes_) {
+    if (v.name == volume) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> McpPolicy::VolumeNames() const {
+  std::vector<std::string> names;
+  for (const OfferedVolume& v : volumes_) {
+    names.push_back(v.read_only ? v.name + " (read-only)" : v.name);
+  }
+  return names;
 }
 
 absl::StatusOr<std::string> McpPolicy::Secret(const std::string& name) const {

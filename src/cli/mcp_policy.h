@@ -5,8 +5,11 @@
 //   --allow RULE                         the widest egress the model may ask for (rules as in
 //                                        --allow, plus * for any name); a secret's hosts count
 //   --workspace-root DIR                 directories under which the model may name a project
-// Nothing configured: no secrets, no egress, no workspaces. Every refusal tells the user what to
-// configure, since the model cannot do it. Immutable once made; thread-safe.
+//   --volume NAME[:ro]                   a volume of the user's the model may attach (with :ro,
+//                                        only read-only); it never creates, fills, exports or
+//                                        removes one
+// Nothing configured: no secrets, no egress, no workspaces, no volumes. Every refusal tells the
+// user what to configure, since the model cannot do it. Immutable once made; thread-safe.
 #ifndef AIRLOCK_CLI_MCP_POLICY_H_
 #define AIRLOCK_CLI_MCP_POLICY_H_
 
@@ -25,7 +28,8 @@ class McpPolicy {
   // malformed secret or rule, a secret name given twice, a root that is not a directory.
   [[nodiscard]] static absl::StatusOr<McpPolicy> Create(
       const std::vector<std::string>& secrets, const std::vector<std::string>& allow,
-      const std::vector<std::string>& workspace_roots);
+      const std::vector<std::string>& workspace_roots,
+      const std::vector<std::string>& volumes = {});
 
   // The configured secret called `name` (NAME=SOURCE@HOSTS, for the request). PERMISSION_DENIED
   // for any other name or for anything that is not a bare name (a source, a host).
@@ -37,16 +41,28 @@ class McpPolicy {
   // The project directory, resolved (symbolic links followed), when it is one of the roots or
   // lies under one; PERMISSION_DENIED otherwise, NOT_FOUND when it does not exist.
   [[nodiscard]] absl::StatusOr<std::string> Workspace(const std::string& path) const;
+  // OK when the user configured volume `name`, and read-write unless `read_only`;
+  // PERMISSION_DENIED saying what is offered otherwise.
+  [[nodiscard]] absl::Status CheckVolume(const std::string& name, bool read_only) const;
+  // Whether the user configured volume `name` (for listing).
+  bool Offers(const std::string& volume) const;
 
   // For the tools' descriptions: what the model may ask for, e.g. `GH_TOKEN (to api.github.com)`.
   std::vector<std::string> SecretNames() const;
   std::vector<std::string> AllowRules() const;
   const std::vector<std::string>& workspace_roots() const { return roots_; }
+  // `data`, `models (read-only)`.
+  std::vector<std::string> VolumeNames() const;
 
  private:
   std::vector<secrets::SecretSpec> secrets_;
   std::vector<net::EgressRule> allow_;
   std::vector<std::string> roots_;  // resolved
+  struct OfferedVolume {
+    std::string name;
+    bool read_only = false;
+  };
+  std::vector<OfferedVolume> volumes_;
 };
 
 }  // namespace airlock

@@ -82,6 +82,26 @@ TEST(McpPolicyTest, WorkspacesOnlyUnderARootWithLinksFollowed) {
   EXPECT_EQ(policy.Workspace(root + "/nosuch").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(McpPolicyTest, TheModelAttachesOnlyOfferedVolumesAndReadOnlyWhereSaid) {
+  absl::StatusOr<McpPolicy> policy = McpPolicy::Create({}, {}, {}, {"data:ro", "work"});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_TRUE(policy->CheckVolume("data", true).ok());
+  EXPECT_TRUE(policy->CheckVolume("work", false).ok());
+  absl::Status write = policy->CheckVolume("data", false);
+  EXPECT_EQ(write.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(write.message().find("offered read-only"), absl::string_view::npos) << write;
+  absl::Status other = policy->CheckVolume("secrets", true);
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(other.message().find("(data (read-only), work)"), absl::string_view::npos) << other;
+  EXPECT_NE(other.message().find("airlock mcp --volume"), absl::string_view::npos) << other;
+  EXPECT_TRUE(policy->Offers("work"));
+  EXPECT_FALSE(policy->Offers("secrets"));
+  EXPECT_EQ(Policy({}, {}).CheckVolume("data", true).code(), absl::StatusCode::kPermissionDenied);
+  for (const char* bad : {"", ":ro", "a:/x", "a/b"}) {
+    EXPECT_FALSE(McpPolicy::Create({}, {}, {}, {bad}).ok()) << bad;
+  }
+}
+
 TEST(McpPolicyTest, AMistakeInTheConfigurationNamesTheFlag) {
   auto error = [](const std::vector<std::string>& secrets, const std::vector<std::string>& allow,
                   const std::vector<std::string>& roots) {

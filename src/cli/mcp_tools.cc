@@ -11,6 +11,7 @@
 #include "src/cli/daemon_client.h"
 #include "src/cli/exec_client.h"
 #include "src/cli/session_json.h"
+#include "src/cli/session_options.h"
 #include "src/cli/workspace_client.h"
 #include "src/mcp/json_rpc.h"
 #include "src/workspace/workspace_capture.h"
@@ -264,6 +265,31 @@ void AddSecrets(Args& args, const McpPolicy& policy,
   }
 }
 
+json VolumesProp(const McpPolicy& policy) {
+  return {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description",
+           absl::StrCat("volumes to attach, each NAME:/PATH (read-write: one session at a time) "
+                        "or NAME:/PATH:ro (read-only: any number), e.g. data:/data:ro; only "
+                        "volumes the user offers this server: ",
+                        Offered(policy.VolumeNames()))}};
+}
+
+// The volumes argument, offered volumes only, into a request's mounts.
+void AddVolumes(Args& args, const McpPolicy& policy,
+                google::protobuf::RepeatedPtrField<v1::VolumeMount>* out) {
+  for (const std::string& spec : args.StrList("volumes")) {
+    absl::StatusOr<v1::VolumeMount> mount = ParseVolumeMount(spec);
+    absl::Status s =
+        mount.ok() ? policy.CheckVolume(mount->name(), mount->read_only()) : mount.status();
+    if (!s.ok()) {
+      args.Fail(std::string(s.message()));
+      return;
+    }
+    *out->Add() = *std::move(mount);
+  }
+}
+
 // Properties shared by run_code and session_exec.
 json CommandProperties() {
   return {
@@ -388,6 +414,7 @@ ToolResult RunCommand(ToolCall& call, const json& schema, const McpPolicy& polic
     start.set_image(args.Str("image"));
     for (const std::string& rule : AllowArgument(args, policy)) start.add_allow(rule);
     AddSecrets(args, policy, start.mutable_secrets());
+    AddVolumes(args, policy, start.mutable_volumes());
     v1::Limits* limits = start.mutable_limits();
     limits->set_memory_bytes(args.Uint("memory_mb", 0, 0, kAnyMib) << 20);
     limits->set_vcpus(static_cast<uint32_t>(args.Uint("cpus", 0, 0, kAnyU32)));
@@ -461,6 +488,7 @@ std::vector<Tool> RunTools(const McpPolicy& policy) {
   run_props["cpus"] = Prop("integer", "vCPUs (default 1)");
   run_props["allow"] = AllowProp(policy);
   run_props["secrets"] = SecretsProp(policy);
+  run_props["volumes"] = VolumesProp(policy);
   Tool run{"run_code", "Run code in a fresh sandbox",
            "Runs a program or a snippet of code in a brand-new microVM (its own kernel, hard "
            "limits, no network beyond the destinations in `allow`) that is destroyed "
@@ -488,6 +516,7 @@ std::vector<Tool> RunTools(const McpPolicy& policy) {
                Prop("integer", "pause it after this long unused (default 300, 0: never)")},
               {"allow", AllowProp(policy)},
               {"secrets", SecretsProp(policy)},
+              {"volumes", VolumesProp(policy)},
               {"workspace",
                Prop("string", absl::StrCat("a project directory on this host (absolute path) to "
                                            "copy into the session at /workspace, with its .git; "
@@ -511,6 +540,7 @@ std::vector<Tool> RunTools(const McpPolicy& policy) {
     }
     for (const std::string& rule : AllowArgument(args, policy)) request.add_allow(rule);
     AddSecrets(args, policy, request.mutable_secrets());
+    AddVolumes(args, policy, request.mutable_volumes());
     std::string workspace = args.Str("workspace");
     if (!workspace.empty() && args.error().empty()) {
       absl::StatusOr<std::string> project = policy.Workspace(workspace);
@@ -1087,10 +1117,61 @@ std::vector<Tool> FileTools() {
 
 }  // namespace
 
+// Volumes the user offers this server: listed, never created, filled, exported or removed.
+std::vector<Tool> VolumeTools(const McpPolicy& policy) {
+  json volume = Object(
+      {{"name", Prop("string", "attach it as NAME:/PATH (volumes of session_create, run_code)")},
+       {"size_bytes", Prop("integer", "its filesystem's size")},
+       {"snapshot", Prop("boolean", "a read-only copy (NAME@TAG)")},
+       {"read_only_for_you", Prop("boolean", "the user lets you attach it read-only only")},
+       {"held_by",
+        {{"type", "array"},
+         {"items", {{"type", "string"}}},
+         {"description", "sessions (running or paused) that attach it now"}}},
+       {"held_read_write", Prop("boolean", "one of them writes it: nobody else may attach it")}},
+      {"name"});
+  Tool list{"volume_list", "List the volumes you may attach",
+            "Lists the user's volumes (disks that outlive sessions) that this server offers, "
+            "with who holds each now. One session writes a volume at a time, or any number read "
+            "it. Offered: " +
+                Offered(policy.VolumeNames()),
+            Object(json::object()), ListOf("volumes", volume)};
+  list.read_only = list.idempotent = true;
+  list.run = [schema = list.input_schema, policy](ToolCall& call) {
+    Args args(call.arguments(), schema);
+    return Unary(
+        args, &DaemonClient::volumes, &v1::Volumes::Stub::List, v1::ListVolumesRequest(),
+        [&policy](const v1::ListVolumesResponse& response) {
+          json volumes = json::array();
+          std::string text;
+          for (const v1::Volume& v : response.volumes()) {
+            if (!policy.Offers(v.name())) continue;
+            bool read_only_for_you = v.read_only() || !policy.CheckVolume(v.name(), false).ok();
+            volumes.push_back(
+                {{"name", v.name()},
+                 {"size_bytes", v.size_bytes()},
+                 {"snapshot", v.read_only()},
+                 {"read_only_for_you", read_only_for_you},
+                 {"held_by", std::vector<std::string>(v.holders().begin(), v.holders().end())},
+                 {"held_read_write", v.held_read_write()}});
+            absl::StrAppend(&text, text.empty() ? "" : "\n", v.name(), " (", v.size_bytes() >> 20,
+                            " MiB", read_only_for_you ? ", read-only" : "", ")",
+                            v.holders().empty()
+                                ? ""
+                                : absl::StrCat(", held by ", absl::StrJoin(v.holders(), ", ")));
+          }
+          if (volumes.empty()) text = "no volumes offered (airlock mcp --volume NAME)";
+          return ToolResult{{{"volumes", volumes}}, text, false};
+        });
+  };
+  return {list};
+}
+
 std::vector<Tool> AirlockTools(const McpPolicy& policy) {
   std::vector<Tool> tools;
-  for (std::vector<Tool> group : {RunTools(policy), LifecycleTools(), ObserveTools(),
-                                  NetworkTools(policy), WorkspaceTools(policy), FileTools()}) {
+  for (std::vector<Tool> group :
+       {RunTools(policy), LifecycleTools(), ObserveTools(), NetworkTools(policy),
+        WorkspaceTools(policy), FileTools(), VolumeTools(policy)}) {
     for (Tool& tool : group) tools.push_back(std::move(tool));
   }
   return tools;

@@ -1,6 +1,7 @@
-// The twenty tools of `airlock mcp`: one-shot runs, sessions (create, exec, list, get,
-// remove, pause, resume, fork, expose), live VMs, logs, metrics, file write/read, and a session's
-// network (allow, log), and its workspace (diff, promote, sync). Each calls
+// The twenty-one tools of `airlock mcp`: one-shot runs, sessions (create, exec, list, get,
+// remove, pause, resume, fork, expose), live VMs, logs, metrics, file write/read, a session's
+// network (allow, log) and its workspace (diff, promote, sync), and the volumes the user offers
+// (list). Each calls
 // airlockd through the same client the CLI uses (DaemonClient, RunExec); guest output is
 // captured into capped buffers and returned as escaped UTF-8 with truncation flags.
 #ifndef AIRLOCK_CLI_MCP_TOOLS_H_

@@ -40,19 +40,20 @@ const webPort = web.address().port;
 // it, and projects under one directory.
 const projects = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-mcp-projects-'));
 const stderrLines = [];
+// The SDK passes only a few variables by default: give the server what it needs explicitly.
+const serverEnv = { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
+                    AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
+                    AIRLOCK_HTTP_LISTEN: '127.0.0.1:0',  // the gateway on a free port of its own
+                    AIRLOCK_EGRESS_CEILING: path.join(home, 'egress-ceiling'),
+                    AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts'),
+                    MCP_TEST_SECRET: 'mcp-secret-value-do-not-leak' };
 const transport = new StdioClientTransport({
   command: airlock,
   args: ['mcp', '--allow', `web.test:${webPort}`,
          '--secret', 'API_KEY=env:MCP_TEST_SECRET@web.test',
          '--secret', 'UNSET_KEY=env:MCP_TEST_UNSET@web.test',
-         '--workspace-root', projects],
-  // The SDK passes only a few variables by default: give the server what it needs explicitly.
-  env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root', AIRLOCK_HOME: home,
-         AIRLOCK_SOCKET: path.join(home, 'airlockd.sock'),
-         AIRLOCK_HTTP_LISTEN: '127.0.0.1:0',  // the gateway on a free port of its own
-         AIRLOCK_EGRESS_CEILING: path.join(home, 'egress-ceiling'),
-         AIRLOCK_EGRESS_HOSTS: path.join(home, 'egress-hosts'),
-         MCP_TEST_SECRET: 'mcp-secret-value-do-not-leak' },
+         '--workspace-root', projects, '--volume', 'mcpdata:ro', '--volume', 'mcpwork'],
+  env: serverEnv,
   stderr: 'pipe',
 });
 transport.stderr?.on('data', (chunk) => stderrLines.push(chunk.toString()));
@@ -87,13 +88,13 @@ async function ok(name, args) {
   return result.structuredContent;
 }
 
-test('twenty tools, each with schemas and explicit annotations', async () => {
+test('twenty-one tools, each with schemas and explicit annotations', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, ['file_read', 'file_write', 'network_allow', 'network_log', 'run_code',
     'session_create', 'session_exec', 'session_expose', 'session_fork', 'session_get', 'session_list',
     'session_logs', 'session_metrics', 'session_pause', 'session_remove', 'session_resume',
-    'vm_list', 'workspace_diff', 'workspace_promote', 'workspace_sync']);
+    'vm_list', 'volume_list', 'workspace_diff', 'workspace_promote', 'workspace_sync']);
   for (const t of tools) {
     assert.ok(t.description.length > 20, t.name);
     assert.equal(t.inputSchema.type, 'object', t.name);
@@ -189,6 +190,26 @@ test('a prompt-injected model gets only what the user configured, and is told wh
     assert.match(r.content[0].text, /not under a workspace root of this MCP server.*--workspace-root/s);
   }
   fs.rmSync(outside, { recursive: true });
+});
+
+test('volumes: only those the user offers, read-only where the user says so', async () => {
+  for (const name of ['mcpdata', 'mcpwork', 'private']) {
+    execFileSync(airlock, ['volume', 'create', name, '--size', '16m'], { env: serverEnv });
+  }
+  const { volumes } = await ok('volume_list', {});
+  assert.deepEqual(volumes.map((v) => [v.name, v.read_only_for_you]),
+                   [['mcpdata', true], ['mcpwork', false]]);
+  const wrote = await ok('run_code', { code: 'open("/w/f", "w").write("hi")', volumes: ['mcpwork:/w'] });
+  assert.equal(wrote.exit_code, 0, wrote.stderr);
+  const read = await ok('run_code', { command: ['sh', '-c', 'cat /w/f; ls /d'],
+                                      volumes: ['mcpwork:/w:ro', 'mcpdata:/d:ro'] });
+  assert.equal(read.stdout, 'hilost+found\n');
+  const writable = await call('run_code', { command: ['true'], volumes: ['mcpdata:/d'] });
+  assert.equal(writable.isError, true);
+  assert.match(writable.content[0].text, /offered read-only by this MCP server/);
+  const other = await call('session_create', { volumes: ['private:/p:ro'] });
+  assert.equal(other.isError, true);
+  assert.match(other.content[0].text, /not one this MCP server offers \(mcpdata \(read-only\), mcpwork\).*airlock mcp --volume/s);
 });
 
 test('hostile output never corrupts the protocol and is reported truncated', async () => {
@@ -370,5 +391,5 @@ test('long calls report progress and can be cancelled', async () => {
 });
 
 test('stderr carries diagnostics, stdout only protocol', () => {
-  assert.ok(stderrLines.join('').includes('airlock mcp: serving 20 tools'));
+  assert.ok(stderrLines.join('').includes('airlock mcp: serving 21 tools'));
 });

@@ -21,10 +21,11 @@ import type { Session__Output } from './generated/airlock/v1/Session.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent.js';
 import type { VmsClient } from './generated/airlock/v1/Vms.js';
+import type { VolumesClient } from './generated/airlock/v1/Volumes.js';
 import { api } from './rpc.js';
 import type {
   BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
-  SessionInfo, SessionOptions, StreamOptions, Vm,
+  SessionInfo, SessionOptions, Size, StreamOptions, Vm, Volume,
 } from './types.js';
 
 export const DEFAULT_SOCKET = '/run/airlock/airlockd.sock';
@@ -75,6 +76,7 @@ export class Client {
   /** @internal */ readonly networkStub: NetworkClient;
   /** @internal */ readonly imagesStub: ImagesClient;
   /** @internal */ readonly vmsStub: VmsClient;
+  /** @internal */ readonly volumesStub: VolumesClient;
   private readonly target: string;
   private readonly connectTimeout: number;
 
@@ -107,6 +109,7 @@ export class Client {
     this.networkStub = new v1.Network(target, credentials, channel);
     this.imagesStub = new v1.Images(target, credentials, channel);
     this.vmsStub = new v1.Vms(target, credentials, channel);
+    this.volumesStub = new v1.Volumes(target, credentials, channel);
   }
 
   /** A client once airlockd answers (Unavailable if it does not within connectTimeout). */
@@ -142,6 +145,7 @@ export class Client {
       allow: c.strings(options.allow, 'allow'),
       allowPreset: c.strings(options.presets, 'presets'),
       secrets: c.secrets(options.secrets),
+      volumes: c.volumeMounts(options.volumes),
       ...(limits ? { limits } : {}),
     };
     const s = await call<Session__Output>((cb) => this.sessions.Create(request, cb));
@@ -248,6 +252,38 @@ export class Client {
     }
     const reply = await upload<c.ImageProto>((cb) => this.imagesStub.Import(cb), { name, rootfs: !!options.rootfs }, data);
     return c.image(reply);
+  }
+
+  /** A new, empty volume of `size` (bytes or "10g"), within your disk quota. */
+  async createVolume(name: string, size: Size): Promise<Volume> {
+    if (typeof name !== 'string' || !name) throw new InvalidArgument('name the volume, like "data"');
+    const request = { name, sizeBytes: c.parseSize(size, 'size') };
+    return c.volume(await call<c.VolumeProto>((cb) => this.volumesStub.Create(request, cb)));
+  }
+
+  /** Your volumes, with who holds each. */
+  async volumes(): Promise<Volume[]> {
+    const reply = await call<{ volumes: c.VolumeProto[] }>((cb) => this.volumesStub.List({}, cb));
+    return reply.volumes.map(c.volume);
+  }
+
+  /** Removes a volume no session (running or paused) attaches. */
+  async removeVolume(name: string): Promise<void> {
+    await call<object>((cb) => this.volumesStub.Remove({ name }, cb));
+  }
+
+  /** A read-only copy of the volume as it is now, named `snapshot` (NAME@TAG). */
+  async snapshotVolume(name: string, snapshot: string): Promise<Volume> {
+    return c.volume(await call<c.VolumeProto>((cb) => this.volumesStub.Snapshot({ name, snapshot }, cb)));
+  }
+
+  /**
+   * Replaces the volume's content with a tar (any compression), sent as it is read (as for
+   * Files.write), while no session attaches it. Content that fails part-way changes nothing.
+   */
+  async importVolume(name: string, data: c.FileData): Promise<Volume> {
+    if (typeof name !== 'string' || !name) throw new InvalidArgument('name the volume to import into');
+    return c.volume(await upload<c.VolumeProto>((cb) => this.volumesStub.Import(cb), { name }, data));
   }
 
   /** The caller's live VM processes, with their host CPU and memory (`airlock ps`). */

@@ -6,6 +6,7 @@ import { InvalidArgument, Timeout } from './errors.js';
 import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
 import type { Limits as LimitsProto } from './generated/airlock/v1/Limits.js';
 import type { SecretBinding } from './generated/airlock/v1/SecretBinding.js';
+import type { VolumeMount } from './generated/airlock/v1/VolumeMount.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
 import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy.js';
 import type { Exposure__Output } from './generated/airlock/v1/Exposure.js';
@@ -13,7 +14,7 @@ import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.j
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
 import type {
   BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, NetworkRule, SessionEvent, SessionInfo,
-  SessionOptions, SessionState, Size, StreamOptions,
+  SessionOptions, SessionState, Size, StreamOptions, Volume,
 } from './types.js';
 
 export const EXIT_AIRLOCK_ERROR = 125;
@@ -114,6 +115,33 @@ export function secrets(map: SessionOptions['secrets']): SecretBinding[] {
   });
 }
 
+/** Volumes to attach: each "NAME:/PATH" or "NAME:/PATH:ro", as airlock's --volume. */
+export function volumeMounts(values: SessionOptions['volumes']): VolumeMount[] {
+  return strings(values, 'volumes').map((spec) => {
+    const colon = spec.indexOf(':');
+    let path = colon < 0 ? '' : spec.slice(colon + 1);
+    const readOnly = path.endsWith(':ro');
+    if (readOnly || path.endsWith(':rw')) path = path.slice(0, -3);
+    if (colon <= 0 || !path.startsWith('/')) {
+      throw new InvalidArgument(`${JSON.stringify(spec)} is not a volume to attach: write NAME:/PATH or NAME:/PATH:ro (like "data:/data:ro")`);
+    }
+    return { name: spec.slice(0, colon), path, readOnly };
+  });
+}
+
+/** A Volume as the API sends it. */
+export interface VolumeProto {
+  name: string; sizeBytes: number; readOnly: boolean; origin: string; generation: number;
+  createdUnixMs: number; holders: string[]; heldReadWrite: boolean;
+}
+
+export function volume(v: VolumeProto): Volume {
+  return {
+    name: v.name, size: v.sizeBytes, snapshot: v.readOnly, origin: v.origin, generation: v.generation,
+    created: new Date(v.createdUnixMs), holders: v.holders, heldReadWrite: v.heldReadWrite,
+  };
+}
+
 /** An Images.Build request; airlockd checks what the strings say. */
 export function buildRequest(o: BuildImageOptions): { suite: string; packages: string[]; npm: string[]; env: string[]; tag: string } {
   checkOptions(o, 'build options');
@@ -166,6 +194,7 @@ export function execStart(argv: unknown, o: StreamOptions | ExecOptions, session
     start.allow = strings(session.allow, 'allow');
     start.allowPreset = strings(session.presets, 'presets');
     start.secrets = secrets(session.secrets);
+    start.volumes = volumeMounts(session.volumes);
   }
   return start;
 }

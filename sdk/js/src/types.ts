@@ -93,6 +93,11 @@ export interface SessionOptions {
    * null to pass it directly.
    */
   secrets?: Record<string, string | Buffer | null>;
+  /**
+   * Your volumes to attach, like ["data:/data", "models:/models:ro"]: read-write by one session
+   * at a time, read-only (:ro) by any number.
+   */
+  volumes?: string[];
 }
 
 export interface ExecOptions {
@@ -140,6 +145,24 @@ export interface Image {
   created: Date;
   /** What it came from: a registry reference, an archive, a build. */
   source: string;
+}
+
+/** A named disk of yours that outlives sessions (`airlock volume --help`). */
+export interface Volume {
+  name: string;
+  /** Its filesystem's size in bytes. */
+  size: number;
+  /** A read-only copy (NAME@TAG). */
+  snapshot: boolean;
+  /** "", "snapshot of NAME", "fork of NAME for session ID". */
+  origin: string;
+  /** Grows with every import. */
+  generation: number;
+  created: Date;
+  /** Sessions (running or paused) that attach it now. */
+  holders: string[];
+  /** One of them writes it. */
+  heldReadWrite: boolean;
 }
 
 /** A live VM process on airlockd's host (the caller's own). */

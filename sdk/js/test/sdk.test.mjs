@@ -258,6 +258,37 @@ test('images come in through airlockd, and a broken one imports nothing', () => 
   assert.ok(!(await c.images()).some((i) => i.name === name));
 }));
 
+test('volumes outlive sessions: one writer, then readers', () => withClient(async (c) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-js-volume-'));
+  fs.writeFileSync(path.join(dir, 'greeting'), 'hello from a volume\n');
+  const archive = execFileSync('tar', ['-cf', '-', '-C', dir, 'greeting']);
+  fs.rmSync(dir, { recursive: true });
+  const name = `sdk-js-${process.pid}`;
+  const made = await c.createVolume(name, '32m');
+  assert.deepEqual([made.name, made.size, made.snapshot], [name, 32 << 20, false]);
+  try {
+    assert.equal((await c.importVolume(name, archive)).generation, 1);
+    await c.withSession({ volumes: [`${name}:/data`] }, async (s) => {
+      assert.equal((await s.exec(['cat', '/data/greeting'])).stdout.toString(), 'hello from a volume\n');
+      await s.exec(['sh', '-c', 'echo more > /data/more'], { check: true });
+      const held = (await c.volumes()).find((v) => v.name === name);
+      assert.deepEqual([held.holders, held.heldReadWrite], [[s.id], true]);
+      await assert.rejects(c.createSession({ volumes: [`${name}:/data:ro`] }),
+        (e) => e instanceof airlock.FailedPrecondition && /is attached to session/.test(e.message));
+    });
+    const r = await c.run(['cat', '/v/more'], { volumes: [`${name}:/v:ro`] });
+    assert.equal(r.stdout.toString(), 'more\n');
+    const snap = await c.snapshotVolume(name, `${name}@v1`);
+    assert.deepEqual([snap.snapshot, snap.origin], [true, `snapshot of ${name}`]);
+    await c.removeVolume(snap.name);
+    await assert.rejects(c.createSession({ volumes: ['no-path'] }), airlock.InvalidArgument);
+    await assert.rejects(c.importVolume(name, Buffer.alloc(4096)), /not a tar archive/);
+  } finally {
+    await c.removeVolume(name);
+  }
+  await assert.rejects(c.removeVolume(name), (e) => e instanceof airlock.NotFound && /airlock volume ls/.test(e.message));
+}));
+
 test('errors are typed, and wrong types never reach the wire', () => withClient(async (c) => {
   await assert.rejects(c.getSession('0123456789ab'), airlock.NotFound);
   await assert.rejects(c.createSession({ memory: 'lots' }), /not a size/);

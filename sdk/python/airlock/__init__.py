@@ -15,7 +15,7 @@
 also importable from here (NotFound, PermissionDenied, LimitExceeded, Timeout, SessionFailed...).
 """
 from airlock._common import (TLS, Event, ExecResult, Exit, Exposure, Image, LogEntry, Metrics,
-                             NetworkRule, Output, SessionInfo, Vm)
+                             NetworkRule, Output, SessionInfo, Vm, Volume)
 from airlock.client import Client, ExecStream, Session, Watch
 from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
                             LimitExceeded, NotFound, PermissionDenied, SessionFailed, Timeout,
@@ -23,7 +23,8 @@ from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, Inv
 
 __all__ = [
     "Client", "Session", "ExecStream", "Watch", "Event", "TLS", "ExecResult", "Exit", "Output", "SessionInfo",
-    "LogEntry", "Metrics", "Vm", "NetworkRule", "Exposure", "Image", "AirlockError", "CommandFailed",
+    "LogEntry", "Metrics", "Vm", "NetworkRule", "Exposure", "Image", "Volume", "AirlockError",
+    "CommandFailed",
     "FailedPrecondition", "InvalidArgument", "LimitExceeded", "NotFound", "PermissionDenied",
     "SessionFailed", "Timeout", "Unauthenticated", "Unavailable",
 ]

@@ -143,10 +143,28 @@ def secrets(values: Optional[Mapping[str, Union[str, bytes]]]) -> List[pb.Secret
     return out
 
 
-def create_request(image, limits_kwargs, allow, presets, secret_map, workspace=None):
+def volume_mounts(values) -> List[pb.VolumeMount]:
+    """Volumes to attach: each "NAME:/PATH" (read-write) or "NAME:/PATH:ro" (read-only), as
+    airlock's --volume."""
+    out = []
+    for spec in strings(values, "volumes"):
+        name, _, path = spec.partition(":")
+        read_only = path.endswith(":ro")
+        if read_only or path.endswith(":rw"):
+            path = path[:-3]
+        if not name or not path.startswith("/"):
+            raise InvalidArgument(f"{spec!r} is not a volume to attach: write NAME:/PATH or "
+                                  "NAME:/PATH:ro (like \"data:/data:ro\")")
+        out.append(pb.VolumeMount(name=name, path=path, read_only=read_only))
+    return out
+
+
+def create_request(image, limits_kwargs, allow, presets, secret_map, workspace=None,
+                   volumes=None):
     request = pb.CreateSessionRequest(image=image or "", allow=strings(allow, "allow"),
                                       allow_preset=strings(presets, "presets"),
-                                      secrets=secrets(secret_map), workspace=workspace or "")
+                                      secrets=secrets(secret_map), workspace=workspace or "",
+                                      volumes=volume_mounts(volumes))
     lim = limits(**limits_kwargs)
     if lim is not None:
         request.limits.CopyFrom(lim)
@@ -155,7 +173,7 @@ def create_request(image, limits_kwargs, allow, presets, secret_map, workspace=N
 
 def exec_start(argv: Argv, *, session_id="", stdin=False, env=None, cwd=None, user=None,
                timeout=None, image=None, limits_kwargs=None, allow=None, presets=None,
-               secret_map=None) -> pb.ExecStart:
+               secret_map=None, volumes=None) -> pb.ExecStart:
     if isinstance(argv, (str, bytes)):
         raise InvalidArgument("argv is a list (like [\"python3\", \"-c\", \"pass\"]), not one "
                               "string; for a shell line use [\"sh\", \"-c\", LINE]")
@@ -177,6 +195,7 @@ def exec_start(argv: Argv, *, session_id="", stdin=False, env=None, cwd=None, us
         start.allow.extend(strings(allow, "allow"))
         start.allow_preset.extend(strings(presets, "presets"))
         start.secrets.extend(secrets(secret_map))
+        start.volumes.extend(volume_mounts(volumes))
     return start
 
 
@@ -558,6 +577,36 @@ def image(i: pb.Image) -> Image:
 
 def images(reply: pb.ListImagesResponse) -> List[Image]:
     return [image(i) for i in reply.images]
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A named disk of yours that outlives sessions (airlock volume --help)."""
+    name: str
+    size: int                  # its filesystem's size in bytes
+    snapshot: bool             # a read-only copy (NAME@TAG)
+    origin: str                # "", "snapshot of NAME", "fork of NAME for session ID"
+    generation: int            # grows with every import
+    created: datetime.datetime
+    holders: List[str]         # sessions (running or paused) that attach it now
+    held_read_write: bool      # one of them writes it
+
+
+def volume(v: pb.Volume) -> Volume:
+    return Volume(v.name, v.size_bytes, v.read_only, v.origin, v.generation,
+                  _time(v.created_unix_ms), list(v.holders), v.held_read_write)
+
+
+def volume_upload(data, name: str) -> Upload:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("name the volume to import into")
+    return Upload(pb.ImportVolumeChunk(name=name), data)
+
+
+def create_volume_request(name, size) -> pb.CreateVolumeRequest:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("name the volume, like \"data\"")
+    return pb.CreateVolumeRequest(name=name, size_bytes=parse_size(size, "size"))
 
 
 def check_reference(reference) -> str:

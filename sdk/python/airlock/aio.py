@@ -43,6 +43,7 @@ class Client:
         self._sessions = rpc.SessionsStub(self._channel)
         self._network = rpc.NetworkStub(self._channel)
         self._images = rpc.ImagesStub(self._channel)
+        self._volumes = rpc.VolumesStub(self._channel)
         self._vms = rpc.VmsStub(self._channel)
 
     @classmethod
@@ -71,10 +72,11 @@ class Client:
         await self.close()
 
     async def create_session(self, image: Optional[str] = None, *, allow: Iterable[str] = (),
-                             presets: Iterable[str] = (), secrets=None, **limits) -> "Session":
+                             presets: Iterable[str] = (), secrets=None,
+                             volumes: Iterable[str] = (), **limits) -> "Session":
         """As airlock.Client.create_session (limits: vcpus, memory, disk, pids, ttl,
         idle_timeout, net_rate)."""
-        request = c.create_request(image, limits, allow, presets, secrets)
+        request = c.create_request(image, limits, allow, presets, secrets, volumes=volumes)
         try:
             return Session(self, await self._sessions.Create(request))
         except grpc.RpcError as e:
@@ -108,11 +110,11 @@ class Client:
                   env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
                   user: Optional[str] = None, timeout: Optional[c.Seconds] = None,
                   check: bool = False, allow: Iterable[str] = (), presets: Iterable[str] = (),
-                  secrets=None, **limits) -> c.ExecResult:
+                  secrets=None, volumes: Iterable[str] = (), **limits) -> c.ExecResult:
         """One command in a fresh session that is removed when it ends."""
         start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
                              timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
-                             presets=presets, secret_map=secrets)
+                             presets=presets, secret_map=secrets, volumes=volumes)
         return await _finish(ExecStream(self, start, stdin), argv, check, None)
 
     def watch(self, session_id: Optional[str] = None) -> "Watch":
@@ -174,6 +176,43 @@ class Client:
         try:
             return c.vms(await self._vms.List(pb.ListVmsRequest()))
         except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def create_volume(self, name: str, size: c.Size) -> c.Volume:
+        """As airlock.Client.create_volume."""
+        try:
+            return c.volume(await self._volumes.Create(c.create_volume_request(name, size)))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def volumes(self) -> List[c.Volume]:
+        try:
+            reply = await self._volumes.List(pb.ListVolumesRequest())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return [c.volume(v) for v in reply.volumes]
+
+    async def remove_volume(self, name: str) -> None:
+        try:
+            await self._volumes.Remove(pb.RemoveVolumeRequest(name=name))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def snapshot_volume(self, name: str, snapshot: str) -> c.Volume:
+        try:
+            return c.volume(await self._volumes.Snapshot(
+                pb.SnapshotVolumeRequest(name=name, snapshot=snapshot)))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def import_volume(self, name: str, data) -> c.Volume:
+        """As airlock.Client.import_volume (data may also be an async iterable of bytes)."""
+        upload = c.volume_upload(data, name)
+        try:
+            return c.volume(await self._volumes.Import(upload.async_messages()))
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
             raise from_rpc_error(e) from None
 
 

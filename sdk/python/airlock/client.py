@@ -52,6 +52,7 @@ class Client:
         self._network = rpc.NetworkStub(self._channel)
         self._images = rpc.ImagesStub(self._channel)
         self._vms = rpc.VmsStub(self._channel)
+        self._volumes = rpc.VolumesStub(self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -68,15 +69,18 @@ class Client:
                        idle_timeout: Optional[c.Seconds] = None,
                        net_rate: Optional[c.Size] = None, allow: Iterable[str] = (),
                        presets: Iterable[str] = (),
-                       secrets: Optional[Dict[str, Union[str, bytes, None]]] = None) -> "Session":
+                       secrets: Optional[Dict[str, Union[str, bytes, None]]] = None,
+                       volumes: Iterable[str] = ()) -> "Session":
         """Boots (or restores) a session and returns once it runs commands. ``image``: a name
         airlockd has (default: its default image). ``memory``/``disk``: bytes or "512m", "1g".
         ``allow``: egress rules ("pypi.org", "*.example.com:8443"); ``presets``: rule sets
         ("pypi", "npm", "github"). ``secrets``: {"NAME=env:VAR@api.host": None} binds protected
-        credentials (env: and file: values are read here)."""
+        credentials (env: and file: values are read here). ``volumes``: your volumes to attach,
+        ["data:/data", "models:/models:ro"] (read-write by one session at a time)."""
         request = c.create_request(
             image, dict(vcpus=vcpus, memory=memory, disk=disk, pids=pids, ttl=ttl,
-                        idle_timeout=idle_timeout, net_rate=net_rate), allow, presets, secrets)
+                        idle_timeout=idle_timeout, net_rate=net_rate), allow, presets, secrets,
+            volumes=volumes)
         with _translated():
             return Session(self, self._sessions.Create(request))
 
@@ -106,11 +110,11 @@ class Client:
             env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
             user: Optional[str] = None, timeout: Optional[c.Seconds] = None,
             check: bool = False, allow: Iterable[str] = (), presets: Iterable[str] = (),
-            secrets=None, **limits) -> c.ExecResult:
+            secrets=None, volumes: Iterable[str] = (), **limits) -> c.ExecResult:
         """One command in a fresh session that is removed when it ends (``airlock run``)."""
         start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
                              timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
-                             presets=presets, secret_map=secrets)
+                             presets=presets, secret_map=secrets, volumes=volumes)
         return _finish(self, ExecStream(self, start, stdin), argv, check, None)
 
     def watch(self, session_id: Optional[str] = None) -> "Watch":
@@ -172,6 +176,39 @@ class Client:
         upload = c.image_upload(data, name, rootfs)
         try:
             return c.image(self._images.Import(upload.messages()))
+        except grpc.RpcError as e:
+            if upload.error is not None:
+                raise upload.error from None
+            raise from_rpc_error(e) from None
+
+    def create_volume(self, name: str, size: c.Size) -> c.Volume:
+        """A new, empty volume of ``size`` (bytes or "10g"), within your disk quota."""
+        with _translated():
+            return c.volume(self._volumes.Create(c.create_volume_request(name, size)))
+
+    def volumes(self) -> List[c.Volume]:
+        """Your volumes, with who holds each."""
+        with _translated():
+            return [c.volume(v) for v in self._volumes.List(pb.ListVolumesRequest()).volumes]
+
+    def remove_volume(self, name: str) -> None:
+        """Removes a volume no session (running or paused) attaches."""
+        with _translated():
+            self._volumes.Remove(pb.RemoveVolumeRequest(name=name))
+
+    def snapshot_volume(self, name: str, snapshot: str) -> c.Volume:
+        """A read-only copy of the volume as it is now, named ``snapshot`` (NAME@TAG)."""
+        with _translated():
+            return c.volume(self._volumes.Snapshot(
+                pb.SnapshotVolumeRequest(name=name, snapshot=snapshot)))
+
+    def import_volume(self, name: str, data: c.FileData) -> c.Volume:
+        """Replaces the volume's content with a tar (any compression), sent as it is read
+        (bytes, a binary file or an iterable of bytes), while no session attaches it. Content
+        that fails part-way changes nothing and its error is raised."""
+        upload = c.volume_upload(data, name)
+        try:
+            return c.volume(self._volumes.Import(upload.messages()))
         except grpc.RpcError as e:
             if upload.error is not None:
                 raise upload.error from None

@@ -313,6 +313,41 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(lines, [])
         self.assertNotIn(name, [i.name for i in self.client.images()])
 
+    def test_volumes_outlive_sessions(self):
+        name = f"sdk-{os.getpid()}"
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("greeting")
+            body = b"hello from a volume\n"
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        made = self.client.create_volume(name, "32m")
+        self.assertEqual((made.name, made.size, made.snapshot), (name, 32 << 20, False))
+        try:
+            self.assertEqual(self.client.import_volume(name, buf.getvalue()).generation, 1)
+            with self.client.session(volumes=[f"{name}:/data"]) as s:
+                self.assertEqual(s.exec(["cat", "/data/greeting"]).stdout,
+                                 b"hello from a volume\n")
+                s.exec(["sh", "-c", "echo more > /data/more"], check=True)
+                held = [v for v in self.client.volumes() if v.name == name][0]
+                self.assertEqual((held.holders, held.held_read_write), ([s.id], True))
+                with self.assertRaisesRegex(airlock.FailedPrecondition, "is attached to session"):
+                    self.client.create_session(volumes=[f"{name}:/data:ro"])
+            r = self.client.run(["cat", "/v/more"], volumes=[f"{name}:/v:ro"])
+            self.assertEqual(r.stdout, b"more\n")
+            snap = self.client.snapshot_volume(name, f"{name}@v1")
+            self.assertTrue(snap.snapshot)
+            self.assertEqual(snap.origin, f"snapshot of {name}")
+            self.client.remove_volume(snap.name)
+            with self.assertRaises(airlock.InvalidArgument):
+                self.client.create_session(volumes=["no-path"])  # before the wire
+            with self.assertRaisesRegex(airlock.InvalidArgument, "not a tar archive"):
+                self.client.import_volume(name, b"\0" * 4096)
+        finally:
+            self.client.remove_volume(name)
+        with self.assertRaisesRegex(airlock.NotFound, "airlock volume ls"):
+            self.client.remove_volume(name)
+
     def test_errors_are_typed_and_say_what_to_do(self):
         with self.assertRaises(airlock.NotFound):
             self.client.get_session("0123456789ab")
@@ -444,6 +479,11 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(stream.exit.signal, signal.SIGKILL)
                 await s.files.write("/tmp/f", "text")
                 self.assertEqual(await s.files.read("/tmp/f"), b"text")
+                volume = await c.create_volume(f"sdk-async-{os.getpid()}", 16 << 20)
+                self.assertIn(volume.name, [v.name for v in await c.volumes()])
+                r = await c.run(["ls", "/v"], volumes=[f"{volume.name}:/v:ro"])
+                self.assertEqual(r.stdout, b"lost+found\n")
+                await c.remove_volume(volume.name)
 
                 async def pieces():
                     for i in range(3):
