@@ -78,6 +78,47 @@ LoopbackHttpServer::Handler DemoIndex(std::map<std::string, std::string> extra) 
   };
 }
 
+std::map<std::string, std::string> DemoNpmRegistry(const std::string& host) {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"package/package.json",
+       R"({"name":"airlock-demo-js","version":"1.0.0","main":"index.js","license":"MIT"})"},
+      {"package/index.js", "module.exports.VALUE = 42;\n"},
+  };
+  std::string tarball(1 << 20, '\0');
+  size_t used = 0;
+  archive* a = archive_write_new();
+  archive_write_add_filter_gzip(a);
+  archive_write_set_format_ustar(a);
+  archive_write_open_memory(a, tarball.data(), tarball.size(), &used);
+  for (const auto& [name, data] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  tarball.resize(used);
+  unsigned char sha512[SHA512_DIGEST_LENGTH], sha1[SHA_DIGEST_LENGTH];
+  SHA512(reinterpret_cast<const unsigned char*>(tarball.data()), tarball.size(), sha512);
+  SHA1(reinterpret_cast<const unsigned char*>(tarball.data()), tarball.size(), sha1);
+  unsigned char b64[128];
+  int n = EVP_EncodeBlock(b64, sha512, SHA512_DIGEST_LENGTH);
+  std::string integrity =
+      absl::StrCat("sha512-", std::string(reinterpret_cast<char*>(b64), static_cast<size_t>(n)));
+  std::string path = "/airlock-demo-js/-/airlock-demo-js-1.0.0.tgz";
+  std::string packument = absl::StrCat(
+      R"({"name":"airlock-demo-js","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":)",
+      R"({"name":"airlock-demo-js","version":"1.0.0","main":"index.js","dist":{"tarball":"http://)",
+      host, path, R"(","integrity":")", integrity, R"(","shasum":")", HexString(sha1, sizeof sha1),
+      R"("}}}})");
+  return {{"/airlock-demo-js", packument}, {path, tarball}};
+}
+
 std::map<std::string, std::string> DemoDebianRepository() {
   TestDir dir;
   std::string root = dir.path + "/pkg";

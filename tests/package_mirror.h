@@ -1,6 +1,6 @@
 // Package repositories as real work reaches them, served by the tests on loopback: a Python
-// package index (PEP 503 simple pages) with one pure wheel, and a flat Debian repository with
-// one package, built here (libarchive, the host's dpkg-deb).
+// package index (PEP 503 simple pages) with one pure wheel, a flat Debian repository with one
+// package, and an npm registry with one package, built here (libarchive, the host's dpkg-deb).
 #ifndef AIRLOCK_TESTS_PACKAGE_MIRROR_H_
 #define AIRLOCK_TESTS_PACKAGE_MIRROR_H_
 
@@ -19,6 +19,11 @@ inline constexpr char kDemoWheelName[] = "airlock_demo-1.0-py3-none-any.whl";
 // http://HOST/debian ./") with their bodies: Packages, Release and airlock-hello_1.0_all.deb,
 // whose /usr/bin/airlock-hello prints "hello from a package".
 std::map<std::string, std::string> DemoDebianRepository();
+
+// The paths of an npm registry (`npm install --registry http://HOST/`) with one package,
+// airlock-demo-js 1.0.0 (module.exports.VALUE = 42): its packument at /airlock-demo-js and its
+// tarball, whose URL names HOST, with the integrity npm checks.
+std::map<std::string, std::string> DemoNpmRegistry(const std::string& host);
 
 // A server's handler: the index serving DemoWheel() as airlock-demo under /simple/ and
 // /files/, and `extra` paths with their bodies.

@@ -1,8 +1,11 @@
-// Real work, as agents do it, must never kill a session: installs from a Debian mirror and a
-// Python index (on loopback, through the egress proxy) in a default 512 MiB session, ten times
-// in a row, and the session is the same running VM afterwards.
+// Real work, as agents do it, must never kill a session: installs from a Debian mirror, a
+// Python index and an npm registry (on loopback, through the egress proxy) in a default 512 MiB
+// session, ten times in a row, and the session is the same running VM afterwards.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +63,38 @@ TEST(RealWorkTest, AptAndPipInstallTenTimesInADefaultSessionWithoutAKill) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = RunAirlock({"ls"});
   EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  RunAirlock({"rm", id});
+}
+
+TEST(RealWorkTest, NpmInstallTenTimesInADefaultSessionWithoutAKill) {
+  // The registry's packument names its own address, known once the server listens.
+  auto paths = std::make_shared<std::map<std::string, std::string>>();
+  LoopbackHttpServer registry([paths](const std::string& path) -> std::optional<std::string> {
+    auto found = paths->find(path);
+    if (found == paths->end()) return std::nullopt;
+    return found->second;
+  });
+  std::string host = absl::StrCat("web.test:", registry.port());
+  *paths = DemoNpmRegistry(host);
+  // An image with Node.js and npm (scripts/test.sh builds it), in a default 512 MiB session.
+  std::string id = CreateSession({"airlock/claude", "--allow", host});
+  int64_t pid = VmPid(id);
+  ASSERT_NE(pid, 0) << RunAirlock({"ps", "--json"}).out;
+  for (int round = 0; round < 10; ++round) {
+    Result r =
+        RunAirlock({"exec", id, "--", "sh", "-c",
+                    absl::StrCat("set -e\n"
+                                 "rm -rf /root/app && mkdir /root/app && cd /root/app\n"
+                                 "npm install --silent --no-audit --no-fund --cache /tmp/npm-cache "
+                                 "--registry http://",
+                                 host, "/ airlock-demo-js\n",
+                                 "node -e \"console.log(require('airlock-demo-js').VALUE)\"\n")});
+    ASSERT_EQ(r.exit_code, 0) << "round " << round << ": " << r.out << r.err;
+    EXPECT_EQ(r.out, "42\n") << "round " << round;
+  }
+  EXPECT_EQ(VmPid(id), pid);
+  Result r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   RunAirlock({"rm", id});
 }
 
