@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
     }
     e2b.set_templates(*std::move(templates));
   }
+  e2b.set_volume_bytes(flags.e2b_volume_bytes);
   e2b.Start();
   exposures.set_api(&e2b);
   airlock::ApiKeysService api_keys_service(store->get(), &peers);

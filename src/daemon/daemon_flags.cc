@@ -47,6 +47,7 @@ int Refuse(const std::string& message) {
 std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* argv) {
   DaemonFlags f;
   std::string pool_memory, vmm_memory, idle_timeout = "10m", otlp_interval = "10s";
+  std::string e2b_volume_size;
   std::vector<std::string> guest_ca_for, otlp_headers;
   CLI::App app(kDescription, "airlockd");
   app.footer(kFooter);
@@ -184,6 +185,11 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
                  "`base` is the default image unless mapped; other names must be\n"
                  "images or snapshots of the caller's of that name")
       ->envname("AIRLOCK_E2B_TEMPLATES");
+  app.add_option("--e2b-volume-size", e2b_volume_size,
+                 "the size of a volume made through the E2B-compatible API (E2B's\n"
+                 "volumes have none; it counts against the tenant's disk quota).\n"
+                 "Default 10g")
+      ->envname("AIRLOCK_E2B_VOLUME_SIZE");
   app.add_option("--operator", f.operators,
                  "a read-only operator (repeat for more): sees every tenant's\n"
                  "sessions, VMs, metrics, events and the audit log, and may change\n"
@@ -249,6 +255,9 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
   }
   if (!byte_size(vmm_memory, 64u << 20, &f.vmm_memory_bytes)) {
     return Refuse("--vmm-memory takes a size of at least 64m, like 384m");
+  }
+  if (!byte_size(e2b_volume_size, 16u << 20, &f.e2b_volume_bytes)) {
+    return Refuse("--e2b-volume-size takes a size of at least 16m, like 10g");
   }
   if (absl::Duration idle; idle_timeout == "0") {
     f.egress_idle_timeout_ms = 0;

@@ -36,6 +36,7 @@ struct DaemonFlags {
   // Egress and secrets.
   std::string ceiling_file, hosts_file, upstream_ca, guest_ca, shared_secrets, quota_file;
   std::string e2b_templates;                           // E2B template names to images
+  uint64_t e2b_volume_bytes = 10ull << 30;             // a volume made through the E2B API
   std::map<std::string, std::string> tenant_guest_ca;  // tenant -> file
   int egress_idle_timeout_ms = 10 * 60 * 1000;         // 0: never
   std::vector<std::string> operators;

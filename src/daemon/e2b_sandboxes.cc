@@ -141,6 +141,9 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
     if (!read.ok()) return Failed(read.status());
     body = *std::move(read);
   }
+  bool about_volumes = route.op == e2b::Op::kCreateVolume || route.op == e2b::Op::kListVolumes ||
+                       route.op == e2b::Op::kGetVolume || route.op == e2b::Op::kDeleteVolume;
+  if (about_volumes) return Volumes(who, route, body);
   if (route.op != e2b::Op::kUnknown && route.op != e2b::Op::kCreate && route.op != e2b::Op::kList &&
       route.op != e2b::Op::kSnapshots && route.op != e2b::Op::kDeleteTemplate) {
     if (absl::Status s = CheckSessionId(route.sandbox_id); !s.ok()) {
@@ -155,8 +158,9 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
           "Airlock's E2B-compatible API does not serve ", request.method, " ",
           request.target.substr(0, request.target.find('?')),
           " yet (sandboxes: create, list, get, kill, timeout, pause, connect, metrics, fork "
-          "and snapshots are served; templates and volumes are Airlock's own: airlock image "
-          "build or import, and a sandbox's own disk)")));
+          "and snapshots, and volumes: create, list, get, delete, are served; templates are "
+          "Airlock's images: airlock image build or import; a volume's files are reached from "
+          "a sandbox it is mounted in)")));
     case e2b::Op::kCreate:
       return Create(who, body);
     case e2b::Op::kList:
@@ -214,8 +218,47 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
       return Snapshots(who, request.target);
     case e2b::Op::kDeleteTemplate:
       return DeleteTemplate(who, route.template_id);
+    case e2b::Op::kCreateVolume:
+    case e2b::Op::kListVolumes:
+    case e2b::Op::kGetVolume:
+    case e2b::Op::kDeleteVolume:
+      return Volumes(who, route, body);
   }
   return Failed(absl::InternalError("unreachable"));
+}
+
+E2bSandboxes::Answer E2bSandboxes::Volumes(const Principal& who, const e2b::Route& route,
+                                           const std::string& body) {
+  airlock::Volumes& volumes = sessions_->volumes();
+  switch (route.op) {
+    case e2b::Op::kCreateVolume: {
+      absl::StatusOr<std::string> name = e2b::ParseNewVolume(body);
+      if (!name.ok()) return Failed(name.status());
+      absl::StatusOr<VolumeRecord> made = volumes.Create(who, *name, volume_bytes_);
+      if (!made.ok()) return Failed(made.status());
+      return {201, e2b::VolumeJson(made->name)};
+    }
+    case e2b::Op::kListVolumes: {
+      absl::StatusOr<std::vector<VolumeRecord>> all = volumes.List(who);
+      if (!all.ok()) return Failed(all.status());
+      std::vector<std::string> names;
+      for (const VolumeRecord& v : *all) {
+        if (!v.read_only) names.push_back(v.name);
+      }
+      return {200, e2b::VolumeListJson(names)};
+    }
+    case e2b::Op::kGetVolume: {
+      absl::StatusOr<VolumeRecord> v = volumes.Get(who, route.volume_id);
+      if (!v.ok()) return Failed(v.status());
+      return {200, e2b::VolumeJson(v->name)};
+    }
+    case e2b::Op::kDeleteVolume: {
+      if (absl::Status s = volumes.Remove(who, route.volume_id); !s.ok()) return Failed(s);
+      return {204};
+    }
+    default:
+      return Failed(absl::InternalError("not a volume operation"));
+  }
 }
 
 E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::string& body) {
@@ -247,7 +290,14 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
     absl::StatusOr<std::optional<E2bSandboxRecord>> snapshot =
         store_->api_keys().FindSnapshot(who.Tenant(), *name);
     if (!snapshot.ok()) return Failed(snapshot.status());
-    if (snapshot->has_value()) return CreateFromSnapshot(who, **snapshot, *wanted, *egress);
+    if (snapshot->has_value()) {
+      if (!wanted->volume_mounts.empty()) {
+        return Failed(absl::InvalidArgumentError(
+            "volumeMounts: a sandbox made from a snapshot has the volumes the snapshot was "
+            "taken with (their copies); leave volumeMounts out"));
+      }
+      return CreateFromSnapshot(who, **snapshot, *wanted, *egress);
+    }
   }
   // A template is an image already here: a create never pulls (that is `airlock image pull`).
   auto mapped = templates_.find(wanted->template_id);
@@ -260,7 +310,10 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
         ": E2B templates are Airlock images of yours (airlock image ls); pull, import or build "
         "it first, or leave the template out for the default image")));
   }
-  absl::StatusOr<SessionRecord> made = sessions_->Create(who, image, limits, *egress);
+  std::vector<VolumeRequest> volumes;
+  for (const auto& [name, path] : wanted->volume_mounts) volumes.push_back({name, path, false});
+  absl::StatusOr<SessionRecord> made = sessions_->Create(who, image, limits, *egress, {}, nullptr,
+                                                         /*one_shot=*/false, volumes);
   if (!made.ok()) return Failed(made.status());
   E2bSandboxRecord record{.session_id = made->id,
                           .tenant = made->tenant,
@@ -481,6 +534,7 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
   s.memory_mb = r.limits.memory_bytes >> 20;
   s.disk_mb = r.limits.disk_bytes >> 20;
   s.domain = domain_;
+  for (const VolumeAttachment& v : r.volumes) s.volume_mounts.emplace_back(v.name, v.path);
   return s;
 }
 

@@ -7,7 +7,9 @@
 //
 // Mapping: a template is an image ("base" is Airlock's default image); `timeout` is the time
 // left to live (300 s by default, as E2B's); sandboxes do not pause when idle (E2B's do not);
-// network.allowOut lists the destinations the sandbox may reach (Airlock egress rules).
+// network.allowOut lists the destinations the sandbox may reach (Airlock egress rules); a
+// volume is an Airlock volume of the tenant's (its id is its name), attached read-write by one
+// sandbox at a time (E2B lets several write one; Airlock refuses the second, naming the first).
 // Thread-safe.
 #ifndef AIRLOCK_DAEMON_E2B_SANDBOXES_H_
 #define AIRLOCK_DAEMON_E2B_SANDBOXES_H_
@@ -41,6 +43,8 @@ class E2bSandboxes {
   void set_templates(std::map<std::string, std::string> templates) {
     templates_ = std::move(templates);
   }
+  // The size of a volume made through this API (E2B's have none); before serving.
+  void set_volume_bytes(uint64_t bytes) { volume_bytes_ = bytes; }
   // Starts keeping sandboxes' metrics (before serving).
   void Start() { metrics_.Start(); }
 
@@ -89,6 +93,8 @@ class E2bSandboxes {
   Answer Snapshots(const Principal& who, const std::string& target);
   // A snapshot's removal (E2B's SDKs delete snapshots as templates).
   Answer DeleteTemplate(const Principal& who, const std::string& template_id);
+  // The tenant's volumes, as E2B's volume API: the id is the name; snapshots are left out.
+  Answer Volumes(const Principal& who, const gateway::e2b::Route& route, const std::string& body);
   Answer CreateFromSnapshot(const Principal& who, const E2bSandboxRecord& snapshot,
                             const gateway::e2b::NewSandbox& wanted,
                             const std::vector<EgressGrant>& egress);
@@ -111,6 +117,7 @@ class E2bSandboxes {
   StateStore* store_;
   std::string domain_ = "airlock.localhost";
   std::map<std::string, std::string> templates_;
+  uint64_t volume_bytes_ = 10ull << 30;
   std::atomic<uint64_t> refused_{0};
   E2bEnvd envd_;
   E2bMetrics metrics_;

@@ -162,7 +162,8 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
   if (v2) parts.erase(parts.begin());
   if (parts.empty()) return r;
   if (parts[0] == "snapshots" || parts[0] == "templates" || parts[0] == "volumes" ||
-      parts[0] == "secrets" || (parts[0] == "v3" && parts.size() > 1)) {
+      parts[0] == "volumecontent" || parts[0] == "secrets" ||
+      (parts[0] == "v3" && parts.size() > 1)) {
     r.op = Op::kUnknown;
     if (parts[0] == "snapshots" && parts.size() == 1 && method == "GET" && !v2) {
       r.op = Op::kSnapshots;
@@ -171,6 +172,15 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
       if (id) {
         r.op = Op::kDeleteTemplate;
         r.template_id = *std::move(id);
+      }
+    } else if (parts[0] == "volumes" && parts.size() == 1 && !v2) {
+      if (method == "POST") r.op = Op::kCreateVolume;
+      if (method == "GET") r.op = Op::kListVolumes;
+    } else if (parts[0] == "volumes" && parts.size() == 2 && !v2) {
+      std::optional<std::string> id = PercentDecode(parts[1]);
+      if (id && (method == "GET" || method == "DELETE")) {
+        r.op = method == "GET" ? Op::kGetVolume : Op::kDeleteVolume;
+        r.volume_id = *std::move(id);
       }
     }
     return r;
@@ -234,7 +244,42 @@ absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body) {
       n.allow_public_traffic = net["allowPublicTraffic"].get<bool>();
     }
   }
+  if (j->contains("volumeMounts") && !(*j)["volumeMounts"].is_null()) {
+    const json& mounts = (*j)["volumeMounts"];
+    if (!mounts.is_array() || mounts.size() > 16) {
+      return Invalid("volumeMounts must be a list of {\"name\", \"path\"} (a few at most)");
+    }
+    for (const json& m : mounts) {
+      if (!m.is_object() || !m.contains("name") || !m["name"].is_string() || !m.contains("path") ||
+          !m["path"].is_string() || m["name"].get_ref<const std::string&>().size() > 256 ||
+          m["path"].get_ref<const std::string&>().size() > 4096) {
+        return Invalid("each of volumeMounts is {\"name\": VOLUME, \"path\": \"/mnt/data\"}");
+      }
+      n.volume_mounts.emplace_back(m["name"].get<std::string>(), m["path"].get<std::string>());
+    }
+  }
   return n;
+}
+
+absl::StatusOr<std::string> ParseNewVolume(absl::string_view body) {
+  absl::StatusOr<json> j = ParseObject(body, false);
+  if (!j.ok()) return j.status();
+  if (!j->contains("name") || !(*j)["name"].is_string() ||
+      (*j)["name"].get_ref<const std::string&>().empty() ||
+      (*j)["name"].get_ref<const std::string&>().size() > 256) {
+    return Invalid("name the volume: {\"name\": \"data\"}");
+  }
+  return (*j)["name"].get<std::string>();
+}
+
+std::string VolumeJson(const std::string& name) {
+  return Dump({{"volumeID", name}, {"name", name}, {"token", ""}});
+}
+
+std::string VolumeListJson(const std::vector<std::string>& names) {
+  json list = json::array();
+  for (const std::string& name : names) list.push_back({{"volumeID", name}, {"name", name}});
+  return Dump(list);
 }
 
 absl::StatusOr<std::optional<uint64_t>> ParseTimeout(absl::string_view body, bool required) {
@@ -388,6 +433,10 @@ std::string SandboxDetailJson(const Sandbox& s) {
   json j = Listed(s);
   j["envdAccessToken"] = s.envd_access_token;
   j["domain"] = s.domain;
+  json mounts = json::array();
+  for (const auto& [name, path] : s.volume_mounts)
+    mounts.push_back({{"name", name}, {"path", path}});
+  j["volumeMounts"] = std::move(mounts);
   return Dump(j);
 }
 

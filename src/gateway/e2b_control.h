@@ -45,12 +45,17 @@ enum class Op {
   kSnapshot,        // POST /sandboxes/ID/snapshots
   kSnapshots,       // GET /snapshots
   kDeleteTemplate,  // DELETE /templates/ID (how the SDKs delete a snapshot)
+  kCreateVolume,    // POST /volumes
+  kListVolumes,     // GET /volumes
+  kGetVolume,       // GET /volumes/ID
+  kDeleteVolume,    // DELETE /volumes/ID
 };
 
 struct Route {
   Op op = Op::kNotApi;
   std::string sandbox_id;   // for the operations on one sandbox
   std::string template_id;  // kDeleteTemplate's, percent-decoded
+  std::string volume_id;    // kGetVolume's and kDeleteVolume's, percent-decoded
 };
 // method and request-target as sent.
 Route RouteOf(absl::string_view method, absl::string_view target);
@@ -64,6 +69,8 @@ struct NewSandbox {
   std::vector<std::string> allow_out, deny_out;  // network.allowOut / denyOut
   // network.allowPublicTraffic: the sandbox's ports are reached without a token.
   bool allow_public_traffic = true;
+  // volumeMounts: {name, path} of the caller's volumes.
+  std::vector<std::pair<std::string, std::string>> volume_mounts;
 };
 // INVALID_ARGUMENT saying which field is wrong.
 [[nodiscard]] absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body);
@@ -112,6 +119,14 @@ struct ListQuery {
 };
 [[nodiscard]] absl::StatusOr<ListQuery> ParseListQuery(absl::string_view target);
 
+// POST /volumes: {"name": NAME}; INVALID_ARGUMENT without a name.
+[[nodiscard]] absl::StatusOr<std::string> ParseNewVolume(absl::string_view body);
+// A volume as the API describes it (E2B's VolumeAndToken; the id is its name, and the token
+// is empty: the volume content API is not served).
+std::string VolumeJson(const std::string& name);
+// GET /volumes (E2B's Volume[]).
+std::string VolumeListJson(const std::vector<std::string>& names);
+
 // A sandbox as the API describes it.
 struct Sandbox {
   std::string sandbox_id;
@@ -126,6 +141,7 @@ struct Sandbox {
   // What reaches its ports when they are not public (E2B's header e2b-traffic-access-token).
   std::string traffic_access_token;
   std::string domain;
+  std::vector<std::pair<std::string, std::string>> volume_mounts;  // {name, path}
 };
 // The create/connect answer (E2B's Sandbox schema).
 std::string SandboxJson(const Sandbox& s);

@@ -26,10 +26,44 @@ TEST(E2bControlTest, RoutesAreE2BsPaths) {
   Route del = RouteOf("DELETE", "/templates/team%2Fmine");
   EXPECT_EQ(del.op, Op::kDeleteTemplate);
   EXPECT_EQ(del.template_id, "team/mine");
+  EXPECT_EQ(RouteOf("POST", "/volumes").op, Op::kCreateVolume);
+  EXPECT_EQ(RouteOf("GET", "/volumes").op, Op::kListVolumes);
+  Route volume = RouteOf("GET", "/volumes/my%2Dvol");
+  EXPECT_EQ(volume.op, Op::kGetVolume);
+  EXPECT_EQ(volume.volume_id, "my-vol");
+  EXPECT_EQ(RouteOf("DELETE", "/volumes/data").op, Op::kDeleteVolume);
+  EXPECT_EQ(RouteOf("GET", "/volumecontent/data/dir").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("PUT", "/volumes/data").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/templates").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("POST", "/templates/x").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/").op, Op::kNotApi);
   EXPECT_EQ(RouteOf("GET", "/index.html").op, Op::kNotApi);
+}
+
+TEST(E2bControlTest, VolumesAndTheirMountsAreAsTheSdkSendsThem) {
+  absl::StatusOr<NewSandbox> n =
+      ParseNewSandbox(R"({"volumeMounts":[{"name":"data","path":"/mnt/data"}]})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_EQ(n->volume_mounts.size(), 1u);
+  EXPECT_EQ(n->volume_mounts[0], std::make_pair(std::string("data"), std::string("/mnt/data")));
+  for (const char* bad : {R"({"volumeMounts":{"/mnt":"data"}})", R"({"volumeMounts":[{"name":1}]})",
+                          R"({"volumeMounts":[{"name":"data"}]})"}) {
+    EXPECT_FALSE(ParseNewSandbox(bad).ok()) << bad;
+  }
+  EXPECT_EQ(*ParseNewVolume(R"({"name":"data"})"), "data");
+  EXPECT_FALSE(ParseNewVolume(R"({"name":""})").ok());
+  EXPECT_FALSE(ParseNewVolume(R"({})").ok());
+  nlohmann::json v = nlohmann::json::parse(VolumeJson("data"));
+  EXPECT_EQ(v["volumeID"], "data");
+  EXPECT_EQ(v["name"], "data");
+  EXPECT_TRUE(v["token"].is_string());
+  nlohmann::json list = nlohmann::json::parse(VolumeListJson({"a", "b"}));
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1]["volumeID"], "b");
+  Sandbox s;
+  s.volume_mounts = {{"data", "/mnt/data"}};
+  nlohmann::json detail = nlohmann::json::parse(SandboxDetailJson(s));
+  EXPECT_EQ(detail["volumeMounts"][0]["path"], "/mnt/data");
 }
 
 TEST(E2bControlTest, ACreateBodyIsCheckedFieldByField) {
