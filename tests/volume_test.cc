@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -184,6 +185,33 @@ TEST(VolumeTest, ImportExportAndSnapshotsNeverParseWhatAGuestWroteOnTheHost) {
   EXPECT_NE(r.err.find("import needs it attached to no session"), std::string::npos) << r.err;
   Ok({"rm", holder});
   for (const char* v : {"set", "set@v1", "tiny"}) Ok({"volume", "rm", v});
+}
+
+TEST(VolumeTest, AVolumeItsWriterDidNotLetGoOfIsMadeWholeByTheNextWriter) {
+  Ok({"volume", "create", "torn", "--size", "32m"});
+  std::string id = CreateSession({"--volume", "torn:/t"});
+  ExecScript(id, "echo written > /t/f && sync");
+  pid_t qemu = QemuPidOf(id);
+  ASSERT_GT(qemu, 0);
+  ASSERT_EQ(kill(qemu, SIGKILL), 0);
+  std::string listed;
+  for (int i = 0; i < 60 && listed.find("failed") == std::string::npos; ++i) {
+    usleep(500000);
+    for (absl::string_view line : absl::StrSplit(RunAirlock({"ls", "-a"}).out, '\n')) {
+      if (absl::StartsWith(line, id)) listed = std::string(line);
+    }
+  }
+  ASSERT_NE(listed.find("failed"), std::string::npos) << listed;
+  // Its journal was never replayed: a reader, which cannot replay it, is told what to do.
+  Result r = RunAirlock({"run", "--volume", "torn:/t:ro", "--", "cat", "/t/f"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("was not released cleanly"), std::string::npos) << r.err;
+  r = RunAirlock({"run", "--volume", "torn:/t", "--", "cat", "/t/f"});
+  EXPECT_EQ(r.out, "written\n") << r.err;
+  r = RunAirlock({"run", "--volume", "torn:/t:ro", "--", "cat", "/t/f"});
+  EXPECT_EQ(r.out, "written\n") << r.err;
+  Ok({"rm", id});
+  Ok({"volume", "rm", "torn"});
 }
 
 TEST(VolumeTest, AVolumeOutlivesAKillOfTheDaemon) {

@@ -15,6 +15,7 @@
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
 #include "src/common/log.h"
+#include "src/common/unique_fd.h"
 #include "src/image/ext4_writer.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/vm/snapshot.h"
@@ -62,6 +63,19 @@ absl::Status Install(int fd, const std::string& path) {
 }
 
 std::string NewId() { return RandomHex(8); }
+
+// Whether the ext4 on the disk at path says its journal needs replaying (a writer's VM ended
+// without freezing or unmounting it). One fixed field of the superblock (s_feature_incompat,
+// RECOVER), read as a number: nothing else of what a guest wrote is looked at.
+absl::StatusOr<bool> NeedsRecovery(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", path);
+  unsigned char incompat[4];
+  if (pread(fd.get(), incompat, sizeof incompat, 1024 + 0x60) != sizeof incompat) {
+    return ErrnoStatus("read the superblock of", path);
+  }
+  return (incompat[0] & 0x4) != 0;
+}
 
 }  // namespace
 
@@ -269,6 +283,23 @@ absl::StatusOr<std::vector<VolumeAttachment>> Volumes::Resolve(
     }
     absl::StatusOr<VolumeRecord> v = Get(who, r.name);
     if (!v.ok()) return v.status();
+    if (r.read_only && v->holders.empty()) {
+      // A reader mounts without replaying the journal (it cannot write), so it must find none
+      // to replay. (A held volume is checked by who holds it: the insert refuses a reader of a
+      // written one.)
+      absl::StatusOr<bool> dirty = NeedsRecovery(layout_.Volume(v->id));
+      if (!dirty.ok()) return dirty.status();
+      if (*dirty) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "volume ", r.name,
+            " was not released cleanly (the VM of the session that last "
+            "wrote it ended without letting go of it), so it cannot be read as it is: attach it "
+            "read-write once (airlock run --volume ",
+            r.name,
+            ":/v -- true), which replays its "
+            "journal, then read-only"));
+      }
+    }
     out.push_back({.volume_id = v->id,
                    .name = v->name,
                    .path = r.path,
