@@ -18,6 +18,37 @@
 #include "src/common/subprocess.h"
 
 namespace airlock {
+namespace {
+
+// Regular files (0644) as a zip, or as a gzipped tar, in memory.
+std::string Archive(const std::vector<std::pair<std::string, std::string>>& files, bool zip) {
+  std::string buffer(1 << 20, '\0');
+  size_t used = 0;
+  archive* a = archive_write_new();
+  if (zip) {
+    archive_write_set_format_zip(a);
+  } else {
+    archive_write_add_filter_gzip(a);
+    archive_write_set_format_ustar(a);
+  }
+  archive_write_open_memory(a, buffer.data(), buffer.size(), &used);
+  for (const auto& [name, data] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  buffer.resize(used);
+  return buffer;
+}
+
+}  // namespace
 
 std::string DemoWheel() {
   auto record_hash = [](const std::string& data) {
@@ -42,25 +73,7 @@ std::string DemoWheel() {
     absl::StrAppend(&record, name, ",", record_hash(data), "\n");
   absl::StrAppend(&record, "airlock_demo-1.0.dist-info/RECORD,,\n");
   files.emplace_back("airlock_demo-1.0.dist-info/RECORD", record);
-  std::string buffer(1 << 20, '\0');
-  size_t used = 0;
-  archive* a = archive_write_new();
-  archive_write_set_format_zip(a);
-  archive_write_open_memory(a, buffer.data(), buffer.size(), &used);
-  for (const auto& [name, data] : files) {
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_write_header(a, e);
-    archive_write_data(a, data.data(), data.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-  buffer.resize(used);
-  return buffer;
+  return Archive(files, /*zip=*/true);
 }
 
 LoopbackHttpServer::Handler DemoIndex(std::map<std::string, std::string> extra) {
@@ -84,25 +97,7 @@ std::map<std::string, std::string> DemoNpmRegistry(const std::string& host) {
        R"({"name":"airlock-demo-js","version":"1.0.0","main":"index.js","license":"MIT"})"},
       {"package/index.js", "module.exports.VALUE = 42;\n"},
   };
-  std::string tarball(1 << 20, '\0');
-  size_t used = 0;
-  archive* a = archive_write_new();
-  archive_write_add_filter_gzip(a);
-  archive_write_set_format_ustar(a);
-  archive_write_open_memory(a, tarball.data(), tarball.size(), &used);
-  for (const auto& [name, data] : files) {
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_write_header(a, e);
-    archive_write_data(a, data.data(), data.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-  tarball.resize(used);
+  std::string tarball = Archive(files, /*zip=*/false);
   unsigned char sha512[SHA512_DIGEST_LENGTH], sha1[SHA_DIGEST_LENGTH];
   SHA512(reinterpret_cast<const unsigned char*>(tarball.data()), tarball.size(), sha512);
   SHA1(reinterpret_cast<const unsigned char*>(tarball.data()), tarball.size(), sha1);
