@@ -10,7 +10,7 @@
 #include "src/cli/cli_commands.h"
 #include "src/cli/cli_flags.h"
 #include "src/cli/daemon_client.h"
-#include "src/cli/workspace_client.h"
+#include "src/common/utf8.h"
 
 namespace airlock {
 namespace {
@@ -88,9 +88,9 @@ int Audit(const AuditOptions& o) {
     }
     // Targets and outcomes carry names users chose (images, paths): shown, never obeyed.
     std::printf("%-6lld  %-24s  %-14s  %-14s  %-18s  %-14s  %s\n", static_cast<long long>(r.seq()),
-                FormatUnixMs(r.unix_ms()).c_str(), SanitizeForTerminal(r.principal()).c_str(),
-                SanitizeForTerminal(r.tenant()).c_str(), SanitizeForTerminal(r.action()).c_str(),
-                SanitizeForTerminal(r.target()).c_str(), SanitizeForTerminal(r.outcome()).c_str());
+                FormatUnixMs(r.unix_ms()).c_str(), EscapeForTerminal(r.principal()).c_str(),
+                EscapeForTerminal(r.tenant()).c_str(), EscapeForTerminal(r.action()).c_str(),
+                EscapeForTerminal(r.target()).c_str(), EscapeForTerminal(r.outcome()).c_str());
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return DaemonError(status);

@@ -13,6 +13,7 @@
 #include "src/cli/session_json.h"
 #include "src/cli/session_options.h"
 #include "src/cli/workspace_client.h"
+#include "src/common/utf8.h"
 #include "src/mcp/json_rpc.h"
 #include "src/workspace/workspace_capture.h"
 
@@ -950,7 +951,7 @@ std::vector<Tool> WorkspaceTools(const McpPolicy& policy) {
     absl::StatusOr<std::vector<v1::WorkspaceChange>> changes = FetchWorkspaceChanges(**client, id);
     if (!changes.ok()) return ToolError(std::string(changes.status().message()));
     json files = json::array();
-    for (const v1::WorkspaceChange& c : *changes) files.push_back(SanitizeForTerminal(c.path()));
+    for (const v1::WorkspaceChange& c : *changes) files.push_back(EscapeForTerminal(c.path()));
     std::string text = Tail(RenderWorkspaceDiff(*changes, stat, true), 256 * 1024);
     if (changes->empty()) text = "no changes in /workspace";
     return ToolResult{{{"files", files}, {"diff", text}}, text, false};
@@ -989,7 +990,9 @@ std::vector<Tool> WorkspaceTools(const McpPolicy& policy) {
     absl::StatusOr<DaemonClient*> client = Client();
     if (!client.ok()) return ToolError(std::string(client.status().message()));
     absl::StatusOr<std::string> report = PromoteWorkspace(**client, id, options);
-    if (!report.ok()) return ToolError(SanitizeForTerminal(std::string(report.status().message())));
+    if (!report.ok())
+      return ToolError(
+          EscapeForTerminal(std::string(report.status().message()), /*keep_newlines=*/true));
     std::string text = Tail(*report, 256 * 1024);
     return ToolResult{{{"report", text}}, text, false};
   };

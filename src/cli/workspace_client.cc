@@ -19,6 +19,7 @@
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
+#include "src/common/utf8.h"
 #include "src/workspace/host_git.h"
 #include "src/workspace/unified_diff.h"
 #include "src/workspace/workspace_capture.h"
@@ -89,7 +90,7 @@ bool SideText(const v1::WorkspaceChange& c, bool old_side, std::string* text) {
 }
 
 std::string Sanitized(const std::string& text, bool sanitize) {
-  return sanitize ? SanitizeForTerminal(text) : text;
+  return sanitize ? EscapeForTerminal(text, /*keep_newlines=*/true) : text;
 }
 
 std::string WhyNoText(const v1::WorkspaceChange& c) {
@@ -100,15 +101,6 @@ std::string WhyNoText(const v1::WorkspaceChange& c) {
 }
 
 }  // namespace
-
-std::string SanitizeForTerminal(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
-  }
-  return out;
-}
 
 absl::StatusOr<std::string> UploadWorkspace(DaemonClient& client, const std::string& dir,
                                             uint64_t max_bytes) {
@@ -309,9 +301,9 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
   if (!format.ok()) return format.status();
   if (format->exit_code != 0) {
     context.TryCancel();
-    return absl::InvalidArgumentError(absl::StrCat("\"", SanitizeForTerminal(name),
+    return absl::InvalidArgumentError(absl::StrCat("\"", EscapeForTerminal(name),
                                                    "\" cannot be part of a branch name (",
-                                                   SanitizeForTerminal(branch),
+                                                   EscapeForTerminal(branch),
                                                    " is not a valid ref); choose one with --branch "
                                                    "NAME (letters, digits, '-', '_', '/', '.')"));
   }
@@ -331,7 +323,7 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
                       info.uncommitted_stat(), "\n");
       if (!info.uncommitted_diff().empty()) absl::StrAppend(&out, "\n", info.uncommitted_diff());
     }
-    return options.sanitize ? SanitizeForTerminal(out) : out;
+    return options.sanitize ? EscapeForTerminal(out, /*keep_newlines=*/true) : out;
   }
   absl::StatusOr<ProcessResult> exists =
       RunHostGit(project, {"rev-parse", "--verify", "-q", absl::StrCat("refs/heads/", branch)});
@@ -380,7 +372,7 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
   if (verify->exit_code != 0) {
     return refused(absl::StrCat(
         "git bundle verify says: ",
-        SanitizeForTerminal(std::string(absl::StripAsciiWhitespace(verify->error_output)))));
+        EscapeForTerminal(std::string(absl::StripAsciiWhitespace(verify->error_output)), true)));
   }
   absl::StatusOr<std::string> heads =
       HostGitOutput(project, {"bundle", "list-heads", bundle}, "listing the bundle's refs");
@@ -418,7 +410,7 @@ absl::StatusOr<std::string> PromoteWorkspace(DaemonClient& client, const std::st
     }
     return refused(absl::StrCat(
         "git fetch says: ",
-        SanitizeForTerminal(std::string(absl::StripAsciiWhitespace(fetched->error_output)))));
+        EscapeForTerminal(std::string(absl::StripAsciiWhitespace(fetched->error_output)), true)));
   }
   absl::StatusOr<std::string> tip =
       HostGitOutput(project, {"rev-parse", "--verify", absl::StrCat("refs/heads/", branch)},

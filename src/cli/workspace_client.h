@@ -56,9 +56,6 @@ struct PromoteOptions {
     DaemonClient& client, const std::string& id, bool dry_run, uint64_t max_bytes,
     const ProjectCheck& check_project = nullptr);
 
-// Text from a guest made safe for a terminal: control characters but newline and tab as '?'.
-std::string SanitizeForTerminal(const std::string& text);
-
 }  // namespace airlock
 
 #endif  // AIRLOCK_CLI_WORKSPACE_CLIENT_H_
