@@ -35,7 +35,15 @@ constexpr char kImageFooter[] =
     "its layers become one read-only ext4 image, and `airlock run NAME` with no command runs its\n"
     "Entrypoint/Cmd with its Env and WorkingDir. --rootfs takes a root filesystem tar (e.g.\n"
     "from mmdebstrap --format=tar). Neither is ever unpacked on the host.\n"
-    "build makes an image from Debian packages with mmdebstrap (minbase plus the packages, from\n"
+    "build DIR makes an image from DIR/Dockerfile (-f another), DIR being the context (with its\n"
+    ".dockerignore): each RUN runs in a build VM of the step before, with no network unless\n"
+    "--allow/--allow-preset say; COPY and ADD take files from the context (never unpacked or\n"
+    "run on the host; symbolic links are copied as links); every step is cached in\n"
+    "$AIRLOCK_CACHE/dockerfile by what it did and on (--no-cache runs them all again). E.g.\n"
+    "airlock image build -t myapp:1 --build-arg V=3 --allow-preset pypi .\n"
+    "Not supported: RUN --mount, ONBUILD, ADD of URLs or archives (a RUN can fetch or unpack).\n"
+    "build --debian makes an image from Debian packages with mmdebstrap (minbase plus the "
+    "packages, from\n"
     "the host's apt sources), caching the root filesystem in $AIRLOCK_CACHE (/var/cache/airlock);\n"
     "--env sets a variable of the image's environment (as an OCI image's Env).\n"
     "--npm adds an npm package (and Node.js): fetched by npm with --ignore-scripts, so no\n"
@@ -321,16 +329,39 @@ void AddImageCommand(Cli& cli) {
 
   struct BuildArgs {
     v1::BuildImageRequest request;
+    std::string dir, file, target;
+    std::vector<std::string> build_args, allow, presets;
+    bool no_cache = false;
   };
   auto build = std::make_shared<BuildArgs>();
-  CLI::App* b = cli.Add(group, "build", "build one from Debian packages (and npm packages)",
-                        [build] { return BuildImage(build->request); });
+  CLI::App* b =
+      cli.Add(group, "build",
+              "build one from a Dockerfile (DIR), or from Debian packages (--debian)", [build] {
+                if (build->dir.empty()) return BuildImage(build->request);
+                // The Dockerfile build runs in airlock-tools, which reads the context with
+                // libarchive.
+                std::vector<std::string> args = {"image-build", "--dir", build->dir, "--tag",
+                                                 build->request.tag()};
+                if (!build->file.empty()) args.insert(args.end(), {"--file", build->file});
+                if (!build->target.empty()) args.insert(args.end(), {"--target", build->target});
+                if (build->no_cache) args.push_back("--no-cache");
+                for (const std::string& a : build->build_args)
+                  args.insert(args.end(), {"--build-arg", a});
+                for (const std::string& a : build->allow) args.insert(args.end(), {"--allow", a});
+                for (const std::string& a : build->presets)
+                  args.insert(args.end(), {"--allow-preset", a});
+                return BecomeProgramBeside(kToolsProgram, args);
+              });
   b->footer(kImageFooter);
-  b->add_option_function<std::string>(
-       "--debian", [build](const std::string& v) { build->request.set_suite(v); },
-       "the Debian suite (bookworm)")
-      ->type_name("SUITE")
-      ->required();
+  CLI::Option* dir = b->add_option("DIR", build->dir,
+                                   "the build context: a directory with a Dockerfile (and "
+                                   ".dockerignore)");
+  CLI::Option* debian =
+      b->add_option_function<std::string>(
+           "--debian", [build](const std::string& v) { build->request.set_suite(v); },
+           "build from Debian packages instead: the suite (bookworm)")
+          ->type_name("SUITE")
+          ->excludes(dir);
   b->add_option_function<std::string>(
        "--packages",
        [build](const std::string& v) {
@@ -338,8 +369,9 @@ void AddImageCommand(Cli& cli) {
            build->request.add_packages(std::string(p));
          }
        },
-       "Debian packages, comma-separated (python3,git)")
-      ->type_name("P1,P2");
+       "with --debian: Debian packages, comma-separated (python3,git)")
+      ->type_name("P1,P2")
+      ->needs(debian);
   AddCheckedList(
       b, "--npm", nullptr,
       [build](const std::string& v) {
@@ -347,7 +379,7 @@ void AddImageCommand(Cli& cli) {
         if (s.ok()) build->request.add_npm(v);
         return s;
       },
-      "an npm package (and Node.js), repeatable: its scripts run in a build VM")
+      "with --debian: an npm package (and Node.js), repeatable: its scripts run in a build VM")
       ->type_name("PKG");
   AddCheckedList(
       b, "--env", nullptr,
@@ -358,12 +390,39 @@ void AddImageCommand(Cli& cli) {
         build->request.add_env(v);
         return absl::OkStatus();
       },
-      "a variable of the image's environment, repeatable")
+      "with --debian: a variable of the image's environment, repeatable")
       ->type_name("KEY=VALUE");
   b->add_option_function<std::string>(
-       "--tag", [build](const std::string& v) { build->request.set_tag(v); }, "the image's name")
+       "-t,--tag", [build](const std::string& v) { build->request.set_tag(v); }, "the image's name")
       ->type_name("NAME")
       ->required();
+  b->add_option("-f,--file", build->file, "the Dockerfile (default: DIR/Dockerfile)")
+      ->type_name("FILE")
+      ->needs(dir);
+  b->add_option("--build-arg", build->build_args,
+                "a value for an ARG, repeatable (NAME alone: its value in this shell)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false)
+      ->needs(dir);
+  b->add_option("--target", build->target, "build up to this stage (FROM ... AS NAME)")
+      ->type_name("STAGE")
+      ->needs(dir);
+  b->add_option("--allow", build->allow,
+                "egress for RUN, as a session's --allow (default: no network), repeatable")
+      ->type_name("RULE")
+      ->allow_extra_args(false)
+      ->needs(dir);
+  b->add_option("--allow-preset", build->presets, "egress presets for RUN (pypi, npm, ...)")
+      ->type_name("NAME")
+      ->allow_extra_args(false)
+      ->needs(dir);
+  b->add_flag("--no-cache", build->no_cache, "run every step again")->needs(dir);
+  b->callback([dir, debian] {
+    if (dir->count() == 0 && debian->count() == 0) {
+      throw CLI::ValidationError(
+          "image build needs a DIR with a Dockerfile, or --debian SUITE for Debian packages");
+    }
+  });
 
   struct PushArgs {
     std::string archive, ref;

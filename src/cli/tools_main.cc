@@ -10,6 +10,7 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -17,7 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,13 +28,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/cli/cli_commands.h"
+#include "src/cli/daemon_client.h"
 #include "src/cli/host_tools.h"
+#include "src/common/byte_size.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
 #include "src/common/subprocess.h"
 #include "src/common/unique_fd.h"
 #include "src/common/utf8.h"
+#include "src/image/docker_ignore.h"
+#include "src/image/dockerfile.h"
 #include "src/image/dpkg_status.h"
 #include "src/image/ext4_reader.h"
 #include "src/image/image_store.h"
@@ -71,8 +78,11 @@ int Capture(bool into_image, const std::vector<std::string>& args) {
 }
 
 // Writes the tree at dir (its own entries, "." first; symbolic links as links, never followed;
-// one filesystem) as a pax tar into fd.
-absl::Status TarDirectory(const std::string& dir, int fd) {
+// one filesystem) as a pax tar into fd, but what leave_out(relative path, is a directory) says
+// to leave out (a directory left out is not entered unless enter_left_out says so).
+absl::Status TarDirectory(const std::string& dir, int fd,
+                          const std::function<bool(const std::string&, bool)>& leave_out = nullptr,
+                          bool enter_left_out = false) {
   struct archive* in = archive_read_disk_new();
   struct archive* out = archive_write_new();
   std::unique_ptr<struct archive, int (*)(struct archive*)> in_closer(in, archive_free),
@@ -101,6 +111,14 @@ absl::Status TarDirectory(const std::string& dir, int fd) {
       std::string why = archive_error_string(in) ? archive_error_string(in) : "unreadable";
       archive_entry_free(entry);
       return absl::InvalidArgumentError(absl::StrCat(dir, ": ", why));
+    }
+    std::string rel = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
+    if (rel.rfind("./", 0) == 0) rel = rel.substr(2);
+    bool is_dir = archive_entry_filetype(entry) == AE_IFDIR;
+    if (leave_out && rel != "." && leave_out(rel, is_dir)) {
+      if (is_dir && enter_left_out) archive_read_disk_descend(in);
+      archive_entry_free(entry);
+      continue;
     }
     archive_read_disk_descend(in);
     absl::Status wrote = [&]() -> absl::Status {
@@ -151,6 +169,140 @@ int VolumeImport(const std::string& name, const std::string& dir) {
   }
   if (lseek(fd.get(), 0, SEEK_SET) != 0) return 1;
   return ImportVolumeFrom(name, fd.get());
+}
+
+// `airlock image build DIR`: the arguments airlock passed (--dir, --file, --tag, --target,
+// --no-cache, and repeatable --build-arg, --allow, --allow-preset, each with its value).
+int ImageBuild(const std::vector<std::string>& args) {
+  v1::DockerfileBuildChunk first;
+  std::string dir, file;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--no-cache") {
+      first.set_no_cache(true);
+      continue;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "airlock image build: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const std::string& value = args[++i];
+    if (flag == "--dir") {
+      dir = value;
+    } else if (flag == "--file") {
+      file = value;
+    } else if (flag == "--tag") {
+      first.set_tag(value);
+    } else if (flag == "--target") {
+      first.set_target(value);
+    } else if (flag == "--build-arg") {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        const char* env = std::getenv(value.c_str());  // --build-arg NAME: its value here
+        if (env == nullptr) continue;
+        (*first.mutable_build_args())[value] = env;
+      } else {
+        (*first.mutable_build_args())[value.substr(0, eq)] = value.substr(eq + 1);
+      }
+    } else if (flag == "--allow") {
+      first.add_allow(value);
+    } else if (flag == "--allow-preset") {
+      first.add_allow_preset(value);
+    } else {
+      std::fprintf(stderr, "airlock image build: unknown argument %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (file.empty()) file = dir + "/Dockerfile";
+  absl::StatusOr<std::string> dockerfile = ReadFileToString(file, kMaxDockerfileBytes);
+  if (!dockerfile.ok()) {
+    std::fprintf(stderr, "airlock image build: %s (name another with -f FILE)\n",
+                 std::string(dockerfile.status().message()).c_str());
+    return 2;
+  }
+  if (absl::StatusOr<Dockerfile> parsed = ParseDockerfile(*dockerfile); !parsed.ok()) {
+    std::fprintf(stderr, "airlock image build: %s: %s\n", file.c_str(),
+                 std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  first.set_dockerfile(*dockerfile);
+  DockerIgnore ignore;
+  absl::StatusOr<std::string> ignore_text = ReadFileToString(dir + "/.dockerignore", 1 << 20);
+  if (ignore_text.ok()) {
+    absl::StatusOr<DockerIgnore> parsed = DockerIgnore::Parse(*ignore_text);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "airlock image build: %s/%s\n", dir.c_str(),
+                   std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    ignore = *std::move(parsed);
+  } else if (!absl::IsNotFound(ignore_text.status())) {
+    std::fprintf(stderr, "airlock image build: %s\n",
+                 std::string(ignore_text.status().message()).c_str());
+    return 1;
+  }
+  // The context, whole in an unnamed file before a byte is sent: a directory that cannot be
+  // read builds nothing.
+  const char* tmpdir = std::getenv("TMPDIR");
+  UniqueFd fd(open(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                   O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    std::fprintf(stderr, "airlock image build: no temporary file for the context: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  absl::Status tarred = TarDirectory(
+      dir, fd.get(), [&](const std::string& rel, bool) { return ignore.Excluded(rel); },
+      ignore.HasExceptions());
+  if (!tarred.ok()) {
+    std::fprintf(stderr, "airlock image build: the context: %s\n",
+                 std::string(tarred.message()).c_str());
+    return 1;
+  }
+  struct stat st;
+  if (fstat(fd.get(), &st) == 0) {
+    std::fprintf(stderr, "airlock image build: sending the context (%s) to airlockd\n",
+                 FormatBytes(static_cast<uint64_t>(st.st_size)).c_str());
+  }
+  if (lseek(fd.get(), 0, SEEK_SET) != 0) return 1;
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DockerfileBuildChunk, v1::BuildProgress>> stream =
+      client->images->BuildDockerfile(&context);
+  v1::DockerfileBuildChunk chunk = std::move(first);
+  std::string piece(1 << 20, '\0');
+  for (;;) {
+    ssize_t n = read(fd.get(), piece.data(), piece.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return 1;
+    chunk.set_context(piece.data(), static_cast<size_t>(n));
+    chunk.set_last(n == 0);
+    if (!stream->Write(chunk) || n == 0) break;  // a refusal comes with Finish
+    chunk = v1::DockerfileBuildChunk();
+  }
+  stream->WritesDone();
+  v1::BuildProgress progress;
+  std::optional<v1::Image> image;
+  while (stream->Read(&progress)) {
+    if (progress.has_image()) {
+      image = progress.image();
+    } else {
+      std::fprintf(stderr, "%s\n", EscapeForTerminal(progress.line()).c_str());
+    }
+  }
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) {
+    std::fprintf(stderr, "airlock image build: %s\n",
+                 EscapeForTerminal(Describe(status), /*keep_newlines=*/true).c_str());
+    return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+  }
+  if (!image) {
+    std::fprintf(stderr, "airlock image build: airlockd ended the build without the image\n");
+    return 1;
+  }
+  std::printf("%s %s\n", image->name().c_str(), image->digest().c_str());
+  return 0;
 }
 
 int Push(const std::string& archive, const std::string& to) {
@@ -298,6 +450,7 @@ int main(int argc, char** argv) {
   if (verb == "push" && rest.size() == 2) return airlock::Push(rest[0], rest[1]);
   if (verb == "doctor" && rest.empty()) return airlock::Doctor();
   if (verb == "volume-import" && rest.size() == 2) return airlock::VolumeImport(rest[0], rest[1]);
+  if (verb == "image-build") return airlock::ImageBuild(rest);
   std::fprintf(stderr,
                "airlock-tools runs the parts of airlock that need libarchive, libext2fs or "
                "libcurl; use airlock (airlock --help)\n");

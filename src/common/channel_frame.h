@@ -205,6 +205,9 @@ inline constexpr uint32_t kVolumeReadOnly = 1;
 // The agent's binary run as a command, `/proc/1/exe volume-freeze PATH...`: freezes the
 // filesystems at those paths (before the host ends a session's VM for good).
 inline constexpr char kVolumeFreezeCommand[] = "volume-freeze";
+// `/proc/1/exe layer-tar`: the root overlay's upper directory as an OCI layer tar on stdout
+// (an image build's RUN step; src/guest/guest_layer.h).
+inline constexpr char kLayerTarCommand[] = "layer-tar";
 
 // Flags of kExecStart.
 inline constexpr uint32_t kExecFlagStdin = 1;  // the host will send input; otherwise /dev/null

@@ -26,6 +26,8 @@
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/timeline.h"
 #include "src/daemon/upload_messages.h"
+#include "src/image/build_context.h"
+#include "src/image/dockerfile.h"
 #include "src/image/image_store.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/telemetry/tracer.h"
@@ -858,6 +860,83 @@ grpc::Status ImagesService::Build(grpc::ServerContext* context,
   v1::BuildProgress last;
   ToProto(*info, last.mutable_image());
   writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::BuildDockerfile(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::BuildProgress, v1::DockerfileBuildChunk>* stream) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  v1::DockerfileBuildChunk chunk;
+  if (!stream->Read(&chunk)) {
+    return ToGrpc(absl::InvalidArgumentError(
+        "BuildDockerfile starts with a message holding the Dockerfile and the tag"));
+  }
+  DockerfileBuildSpec spec;
+  spec.dockerfile = chunk.dockerfile();
+  spec.tag = chunk.tag();
+  spec.build_args = {chunk.build_args().begin(), chunk.build_args().end()};
+  spec.target = chunk.target();
+  spec.no_cache = chunk.no_cache();
+  if (absl::Status s = ImageStore::ValidateName(spec.tag); !s.ok()) return ToGrpc(s);
+  if (spec.dockerfile.size() > kMaxDockerfileBytes) {
+    return ToGrpc(absl::InvalidArgumentError("a Dockerfile is at most 4 MiB"));
+  }
+  absl::StatusOr<std::vector<EgressGrant>> egress = sessions_->ResolveEgress(
+      {chunk.allow().begin(), chunk.allow().end()},
+      {chunk.allow_preset().begin(), chunk.allow_preset().end()}, "image build");
+  if (!egress.ok()) return ToGrpc(egress.status());
+  spec.egress = *egress;
+  // The context, into an unnamed file (nothing to clean up whatever happens); at most what
+  // the caller's images may still take.
+  uint64_t cap = std::min<uint64_t>(sessions_->images().AccessFor(*who).max_bytes,
+                                    kMaxContextBytes + (1ull << 30));
+  absl::StatusOr<UniqueFd> tar = UnnamedFile(paths_.scratch);
+  if (!tar.ok()) return ToGrpc(tar.status());
+  uint64_t received = 0;
+  for (bool first = true;; first = false) {
+    if (!first) {
+      if (context->IsCancelled() || !stream->Read(&chunk)) {
+        return ToGrpc(
+            absl::CancelledError("the context ended without its last piece; nothing was built"));
+      }
+      if (!chunk.dockerfile().empty() || !chunk.tag().empty()) {
+        return ToGrpc(absl::InvalidArgumentError(
+            "only the first message of BuildDockerfile holds the Dockerfile and the tag"));
+      }
+    }
+    if (chunk.context().size() > kMaxFilePiece) {
+      return ToGrpc(absl::InvalidArgumentError(
+          "a piece of the build context is at most 1 MiB; send it in more messages"));
+    }
+    received += chunk.context().size();
+    if (received > cap) {
+      return ToGrpc(absl::ResourceExhaustedError(
+          absl::StrCat("the build context is larger than ", FormatBytes(cap),
+                       "; leave out what the build does not need with .dockerignore")));
+    }
+    if (absl::Status s = WriteAll(tar->get(), chunk.context()); !s.ok()) return ToGrpc(s);
+    if (chunk.last()) break;
+  }
+  spec.context_tar = absl::StrCat("/proc/self/fd/", tar->get());
+  bool listening = true;
+  auto progress = [&](const std::string& line) {
+    if (!listening) return;
+    v1::BuildProgress p;
+    p.set_line(line);
+    listening = !context->IsCancelled() && stream->Write(p);
+  };
+  auto cancelled = [&] { return context->IsCancelled(); };
+  absl::StatusOr<ImageInfo> info = builder_.BuildDockerfile(*who, spec, progress, cancelled);
+  LogIfFailed(store_->audit().Audit(*who, who->Tenant(), "image.build", spec.tag,
+                                    info.ok() ? absl::StrCat("ok; ", info->digest, "; Dockerfile")
+                                              : absl::StrCat("failed: ", info.status().message())),
+              absl::StrCat("image build of ", spec.tag, " not audited"));
+  if (!info.ok()) return ToGrpc(info.status());
+  v1::BuildProgress last;
+  ToProto(*info, last.mutable_image());
+  stream->Write(last);
   return grpc::Status::OK;
 }
 

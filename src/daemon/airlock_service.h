@@ -162,6 +162,9 @@ class ImagesService final : public v1::Images::Service {
                       v1::Image* response) override;
   grpc::Status Build(grpc::ServerContext* context, const v1::BuildImageRequest* request,
                      grpc::ServerWriter<v1::BuildProgress>* writer) override;
+  grpc::Status BuildDockerfile(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::BuildProgress, v1::DockerfileBuildChunk>* stream) override;
   grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
                      v1::PruneImagesResponse* response) override;
   grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveImagesRequest* request,

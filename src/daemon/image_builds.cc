@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -50,12 +51,6 @@ std::string Quote(const std::string& s) {
   return absl::StrCat("\"", EscapeInvalidUtf8(s.substr(0, 100)), s.size() > 100 ? "..." : "", "\"");
 }
 
-// "-<pid>-<n>": unique among the threads of airlockd, for work in progress and build tags.
-std::string UniqueSuffix() {
-  static std::atomic<uint64_t> counter{0};
-  return absl::StrCat("-", getpid(), "-", counter.fetch_add(1));
-}
-
 // A command's output as lines for the client: at most kMaxOutputLines of kMaxLineBytes, valid
 // UTF-8, without terminal escapes or other control characters (the guest's bytes are hostile).
 class OutputLines {
@@ -75,6 +70,8 @@ class OutputLines {
   void Finish() {
     if (!pending_.empty()) Emit();
   }
+  // The last few lines (all shown or not), for a failure's message.
+  std::string Last() const { return absl::StrJoin(last_, "\n"); }
 
  private:
   void Emit() {
@@ -94,6 +91,8 @@ class OutputLines {
       }
     }
     pending_.clear();
+    last_.push_back("  " + EscapeInvalidUtf8(line));
+    if (last_.size() > kLastLines) last_.pop_front();
     if (lines_ > kMaxOutputLines) return;
     if (++lines_ > kMaxOutputLines) {
       progress_(absl::StrCat("  (the build VM's output goes on; only its first ", kMaxOutputLines,
@@ -102,20 +101,32 @@ class OutputLines {
     }
     progress_("  " + EscapeInvalidUtf8(line));
   }
+  static constexpr size_t kLastLines = 10;
   const ImageBuilder::Progress& progress_;
   std::string pending_;
+  std::deque<std::string> last_;
   int lines_ = 0;
 };
 
-// Runs argv as root in the build VM: its stdout into out_fd (at most cap bytes) when out_fd >=
-// 0, else to the client as lines, as its stderr always is. Fails with what went wrong; killed
-// and CANCELLED when the client gives up.
-absl::Status RunInBuildVm(LiveSession& live, const std::vector<std::string>& argv, int out_fd,
-                          uint64_t cap, const ImageBuilder::Progress& progress,
-                          const ImageBuilder::Cancelled& cancelled) {
+}  // namespace
+
+std::string UniqueSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat("-", getpid(), "-", counter.fetch_add(1));
+}
+
+ExecRequest RootCommand(const std::vector<std::string>& argv) {
   ExecRequest request;
   request.argv = argv;
   request.env = {kGuestPath, "LANG=C.UTF-8"};
+  return request;
+}
+
+absl::Status RunInBuildVm(LiveSession& live, const ExecRequest& request, int out_fd, uint64_t cap,
+                          const ImageBuilder::Progress& progress,
+                          const ImageBuilder::Cancelled& cancelled,
+                          const std::string& output_what) {
+  const std::vector<std::string>& argv = request.argv;
   absl::StatusOr<std::unique_ptr<ExecStream>> started = live.vm->channel().StartExec(request);
   if (!started.ok()) {
     return absl::UnavailableError(absl::StrCat("the build VM: ", started.status().message()));
@@ -174,13 +185,17 @@ absl::Status RunInBuildVm(LiveSession& live, const std::vector<std::string>& arg
               event->exit_kind == ExitKind::kExited     ? absl::StrCat("exit ", event->code)
               : event->exit_kind == ExitKind::kSignaled ? absl::StrCat("signal ", event->code)
                                                         : "could not start";
-          return absl::UnavailableError(absl::StrCat(what, " failed in the build VM (", how,
-                                                     event->message.empty() ? "" : ": ",
-                                                     event->message, ")"));
+          std::string last = lines.Last();
+          return absl::Status(event->exit_kind == ExitKind::kExited
+                                  ? absl::StatusCode::kFailedPrecondition
+                                  : absl::StatusCode::kUnavailable,
+                              absl::StrCat(what, " failed in the build VM (", how,
+                                           event->message.empty() ? "" : ": ", event->message, ")",
+                                           last.empty() ? "" : "; its last lines:\n", last));
         }
         if (overflow) {
           return absl::ResourceExhaustedError(absl::StrCat(
-              "the build VM's /usr/local is larger than ", FormatBytes(cap),
+              output_what, " is larger than ", FormatBytes(cap),
               ", the most this image may add (an image's size, or what your images quota has "
               "left: airlock quota shows it)"));
         }
@@ -188,8 +203,6 @@ absl::Status RunInBuildVm(LiveSession& live, const std::vector<std::string>& arg
     }
   }
 }
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<void>> BuildSlots::Take(const std::string& tenant) {
   absl::MutexLock lock(&mu_);
@@ -288,6 +301,33 @@ void ImageBuilder::RemoveBuildTag(ImageStore& images, const std::string& tag) {
   if (removed.ok() && removed->freed) remove_templates_({removed->digest});
 }
 
+ImageBuilder::BuildVm::~BuildVm() {
+  if (!id.empty()) {
+    LogIfFailed(builder->sessions_->Remove(who, id, "its image build ended"),
+                absl::StrCat("build VM ", id, " not removed"));
+    LogIfFailed(builder->store_->sessions().Delete(who, who.Tenant(), id),
+                absl::StrCat("build VM ", id, ": its record not deleted"));
+  }
+  if (tagged) builder->RemoveBuildTag(images, tag);
+}
+
+absl::Status ImageBuilder::BuildVm::Start(const std::vector<EgressGrant>& egress) {
+  SessionLimits limits;
+  limits.vcpus = 2;
+  limits.memory_bytes = 2ull << 30;
+  limits.disk_bytes = 16ull << 30;
+  limits.idle_timeout_seconds = 0;
+  limits.ttl_seconds = 0;
+  absl::StatusOr<SessionRecord> created =
+      builder->sessions_->Create(who, tag, limits, egress, {}, nullptr, /*one_shot=*/true);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("the build VM: ", created.status().message()));
+  }
+  id = created->id;
+  return absl::OkStatus();
+}
+
 void ImageBuilder::RemoveLeftovers() {
   for (const std::string& tenant : ImageStore::Tenants(sessions_->images().dir())) {
     ImageStore images = sessions_->images().ForScope(tenant);
@@ -297,18 +337,21 @@ void ImageBuilder::RemoveLeftovers() {
       RemoveBuildTag(images, name);
     }
   }
-  // "<layer>.fetched-<pid>-<n>" and "<layer>.tmp-<pid>-<n>": written by airlockd <pid>, which
-  // may be another one sharing the cache (only a process that is gone left them).
-  std::string dir = cache_ + "/npm";
-  for (const std::string& file : ListDirectory(dir)) {
-    size_t dot = file.find(".fetched-");
-    if (dot == std::string::npos) dot = file.find(".tmp-");
-    if (dot == std::string::npos) continue;
-    size_t pid_at = file.find('-', dot) + 1;
-    std::string pid = file.substr(pid_at, file.find('-', pid_at) - pid_at);
-    if (pid.empty() || access(("/proc/" + pid).c_str(), F_OK) == 0) continue;
-    if (unlink((dir + "/" + file).c_str()) != 0 && errno != ENOENT) {
-      LogWarning(absl::StrCat("image build: ", dir, "/", file, " not removed: ", strerror(errno)));
+  // "<layer>.fetched-<pid>-<n>" and "<layer>.tmp-<pid>-<n>" (npm's and Dockerfiles' layers):
+  // written by airlockd <pid>, which may be another one sharing the cache (only a process that
+  // is gone left them).
+  for (const std::string& dir : {cache_ + "/npm", cache_ + "/dockerfile"}) {
+    for (const std::string& file : ListDirectory(dir)) {
+      size_t dot = file.find(".fetched-");
+      if (dot == std::string::npos) dot = file.find(".tmp-");
+      if (dot == std::string::npos) continue;
+      size_t pid_at = file.find('-', dot) + 1;
+      std::string pid = file.substr(pid_at, file.find('-', pid_at) - pid_at);
+      if (pid.empty() || access(("/proc/" + pid).c_str(), F_OK) == 0) continue;
+      if (unlink((dir + "/" + file).c_str()) != 0 && errno != ENOENT) {
+        LogWarning(
+            absl::StrCat("image build: ", dir, "/", file, " not removed: ", strerror(errno)));
+      }
     }
   }
 }
@@ -416,51 +459,24 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
   ImageStore images = sessions_->images().For(who);
   std::string build_tag =
       absl::StrCat(kBuildTagPrefix, "npm", suffix, "-", absl::ToUnixMillis(absl::Now()));
-  struct BuildVm {
-    ImageBuilder* builder;
-    const Principal& who;
-    ImageStore& images;
-    std::string tag;
-    bool tagged;
-    std::string id;
-    ~BuildVm() {
-      if (!id.empty()) {
-        LogIfFailed(builder->sessions_->Remove(who, id, "its image build ended"),
-                    absl::StrCat("build VM ", id, " not removed"));
-        LogIfFailed(builder->store_->sessions().Delete(who, who.Tenant(), id),
-                    absl::StrCat("build VM ", id, ": its record not deleted"));
-      }
-      if (tagged) builder->RemoveBuildTag(images, tag);
-    }
-  } build_vm{this, who, images, build_tag, false, ""};
+  BuildVm build_vm{this, who, images, build_tag, false, ""};
   absl::StatusOr<ImageInfo> base = images.ImportRootfsLayers({rootfs_tar, fetched}, build_tag);
   if (!base.ok()) return base.status();
   build_vm.tagged = true;
   if (cancelled()) return absl::CancelledError("the client cancelled; no image was made");
   progress("npm: starting a build VM of the new image (2 vCPUs, 2 GiB, no network)");
-  SessionLimits limits;
-  limits.vcpus = 2;
-  limits.memory_bytes = 2ull << 30;
-  limits.disk_bytes = 16ull << 30;
-  limits.idle_timeout_seconds = 0;
-  limits.ttl_seconds = 0;
-  absl::StatusOr<SessionRecord> created =
-      sessions_->Create(who, build_tag, limits, {}, {}, nullptr, /*one_shot=*/true);
-  if (!created.ok()) {
-    return absl::Status(created.status().code(),
-                        absl::StrCat("the build VM: ", created.status().message()));
-  }
-  build_vm.id = created->id;
+  if (absl::Status s = build_vm.Start({}); !s.ok()) return s;
   // Booting is not stopped mid-way (Create waits for the VM): a client gone by then is seen here.
   if (cancelled()) return absl::CancelledError("the client cancelled; no image was made");
   // Held only while commands run: released before the session is removed.
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(who, created->id);
+  absl::StatusOr<std::shared_ptr<LiveSession>> live = sessions_->Live(who, build_vm.id);
   if (!live.ok()) return live.status();
-  progress(absl::StrCat("npm: running the packages' install scripts in build VM ", created->id));
-  if (absl::Status s = RunInBuildVm(**live,
-                                    {"npm", "rebuild", "--global", "--prefix", "/usr/local",
-                                     "--foreground-scripts", "--no-update-notifier"},
-                                    -1, 0, progress, cancelled);
+  progress(absl::StrCat("npm: running the packages' install scripts in build VM ", build_vm.id));
+  if (absl::Status s =
+          RunInBuildVm(**live,
+                       RootCommand({"npm", "rebuild", "--global", "--prefix", "/usr/local",
+                                    "--foreground-scripts", "--no-update-notifier"}),
+                       -1, 0, progress, cancelled);
       !s.ok()) {
     return s;
   }
@@ -471,9 +487,9 @@ absl::StatusOr<std::string> ImageBuilder::NpmLayer(const Principal& who,
     return absl::UnavailableError(absl::StrCat("create ", tmp, ": ", strerror(errno)));
   }
   RemoveFile tmp_cleanup{tmp};
-  absl::Status taken =
-      RunInBuildVm(**live, {"tar", "--create", "--file=-", "--directory=/", "usr/local"}, fd.get(),
-                   cap, progress, cancelled);
+  absl::Status taken = RunInBuildVm(
+      **live, RootCommand({"tar", "--create", "--file=-", "--directory=/", "usr/local"}), fd.get(),
+      cap, progress, cancelled, "the build VM's /usr/local");
   live->reset();
   fd.reset();
   if (taken.ok()) taken = CommitFile(tmp, layer);  // fsynced, then renamed into place

@@ -12,6 +12,7 @@
 #define AIRLOCK_DAEMON_IMAGE_BUILDS_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -54,6 +55,16 @@ class BuildSlots {
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);  // tenants with a build
 };
 
+struct DockerfileBuildSpec {
+  std::string dockerfile;   // its text
+  std::string context_tar;  // the build context, a tar the client sent (BuildContext)
+  std::map<std::string, std::string> build_args;  // --build-arg NAME=VALUE
+  std::string target;               // the stage to build (its AS name); empty: the last
+  std::vector<EgressGrant> egress;  // RUN's network (none: no network)
+  bool no_cache = false;            // run every step again
+  std::string tag;                  // the image's name
+};
+
 class ImageBuilder {
  public:
   // remove_templates: deletes the templates of images freed (the build VM's image has one).
@@ -72,12 +83,36 @@ class ImageBuilder {
   // images).
   void RemoveLeftovers();
 
+  // Builds a Dockerfile (src/daemon/dockerfile_build.cc): each RUN in a build VM of the step
+  // before, each step's layer cached by what it did and on, the result tagged in who's
+  // images. INVALID_ARGUMENT for a Dockerfile or context it cannot build (the line named),
+  // FAILED_PRECONDITION for a RUN that failed (its exit status and last lines).
+  [[nodiscard]] absl::StatusOr<ImageInfo> BuildDockerfile(const Principal& who,
+                                                          const DockerfileBuildSpec& spec,
+                                                          const Progress& progress,
+                                                          const Cancelled& cancelled);
+
   // Builds spec (ValidateImageBuild first) for who and tags it in who's images.
   [[nodiscard]] absl::StatusOr<ImageInfo> Build(const Principal& who, const ImageBuildSpec& spec,
                                                 const Progress& progress,
                                                 const Cancelled& cancelled);
 
  private:
+  friend class DockerfileBuild;
+  // A one-shot session of the caller on an image the build tagged for itself (`tag`, once
+  // `tagged`): the session, its record and the tag go when this does, whatever happened.
+  struct BuildVm {
+    ImageBuilder* builder;
+    const Principal& who;
+    ImageStore& images;
+    std::string tag;
+    bool tagged = false;
+    std::string id;  // once started
+    // 2 vCPUs, 2 GiB, a 16 GiB disk, no idle timeout; egress as given (none: no network).
+    [[nodiscard]] absl::Status Start(const std::vector<EgressGrant>& egress);
+    ~BuildVm();
+  };
+
   // The npm layer of an image (a tar of usr/local), cached under cache/npm.
   absl::StatusOr<std::string> NpmLayer(const Principal& who, const std::string& rootfs_tar,
                                        const std::vector<std::string>& specs, uint64_t cap,
@@ -92,6 +127,19 @@ class ImageBuilder {
   std::string cache_;  // $AIRLOCK_CACHE or /var/cache/airlock
   BuildSlots slots_;
 };
+
+// For the image builds' own files: a command as root with the build VM's PATH, and running one
+// in a build VM: its stdout into out_fd (at most cap bytes; `output_what` names it in the
+// error) when out_fd >= 0, else to the client as lines, as its stderr always is. A command
+// that exits non-zero is FAILED_PRECONDITION with its status and last lines; killed and
+// CANCELLED when the client gives up.
+ExecRequest RootCommand(const std::vector<std::string>& argv);
+// "-<pid>-<n>": unique among the threads of airlockd, for work in progress and build tags.
+std::string UniqueSuffix();
+[[nodiscard]] absl::Status RunInBuildVm(LiveSession& live, const ExecRequest& request, int out_fd,
+                                        uint64_t cap, const ImageBuilder::Progress& progress,
+                                        const ImageBuilder::Cancelled& cancelled,
+                                        const std::string& output_what = "its output");
 
 }  // namespace airlock
 

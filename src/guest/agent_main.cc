@@ -11,6 +11,7 @@
 #include "src/guest/agent_net.h"
 #include "src/guest/agent_server.h"
 #include "src/guest/guest_boot.h"
+#include "src/guest/guest_layer.h"
 #include "src/guest/guest_volumes.h"
 #include "src/guest/guest_workspace.h"
 
@@ -36,6 +37,9 @@ int main(int argc, char** argv) {
     }
     if (argc >= 2 && std::string(argv[1]) == airlock::kVolumeFreezeCommand) {
       return airlock::guest::VolumeFreezeMain(argc, argv);
+    }
+    if (argc == 2 && std::string(argv[1]) == airlock::kLayerTarCommand) {
+      return airlock::guest::LayerTarMain();
     }
     airlock::guest::ConsoleLog("must run as PID 1 inside an Airlock guest");
     return 2;

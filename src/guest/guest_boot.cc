@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/guest/guest_layer.h"
+
 namespace airlock::guest {
 namespace {
 
@@ -138,6 +140,17 @@ std::string BootRoot() {
       !MountFs("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr,
                &error)) {
     return error;
+  }
+  // The root overlay's upper directory, read-only, for an image build's layer-tar (a
+  // session's own changes; the guest sees their result at / anyway).
+  std::string upper = "/proc/self/fd/" + std::to_string(session_disk_root) + "/upper";
+  if (mkdir("/run/airlock", 0755) != 0 && errno != EEXIST) {
+    ConsoleLog(Errno("mkdir /run/airlock"));
+  } else if (mkdir(kRootUpperView, 0755) != 0 ||
+             mount(upper.c_str(), kRootUpperView, nullptr, MS_BIND, nullptr) != 0 ||
+             mount(nullptr, kRootUpperView, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) !=
+                 0) {
+    ConsoleLog(Errno("bind the root's upper layer"));
   }
   std::string hostname = KernelArg(ReadSmallFile("/proc/cmdline"), "airlock.hostname");
   if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0) {

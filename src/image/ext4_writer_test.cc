@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <map>
+
 #include "src/image/ext4_reader.h"
 #include "src/testing/test_util.h"
 
@@ -109,6 +111,104 @@ TEST(Ext4WriterTest, FullFilesystemIsAClearError) {
   absl::Status s = (*writer)->AddFile("big", {.mode = 0644}, big.size(), StringReader(big));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("full"), absl::string_view::npos) << s;
+}
+
+}  // namespace
+}  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST(Ext4ReaderTest, AWalkGivesEveryEntryAndACopyIsTheSameTree) {
+  testing::TempDir dir;
+  std::string image = dir.File("src.ext4");
+  {
+    auto writer = Ext4Writer::Create(image, {.size_bytes = 64 << 20});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    Ext4Writer& w = **writer;
+    ASSERT_TRUE(w.AddDirectory("", {.mode = 0755}).ok());
+    ASSERT_TRUE(w.AddDirectory("etc", {.mode = 0750, .uid = 5, .gid = 6, .mtime = 1000}).ok());
+    ASSERT_TRUE(
+        w.AddFile("etc/hello", {.mode = 0640, .uid = 1000}, 6, StringReader("hello\n")).ok());
+    ASSERT_TRUE(w.AddHardLink("etc/hello2", "etc/hello").ok());
+    ASSERT_TRUE(w.AddSymlink("short", "etc/hello", {}).ok());
+    ASSERT_TRUE(w.AddSymlink("long", std::string(200, 'l'), {}).ok());
+    ASSERT_TRUE(w.AddSpecial("null", S_IFCHR, {.mode = 0666}, 1, 3).ok());
+    ASSERT_TRUE(w.AddSpecial("big-minor", S_IFBLK, {.mode = 0600}, 259, 70000).ok());
+    ASSERT_TRUE(w.SetXattr("etc/hello", "security.capability", std::string(20, '\1')).ok());
+    std::string big(3 << 20, 'b');
+    ASSERT_TRUE(w.AddFile("big", {.mode = 0644}, big.size(), StringReader(big)).ok());
+    ASSERT_TRUE(w.Finish().ok());
+  }
+  std::map<std::string, Ext4Entry> seen;
+  std::string hello;
+  absl::Status walked = WalkExt4(image, "/", [&](const Ext4Entry& e, const Ext4Writer::Reader& r) {
+    seen[e.path] = e;
+    if (e.path == "etc/hello") {
+      char buf[64];
+      absl::StatusOr<size_t> n = r(buf, sizeof(buf));
+      if (n.ok()) hello.assign(buf, *n);
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(walked.ok()) << walked;
+  EXPECT_EQ(seen.count("lost+found"), 0u);
+  EXPECT_EQ(seen.at("").type, static_cast<uint32_t>(S_IFDIR));
+  EXPECT_EQ(seen.at("etc").meta.mode, 0750u);
+  EXPECT_EQ(seen.at("etc").meta.uid, 5u);
+  EXPECT_EQ(seen.at("etc").meta.mtime, 1000);
+  EXPECT_EQ(hello, "hello\n");
+  EXPECT_EQ(seen.at("etc/hello").size, 6u);
+  EXPECT_EQ(seen.at("etc/hello").xattrs.size(), 1u);
+  EXPECT_EQ(seen.at("etc/hello2").hard_link_to, "etc/hello");
+  EXPECT_EQ(seen.at("short").symlink_target, "etc/hello");
+  EXPECT_EQ(seen.at("long").symlink_target, std::string(200, 'l'));
+  EXPECT_EQ(seen.at("null").rdev_major, 1u);
+  EXPECT_EQ(seen.at("null").rdev_minor, 3u);
+  EXPECT_EQ(seen.at("big-minor").rdev_major, 259u);
+  EXPECT_EQ(seen.at("big-minor").rdev_minor, 70000u);
+
+  size_t below_etc = 0;
+  ASSERT_TRUE(WalkExt4(image, "/etc", [&](const Ext4Entry&, const Ext4Writer::Reader&) {
+                ++below_etc;
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(below_etc, 3u);
+  EXPECT_EQ(WalkExt4(image, "/nothing",
+                     [](const Ext4Entry&, const Ext4Writer::Reader&) { return absl::OkStatus(); })
+                .code(),
+            absl::StatusCode::kNotFound);
+
+  absl::StatusOr<Ext4Usage> usage = MeasureExt4(image);
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->entries, seen.size());
+  std::string copy = dir.File("copy.ext4");
+  {
+    auto writer = Ext4Writer::Create(copy, {.size_bytes = 64 << 20});
+    ASSERT_TRUE(writer.ok());
+    absl::Status copied = CopyExt4(image, writer->get());
+    ASSERT_TRUE(copied.ok()) << copied;
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  std::string fsck;
+  EXPECT_EQ(testing::Fsck(copy, &fsck), 0) << fsck;
+  std::map<std::string, Ext4Entry> copied;
+  ASSERT_TRUE(WalkExt4(copy, "/", [&](const Ext4Entry& e, const Ext4Writer::Reader&) {
+                copied[e.path] = e;
+                return absl::OkStatus();
+              }).ok());
+  ASSERT_EQ(copied.size(), seen.size());
+  for (const auto& [path, e] : seen) {
+    const Ext4Entry& c = copied.at(path);
+    EXPECT_EQ(c.type, e.type) << path;
+    EXPECT_EQ(c.meta.mode, e.meta.mode) << path;
+    EXPECT_EQ(c.meta.uid, e.meta.uid) << path;
+    EXPECT_EQ(c.size, e.size) << path;
+    EXPECT_EQ(c.symlink_target, e.symlink_target) << path;
+    EXPECT_EQ(c.hard_link_to, e.hard_link_to) << path;
+    EXPECT_EQ(c.xattrs, e.xattrs) << path;
+  }
+  EXPECT_EQ(*ReadFileFromExt4(copy, "/big", 4 << 20), std::string(3 << 20, 'b'));
 }
 
 }  // namespace

@@ -353,6 +353,24 @@ absl::StatusOr<ImageInfo> ImageStore::ImportRootfsLayers(const std::vector<std::
   return Tag(key, name);
 }
 
+absl::StatusOr<ImageInfo> ImageStore::ImportBuild(const std::string& base,
+                                                  const std::vector<std::string>& layers,
+                                                  const std::string& key, const OciRunConfig& run,
+                                                  const nlohmann::json& recorded,
+                                                  const std::string& source,
+                                                  const std::string& name) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::InvalidArgumentError("an image build's key is 64 hex digits");
+  }
+  nlohmann::json meta = {{"source", source}, {"config", RunConfigJson(run)}};
+  if (recorded.is_object() && !recorded.empty()) meta["recorded"] = recorded;
+  absl::Status built = EnsureBlob(
+      key, [&](const std::string& out) { return ConvertLayersOver(base, layers, out); }, meta);
+  if (!built.ok()) return built;
+  return Tag(key, name);
+}
+
 nlohmann::json ImageStore::RunConfigJson(const OciRunConfig& run) {
   return {{"env", run.env},
           {"entrypoint", run.entrypoint},

@@ -67,6 +67,15 @@ class ImageStore {
   [[nodiscard]] absl::StatusOr<ImageInfo> ImportRootfsLayers(
       const std::vector<std::string>& tars, const std::string& name,
       const std::vector<std::string>& env = {});
+  // An image build's result: the files of `base` (an image's rootfs.ext4; "" for FROM
+  // scratch) with layer tars laid over them (OCI whiteouts), run as `run` says (with what the
+  // build recorded and Airlock does not use: labels, ports, ...); kept under
+  // `key` (64 hex digits, the build's hash of its steps) and tagged `name`. The same key again
+  // only moves the tag.
+  [[nodiscard]] absl::StatusOr<ImageInfo> ImportBuild(
+      const std::string& base, const std::vector<std::string>& layers, const std::string& key,
+      const OciRunConfig& run, const nlohmann::json& recorded, const std::string& source,
+      const std::string& name);
   // Imports an OCI image layout or `docker save` archive (see oci_archive.h): its layers
   // become one ext4 image, kept per manifest digest, with its run config. name empty: the name
   // the archive gives.
@@ -133,6 +142,9 @@ class ImageStore {
   // Image names: lowercase letters, digits and . _ - / :, at most 200 bytes.
   [[nodiscard]] static absl::Status ValidateName(const std::string& name);
 
+  // The JSON form of a run config in image.json.
+  static nlohmann::json RunConfigJson(const OciRunConfig& run);
+
  private:
   // Where this view's tag of name is (the tenant's own, or the operator's).
   std::string RefPath(const std::string& name) const;
@@ -149,7 +161,6 @@ class ImageStore {
                           nlohmann::json meta,
                           const std::map<std::string, std::string>& files = {});
   absl::StatusOr<ImageInfo> Tag(const std::string& key, const std::string& name);
-  static nlohmann::json RunConfigJson(const OciRunConfig& run);
   absl::StatusOr<ImageInfo> LoadBlob(const std::string& key, const std::string& name) const;
   // root_, blobs/ and refs/, closed to others.
   absl::Status MakeStoreDirectories();

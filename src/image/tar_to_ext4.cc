@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "src/image/ext4_reader.h"
 #include "src/image/tar_path.h"
 
 namespace airlock {
@@ -228,9 +230,13 @@ absl::Status ApplyTar(const std::string& tar_path, Ext4Writer* writer, bool whit
   return absl::OkStatus();
 }
 
-absl::Status ConvertLayers(const std::vector<std::string>& layers, const std::string& out_path,
-                           bool whiteouts) {
-  std::vector<TarStats> stats;
+namespace {
+
+// An image at out_path: what `base` writes first (its size in base_stats), then the layers.
+absl::Status ConvertOver(const TarStats& base_stats, const std::vector<std::string>& layers,
+                         const std::string& out_path, bool whiteouts,
+                         const std::function<absl::Status(Ext4Writer*)>& base = nullptr) {
+  std::vector<TarStats> stats = {base_stats};
   for (const std::string& layer : layers) {
     absl::StatusOr<TarStats> scanned = ScanTar(layer);
     if (!scanned.ok()) return scanned.status();
@@ -239,10 +245,33 @@ absl::Status ConvertLayers(const std::vector<std::string>& layers, const std::st
   absl::StatusOr<std::unique_ptr<Ext4Writer>> writer =
       Ext4Writer::Create(out_path, ImageSizeFor(stats));
   if (!writer.ok()) return writer.status();
+  if (base) {
+    if (absl::Status s = base(writer->get()); !s.ok()) return s;
+  }
   for (const std::string& layer : layers) {
     if (absl::Status s = ApplyTar(layer, writer->get(), whiteouts); !s.ok()) return s;
   }
   return (*writer)->Finish();
+}
+
+}  // namespace
+
+absl::Status ConvertLayers(const std::vector<std::string>& layers, const std::string& out_path,
+                           bool whiteouts) {
+  return ConvertOver({}, layers, out_path, whiteouts);
+}
+
+absl::Status ConvertLayersOver(const std::string& base_image,
+                               const std::vector<std::string>& layers,
+                               const std::string& out_path) {
+  if (base_image.empty()) {
+    return ConvertOver(TarStats{}, layers, out_path, /*whiteouts=*/true,
+                       [](Ext4Writer* w) { return w->AddDirectory("", {.mode = 0755}); });
+  }
+  absl::StatusOr<Ext4Usage> usage = MeasureExt4(base_image);
+  if (!usage.ok()) return usage.status();
+  return ConvertOver(TarStats{usage->entries, usage->data_bytes, usage->blocks}, layers, out_path,
+                     /*whiteouts=*/true, [&](Ext4Writer* w) { return CopyExt4(base_image, w); });
 }
 
 absl::Status ConvertRootfsTar(const std::string& tar_path, const std::string& out_path) {

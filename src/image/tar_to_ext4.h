@@ -54,6 +54,12 @@ Ext4Writer::Options ImageSizeFor(const std::vector<TarStats>& layers);
 [[nodiscard]] absl::Status ConvertLayers(const std::vector<std::string>& layers,
                                          const std::string& out_path, bool whiteouts);
 
+// An image build's step: the files of the image at base_image ("" for none: FROM scratch)
+// with the layers laid over them, whiteouts applied, becomes an image at out_path.
+[[nodiscard]] absl::Status ConvertLayersOver(const std::string& base_image,
+                                             const std::vector<std::string>& layers,
+                                             const std::string& out_path);
+
 // ScanTar + Ext4Writer::Create + ApplyTar + Finish: a rootfs tar becomes an image at out_path.
 [[nodiscard]] absl::Status ConvertRootfsTar(const std::string& tar_path,
                                             const std::string& out_path);

@@ -1,0 +1,162 @@
+// Dockerfile builds as a user meets them: `airlock image build -t TAG DIR` of real Dockerfiles
+// (an app over the default image with ARG, ENV, WORKDIR, COPY, .dockerignore, RUN and CMD; a
+// multi-stage build with COPY --from), each RUN in a build VM, each step cached so that a
+// second build reuses every layer and a changed file rebuilds from its COPY on; a failing RUN
+// says its exit status and last lines; hostile contexts (a source outside the context, a
+// symbolic link out of it) stay inside.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "src/common/file_util.h"
+#include "src/testing/test_util.h"
+#include "tests/cli_runner.h"
+
+namespace airlock {
+namespace {
+
+void Write(const std::string& path, const std::string& content) {
+  ASSERT_TRUE(WriteFileAtomically(path, content, 0644).ok()) << path;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+Result Build(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"image", "build"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunAirlock(args);
+}
+
+TEST(DockerfileTest, AnAppBuildsRunsItsCommandAndRebuildsOnlyWhatChanged) {
+  testing::TempDir dir;
+  std::string ctx = dir.path();
+  Write(ctx + "/Dockerfile",
+        "# syntax=docker/dockerfile:1\n"
+        "FROM airlock/bookworm-python\n"
+        "ARG GREETING=hello\n"
+        "ENV APP_HOME=/srv/app \\\n"
+        "    MODE=\"built image\"\n"
+        "WORKDIR $APP_HOME\n"
+        "COPY app.py ./\n"
+        "COPY data/ data/\n"
+        "RUN python3 -c \"import os; open('built.txt', 'w').write(os.environ['GREETING'] + ' ' + "
+        "','.join(sorted(os.listdir('data'))))\" \\\n"
+        "    && rm /etc/issue\n"
+        "RUN <<EOF\n"
+        "set -e\n"
+        "echo from a heredoc > /srv/heredoc.txt\n"
+        "EOF\n"
+        "LABEL org.example.team=builders\n"
+        "EXPOSE 8000\n"
+        "CMD [\"python3\", \"app.py\"]\n");
+  Write(ctx + "/.dockerignore", "# not sent\n*.env\ndata/*.tmp\n");
+  // Layers are cached host-wide (by content): a nonce keeps an earlier run's from this one's.
+  Write(ctx + "/app.py",
+        "# run " + std::to_string(getpid()) + "-" + std::to_string(time(nullptr)) +
+            "\n"
+            "import os\n"
+            "print('app:', os.getcwd(), os.environ['MODE'], open('built.txt').read())\n");
+  ASSERT_EQ(mkdir((ctx + "/data").c_str(), 0755), 0);
+  Write(ctx + "/data/a.txt", "a");
+  Write(ctx + "/data/skip.tmp", "left out");
+  Write(ctx + "/secret.env", "TOKEN=x");
+
+  Result first = Build({"-t", "test/app:1", "--build-arg", "GREETING=hi", ctx});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("Step 1/11 : FROM airlock/bookworm-python"), std::string::npos)
+      << first.err;
+  EXPECT_NE(first.err.find("Step 7/11 : RUN python3"), std::string::npos) << first.err;
+  EXPECT_EQ(Count(first.err, "running in build VM"), 2) << first.err;
+  EXPECT_TRUE(absl::StartsWith(first.out, "test/app:1 sha256:")) << first.out;
+
+  // Its own command, in its directory, with its environment; what the RUNs did is there.
+  Result run = RunAirlock({"run", "test/app:1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "app: /srv/app built image hi a.txt\n");
+  Result look =
+      RunAirlock({"run", "test/app:1", "--", "sh", "-c",
+                  "cat /srv/heredoc.txt; test -e /etc/issue && echo issue-kept; ls /srv/app; "
+                  "ls /srv/app/data"});
+  ASSERT_EQ(look.exit_code, 0) << look.err;
+  EXPECT_EQ(look.out, "from a heredoc\napp.py\nbuilt.txt\ndata\na.txt\n");
+
+  // The same build again: every layer is reused, no build VM starts.
+  Result again = Build({"-t", "test/app:2", "--build-arg", "GREETING=hi", ctx});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(Count(again.err, "CACHED"), 5) << again.err;  // WORKDIR, 2 COPY, 2 RUN
+  EXPECT_EQ(Count(again.err, "running in build VM"), 0) << again.err;
+
+  // One file changes: its COPY and what follows run again, what comes before is reused.
+  Write(ctx + "/data/b.txt", "b");
+  Result changed = Build({"-t", "test/app:3", "--build-arg", "GREETING=hi", ctx});
+  ASSERT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_EQ(Count(changed.err, "CACHED"), 2) << changed.err;  // WORKDIR, COPY app.py
+  EXPECT_EQ(Count(changed.err, "running in build VM"), 2) << changed.err;
+  Result after = RunAirlock({"run", "test/app:3"});
+  EXPECT_EQ(after.out, "app: /srv/app built image hi a.txt,b.txt\n") << after.err;
+  for (const char* tag : {"test/app:1", "test/app:2", "test/app:3"}) {
+    RunAirlock({"image", "rm", tag});
+  }
+}
+
+TEST(DockerfileTest, StagesCopyFromEachOtherAndFailuresSayWhy) {
+  testing::TempDir dir;
+  std::string ctx = dir.path();
+  Write(ctx + "/Dockerfile",
+        "FROM airlock/bookworm-python AS build\n"
+        "RUN mkdir /out && echo built > /out/artifact && ln -s artifact /out/link\n"
+        "FROM airlock/bookworm-python\n"
+        "COPY --from=build /out/ /opt/\n"
+        "COPY --chmod=0600 hostlink /opt/hostlink\n"
+        "USER nobody\n");
+  // A link to a host file travels as a link: the guest resolves it among its own files.
+  ASSERT_EQ(symlink("/etc/hostname", (ctx + "/hostlink").c_str()), 0);
+  Result built = Build({"-t", "test/stages:1", ctx});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  Result run =
+      RunAirlock({"run", "test/stages:1", "--", "sh", "-c",
+                  "cat /opt/artifact; readlink /opt/link; readlink /opt/hostlink; id -un"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "built\nartifact\n/etc/hostname\nnobody\n");
+
+  // A RUN that fails: its status and its last lines, exit 1, no image.
+  Write(ctx + "/Dockerfile",
+        "FROM airlock/bookworm-python\n"
+        "RUN echo about to fail && exit 3\n");
+  Result failed = Build({"-t", "test/stages:2", ctx});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("exit 3"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("about to fail"), std::string::npos) << failed.err;
+  EXPECT_NE(RunAirlock({"image", "ls"}).out.find("test/stages:1"), std::string::npos);
+  EXPECT_EQ(RunAirlock({"image", "ls"}).out.find("test/stages:2"), std::string::npos);
+  EXPECT_EQ(RunAirlock({"image", "ls"}).out.find("airlock-build/"), std::string::npos);
+
+  // Sources outside the context, unknown instructions: refused with the line, exit 2.
+  Write(ctx + "/Dockerfile", "FROM airlock/bookworm-python\nCOPY ../../etc/passwd /x\n");
+  Result outside = Build({"-t", "test/stages:3", ctx});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.err.find("Dockerfile line 2 (COPY): \"../../etc/passwd\" is outside the "
+                             "build context"),
+            std::string::npos)
+      << outside.err;
+  Write(ctx + "/Dockerfile", "FROM airlock/bookworm-python\nONBUILD RUN true\n");
+  Result onbuild = Build({"-t", "test/stages:3", ctx});
+  EXPECT_EQ(onbuild.exit_code, 2);
+  EXPECT_NE(onbuild.err.find("line 2: ONBUILD is not supported"), std::string::npos) << onbuild.err;
+  RunAirlock({"image", "rm", "test/stages:1"});
+}
+
+}  // namespace
+}  // namespace airlock
