@@ -16,6 +16,9 @@ packages=(
   python3-grpcio python3-protobuf golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
   bubblewrap ccache publicsuffix
+  librust-h2-dev librust-http-dev librust-prost-dev librust-prost-build-dev librust-tokio-dev
+  librust-bytes-dev librust-futures-util-dev librust-rustls-dev librust-tokio-rustls-dev
+  librust-rustls-pemfile-dev librust-libc-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -32,6 +35,14 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "setup: installing nodejs npm" >&2
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >&2
+fi
+
+# The Rust SDK builds offline against Debian's crates (above) with any cargo from rustc 1.63 on:
+# the machine's own if it has one, else Debian's.
+if ! command -v cargo >/dev/null; then
+  echo "setup: installing cargo" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cargo >&2
 fi
 
 # Members of this group may use airlockd's socket (each sees only their own sessions).
