@@ -186,6 +186,21 @@ TEST(ImageTest, AnOciArchiveRunsItsOwnCommandWithItsEnvironment) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::string digest = r.out.substr(r.out.find(" sha256:") + 1);
     digest = digest.substr(0, digest.find('\n'));
+    // A Dockerfile builds on it, FROM the registry (pulled on first use): what its RUN wrote
+    // is there, and it keeps the base's Entrypoint, Cmd, Env and WorkingDir.
+    {
+      testing::TempDir context;
+      ASSERT_TRUE(WriteFileAtomically(context.File("Dockerfile"),
+                                      "FROM " + ref + "\nRUN echo built on it > /srv/built\n", 0644)
+                      .ok());
+      Result built = RunAirlock({"image", "build", "-t", "airlock-test/on-oci:1", context.path()});
+      ASSERT_EQ(built.exit_code, 0) << built.err;
+      Result on = RunAirlock({"run", "airlock-test/on-oci:1"});
+      EXPECT_EQ(on.out, "hello-oci from /srv\nhi from a layer\n") << on.err;
+      on = RunAirlock({"run", "airlock-test/on-oci:1", "--", "cat", "/srv/built"});
+      EXPECT_EQ(on.out, "built on it\n") << on.err;
+      EXPECT_EQ(RunAirlock({"image", "rm", "airlock-test/on-oci:1", ref}).exit_code, 0);
+    }
     // A user who cannot write the image store: airlockd would pull it on first use, but never
     // from the host's loopback (or private networks) for anyone but root.
     RunAs alice{61001, 61001};
