@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/common/host_paths.h"
+#include "src/common/subprocess.h"
 #include "tests/cli_runner.h"
 
 namespace airlock {
@@ -57,6 +58,29 @@ TEST(DaemonFaultTest, TheDaemonTakesTheHardOpenFileLimit) {
   ASSERT_EQ(words.size(), 6u) << line;
   EXPECT_EQ(words[3], hard) << line;
   EXPECT_EQ(words[4], hard) << line;
+}
+
+// A second airlockd on the same home (a CLI that found the first too busy to answer started
+// one) must not touch the first one's sessions: it refuses before it reads any state, and the
+// sessions carry on. The CLI, finding the first one alive, waits for it instead.
+TEST(DaemonFaultTest, ASecondAirlockdOnTheSameHomeRefusesAndTouchesNothing) {
+  Result created = RunAirlock({"session", "create"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string id(absl::StripTrailingAsciiWhitespace(created.out));
+  std::string daemon = AIRLOCK_BINARY;
+  daemon = daemon.substr(0, daemon.rfind('/')) + "/airlockd";
+  ProcessOptions options;  // this test's environment: its daemon's home and socket
+  for (char** e = environ; *e != nullptr; ++e) options.env.push_back(*e);
+  absl::StatusOr<ProcessResult> second = RunProcess({daemon}, options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->exit_code, 1);
+  EXPECT_NE(second->output.find("another airlockd (pid " + std::to_string(DaemonPid()) + ")"),
+            std::string::npos)
+      << second->output;
+  Result r = RunAirlock({"exec", id, "--", "echo", "still here"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "still here\n");
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
 }
 
 std::string SessionLine(const std::string& ls, const std::string& id) {

@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "src/common/file_util.h"
@@ -111,6 +114,23 @@ std::shared_ptr<grpc::Channel> ChannelTo(const std::string& socket) {
       "unix:" + socket, grpc::InsecureChannelCredentials(), args, std::move(traced));
 }
 
+// Whether the airlockd of this home's pid file is a live process.
+bool DaemonAlive() {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(DefaultHostPaths().home + "/airlockd.pid", 64);
+  int pid = 0;
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid <= 1) {
+    return false;
+  }
+  std::string exe;
+  exe.resize(4096);
+  ssize_t n = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe.data(), exe.size());
+  if (n <= 0) return false;
+  exe.resize(static_cast<size_t>(n));
+  // The pid may have been reused by another program since that airlockd ended.
+  return absl::StrContains(exe, "airlockd");
+}
+
 // A channel to the airlockd just started, once it answers (it may recover many sessions
 // first). Each try is a new channel: one that failed backs off for seconds between attempts
 // and would miss a daemon that comes up between them.
@@ -143,7 +163,11 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
       return absl::UnavailableError(absl::StrCat("airlockd is not running (no socket at ", socket,
                                                  "); start it as root: airlockd &"));
     }
-    if (absl::Status s = StartDaemon(); !s.ok()) return s;
+    // A daemon that is alive but busy (recovering sessions, a loaded host) is waited for; a
+    // second one would only be refused (airlockd holds its home's lock).
+    if (!DaemonAlive()) {
+      if (absl::Status s = StartDaemon(); !s.ok()) return s;
+    }
     channel = AwaitStartedDaemon(socket);
     if (channel == nullptr) {
       return absl::UnavailableError(absl::StrCat("started airlockd, but it does not answer at ",

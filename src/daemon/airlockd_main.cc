@@ -2,6 +2,7 @@
 // on TCP), keeps state in SQLite under $AIRLOCK_HOME, and owns every session's VM.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -145,6 +147,21 @@ int main(int argc, char** argv) {
   airlock::HostPaths paths = airlock::DefaultHostPaths();
   if (absl::Status s = airlock::MakeDirectories(paths.home, 0755); !s.ok()) {
     return Fail(std::string(s.message()));
+  }
+  // One airlockd per home, decided before anything reads its state: a second one (a CLI that
+  // found the first too busy to answer within its wait starts one) must not recover, and so
+  // take over, the VMs of a daemon that is alive. The lock goes with the process, however it
+  // ends; the descriptor is not inherited by the VMs (close-on-exec).
+  int home_lock = open((paths.home + "/airlockd.lock").c_str(),
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (home_lock < 0)
+    return Fail(absl::StrCat("open ", paths.home, "/airlockd.lock: ", strerror(errno)));
+  if (flock(home_lock, LOCK_EX | LOCK_NB) != 0) {
+    absl::StatusOr<std::string> pid = airlock::ReadFileToString(paths.home + "/airlockd.pid", 64);
+    return Fail(absl::StrCat(
+        "another airlockd",
+        pid.ok() ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(*pid), ")") : "", " is using ",
+        paths.home, "; stop it first, or give this one another AIRLOCK_HOME"));
   }
   airlock::SessionEventHub events;  // outlives the store, which publishes into it
   absl::StatusOr<std::unique_ptr<airlock::StateStore>> store =
