@@ -98,6 +98,18 @@ TEST(DockerfileTest, AnAppBuildsRunsItsCommandAndRebuildsOnlyWhatChanged) {
   EXPECT_EQ(Count(again.err, "CACHED"), 5) << again.err;  // WORKDIR, 2 COPY, 2 RUN
   EXPECT_EQ(Count(again.err, "running in build VM"), 0) << again.err;
 
+  // Another user's build of the same Dockerfile and context reuses none of root's layers.
+  ASSERT_EQ(chmod(ctx.c_str(), 0755), 0);
+  ASSERT_EQ(chmod((ctx + "/data").c_str(), 0755), 0);
+  RunAs bob{61007, 61007};
+  std::vector<std::string> as_bob = {"image",       "build",       "-t", "bob/app:1",
+                                     "--build-arg", "GREETING=hi", ctx};
+  Result theirs = RunAirlock(as_bob, "", bob);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
+  EXPECT_EQ(Count(theirs.err, "CACHED"), 0) << theirs.err;
+  EXPECT_EQ(Count(theirs.err, "running in build VM"), 2) << theirs.err;
+  RunAirlock({"image", "rm", "bob/app:1"}, "", bob);
+
   // One file changes: its COPY and what follows run again, what comes before is reused.
   Write(ctx + "/data/b.txt", "b");
   Result changed = Build({"-t", "test/app:3", "--build-arg", "GREETING=hi", ctx});

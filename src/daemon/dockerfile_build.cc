@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <ctime>
 #include <functional>
 
 #include "absl/strings/ascii.h"
@@ -50,6 +52,8 @@ constexpr char kDockerBuildTagPrefix[] = "airlock-build/dockerfile";
 // A RUN's layer (what it changed) may be at most this large, besides the caller's quota.
 constexpr uint64_t kMaxRunLayerBytes = 16ull << 30;
 constexpr size_t kMaxBuildArgs = 256;
+// A user's cached layers ($AIRLOCK_CACHE/dockerfile/<user>/) are kept within this.
+constexpr uint64_t kMaxLayerCacheBytes = 8ull << 30;
 
 struct StageState {
   std::string name;
@@ -59,6 +63,8 @@ struct StageState {
   std::string chain;  // hex key of the files so far
   OciRunConfig run;
   bool cmd_inherited = true;  // ENTRYPOINT clears a CMD the base set, not one this stage set
+  // SHELL: what a shell-form RUN, CMD or ENTRYPOINT runs under, inside the build VM or the
+  // session (the guest's own /bin/sh, never the host's).
   std::vector<std::string> shell = {"/bin/sh", "-c"};
   std::map<std::string, std::string> args;             // ARGs in scope with a value
   nlohmann::json recorded = nlohmann::json::object();  // labels, ports, volumes, ...
@@ -262,6 +268,7 @@ class DockerfileBuild {
 
   ~DockerfileBuild() {
     for (const std::string& t : build_tags_) builder_->RemoveBuildTag(images_, t);
+    if (!layer_dir_.empty()) PruneLayerCache();
   }
 
   absl::StatusOr<ImageInfo> Run() {
@@ -289,8 +296,12 @@ class DockerfileBuild {
     context_ = std::move(*context);
     absl::StatusOr<std::shared_ptr<void>> slot = builder_->slots_.Take(who_.Tenant());
     if (!slot.ok()) return slot.status();
-    layer_dir_ = builder_->cache_ + "/dockerfile";
+    // Each user's layers apart (their keys start from the user too: one's layers never serve
+    // another's build), bounded in size (PruneLayerCache).
+    layer_dir_ =
+        absl::StrCat(builder_->cache_, "/dockerfile/", Sha256Hex(who_.ImageScope()).substr(0, 16));
     if (absl::Status s = MakeDirectories(layer_dir_, 0700); !s.ok()) return s;
+    started_ = time(nullptr);
     cap_ = std::min(builder_->sessions_->images().AccessFor(who_).max_bytes, kMaxRunLayerBytes);
 
     // Global ARGs: their defaults, or what --build-arg says.
@@ -335,6 +346,35 @@ class DockerfileBuild {
   }
 
  private:
+  // Keeps the user's layer cache within kMaxLayerCacheBytes: the layers used longest ago go
+  // first, never one this build used.
+  void PruneLayerCache() {
+    struct Layer {
+      std::string path;
+      time_t used;
+      uint64_t bytes;
+    };
+    std::vector<Layer> layers;
+    uint64_t total = 0;
+    for (const std::string& name : ListDirectory(layer_dir_)) {
+      struct stat st;
+      std::string path = absl::StrCat(layer_dir_, "/", name);
+      if (!absl::EndsWith(name, ".tar") || stat(path.c_str(), &st) != 0) continue;
+      layers.push_back({path, st.st_mtime, static_cast<uint64_t>(st.st_blocks) * 512});
+      total += layers.back().bytes;
+    }
+    std::sort(layers.begin(), layers.end(),
+              [](const Layer& a, const Layer& b) { return a.used < b.used; });
+    for (const Layer& l : layers) {
+      if (total <= kMaxLayerCacheBytes || l.used >= started_) break;
+      if (unlink(l.path.c_str()) == 0) {
+        total -= l.bytes;
+      } else if (errno != ENOENT) {
+        LogWarning(absl::StrCat("image build: ", l.path, " not pruned: ", strerror(errno)));
+      }
+    }
+  }
+
   absl::Status From(const DockerStage& stage) {
     progress_(absl::StrCat("Step ", ++step_, "/", total_, " : FROM ", stage.base,
                            stage.name.empty() ? "" : " AS " + stage.name));
@@ -357,7 +397,7 @@ class DockerfileBuild {
     } else if (lower == "scratch") {
       s_ = StageState();
       s_.base_digest = "scratch";
-      s_.chain = Chain("", {{"from", "scratch"}});
+      s_.chain = Chain("", {{"from", "scratch"}, {"scope", who_.ImageScope()}});
     } else {
       absl::StatusOr<ImageInfo> info = builder_->sessions_->images().Pull(
           who_, *base, {.if_missing = true, .progress = nullptr, .audit = true});
@@ -366,7 +406,7 @@ class DockerfileBuild {
       s_.base_rootfs = info->rootfs_path;
       s_.base_digest = info->digest;
       s_.run = info->run;
-      s_.chain = Chain("", {{"from", info->digest}});
+      s_.chain = Chain("", {{"from", info->digest}, {"scope", who_.ImageScope()}});
       progress_(absl::StrCat(" ---> ", info->name, " ", info->digest.substr(0, 19)));
     }
     s_.name = stage.name;
@@ -475,6 +515,7 @@ class DockerfileBuild {
     std::string layer = absl::StrCat(layer_dir_, "/", key, ".tar");
     if (!spec_.no_cache && access(layer.c_str(), F_OK) == 0) {
       progress_(" ---> CACHED");
+      utimensat(AT_FDCWD, layer.c_str(), nullptr, 0);  // used now: the last to be pruned
     } else {
       std::string tmp = absl::StrCat(layer, ".tmp", UniqueSuffix());
       absl::Status made = make(tmp);
@@ -754,6 +795,7 @@ class DockerfileBuild {
   BuildContext context_;
   char escape_ = '\\';
   std::string layer_dir_;
+  time_t started_ = 0;
   uint64_t cap_ = 0;
   std::map<std::string, std::string> global_;
   std::map<std::string, StageState> done_;  // by stage name, and index as text

@@ -337,10 +337,15 @@ void ImageBuilder::RemoveLeftovers() {
       RemoveBuildTag(images, name);
     }
   }
-  // "<layer>.fetched-<pid>-<n>" and "<layer>.tmp-<pid>-<n>" (npm's and Dockerfiles' layers):
+  // "<layer>.fetched-<pid>-<n>" and "<layer>.tmp-<pid>-<n>" (npm's layers, and each user's
+  // Dockerfile layers):
   // written by airlockd <pid>, which may be another one sharing the cache (only a process that
   // is gone left them).
-  for (const std::string& dir : {cache_ + "/npm", cache_ + "/dockerfile"}) {
+  std::vector<std::string> dirs = {cache_ + "/npm"};
+  for (const std::string& user : ListDirectory(cache_ + "/dockerfile")) {
+    dirs.push_back(absl::StrCat(cache_, "/dockerfile/", user));
+  }
+  for (const std::string& dir : dirs) {
     for (const std::string& file : ListDirectory(dir)) {
       size_t dot = file.find(".fetched-");
       if (dot == std::string::npos) dot = file.find(".tmp-");

@@ -452,15 +452,18 @@ class Expander {
       } else {
         *out += c;
       }
-      if (out->size() > kMaxExpandedBytes) {
-        return absl::InvalidArgumentError("a word expands to more than 1 MiB");
-      }
+      if (absl::Status s = CheckSize(*out); !s.ok()) return s;
     }
     if (stop != 0) return Unterminated("${");
     return absl::OkStatus();
   }
 
  private:
+  static absl::Status CheckSize(const std::string& out) {
+    if (out.size() <= kMaxExpandedBytes) return absl::OkStatus();
+    return absl::InvalidArgumentError("a word expands to more than 1 MiB");
+  }
+
   static absl::Status Unterminated(absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("an unterminated ", what));
   }
@@ -478,9 +481,7 @@ class Expander {
       } else {
         *out += c;
       }
-      if (out->size() > kMaxExpandedBytes) {
-        return absl::InvalidArgumentError("a word expands to more than 1 MiB");
-      }
+      if (absl::Status s = CheckSize(*out); !s.ok()) return s;
     }
     return Unterminated("\"");
   }
