@@ -11,7 +11,6 @@ command -v bwrap >/dev/null || { echo "compare.sh: needs bwrap (Debian's bubblew
 . bench/private_daemon.sh
 . bench/timing.sh
 m() { printf '%s\n' "$@" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 # Waits until airlockd has set the paused session's RAM apart in its snapshot (a few seconds
 # after the pause; at most 60 s).
 apart() {

@@ -44,8 +44,6 @@ for _ in $(seq "$rounds"); do
   t1=$(now_ms); by_hand+=($((t1 - t0)))
 done
 
-med() { printf '%s\n' "$@" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 printf '%-62s %9s %9s %7s\n' "measure (ms, median of $rounds)" "build" "baseline" "ratio"
 printf '%-62s %9s %9s %7s\n' "cold build (--no-cache) vs the same steps by hand in a session" \
   "$(med "${cold[@]}")" "$(med "${by_hand[@]}")" "$(ratio "$(med "${cold[@]}")" "$(med "${by_hand[@]}")")"

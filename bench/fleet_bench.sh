@@ -60,7 +60,6 @@ for round in $(seq "$rounds"); do
 done
 
 m() { printf '%s\n' "$@" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 sp=$(m "${solo_pause[@]}") sr=$(m "${solo_resume[@]}") ci=$(m "${copy_in[@]}") co=$(m "${copy_out[@]}")
 u=$(m "${up[@]}") d=$(m "${down[@]}")
 stored=$(du -sm "$work/blobs" | cut -f1)

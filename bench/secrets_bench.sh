@@ -50,7 +50,6 @@ $airlock rm "$tunnel" >/dev/null
 $airlock rm "$intercepted" >/dev/null
 
 m() { printf '%s\n' "$@" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 printf '%-62s %10s\n' "measure (median of $rounds)" "value"
 printf '%-62s %7s ms\n' "request on a new connection, opaque tunnel (baseline)" "$(m "${tn[@]}")"
 printf '%-62s %7s ms\n' "the same, intercepted (secret swapped in)" "$(m "${in_[@]}")"

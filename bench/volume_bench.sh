@@ -51,8 +51,6 @@ PY
 t0=$(now_ms); $airlock volume import bench "$src" >/dev/null; t1=$(now_ms); import_ms=$((t1 - t0))
 t0=$(now_ms); $airlock volume export bench "$home/out.tar"; t1=$(now_ms); export_ms=$((t1 - t0))
 
-med() { printf '%s\n' "$@" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 printf '%-60s %10s %10s %7s\n' "measure (median of $rounds)" "volume" "baseline" "ratio"
 printf '%-60s %10s %10s %7s\n' "sequential write, ${mb} MB fsynced (MB/s; baseline: session disk)" \
   "$(med "${vw[@]}")" "$(med "${dw[@]}")" "$(ratio "$(med "${vw[@]}")" "$(med "${dw[@]}")")"

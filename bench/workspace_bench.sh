@@ -52,7 +52,6 @@ $airlock exec "$id" -w /workspace -- git -c user.name=a -c user.email=a@a commit
 t0=$(now_ms); $airlock promote "$id" >/dev/null; t1=$(now_ms); promote=$((t1 - t0))
 $airlock rm "$id" >/dev/null
 
-med() { printf '%s\n' "$@" | median; }
 ws_ms=$(med "${ws[@]}"); plain_ms=$(med "${plain[@]}"); cp_ms=$(med "${cpa[@]}"); clone_ms=$(med "${clone[@]}")
 printf 'project: %s MB in %s files, with its .git\n' "$size" "$files"
 printf '%-56s %8s\n' "measure (median of $rounds)" "ms"
