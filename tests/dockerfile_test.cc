@@ -42,32 +42,35 @@ Result Build(const std::vector<std::string>& extra) {
 TEST(DockerfileTest, AnAppBuildsRunsItsCommandAndRebuildsOnlyWhatChanged) {
   testing::TempDir dir;
   std::string ctx = dir.path();
-  Write(ctx + "/Dockerfile",
-        "# syntax=docker/dockerfile:1\n"
-        "FROM airlock/bookworm-python\n"
-        "ARG GREETING=hello\n"
-        "ENV APP_HOME=/srv/app \\\n"
-        "    MODE=\"built image\"\n"
-        "WORKDIR $APP_HOME\n"
-        "COPY app.py ./\n"
-        "COPY data/ data/\n"
-        "RUN python3 -c \"import os; open('built.txt', 'w').write(os.environ['GREETING'] + ' ' + "
-        "','.join(sorted(os.listdir('data'))))\" \\\n"
-        "    && rm /etc/issue\n"
-        "RUN <<EOF\n"
-        "set -e\n"
-        "echo from a heredoc > /srv/heredoc.txt\n"
-        "EOF\n"
-        "LABEL org.example.team=builders\n"
-        "EXPOSE 8000\n"
-        "CMD [\"python3\", \"app.py\"]\n");
+  // Layers are cached host-wide, keyed by content and user: the app's directory names this run,
+  // so that every step from WORKDIR on is new to this run, for root and for bob alike.
+  std::string app = absl::StrCat("/srv/app-", getpid(), "-", time(nullptr));
+  Write(
+      ctx + "/Dockerfile",
+      "# syntax=docker/dockerfile:1\n"
+      "FROM airlock/bookworm-python\n"
+      "ARG GREETING=hello\n"
+      "ENV APP_HOME=" +
+          app +
+          " \\\n"
+          "    MODE=\"built image\"\n"
+          "WORKDIR $APP_HOME\n"
+          "COPY app.py ./\n"
+          "COPY data/ data/\n"
+          "RUN python3 -c \"import os; open('built.txt', 'w').write(os.environ['GREETING'] + ' ' + "
+          "','.join(sorted(os.listdir('data'))))\" \\\n"
+          "    && rm /etc/issue\n"
+          "RUN <<EOF\n"
+          "set -e\n"
+          "echo from a heredoc > /srv/heredoc.txt\n"
+          "EOF\n"
+          "LABEL org.example.team=builders\n"
+          "EXPOSE 8000\n"
+          "CMD [\"python3\", \"app.py\"]\n");
   Write(ctx + "/.dockerignore", "# not sent\n*.env\ndata/*.tmp\n");
-  // Layers are cached host-wide (by content): a nonce keeps an earlier run's from this one's.
   Write(ctx + "/app.py",
-        "# run " + std::to_string(getpid()) + "-" + std::to_string(time(nullptr)) +
-            "\n"
-            "import os\n"
-            "print('app:', os.getcwd(), os.environ['MODE'], open('built.txt').read())\n");
+        "import os\n"
+        "print('app:', os.getcwd(), os.environ['MODE'], open('built.txt').read())\n");
   ASSERT_EQ(mkdir((ctx + "/data").c_str(), 0755), 0);
   Write(ctx + "/data/a.txt", "a");
   Write(ctx + "/data/skip.tmp", "left out");
@@ -84,11 +87,11 @@ TEST(DockerfileTest, AnAppBuildsRunsItsCommandAndRebuildsOnlyWhatChanged) {
   // Its own command, in its directory, with its environment; what the RUNs did is there.
   Result run = RunAirlock({"run", "test/app:1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(run.out, "app: /srv/app built image hi a.txt\n");
+  EXPECT_EQ(run.out, absl::StrCat("app: ", app, " built image hi a.txt\n"));
   Result look =
       RunAirlock({"run", "test/app:1", "--", "sh", "-c",
-                  "cat /srv/heredoc.txt; test -e /etc/issue && echo issue-kept; ls /srv/app; "
-                  "ls /srv/app/data"});
+                  absl::StrCat("cat /srv/heredoc.txt; test -e /etc/issue && echo issue-kept; ls ",
+                               app, "; ls ", app, "/data")});
   ASSERT_EQ(look.exit_code, 0) << look.err;
   EXPECT_EQ(look.out, "from a heredoc\napp.py\nbuilt.txt\ndata\na.txt\n");
 
@@ -117,7 +120,7 @@ TEST(DockerfileTest, AnAppBuildsRunsItsCommandAndRebuildsOnlyWhatChanged) {
   EXPECT_EQ(Count(changed.err, "CACHED"), 2) << changed.err;  // WORKDIR, COPY app.py
   EXPECT_EQ(Count(changed.err, "running in build VM"), 2) << changed.err;
   Result after = RunAirlock({"run", "test/app:3"});
-  EXPECT_EQ(after.out, "app: /srv/app built image hi a.txt,b.txt\n") << after.err;
+  EXPECT_EQ(after.out, absl::StrCat("app: ", app, " built image hi a.txt,b.txt\n")) << after.err;
   for (const char* tag : {"test/app:1", "test/app:2", "test/app:3"}) {
     RunAirlock({"image", "rm", tag});
   }
