@@ -130,7 +130,6 @@ bool SessionManager::WaitsForDiskSpace(LiveSession& live) {
 }
 
 void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
-  if (!WaitsForDiskSpace(live)) return;
   const SessionRecord& r = live.record;
   auto note = [&](const std::string& text) {
     LogWarning(absl::StrCat("session ", r.id, ": ", text));
@@ -138,7 +137,18 @@ void SessionManager::GoOnWhenDiskHasSpace(LiveSession& live) {
     LogIfFailed(store_->commands().AppendOutput(r, {event}),
                 absl::StrCat("session ", r.id, ": not logged"));
   };
+  absl::StatusOr<bool> stopped = live.vm->StoppedForDiskSpace(absl::Now() + absl::Seconds(2));
+  if (!stopped.ok()) return;
   uint64_t free = FreeDiskBytes();
+  if (!*stopped) {
+    // It went on another way (a failed pause continues the VM, whose write then found room):
+    // said all the same, as the wait was.
+    if (live.waiting_for_disk.exchange(false)) {
+      note(absl::StrCat("the host's disk has space again (", FormatBytes(free),
+                        " free): the VM went on"));
+    }
+    return;
+  }
   if (free < kDiskSpaceToGoOn) {
     if (!live.waiting_for_disk.exchange(true)) {
       note(absl::StrCat("the host's disk is full (", FormatBytes(free), " free under ", paths_.home,
