@@ -18,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "src/common/file_util.h"
@@ -27,6 +29,7 @@
 #include "src/testing/s3rver.h"
 #include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
+#include "tests/fault_proxy.h"
 
 extern char** environ;
 
@@ -67,7 +70,8 @@ class Host {
   const std::string& home() const { return home_; }
   std::string socket() const { return home_ + "/airlockd.sock"; }
 
-  void Start(const std::string& s3, const std::string& etcd) {
+  void Start(const std::string& s3, const std::string& etcd,
+             const std::vector<std::string>& extra = {}) {
     unlink(socket().c_str());  // one a killed daemon left
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -84,11 +88,21 @@ class Host {
     env.push_back(nullptr);
     std::string airlockd =
         std::string(AIRLOCK_BINARY).substr(0, std::string(AIRLOCK_BINARY).rfind('/')) + "/airlockd";
-    pid_ = testing::StartLogged(
-        {airlockd, "--socket", socket(), "--blob-store",
-         absl::StrCat("s3://", kBucket, "/sessions"), "--s3-endpoint", s3, "--etcd", etcd,
-         "--host-id", name_, "--host-lease-ttl", absl::StrCat(kLeaseTtl)},
-        home_ + "/airlockd.log", env.data());
+    std::vector<std::string> argv = {airlockd,
+                                     "--socket",
+                                     socket(),
+                                     "--blob-store",
+                                     absl::StrCat("s3://", kBucket, "/sessions"),
+                                     "--s3-endpoint",
+                                     s3,
+                                     "--etcd",
+                                     etcd,
+                                     "--host-id",
+                                     name_,
+                                     "--host-lease-ttl",
+                                     absl::StrCat(kLeaseTtl)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pid_ = testing::StartLogged(argv, home_ + "/airlockd.log", env.data());
     ASSERT_GT(pid_, 0);
     // Until it answers (a restart first waits for its previous lease to expire).
     for (int i = 0; i < 600 && !Answers(socket()); ++i) {
@@ -252,6 +266,133 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
   a.Stop(SIGTERM);
   auto ours = [&] { return QemuPids(dir.path()); };  // both hosts' homes are under it
+  for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);
+  EXPECT_TRUE(ours().empty());
+}
+
+// The line of `airlock ls -a` for id on host, or "".
+std::string LsLine(Host& host, const std::string& id) {
+  Result r = host.Run({"ls", "-a"});
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StartsWith(line, id)) return std::string(line);
+  }
+  return "";
+}
+
+// Runs `args` on host until it exits 0, for up to ~(4 TTL + 20 s); the last result.
+Result RunUntilOk(Host& host, const std::vector<std::string>& args) {
+  Result r;
+  for (int i = 0; i < 2 * (4 * kLeaseTtl + 20); ++i) {
+    r = host.Run(args);
+    if (r.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return r;
+}
+
+TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {
+  testing::TempDir dir;
+  testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
+  ASSERT_TRUE(s3.running()) << s3.Log();
+  testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
+  ASSERT_TRUE(etcd.running()) << etcd.Log();
+  // Each host reaches the blob store, and B etcd, through a proxy that can fail or go silent.
+  FaultProxy a_s3(s3.Endpoint()), b_s3(s3.Endpoint()), b_etcd(etcd.Endpoint());
+  Host a("host-a", dir.path()), b("host-b", dir.path());
+  const std::vector<std::string> quick = {"--blob-store-timeout", "2"};
+  a.Start(a_s3.Endpoint(), etcd.Endpoint(), quick);
+  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.Start(b_s3.Endpoint(), b_etcd.Endpoint(), quick);
+
+  // A session made on A and published there runs on B, which adds to its file.
+  Result r = a.Run({"session", "create"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string id(absl::StripTrailingAsciiWhitespace(r.out));
+  ASSERT_EQ(a.Run({"exec", id, "--", "sh", "-c", "echo kept > /root/kept"}).exit_code, 0);
+  ASSERT_EQ(a.Run({"pause", id}).exit_code, 0) << a.Log();
+  r = b.Run({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  ASSERT_EQ(b.Run({"exec", id, "--", "sh", "-c", "echo from-b >> /root/kept"}).exit_code, 0);
+
+  // The blob store answers 500 to B's pause: the session is paused on B all the same, which says
+  // so and keeps it; B resumes its own newer snapshot, not A's older published one.
+  b_s3.Set(FaultProxy::Mode::kServerError);
+  r = b.Run({"pause", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("could not be published"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resumed on this host only"), std::string::npos) << r.err;
+  EXPECT_NE(LsLine(b, id).find("paused"), std::string::npos) << LsLine(b, id);
+  r = a.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runs on host host-b"), std::string::npos) << r.err;
+  r = b.Run({"exec", id, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err << b.Log();
+  b_s3.Set(FaultProxy::Mode::kPass);
+  ASSERT_EQ(b.Run({"pause", id}).exit_code, 0) << b.Log();
+
+  // The blob store goes silent while A fetches it: the resume gives up in bounded time, saying
+  // why, and the session stays published for any host; with the store back, A resumes it.
+  a_s3.Set(FaultProxy::Mode::kSilent);
+  r = a.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("could not bring session"), std::string::npos) << r.err;
+  EXPECT_EQ(LsLine(a, id).find("running"), std::string::npos) << LsLine(a, id);
+  a_s3.Set(FaultProxy::Mode::kPass);
+  r = a.Run({"exec", id, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err << a.Log();
+
+  // etcd answers 500 to B: a resume there is refused with etcd's error.
+  ASSERT_EQ(a.Run({"pause", id}).exit_code, 0) << a.Log();
+  b_etcd.Set(FaultProxy::Mode::kServerError);
+  r = b.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("etcd"), std::string::npos) << r.err;
+  b_etcd.Set(FaultProxy::Mode::kPass);
+
+  // B runs the session, and one of its own never published, when etcd goes silent for B for
+  // longer than its lease: A takes the first over from its last published snapshot. Once etcd
+  // answers B again, B rejoins by itself: it ends its VM of the session A took, and claims
+  // its own again.
+  r = b.Run({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  r = b.Run({"session", "create"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  std::string own(absl::StripTrailingAsciiWhitespace(r.out));
+  b_etcd.Set(FaultProxy::Mode::kSilent);
+  r = RunUntilOk(a, {"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  b_etcd.Set(FaultProxy::Mode::kPass);
+  std::string line;
+  for (int i = 0; i < 120 && line.find("cut off from etcd") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    line = LsLine(b, id);
+  }
+  EXPECT_NE(line.find("paused"), std::string::npos) << line << b.Log();
+  EXPECT_NE(line.find("another host took it over while this host was cut off from etcd"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(b.Log().find("rejoined the fleet"), std::string::npos) << b.Log();
+  r = a.Run({"exec", id, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err;
+  r = b.Run({"exec", own, "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err << b.Log();
+  // B's claims, as the fleet sees them from A: its own session, not the one A took.
+  r = a.Run({"hosts", "--json"});
+  nlohmann::json hosts = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(hosts.is_array() && hosts.size() == 2) << r.out;
+  EXPECT_EQ(hosts[1]["id"], "host-b");
+  EXPECT_EQ(hosts[1]["sessions"], nlohmann::json::array({own})) << r.out;
+  r = b.Run({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runs on host host-a"), std::string::npos) << r.err;
+
+  EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
+  EXPECT_EQ(b.Run({"rm", own}).exit_code, 0);
+  a.Stop(SIGTERM);
+  b.Stop(SIGTERM);
+  auto ours = [&] { return QemuPids(dir.path()); };
   for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);
   EXPECT_TRUE(ours().empty());
 }

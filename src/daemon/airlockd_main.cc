@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   airlock::providers::BlobStoreOptions blob_options;
   blob_options.endpoint = flags.s3_endpoint;
   blob_options.region = flags.s3_region;
+  blob_options.stall_timeout = absl::Seconds(flags.blob_store_timeout_seconds);
   airlock::providers::EtcdConfig etcd_config;
   etcd_config.endpoints = flags.etcd;
   etcd_config.ca_file = flags.etcd_ca;

@@ -220,6 +220,12 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
                  "its sessions use");
   app.add_option("--s3-endpoint", f.s3_endpoint, "the S3-compatible store's URL");
   app.add_option("--s3-region", f.s3_region, "its region");
+  app.add_option("--blob-store-timeout", f.blob_store_timeout_seconds,
+                 "seconds a blob store request may move no byte before it is\n"
+                 "given up (each is tried 4 times): a store that hangs fails a\n"
+                 "pause's publishing or a resume's fetch, never blocks it")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   app.add_option("--etcd", f.etcd,
                  "an etcd endpoint, http://127.0.0.1:2379 or https://HOST:PORT\n"
                  "(repeatable); --etcd-ca, --etcd-cert and --etcd-key for TLS");

@@ -46,6 +46,7 @@ struct DaemonFlags {
   absl::Duration otlp_interval = absl::Seconds(10);
   // A fleet.
   std::string blob_store, s3_endpoint, s3_region;
+  int blob_store_timeout_seconds = 60;
   std::vector<std::string> etcd;
   std::string etcd_ca, etcd_cert, etcd_key;
   std::string etcd_prefix = "/airlock";

@@ -42,6 +42,12 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
   if (local.ok() && published->host == handoff_->host_id() && access(dir.c_str(), F_OK) == 0) {
     return local;  // its last snapshot was taken here, and is still here
   }
+  if (local.ok() && access(layout_.UnpublishedMarker(id).c_str(), F_OK) == 0 &&
+      access(dir.c_str(), F_OK) == 0) {
+    // Its last pause here could not publish (the claim was kept, so no host ran it since): the
+    // snapshot here is newer than the published one, which must not replace it.
+    return local;
+  }
   telemetry::Span span("snapshot.fetch");
   span.SetAttribute("airlock.session.id", id);
   absl::Status st = MakeDirectories(layout_.Dir(id), 0700);
@@ -81,8 +87,16 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
         "volumes do not travel between hosts yet; the session resumes on this host only");
   }
   if (st.ok()) st = handoff_->Publish(record, layout_.Snapshot(record.id), *image);
+  std::string unpublished = layout_.UnpublishedMarker(record.id);
+  if (st.ok() && unlink(unpublished.c_str()) == 0) {
+    // Gone for good before another host may take the session, or a later resume here would
+    // prefer this stale snapshot to a newer one published elsewhere.
+    st = SyncDirectory(layout_.Dir(record.id));
+  }
   if (st.ok()) st = handoff_->Release(record.id);
   if (st.ok()) return st;
+  LogIfFailed(WriteFileAtomically(unpublished, st.ToString(), 0600),
+              absl::StrCat("session ", record.id, ": its unpublished snapshot not marked"));
   span.SetError(std::string(st.message()));
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
@@ -95,6 +109,40 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
                                    " is paused, but its snapshot could not be published for other "
                                    "hosts (",
                                    st.message(), "); it can be resumed on this host only"));
+}
+
+void SessionManager::ClaimAgain() {
+  for (const std::shared_ptr<LiveSession>& live : LiveSessions(SessionEventHub::kEveryTenant)) {
+    const SessionRecord& record = live->record;
+    std::shared_ptr<absl::Mutex> session_lock = SessionLock(record.id);
+    absl::MutexLock guard(session_lock.get());
+    if (FindLive(record.tenant, record.id) != live) continue;  // paused or removed meanwhile
+    absl::Status claimed = handoff_->Claim(record.id);
+    if (!absl::IsFailedPrecondition(claimed)) {
+      // Claimed again; or etcd failed once more, and the next rejoin tries again.
+      LogIfFailed(claimed, absl::StrCat("session ", record.id, ": not claimed again"));
+      continue;
+    }
+    // Another host resumed it from its last published snapshot while this one was cut off:
+    // it runs there, and this VM must not go on (what it did since that snapshot is lost).
+    std::string why = "another host took it over while this host was cut off from etcd";
+    LogWarning(absl::StrCat("session ", record.id, ": ended here: ", claimed.message()));
+    {
+      absl::MutexLock lock(&mu_);
+      live_.erase(record.id);
+    }
+    live->vm->Kill(absl::AbortedError(absl::StrCat("session ", record.id, ": ", why)));
+    LogIfFailed(RemoveTree(layout_.Dir(record.id)),
+                absl::StrCat("session ", record.id, ": files not removed"));
+    LogRecord event{.unix_ms = NowMs(),
+                    .stream = LogStream::kEvent,
+                    .data = absl::StrCat("session ended on this host: ", why)};
+    LogIfFailed(store_->commands().AppendOutput(record, {event}),
+                absl::StrCat("session ", record.id, ": its end here not logged"));
+    LogIfFailed(store_->sessions().SetState(kDaemonPrincipal, record.tenant, record.id,
+                                            SessionState::kPaused, why, 0, "session.takeover"),
+                absl::StrCat("session ", record.id, ": its state not kept"));
+  }
 }
 
 void SessionManager::ForgetEverywhere(const std::string& id) {

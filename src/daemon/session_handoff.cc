@@ -60,23 +60,28 @@ absl::StatusOr<std::unique_ptr<SessionHandoff>> SessionHandoff::Start(
     HandoffOptions options, std::string key) {
   std::unique_ptr<SessionHandoff> handoff(
       new SessionHandoff(std::move(blobs), std::move(etcd), std::move(options), std::move(key)));
-  providers::HostLeaseOptions lease{
+  SessionHandoff* self = handoff.get();  // outlives every lease it holds
+  handoff->lease_options_ = providers::HostLeaseOptions{
       .prefix = handoff->options_.prefix,
       .host_id = handoff->options_.host_id,
       .ttl_seconds = handoff->options_.ttl_seconds,
       .capacity_json = handoff->options_.capacity_json,
-      .on_lost = [id = handoff->options_.host_id](const absl::Status& why) {
-        LogError(absl::StrCat("host ", id,
-                              " lost its etcd lease: other hosts may take its "
-                              "sessions over; restart airlockd (",
+      .on_lost = [self](const absl::Status& why) {
+        LogError(absl::StrCat("host ", self->host_id(),
+                              " lost its etcd lease: other hosts may take its sessions over; "
+                              "it rejoins once etcd answers (",
                               why.message(), ")"));
+        absl::MutexLock lock(&self->lease_mu_);
+        self->lease_lost_ = true;
       }};
+  const providers::HostLeaseOptions& lease = handoff->lease_options_;
   absl::Time give_up = absl::Now() + handoff->options_.wait_for_previous;
   bool told = false;
   for (;;) {
     absl::StatusOr<std::unique_ptr<providers::HostLease>> started =
         providers::HostLease::Start(handoff->etcd_.get(), lease);
     if (started.ok()) {
+      absl::MutexLock lock(&handoff->lease_mu_);
       handoff->lease_ = *std::move(started);
       break;
     }
@@ -91,28 +96,91 @@ absl::StatusOr<std::unique_ptr<SessionHandoff>> SessionHandoff::Start(
     }
     absl::SleepFor(absl::Milliseconds(500));
   }
+  handoff->rejoiner_ = std::thread([self] { self->Rejoin(); });
   return handoff;
 }
 
-SessionHandoff::~SessionHandoff() = default;
+SessionHandoff::~SessionHandoff() {
+  {
+    absl::MutexLock lock(&lease_mu_);
+    stopping_ = true;
+  }
+  if (rejoiner_.joinable()) rejoiner_.join();
+}
+
+void SessionHandoff::OnRejoined(std::function<void()> fn) {
+  absl::MutexLock lock(&rejoined_mu_);
+  on_rejoined_ = std::move(fn);
+}
+
+void SessionHandoff::Rejoin() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&lease_mu_);
+      auto lost_or_stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_) {
+        return lease_lost_ || stopping_;
+      };
+      lease_mu_.Await(absl::Condition(&lost_or_stopping));
+      if (stopping_) return;
+      lease_lost_ = false;
+    }
+    // The lost lease is let go without revoking it (etcd may still count it, and claims of
+    // sessions this host runs must not vanish at once); a new one can be had once it expires.
+    lease()->Abandon();
+    bool told = false;
+    for (;;) {
+      {
+        absl::MutexLock lock(&lease_mu_);
+        if (lease_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1))) return;
+      }
+      absl::StatusOr<std::unique_ptr<providers::HostLease>> started =
+          providers::HostLease::Start(etcd_.get(), lease_options_);
+      if (started.ok()) {
+        std::shared_ptr<providers::HostLease> old;
+        {
+          absl::MutexLock lock(&lease_mu_);
+          old = std::exchange(lease_, std::shared_ptr<providers::HostLease>(*std::move(started)));
+        }
+        break;
+      }
+      if (!told) {
+        LogWarning(absl::StrCat("host ", host_id(), " cannot rejoin the fleet yet (",
+                                started.status().message(), "); trying every second"));
+        told = true;
+      }
+    }
+    LogInfo(absl::StrCat("host ", host_id(), " rejoined the fleet with a new etcd lease"));
+    absl::MutexLock lock(&rejoined_mu_);
+    if (on_rejoined_) on_rejoined_();
+  }
+}
 
 std::string SessionHandoff::SnapshotKey(const std::string& id) const {
   return absl::StrCat(options_.prefix, "/sessions/", id, "/snapshot");
 }
 
 absl::Status SessionHandoff::Claim(const std::string& id) {
-  absl::StatusOr<bool> claimed = lease_->ClaimSession(id);
+  std::shared_ptr<providers::HostLease> lease = this->lease();
+  absl::StatusOr<bool> claimed = lease->ClaimSession(id);
+  if (!claimed.ok() && lease->lost()) {
+    // Not "another host runs it" (FailedPrecondition): nobody knows until this host rejoins.
+    return absl::UnavailableError(
+        absl::StrCat("host ", host_id(),
+                     " lost its etcd lease and rejoins the fleet once etcd answers; try again "
+                     "shortly (",
+                     claimed.status().message(), ")"));
+  }
   if (!claimed.ok()) return claimed.status();
   if (*claimed) return absl::OkStatus();
-  absl::StatusOr<std::optional<std::string>> owner = lease_->Owner(id);
+  absl::StatusOr<std::optional<std::string>> owner = lease->Owner(id);
   std::string who = owner.ok() && *owner ? **owner : "another host";
   return absl::FailedPreconditionError(
       absl::StrCat("session ", id, " runs on host ", who,
                    "; pause it there first (or, if that host is gone, try again once its lease of ",
-                   lease_->ttl_seconds(), " s has expired)"));
+                   lease->ttl_seconds(), " s has expired)"));
 }
 
-absl::Status SessionHandoff::Release(const std::string& id) { return lease_->ReleaseSession(id); }
+absl::Status SessionHandoff::Release(const std::string& id) { return lease()->ReleaseSession(id); }
 
 absl::Status SessionHandoff::PutBytes(const std::string& digest, const std::string& bytes) {
   UniqueFd fd(memfd_create("airlock-blob", MFD_CLOEXEC));

@@ -22,6 +22,13 @@
 //   - A host that dies stops renewing its lease; once the lease expires its claims go with it,
 //     and its sessions resume elsewhere from their last published snapshot (what they did
 //     since is lost). A host that comes back ends the VMs of sessions another host took.
+//   - A host that is alive but cut off from etcd for longer than its lease's TTL (etcd down,
+//     hung or unreachable) loses its lease the same way. It rejoins by itself: a new lease
+//     once etcd answers again and the old one has expired, then it claims its running sessions
+//     again and ends the VMs of those another host took meanwhile (OnRejoined).
+//   - A pause whose publishing fails keeps the claim, and marks the snapshot here as newer than
+//     the published one (SessionLayout::UnpublishedMarker): a resume here uses it, never the
+//     older published one, and a failed resume keeps the claim.
 //
 // Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
 // manifest names, and the manifest and the record are signed with the host key, so every host of
@@ -34,9 +41,11 @@
 #define AIRLOCK_DAEMON_SESSION_HANDOFF_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -71,6 +80,11 @@ class SessionHandoff {
   ~SessionHandoff();
 
   const std::string& host_id() const { return options_.host_id; }
+
+  // Runs fn on this object's thread each time the host has rejoined the fleet with a new lease
+  // after losing its old one (its claims went with it: fn claims what it runs again). nullptr:
+  // nothing. Returns once a run of the previous fn has ended.
+  void OnRejoined(std::function<void()> fn);
 
   // Makes this host the session's owner; FailedPrecondition naming the host that owns it.
   [[nodiscard]] absl::Status Claim(const std::string& id);
@@ -123,6 +137,12 @@ class SessionHandoff {
         options_(std::move(options)),
         key_(std::move(key)) {}
 
+  std::shared_ptr<providers::HostLease> lease() const {
+    absl::MutexLock lock(&lease_mu_);
+    return lease_;
+  }
+  // The rejoin thread: waits for a lost lease, then takes a new one (see above).
+  void Rejoin();
   std::string SnapshotKey(const std::string& id) const;
   absl::Status PutFile(const std::string& digest, const std::string& path);
   absl::Status PutBytes(const std::string& digest, const std::string& bytes);
@@ -141,7 +161,14 @@ class SessionHandoff {
   const std::unique_ptr<providers::EtcdClient> etcd_;
   const HandoffOptions options_;
   const std::string key_;
-  std::unique_ptr<providers::HostLease> lease_;
+  providers::HostLeaseOptions lease_options_;  // set by Start
+  mutable absl::Mutex lease_mu_;
+  std::shared_ptr<providers::HostLease> lease_ ABSL_GUARDED_BY(lease_mu_);
+  bool lease_lost_ ABSL_GUARDED_BY(lease_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(lease_mu_) = false;
+  absl::Mutex rejoined_mu_;  // held while on_rejoined_ runs
+  std::function<void()> on_rejoined_ ABSL_GUARDED_BY(rejoined_mu_);
+  std::thread rejoiner_;
   absl::Mutex images_mu_;
   // By image digest: uploaded already.
   std::map<std::string, ImageBlobs> images_ ABSL_GUARDED_BY(images_mu_);

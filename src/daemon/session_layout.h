@@ -37,6 +37,8 @@ class SessionLayout {
   std::string Dir(const std::string& id) const { return absl::StrCat(home_, "/sessions/", id); }
   std::string VmRuntime(const std::string& id) const { return File(id, kVmRuntime); }
   std::string OneShotMarker(const std::string& id) const { return File(id, "one-shot"); }
+  // Present while the session's snapshot here is newer than the one its fleet has published.
+  std::string UnpublishedMarker(const std::string& id) const { return File(id, "unpublished"); }
   std::string Snapshot(const std::string& id) const { return File(id, "snapshot"); }
   std::string LiveDisk(const std::string& id) const { return File(id, "disk.ext4"); }
   std::string WorkspaceImage(const std::string& id) const { return File(id, "workspace.ext4"); }

@@ -75,6 +75,7 @@ SessionManager::SessionManager(SessionManagerOptions options)
   store_->set_tenant_log_cap([quotas = std::move(options.quotas)](const std::string& tenant) {
     return quotas.For(tenant).limits.log_bytes;
   });
+  if (handoff_ != nullptr) handoff_->OnRejoined([this] { ClaimAgain(); });
 }
 
 bool SessionManager::SecretAvailable(const std::string& id, const std::string& name) const {
@@ -82,6 +83,7 @@ bool SessionManager::SecretAvailable(const std::string& id, const std::string& n
 }
 
 SessionManager::~SessionManager() {
+  if (handoff_ != nullptr) handoff_->OnRejoined(nullptr);  // waits for a ClaimAgain running
   pool_.reset();  // its VMs are nobody's: they go with airlockd
   {
     absl::MutexLock lock(&watch_mu_);

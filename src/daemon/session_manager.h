@@ -293,6 +293,9 @@ class SessionManager {
   absl::Status Publish(const SessionRecord& record);
   // With a fleet: the session ended here for good; no host resumes it.
   void ForgetEverywhere(const std::string& id);
+  // After this host rejoined its fleet with a new lease: claims each session it runs again, and
+  // ends the VM of one another host took over meanwhile (it runs there now).
+  void ClaimAgain();
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeLocked(const Principal& who,
                                                             const SessionRecord& record);
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeHere(const Principal& who,

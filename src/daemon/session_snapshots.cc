@@ -211,8 +211,10 @@ absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
     const Principal& who, const SessionRecord& record) {
   absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeHere(who, record);
-  // A claim TakeOver made is given back: another host may resume it.
-  if (!live.ok() && handoff_ != nullptr) {
+  // A claim TakeOver made is given back: another host may resume it (from its published
+  // snapshot; not when this host has a newer one it could not publish).
+  if (!live.ok() && handoff_ != nullptr &&
+      access(layout_.UnpublishedMarker(record.id).c_str(), F_OK) != 0) {
     LogIfFailed(handoff_->Release(record.id),
                 absl::StrCat("session ", record.id, ": not released"));
   }

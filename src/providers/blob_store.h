@@ -73,6 +73,9 @@ struct BlobStoreOptions {
   // retry_delay, each next one after twice as long as the one before.
   int attempts = 4;
   absl::Duration retry_delay = absl::Milliseconds(200);
+  // A request that moves no byte for this long (or cannot connect within it, at most 10 s) has
+  // failed, and is tried again: a store that hangs costs attempts times this, not forever.
+  absl::Duration stall_timeout = absl::Seconds(60);
 };
 
 // Where a URL points, as OpenBlobStore reads it.

@@ -184,8 +184,13 @@ absl::StatusOr<S3Config> S3ConfigFromOptions(const BlobStoreOptions& options,
     return absl::InvalidArgumentError(
         "S3 attempts must be from 1 to 10, and the retry delay not negative");
   }
+  if (options.stall_timeout < absl::Seconds(1) || options.stall_timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        "the blob store's stall timeout must be from 1 second to an hour");
+  }
   config.attempts = options.attempts;
   config.retry_delay = options.retry_delay;
+  config.stall_timeout = options.stall_timeout;
   return config;
 }
 
@@ -258,10 +263,12 @@ S3BlobStore::Response S3BlobStore::Once(const Request& request) const {
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-  // A transfer that moves nothing for a minute is dead (and retried); large ones may take long.
+  // A transfer that moves nothing for the stall timeout is dead (and retried); large ones may
+  // take long.
+  long stall_seconds = static_cast<long>(absl::ToInt64Seconds(config_.stall_timeout));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, std::min(stall_seconds, 10L));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_seconds);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);

@@ -31,6 +31,7 @@ struct S3Config {
   uint64_t part_size = uint64_t{16} << 20;
   int attempts = 4;
   absl::Duration retry_delay = absl::Milliseconds(200);
+  absl::Duration stall_timeout = absl::Seconds(60);  // BlobStoreOptions::stall_timeout
 };
 
 // The S3 settings of options (a URL already parsed into location): the endpoint checked and
