@@ -1,6 +1,7 @@
 // Fuzz target: an image build's context tar, as a client sends it. Indexing it either fails
 // cleanly or gives entries whose paths stay inside the context, whose parents are directories,
-// and a COPY layer of everything that reads back from the same bytes. Memory files only.
+// and a COPY layer of everything (with ADD's unpacking of each file that is a tar) that reads
+// back from the same bytes. Memory files only.
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,9 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (path.empty()) continue;
     items.push_back({.dest = "copy/" + path, .source = &e, .type = e.type, .mode = e.mode});
+    // A file that is itself a tar is also unpacked, as ADD does (a nested, untrusted archive).
+    absl::StatusOr<bool> archive = context->IsTarArchive(e);
+    if (archive.ok() && *archive) {
+      items.push_back({.dest = "add/" + path, .source = &e, .type = S_IFREG, .unpack = true});
+    }
   }
   (void)context->Match("*");
   (void)context->Match("a/../../b");
-  (void)context->WriteLayer(items, "/proc/self/fd/" + std::to_string(layer.get()));
+  (void)context->WriteLayer(items, "/proc/self/fd/" + std::to_string(layer.get()), 64 << 20);
   return 0;
 }

@@ -4,12 +4,16 @@
 // second build reuses every layer and a changed file rebuilds from its COPY on; a failing RUN
 // says its exit status and last lines; hostile contexts (a source outside the context, a
 // symbolic link out of it) stay inside.
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -17,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "src/common/file_util.h"
+#include "src/testing/local_registry.h"
 #include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
 
@@ -31,6 +36,32 @@ int Count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// A gzipped tar (or a zip: a wheel) of (path, content, mode) regular files.
+void WriteArchive(const std::string& path,
+                  const std::vector<std::tuple<std::string, std::string, unsigned>>& files,
+                  bool zip = false) {
+  archive* a = archive_write_new();
+  if (zip) {
+    archive_write_set_format_zip(a);
+  } else {
+    archive_write_set_format_pax_restricted(a);
+    archive_write_add_filter_gzip(a);
+  }
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  for (const auto& [name, content, mode] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, mode);
+    archive_entry_set_size(e, static_cast<la_int64_t>(content.size()));
+    ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK);
+    archive_write_data(a, content.data(), content.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
 }
 
 Result Build(const std::vector<std::string>& extra) {
@@ -171,6 +202,105 @@ TEST(DockerfileTest, StagesCopyFromEachOtherAndFailuresSayWhy) {
   EXPECT_EQ(onbuild.exit_code, 2);
   EXPECT_NE(onbuild.err.find("line 2: ONBUILD is not supported"), std::string::npos) << onbuild.err;
   RunAirlock({"image", "rm", "test/stages:1"});
+}
+
+// ADD unpacks a local archive; the image it makes reaches a registry (`image push NAME`) and a
+// file (`image save`), and comes back from each running its own command; a context larger than
+// the user's images quota is refused before anything is built.
+TEST(DockerfileTest, AddUnpacksArchivesAndABuiltImageIsPushedAndSaved) {
+  testing::TempDir dir;
+  std::string ctx = dir.path() + "/ctx";
+  ASSERT_EQ(mkdir(ctx.c_str(), 0755), 0);
+  WriteArchive(ctx + "/vendor.tgz",
+               {{"pkg/run.sh", "#!/bin/sh\necho vendored $(cat /opt/plain.txt)\n", 0755},
+                {"pkg/data/x.txt", "x", 0600}});
+  // A pure-Python wheel, installed by pip from the context with no network.
+  const std::string dist = "hello_airlock-1.0.dist-info/";
+  WriteArchive(
+      ctx + "/hello_airlock-1.0-py3-none-any.whl",
+      {{"hello_airlock/__init__.py", "def greet():\n    return 'from a wheel'\n", 0644},
+       {dist + "METADATA", "Metadata-Version: 2.1\nName: hello-airlock\nVersion: 1.0\n", 0644},
+       {dist + "WHEEL",
+        "Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+        0644},
+       {dist + "RECORD",
+        "hello_airlock/__init__.py,,\n" + dist + "METADATA,,\n" + dist + "WHEEL,,\n" + dist +
+            "RECORD,,\n",
+        0644}},
+      /*zip=*/true);
+  Write(ctx + "/plain.txt", "plain");
+  Write(ctx + "/Dockerfile",
+        "FROM airlock/bookworm-python\n"
+        "ADD vendor.tgz /opt/vendor\n"
+        "ADD --chown=nobody plain.txt /opt/\n"
+        "COPY *.whl /tmp/wheels/\n"
+        "RUN pip install --no-index --no-cache-dir /tmp/wheels/hello_airlock-1.0-py3-none-any.whl"
+        " && rm -r /tmp/wheels\n"
+        "LABEL org.example.kind=pushed\n"
+        "EXPOSE 8080\n"
+        "CMD [\"/opt/vendor/pkg/run.sh\"]\n");
+  Result built = Build({"-t", "test/add:1", ctx});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  Result run = RunAirlock({"run", "test/add:1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "vendored plain\n");
+  Result look = RunAirlock({"run", "test/add:1", "--", "sh", "-c",
+                            "stat -c '%a %U' /opt/vendor/pkg/data/x.txt /opt/plain.txt; "
+                            "test -e /opt/vendor.tgz || echo not-kept"});
+  EXPECT_EQ(look.out, "600 root\n644 nobody\nnot-kept\n") << look.err;
+  Result wheel = RunAirlock({"run", "test/add:1", "--", "python3", "-c",
+                             "import hello_airlock; print(hello_airlock.greet())"});
+  EXPECT_EQ(wheel.out, "from a wheel\n") << wheel.err;
+
+  // To a registry, by name, and back by reference: its command, labels and ports came along.
+  testing::LocalRegistry registry(dir.path() + "/registry");
+  std::string ref = registry.Host() + "/airlock-test/built:1";
+  Result pushed = RunAirlock({"image", "push", "test/add:1", ref});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.err;
+  EXPECT_TRUE(absl::StartsWith(pushed.out, ref + " sha256:")) << pushed.out;
+  Result pulled = RunAirlock({"image", "pull", ref});
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.err;
+  EXPECT_EQ(RunAirlock({"run", ref}).out, "vendored plain\n");
+  Result inspect = RunAirlock({"image", "ls", "--json"});
+  EXPECT_NE(inspect.out.find("airlock-test/built:1"), std::string::npos) << inspect.out;
+
+  // To a file, imported again under another name.
+  std::string saved = dir.path() + "/saved.tar";
+  Result save = RunAirlock({"image", "save", "test/add:1", "-o", saved});
+  ASSERT_EQ(save.exit_code, 0) << save.err;
+  Result imported = RunAirlock({"image", "import", saved, "--tag", "test/add-imported:1"});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_EQ(RunAirlock({"run", "test/add-imported:1"}).out, "vendored plain\n");
+
+  // Mistakes say what is wrong, and write nothing.
+  Result missing = RunAirlock({"image", "push", "test/no-such:1", ref});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("test/no-such:1 is no file, and as an image"), std::string::npos)
+      << missing.err;
+  Result unsaved = RunAirlock({"image", "save", "test/no-such:1", "-o", dir.path() + "/x.tar"});
+  EXPECT_EQ(unsaved.exit_code, 2) << unsaved.err;
+  EXPECT_NE(access((dir.path() + "/x.tar").c_str(), F_OK), 0);
+
+  // A context over the user's images quota (64 MiB for uid 61011) is refused while it is sent.
+  std::string big = dir.path() + "/big";
+  ASSERT_EQ(mkdir(big.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  Write(big + "/Dockerfile", "FROM airlock/bookworm-python\nCOPY huge /huge\n");
+  // Written out (a sparse file would travel as a small sparse tar): 80 MiB to send.
+  int fd = open((big + "/huge").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  std::string block(1 << 20, 'h');
+  for (int i = 0; i < 80; ++i) ASSERT_EQ(write(fd, block.data(), block.size()), 1 << 20);
+  close(fd);
+  Result huge = RunAirlock({"image", "build", "-t", "small/huge:1", big}, "", RunAs{61011, 61011});
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("the build context is larger than 64MiB; leave out what the build "
+                          "does not need with .dockerignore"),
+            std::string::npos)
+      << huge.err;
+  for (const char* tag : {"test/add:1", "test/add-imported:1"}) RunAirlock({"image", "rm", tag});
+  RunAirlock({"image", "rm", ref});
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
+#include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
 #include "tests/loopback_http_server.h"
 #include "tests/test_certs.h"
@@ -331,6 +333,59 @@ TEST(SecretsTest, SecretsAreBoundAndUnboundOnARunningSession) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("has no secret LATE"), std::string::npos) << r.err;
   RunAirlock({"rm", id});
+}
+
+// An image build's RUN uses a secret as a session does: the server gets the value, the RUN
+// and every layer only the placeholder, and a new value reuses the cached step.
+TEST(SecretsTest, AnImageBuildsRunSendsTheValueAndNoLayerHoldsIt) {
+  EchoApi api;
+  std::string value = FreshValue("sk-build-");
+  setenv("AIRLOCK_TEST_API_KEY", value.c_str(), 1);
+  testing::TempDir dir;
+  // Named by this run, so that no earlier run's cached layer answers for it.
+  std::string out = absl::StrCat("/build-", getpid(), "-", time(nullptr), ".txt");
+  ASSERT_TRUE(
+      WriteFileAtomically(dir.path() + "/Dockerfile",
+                          absl::StrCat("FROM airlock/bookworm-python\n"
+                                       "RUN ",
+                                       kCurlAuth, " > ", out, " && echo $API_KEY >> ", out, "\n"),
+                          0644)
+          .ok());
+  std::vector<std::string> build = {
+      "image",   "build",    "-t",       "test/secret-build:1",
+      "--allow", "api.test", "--secret", "API_KEY=env:AIRLOCK_TEST_API_KEY@api.test",
+      dir.path()};
+  Result r = RunAirlock(build);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> seen = api.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], "Bearer " + value);
+
+  // The image holds what the RUN saw: the placeholder, twice (the echo came back masked).
+  r = RunAirlock(
+      {"run", "test/secret-build:1", "--", "sh", "-c", absl::StrCat("cat ", out, "; env")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(value), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("auth=Bearer AIRLOCK_PLACEHOLDER_"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("API_KEY="), std::string::npos) << r.out;  // not in the image's env
+  EXPECT_TRUE(FilesContaining(Home(), value).empty());
+  const char* cache = getenv("AIRLOCK_CACHE");
+  EXPECT_TRUE(FilesContaining(cache ? cache : "/var/cache/airlock", value).empty());
+
+  // A new value is not a new step: the layer is reused, nothing is sent.
+  std::string rotated = FreshValue("sk-rotated-");
+  setenv("AIRLOCK_TEST_API_KEY", rotated.c_str(), 1);
+  build[3] = "test/secret-build:2";
+  r = RunAirlock(build);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("CACHED"), std::string::npos) << r.err;
+  EXPECT_EQ(api.seen().size(), 1u);
+  // A secret of a source that cannot be read builds nothing, and says which.
+  r = RunAirlock({"image", "build", "-t", "test/secret-build:3", "--secret",
+                  "K=file:/nonexistent/key@api.test", dir.path()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/key"), std::string::npos) << r.err;
+  RunAirlock({"image", "rm", "test/secret-build:1", "test/secret-build:2"});
 }
 
 }  // namespace

@@ -96,10 +96,12 @@ class PrivateDaemon : public ::testing::Environment {
     setenv("AIRLOCK_EGRESS_CEILING", (home_ + "/egress-ceiling").c_str(), 1);
     // The HTTP gateway on a free port of its own (suites run side by side).
     setenv("AIRLOCK_HTTP_LISTEN", "127.0.0.1:0", 1);
-    // Tenants with small quotas (SessionTest, HostileTenantTest); others have the defaults.
+    // Tenants with small quotas (SessionTest, HostileTenantTest, DockerfileTest); others have
+    // the defaults.
     ASSERT_TRUE(WriteFileAtomically(home_ + "/quotas",
                                     "tenant uid:61003 sessions=2 running=1 forks=1 pull=1k\n"
-                                    "tenant uid:61004 running=1 memory=1g forks=2 connections=40\n",
+                                    "tenant uid:61004 running=1 memory=1g forks=2 connections=40\n"
+                                    "tenant uid:61011 images=64m\n",
                                     0644)
                     .ok());
     setenv("AIRLOCK_QUOTA_FILE", (home_ + "/quotas").c_str(), 1);

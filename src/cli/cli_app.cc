@@ -22,8 +22,8 @@ constexpr char kDescription[] =
     "tells more about each command.";
 
 constexpr char kFooter[] =
-    "Everything but doctor, completion and image push goes through airlockd, started on first "
-    "use when run as root (or run it yourself as a service).\n"
+    "Everything but doctor, completion and image push ARCHIVE goes through airlockd, started on "
+    "first use when run as root (or run it yourself as a service).\n"
     "environment: AIRLOCK_HOME (default /var/lib/airlock), AIRLOCK_SOCKET (default "
     "/run/airlock/airlockd.sock), AIRLOCK_KERNEL, AIRLOCK_INITRAMFS, AIRLOCK_QEMU, "
     "AIRLOCK_ACCEL=kvm|tcg";

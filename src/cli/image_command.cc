@@ -26,6 +26,7 @@
 #include "src/common/host_paths.h"
 #include "src/common/unique_fd.h"
 #include "src/image/npm_spec.h"
+#include "src/secrets/secret_spec.h"
 
 namespace airlock {
 namespace {
@@ -330,7 +331,7 @@ void AddImageCommand(Cli& cli) {
   struct BuildArgs {
     v1::BuildImageRequest request;
     std::string dir, file, target;
-    std::vector<std::string> build_args, allow, presets;
+    std::vector<std::string> build_args, allow, presets, secrets;
     bool no_cache = false;
   };
   auto build = std::make_shared<BuildArgs>();
@@ -350,6 +351,8 @@ void AddImageCommand(Cli& cli) {
                 for (const std::string& a : build->allow) args.insert(args.end(), {"--allow", a});
                 for (const std::string& a : build->presets)
                   args.insert(args.end(), {"--allow-preset", a});
+                for (const std::string& a : build->secrets)
+                  args.insert(args.end(), {"--secret", a});
                 return BecomeProgramBeside(kToolsProgram, args);
               });
   b->footer(kImageFooter);
@@ -416,6 +419,13 @@ void AddImageCommand(Cli& cli) {
       ->type_name("NAME")
       ->allow_extra_args(false)
       ->needs(dir);
+  AddCheckedList(
+      b, "--secret", &build->secrets,
+      [](const std::string& v) { return secrets::ParseSecretSpec(v).status(); },
+      "for RUN steps with the network, as a session's --secret: they see NAME=<placeholder>, "
+      "HTTPS requests to HOST carry the value, and no layer can hold it; repeatable")
+      ->type_name("NAME=SOURCE@HOST[,HOST...]")
+      ->needs(dir);
   b->add_flag("--no-cache", build->no_cache, "run every step again")->needs(dir);
   b->callback([dir, debian] {
     if (dir->count() == 0 && debian->count() == 0) {
@@ -428,12 +438,34 @@ void AddImageCommand(Cli& cli) {
     std::string archive, ref;
   };
   auto push = std::make_shared<PushArgs>();
-  CLI::App* pu = cli.Add(group, "push", "upload an image archive to a registry", [push] {
-    return BecomeProgramBeside(kToolsProgram, {"push", push->archive, push->ref});
-  });
-  pu->add_option("ARCHIVE", push->archive, "an OCI image layout or `docker save` archive")
+  CLI::App* pu =
+      cli.Add(group, "push", "upload an image, or an image archive, to a registry", [push] {
+        return BecomeProgramBeside(kToolsProgram, {"push", push->archive, push->ref});
+      });
+  pu->add_option("IMAGE", push->archive,
+                 "one of your images (airlock image ls), or an OCI image layout or `docker "
+                 "save` archive file")
       ->required();
   pu->add_option("REF", push->ref, "where to, like localhost:5000/team/app:1")->required();
+  pu->footer(
+      "An image of yours is sent as one uncompressed layer of its whole filesystem with its "
+      "config (how it runs, its labels and ports), with your registry credentials "
+      "(~/.docker/config.json).");
+
+  struct SaveArgs {
+    std::string name, out;
+  };
+  auto save = std::make_shared<SaveArgs>();
+  CLI::App* sa = cli.Add(group, "save", "write one of your images as an OCI archive", [save] {
+    return BecomeProgramBeside(kToolsProgram, {"save", save->name, save->out});
+  });
+  sa->add_option("NAME", save->name, "the image (airlock image ls)")->required();
+  sa->add_option("-o,--output", save->out, "the archive to write, or - for standard output")
+      ->type_name("FILE")
+      ->required();
+  sa->footer(
+      "The archive is an OCI image layout in a tar: `airlock image import`, `airlock image "
+      "push`, docker load and skopeo read it.");
 
   auto ls_json = std::make_shared<bool>(false);
   CLI::App* l = cli.Add(group, "ls", "list images", [ls_json] { return List(*ls_json); });

@@ -45,6 +45,7 @@
 #include "src/image/oci_archive.h"
 #include "src/image/registry_client.h"
 #include "src/image/tar_to_ext4.h"
+#include "src/secrets/secret_source.h"
 #include "src/vm/accelerator.h"
 #include "src/workspace/workspace_capture.h"
 
@@ -172,7 +173,8 @@ int VolumeImport(const std::string& name, const std::string& dir) {
 }
 
 // `airlock image build DIR`: the arguments airlock passed (--dir, --file, --tag, --target,
-// --no-cache, and repeatable --build-arg, --allow, --allow-preset, each with its value).
+// --no-cache, and repeatable --build-arg, --allow, --allow-preset, --secret, each with its
+// value).
 int ImageBuild(const std::vector<std::string>& args) {
   v1::DockerfileBuildChunk first;
   std::string dir, file;
@@ -208,6 +210,12 @@ int ImageBuild(const std::vector<std::string>& args) {
       first.add_allow(value);
     } else if (flag == "--allow-preset") {
       first.add_allow_preset(value);
+    } else if (flag == "--secret") {
+      // Read here, with the user's rights, as session create reads it.
+      if (absl::Status s = AddSecretBinding(value, first.mutable_secrets()); !s.ok()) {
+        std::fprintf(stderr, "airlock image build: %s\n", std::string(s.message()).c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "airlock image build: unknown argument %s\n", flag.c_str());
       return 2;
@@ -278,7 +286,9 @@ int ImageBuild(const std::vector<std::string>& args) {
     if (n < 0) return 1;
     chunk.set_context(piece.data(), static_cast<size_t>(n));
     chunk.set_last(n == 0);
-    if (!stream->Write(chunk) || n == 0) break;  // a refusal comes with Finish
+    bool sent = stream->Write(chunk);
+    for (v1::SecretBinding& b : *chunk.mutable_secrets()) secrets::Wipe(*b.mutable_value());
+    if (!sent || n == 0) break;  // a refusal comes with Finish
     chunk = v1::DockerfileBuildChunk();
   }
   stream->WritesDone();
@@ -305,11 +315,90 @@ int ImageBuild(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Push(const std::string& archive, const std::string& to) {
+// One of the caller's images as airlockd exports it (an OCI image layout tar), into fd.
+absl::Status ExportImage(const std::string& name, int fd) {
+  absl::StatusOr<DaemonClient> client = ConnectToDaemon();
+  if (!client.ok()) return client.status();
+  grpc::ClientContext context;
+  v1::ExportImageRequest request;
+  request.set_name(name);
+  std::unique_ptr<grpc::ClientReader<v1::ExportImageChunk>> reader =
+      client->images->Export(&context, request);
+  v1::ExportImageChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (absl::Status s = WriteAll(fd, chunk.data()); !s.ok()) {
+      context.TryCancel();
+      reader->Finish();
+      return s;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), Describe(status));
+  }
+  return absl::OkStatus();
+}
+
+// An unnamed file for a pushed image's archive, in $TMPDIR (else /var/tmp).
+absl::StatusOr<UniqueFd> TemporaryFile() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string dir = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/var/tmp";
+  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoStatus("create a temporary file in", dir);
+  return fd;
+}
+
+// `airlock image save NAME OUT`: OUT "-" is standard output (not a terminal).
+int Save(const std::string& name, const std::string& out) {
+  auto fail = [&](const absl::Status& s) {
+    std::fprintf(stderr, "airlock image save: %s\n",
+                 EscapeForTerminal(std::string(s.message()), true).c_str());
+    return absl::IsNotFound(s) || absl::IsInvalidArgument(s) ? 2 : 1;
+  };
+  if (out == "-") {
+    if (isatty(STDOUT_FILENO)) {
+      return fail(absl::InvalidArgumentError(
+          "standard output is a terminal; write to a file with -o FILE, or redirect it"));
+    }
+    absl::Status s = ExportImage(name, STDOUT_FILENO);
+    return s.ok() ? 0 : fail(s);
+  }
+  // Under a temporary name, synced, then renamed: a failed save leaves no half archive.
+  std::string tmp = absl::StrCat(out, ".airlock-save-", getpid());
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return fail(ErrnoStatus("create", tmp));
+  absl::Status s = ExportImage(name, fd.get());
+  if (s.ok() && fsync(fd.get()) != 0) s = ErrnoStatus("fsync", tmp);
+  if (s.ok() && rename(tmp.c_str(), out.c_str()) != 0) s = ErrnoStatus("rename to", out);
+  if (!s.ok()) {
+    unlink(tmp.c_str());
+    return fail(s);
+  }
+  return 0;
+}
+
+// `airlock image push ARCHIVE|NAME REF`: a file that exists is an archive; anything else is
+// one of the caller's images, exported by airlockd and sent with the user's credentials.
+int Push(const std::string& archive_or_image, const std::string& to) {
   absl::StatusOr<ImageReference> ref = ParseImageReference(to);
   if (!ref.ok()) {
     std::fprintf(stderr, "airlock image push: %s\n", std::string(ref.status().message()).c_str());
     return 2;
+  }
+  std::string archive = archive_or_image;
+  UniqueFd exported;
+  struct stat st;
+  if (stat(archive_or_image.c_str(), &st) != 0 && errno == ENOENT) {
+    absl::StatusOr<UniqueFd> fd = TemporaryFile();
+    absl::Status s = fd.ok() ? ExportImage(archive_or_image, fd->get()) : fd.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "airlock image push: %s is no file, and as an image: %s\n",
+                   archive_or_image.c_str(),
+                   EscapeForTerminal(std::string(s.message()), true).c_str());
+      return absl::IsNotFound(s) ? 2 : 1;
+    }
+    exported = std::move(*fd);
+    archive = absl::StrCat("/proc/self/fd/", exported.get());
   }
   char tmpl[] = "/var/tmp/airlock-push-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
@@ -448,6 +537,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   if (verb == "capture" || verb == "describe") return airlock::Capture(verb == "capture", rest);
   if (verb == "push" && rest.size() == 2) return airlock::Push(rest[0], rest[1]);
+  if (verb == "save" && rest.size() == 2) return airlock::Save(rest[0], rest[1]);
   if (verb == "doctor" && rest.empty()) return airlock::Doctor();
   if (verb == "volume-import" && rest.size() == 2) return airlock::VolumeImport(rest[0], rest[1]);
   if (verb == "image-build") return airlock::ImageBuild(rest);

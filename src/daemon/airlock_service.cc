@@ -29,6 +29,7 @@
 #include "src/image/build_context.h"
 #include "src/image/dockerfile.h"
 #include "src/image/image_store.h"
+#include "src/image/oci_export.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/telemetry/tracer.h"
 
@@ -888,6 +889,7 @@ grpc::Status ImagesService::BuildDockerfile(
       {chunk.allow_preset().begin(), chunk.allow_preset().end()}, "image build");
   if (!egress.ok()) return ToGrpc(egress.status());
   spec.egress = *egress;
+  spec.secrets = FromProto(chunk.secrets());
   // The context, into an unnamed file (nothing to clean up whatever happens); at most what
   // the caller's images may still take.
   uint64_t cap = std::min<uint64_t>(sessions_->images().AccessFor(*who).max_bytes,
@@ -988,6 +990,33 @@ grpc::Status ImagesService::Prune(grpc::ServerContext* context,
                                                  pruned->freed_bytes, " bytes")),
               "image prune not audited");
   return grpc::Status::OK;
+}
+
+grpc::Status ImagesService::Export(grpc::ServerContext* context,
+                                   const v1::ExportImageRequest* request,
+                                   grpc::ServerWriter<v1::ExportImageChunk>* writer) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
+  if (!who.ok()) return ToGrpc(who.status());
+  absl::StatusOr<ImageInfo> info = sessions_->images().For(*who).Resolve(request->name());
+  if (!info.ok()) return ToGrpc(info.status());
+  if (absl::Status s = MakeDirectories(paths_.scratch, 0700); !s.ok()) return ToGrpc(s);
+  std::string pending;
+  auto send = [&](absl::string_view bytes) -> absl::Status {
+    pending.append(bytes.data(), bytes.size());
+    while (pending.size() >= kMaxFilePiece || (bytes.empty() && !pending.empty())) {
+      v1::ExportImageChunk chunk;
+      size_t n = std::min(pending.size(), kMaxFilePiece);
+      chunk.set_data(pending.data(), n);
+      if (context->IsCancelled() || !writer->Write(chunk)) {
+        return absl::CancelledError("the client stopped reading the image");
+      }
+      pending.erase(0, n);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status exported = ExportOciLayout(*info, info->name, paths_.scratch, send);
+  if (exported.ok()) exported = send("");  // what is left
+  return ToGrpc(exported);
 }
 
 grpc::Status ImagesService::Remove(grpc::ServerContext* context,

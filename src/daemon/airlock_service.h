@@ -167,6 +167,8 @@ class ImagesService final : public v1::Images::Service {
       grpc::ServerReaderWriter<v1::BuildProgress, v1::DockerfileBuildChunk>* stream) override;
   grpc::Status Prune(grpc::ServerContext* context, const v1::PruneImagesRequest* request,
                      v1::PruneImagesResponse* response) override;
+  grpc::Status Export(grpc::ServerContext* context, const v1::ExportImageRequest* request,
+                      grpc::ServerWriter<v1::ExportImageChunk>* writer) override;
   grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveImagesRequest* request,
                       v1::RemoveImagesResponse* response) override;
 

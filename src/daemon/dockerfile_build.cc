@@ -564,37 +564,44 @@ class DockerfileBuild {
           absl::StrCat("--network=", network, ": a RUN has the build's network (--allow) or none"));
     }
     std::vector<EgressGrant> egress = network == "none" ? std::vector<EgressGrant>{} : spec_.egress;
+    std::vector<SecretRequest> secrets;
+    if (network != "none") secrets = spec_.secrets;
     nlohmann::json rules = nlohmann::json::array();
     for (const EgressGrant& g : egress) rules.push_back(g.rule);
-    return LayerStep(
-        {{"run", request.argv},
-         {"env", request.env},
-         {"cwd", request.cwd},
-         {"user", request.user},
-         {"egress", rules}},
-        [&](const std::string& out) -> absl::Status {
-          absl::StatusOr<ImageInfo> image = Materialize(s_);
-          if (!image.ok()) return image.status();
-          ImageBuilder::BuildVm vm{builder_, who_, images_, image->name, false, ""};
-          if (absl::Status st = vm.Start(egress); !st.ok()) return st;
-          if (cancelled_()) return absl::CancelledError("the client cancelled; no image was made");
-          absl::StatusOr<std::shared_ptr<LiveSession>> live =
-              builder_->sessions_->Live(who_, vm.id);
-          if (!live.ok()) return live.status();
-          progress_(absl::StrCat(" ---> running in build VM ", vm.id,
-                                 egress.empty() ? " (no network)" : ""));
-          if (absl::Status st = RunInBuildVm(**live, request, -1, 0, progress_, cancelled_);
-              !st.ok()) {
-            return st;
-          }
-          UniqueFd fd(open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-          if (fd.get() < 0) return ErrnoStatus("create", out);
-          absl::Status taken =
-              RunInBuildVm(**live, RootCommand({"/proc/1/exe", kLayerTarCommand}), fd.get(), cap_,
-                           progress_, cancelled_, "what the RUN changed");
-          live->reset();
-          return taken;
-        });
+    nlohmann::json key = {{"run", request.argv},
+                          {"env", request.env},
+                          {"cwd", request.cwd},
+                          {"user", request.user},
+                          {"egress", rules}};
+    // What the secrets are bound to is part of the step; their values are not (a new token
+    // does not make a new layer).
+    for (const SecretRequest& secret : secrets) key["secrets"].push_back(secret.spec);
+    return LayerStep(key, [&](const std::string& out) -> absl::Status {
+      absl::StatusOr<ImageInfo> image = Materialize(s_);
+      if (!image.ok()) return image.status();
+      ImageBuilder::BuildVm vm{builder_, who_, images_, image->name, false, ""};
+      if (absl::Status st = vm.Start(egress, secrets); !st.ok()) return st;
+      if (cancelled_()) return absl::CancelledError("the client cancelled; no image was made");
+      absl::StatusOr<std::shared_ptr<LiveSession>> live = builder_->sessions_->Live(who_, vm.id);
+      if (!live.ok()) return live.status();
+      // The placeholders (and the CA that the proxy's substitution needs), as a session's
+      // commands see them; never part of the image's own environment.
+      std::vector<std::string> guest =
+          builder_->sessions_->secrets().GuestEnv((*live)->record.tenant, (*live)->record.secrets);
+      request.env.insert(request.env.end(), guest.begin(), guest.end());
+      progress_(
+          absl::StrCat(" ---> running in build VM ", vm.id, egress.empty() ? " (no network)" : ""));
+      if (absl::Status st = RunInBuildVm(**live, request, -1, 0, progress_, cancelled_); !st.ok()) {
+        return st;
+      }
+      UniqueFd fd(open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (fd.get() < 0) return ErrnoStatus("create", out);
+      absl::Status taken =
+          RunInBuildVm(**live, RootCommand({"/proc/1/exe", kLayerTarCommand}), fd.get(), cap_,
+                       progress_, cancelled_, "what the RUN changed");
+      live->reset();
+      return taken;
+    });
   }
 
   absl::Status CopyStep(const DockerInstruction& ins,
@@ -626,13 +633,6 @@ class DockerfileBuild {
             "ADD ", src,
             ": Airlock does not download during a build outside a RUN; fetch it in "
             "a RUN with the host allowed (--allow HOST), or put the file in the context"));
-      }
-      if (add && (absl::EndsWith(src, ".tar") || absl::EndsWith(src, ".tgz") ||
-                  absl::StrContains(src, ".tar."))) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ADD ", src,
-                         ": Docker would unpack this archive, and Airlock does not yet: COPY it "
-                         "and unpack it in a RUN (tar -xf), or COPY what is in it"));
       }
       if (absl::StartsWith(src, "<<")) {
         auto h =
@@ -670,6 +670,7 @@ class DockerfileBuild {
           dest_text, "/"));
     }
     bool into_dir = many || dest_dir_named || IsStageDirectory(s_, dest);
+    bool made_dir = false;
     for (const std::string& src : sources) {
       if (absl::StartsWith(src, "<<")) continue;
       absl::StatusOr<std::vector<const ContextEntry*>> matched = context_.Match(src);
@@ -693,6 +694,28 @@ class DockerfileBuild {
                              .uid = uid,
                              .gid = gid});
           }
+        } else if (absl::StatusOr<bool> archive = add ? context_.IsTarArchive(*e) : false;
+                   !archive.ok()) {
+          return archive.status();
+        } else if (*archive) {
+          // ADD of a local tar: unpacked into the destination, a directory whatever it ends with.
+          if (!IsStageDirectory(s_, dest) && !made_dir) {
+            items.push_back({.dest = dest.substr(1),
+                             .type = S_IFDIR,
+                             .mode = item_mode(0755),
+                             .uid = uid,
+                             .gid = gid});
+            made_dir = true;
+          }
+          items.push_back({.dest = dest.substr(1),
+                           .source = e,
+                           .type = S_IFREG,
+                           .mode = chmod ? *chmod : 0,
+                           .uid = uid,
+                           .gid = gid,
+                           .unpack = true,
+                           .own = ins.flags.count("chown") > 0,
+                           .set_mode = chmod.has_value()});
         } else {
           std::string name =
               e->path.substr(e->path.rfind('/') == std::string::npos ? 0 : e->path.rfind('/') + 1);
@@ -716,9 +739,10 @@ class DockerfileBuild {
       what.push_back({item.dest, item.type, item.mode, item.uid, item.gid,
                       item.source ? item.source->digest + item.source->link
                                   : Sha256Hex(item.inline_content.value_or(""))});
+      if (item.unpack) what.back().push_back({"unpack", item.own, item.set_mode});
     }
     return LayerStep({{"copy", what}},
-                     [&](const std::string& out) { return context_.WriteLayer(items, out); });
+                     [&](const std::string& out) { return context_.WriteLayer(items, out, cap_); });
   }
 
   // COPY --from=STAGE|IMAGE: the entries come out of that stage's (or image's) files.

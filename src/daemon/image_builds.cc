@@ -311,7 +311,8 @@ ImageBuilder::BuildVm::~BuildVm() {
   if (tagged) builder->RemoveBuildTag(images, tag);
 }
 
-absl::Status ImageBuilder::BuildVm::Start(const std::vector<EgressGrant>& egress) {
+absl::Status ImageBuilder::BuildVm::Start(const std::vector<EgressGrant>& egress,
+                                          const std::vector<SecretRequest>& secrets) {
   SessionLimits limits;
   limits.vcpus = 2;
   limits.memory_bytes = 2ull << 30;
@@ -319,7 +320,7 @@ absl::Status ImageBuilder::BuildVm::Start(const std::vector<EgressGrant>& egress
   limits.idle_timeout_seconds = 0;
   limits.ttl_seconds = 0;
   absl::StatusOr<SessionRecord> created =
-      builder->sessions_->Create(who, tag, limits, egress, {}, nullptr, /*one_shot=*/true);
+      builder->sessions_->Create(who, tag, limits, egress, secrets, nullptr, /*one_shot=*/true);
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat("the build VM: ", created.status().message()));

@@ -61,8 +61,11 @@ struct DockerfileBuildSpec {
   std::map<std::string, std::string> build_args;  // --build-arg NAME=VALUE
   std::string target;               // the stage to build (its AS name); empty: the last
   std::vector<EgressGrant> egress;  // RUN's network (none: no network)
-  bool no_cache = false;            // run every step again
-  std::string tag;                  // the image's name
+  // RUN's secrets (placeholders in the build VM, values swapped in by the proxy), for the
+  // steps that have the network.
+  std::vector<SecretRequest> secrets;
+  bool no_cache = false;  // run every step again
+  std::string tag;        // the image's name
 };
 
 class ImageBuilder {
@@ -108,8 +111,10 @@ class ImageBuilder {
     std::string tag;
     bool tagged = false;
     std::string id;  // once started
-    // 2 vCPUs, 2 GiB, a 16 GiB disk, no idle timeout; egress as given (none: no network).
-    [[nodiscard]] absl::Status Start(const std::vector<EgressGrant>& egress);
+    // 2 vCPUs, 2 GiB, a 16 GiB disk, no idle timeout; egress as given (none: no network),
+    // and secrets bound as a session's are.
+    [[nodiscard]] absl::Status Start(const std::vector<EgressGrant>& egress,
+                                     const std::vector<SecretRequest>& secrets = {});
     ~BuildVm();
   };
 

@@ -35,6 +35,28 @@ absl::Status ReadError(archive* a, const std::string& what) {
 
 bool HasGlob(absl::string_view s) { return s.find_first_of("*?[\\") != absl::string_view::npos; }
 
+// A tar inside the entry the outer archive stands at, read as the outer one streams: what ADD
+// unpacks.
+struct NestedTar {
+  archive* outer;
+  std::vector<char> buf = std::vector<char>(1 << 16);
+};
+
+la_ssize_t ReadNested(archive*, void* data, const void** out) {
+  auto* nested = static_cast<NestedTar*>(data);
+  *out = nested->buf.data();
+  return archive_read_data(nested->outer, nested->buf.data(), nested->buf.size());
+}
+
+// nullptr when the bytes are not even a stream libarchive could start on.
+ArchivePtr OpenNestedTar(NestedTar* nested) {
+  ArchivePtr a(archive_read_new());
+  SupportInProcessFilters(a.get());
+  archive_read_support_format_tar(a.get());
+  if (archive_read_open(a.get(), nested, nullptr, ReadNested, nullptr) != ARCHIVE_OK) return {};
+  return a;
+}
+
 }  // namespace
 
 LayerTarWriter::LayerTarWriter() : out_(archive_write_new()) {
@@ -239,8 +261,29 @@ std::vector<const ContextEntry*> BuildContext::Below(const ContextEntry& dir) co
   return out;
 }
 
+absl::StatusOr<bool> BuildContext::IsTarArchive(const ContextEntry& entry) const {
+  if (entry.type != S_IFREG) return false;
+  absl::StatusOr<ArchivePtr> a = OpenTar(tar_path_);
+  if (!a.ok()) return a.status();
+  archive_entry* e;
+  while (archive_read_next_header(a->get(), &e) == ARCHIVE_OK) {
+    absl::StatusOr<std::string> path =
+        CleanTarPath(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
+    if (!path.ok() || *path != entry.path || archive_entry_filetype(e) != AE_IFREG) continue;
+    NestedTar nested{a->get()};
+    ArchivePtr inner = OpenNestedTar(&nested);
+    if (inner == nullptr) return false;
+    archive_entry* first;
+    int r = archive_read_next_header(inner.get(), &first);
+    return r == ARCHIVE_OK || r == ARCHIVE_WARN ||
+           (r == ARCHIVE_EOF && archive_format(inner.get()) != 0);
+  }
+  return absl::DataLossError(absl::StrCat(entry.path, " is no longer in the build context"));
+}
+
 absl::Status BuildContext::WriteLayer(const std::vector<LayerItem>& items,
-                                      const std::string& out_path) const {
+                                      const std::string& out_path,
+                                      uint64_t max_unpacked_bytes) const {
   std::unique_ptr<archive, WriteCloser> out(archive_write_new());
   archive_write_set_format_pax_restricted(out.get());
   if (archive_write_open_filename(out.get(), out_path.c_str()) != ARCHIVE_OK) {
@@ -290,6 +333,76 @@ absl::Status BuildContext::WriteLayer(const std::vector<LayerItem>& items,
       if (absl::Status s = header(item, 0); !s.ok()) return s;
     }
   }
+  // An archive's entries under the item's directory, as the archive has them (owners and modes
+  // unless the instruction sets them; extended attributes are dropped).
+  uint64_t unpacked = 0, unpacked_entries = 0;
+  auto unpack = [&](archive* outer, const LayerItem& item) -> absl::Status {
+    NestedTar nested{outer};
+    ArchivePtr inner = OpenNestedTar(&nested);
+    std::string what = absl::StrCat("ADD ", item.source->path, ": ");
+    if (!inner) return absl::InvalidArgumentError(absl::StrCat(what, "not a tar archive"));
+    std::vector<char> chunk(1 << 16);
+    archive_entry* in;
+    int r;
+    while ((r = archive_read_next_header(inner.get(), &in)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
+      absl::StatusOr<std::string> rel =
+          CleanTarPath(archive_entry_pathname(in) ? archive_entry_pathname(in) : "");
+      if (!rel.ok()) return absl::InvalidArgumentError(what + std::string(rel.status().message()));
+      std::string base =
+          rel->substr(rel->rfind('/') == std::string::npos ? 0 : rel->rfind('/') + 1);
+      if (absl::StartsWith(base, ".wh.")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, "holds ", *rel, ", a name that means a removal in image layers; rename it"));
+      }
+      if (++unpacked_entries > kMaxContextEntries) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "holds more than ", kMaxContextEntries, " entries"));
+      }
+      std::string dest = rel->empty() ? item.dest : absl::StrCat(item.dest, "/", *rel);
+      std::unique_ptr<archive_entry, EntryFree> e(archive_entry_clone(in));
+      archive_entry_set_pathname(e.get(), dest.c_str());
+      archive_entry_xattr_clear(e.get());
+      archive_entry_set_uname(e.get(), nullptr);
+      archive_entry_set_gname(e.get(), nullptr);
+      if (item.own) {
+        archive_entry_set_uid(e.get(), item.uid);
+        archive_entry_set_gid(e.get(), item.gid);
+      }
+      if (item.set_mode) archive_entry_set_perm(e.get(), item.mode & 07777);
+      if (const char* link = archive_entry_hardlink(in); link != nullptr) {
+        absl::StatusOr<std::string> to = CleanTarPath(link);
+        if (!to.ok()) return absl::InvalidArgumentError(what + std::string(to.status().message()));
+        archive_entry_set_hardlink(e.get(), absl::StrCat(item.dest, "/", *to).c_str());
+      } else if (archive_entry_filetype(in) == AE_IFSOCK) {
+        continue;
+      }
+      la_int64_t size = archive_entry_size(in);
+      if (size < 0 || (unpacked += static_cast<uint64_t>(size)) > max_unpacked_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, "unpacks to more than ", max_unpacked_bytes >> 20,
+                         " MiB, more than this build may write; unpack it in a RUN, or leave "
+                         "out what is not needed"));
+      }
+      if (archive_write_header(out.get(), e.get()) != ARCHIVE_OK) {
+        return absl::UnavailableError(
+            absl::StrCat("write the layer's entry ", dest, ": ", archive_error_string(out.get())));
+      }
+      for (;;) {
+        la_ssize_t n = archive_read_data(inner.get(), chunk.data(), chunk.size());
+        if (n < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, "a damaged archive (", archive_error_string(inner.get()), ")"));
+        }
+        if (n == 0) break;
+        if (absl::Status s = data(chunk.data(), static_cast<size_t>(n)); !s.ok()) return s;
+      }
+    }
+    if (r != ARCHIVE_EOF) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "a damaged archive (", archive_error_string(inner.get()), ")"));
+    }
+    return absl::OkStatus();
+  };
   std::vector<char> buf(1 << 16);
   while (!pending.empty()) {
     absl::StatusOr<ArchivePtr> a = OpenTar(tar_path_);
@@ -304,6 +417,12 @@ absl::Status BuildContext::WriteLayer(const std::vector<LayerItem>& items,
       auto it = pending.find(*path);
       if (it == pending.end() || done.count(*path)) continue;
       const LayerItem& item = *it->second;
+      if (item.unpack) {
+        if (absl::Status s = unpack(a->get(), item); !s.ok()) return s;
+        done.insert(*path);
+        pending.erase(it);
+        continue;
+      }
       if (absl::Status s = header(item, item.source->size); !s.ok()) return s;
       uint64_t written = 0;
       for (;;) {

@@ -45,6 +45,10 @@ struct LayerItem {
   uint32_t type = 0;  // of the item (a directory made for the destination: S_IFDIR)
   uint32_t mode = 0;
   uint32_t uid = 0, gid = 0;
+  // ADD of a local tar archive (plain, gzip, bzip2 or xz): the source's entries go under dest,
+  // a directory; their owners become uid/gid when `own`, their modes `mode` when `set_mode`.
+  bool unpack = false;
+  bool own = false, set_mode = false;
 };
 
 // Writes a layer tar (PAX) entry by entry: what COPY --from takes out of an image.
@@ -78,9 +82,15 @@ class BuildContext {
   // The entries under a directory entry (not the directory itself), in path order.
   std::vector<const ContextEntry*> Below(const ContextEntry& dir) const;
 
-  // Writes a layer tar (PAX) of the items to out_path, content read from the context tar.
+  // Whether a regular file of the context is a tar archive Docker's ADD would unpack: a tar,
+  // plain or compressed with gzip, bzip2 or xz (decided by content, not by name).
+  [[nodiscard]] absl::StatusOr<bool> IsTarArchive(const ContextEntry& entry) const;
+
+  // Writes a layer tar (PAX) of the items to out_path, content read from the context tar. What
+  // unpacked archives hold counts against max_unpacked_bytes (INVALID_ARGUMENT past it).
   [[nodiscard]] absl::Status WriteLayer(const std::vector<LayerItem>& items,
-                                        const std::string& out_path) const;
+                                        const std::string& out_path,
+                                        uint64_t max_unpacked_bytes = kMaxContextBytes) const;
 
   const std::map<std::string, ContextEntry>& entries() const { return entries_; }
 

@@ -24,9 +24,10 @@ struct TarFile {
   unsigned mode = 0644;
 };
 
-void WriteTar(const std::string& out, const std::vector<TarFile>& files) {
+void WriteTar(const std::string& out, const std::vector<TarFile>& files, bool gzip = false) {
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
+  if (gzip) archive_write_add_filter_gzip(a);
   ASSERT_EQ(archive_write_open_filename(a, out.c_str()), ARCHIVE_OK);
   for (const TarFile& f : files) {
     archive_entry* e = archive_entry_new();
@@ -140,6 +141,57 @@ TEST(BuildContextTest, IndexesMatchesAndWritesALayer) {
   EXPECT_EQ(back.at("srv/link"), std::make_pair('l', std::string("/etc/passwd")));
   EXPECT_EQ(back.at("etc/app.conf").second, "a=1\n");
   EXPECT_EQ(back.at("srv").first, 'd');
+}
+
+TEST(BuildContextTest, AddUnpacksLocalTarArchivesUnderTheirDestination) {
+  testing::TempDir dir;
+  std::string inner_gz = dir.File("inner.tar.gz"), inner_tar = dir.File("inner.tar");
+  WriteTar(inner_gz,
+           {{"pkg/", 'd', "", 0700},
+            {"pkg/run.sh", 'f', "echo hi\n", 0755},
+            {"pkg/same", 'h', "pkg/run.sh"}},
+           true);
+  WriteTar(inner_tar, {{"../../up", 'f', "x"}});
+  absl::StatusOr<std::string> gz = ReadFileToString(inner_gz, 1 << 20),
+                              plain = ReadFileToString(inner_tar, 1 << 20);
+  ASSERT_TRUE(gz.ok() && plain.ok());
+  std::string tar = dir.File("context.tar");
+  WriteTar(tar, {{"app.tgz", 'f', *gz},
+                 {"notes.txt.gz", 'f', "not gzip at all"},
+                 {"up.tar", 'f', *plain},
+                 {"empty", 'f', ""}});
+  absl::StatusOr<BuildContext> context = BuildContext::Open(tar);
+  ASSERT_TRUE(context.ok()) << context.status();
+  const auto& entries = context->entries();
+  EXPECT_TRUE(*context->IsTarArchive(entries.at("app.tgz")));
+  EXPECT_TRUE(*context->IsTarArchive(entries.at("up.tar")));
+  EXPECT_FALSE(*context->IsTarArchive(entries.at("notes.txt.gz")));
+  EXPECT_FALSE(*context->IsTarArchive(entries.at("empty")));
+
+  std::string layer = dir.File("layer.tar");
+  LayerItem unpack{.dest = "opt/app",
+                   .source = &entries.at("app.tgz"),
+                   .type = S_IFREG,
+                   .uid = 1000,
+                   .gid = 1000,
+                   .unpack = true,
+                   .own = true};
+  ASSERT_TRUE(context->WriteLayer({unpack}, layer).ok());
+  std::map<std::string, unsigned> modes;
+  auto back = ReadBack(layer, &modes);
+  EXPECT_EQ(back.at("opt/app/pkg/run.sh").second, "echo hi\n");
+  EXPECT_EQ(modes.at("opt/app/pkg/run.sh"), 0755u);
+  EXPECT_EQ(modes.at("opt/app/pkg"), 0700u);
+  EXPECT_EQ(back.count("opt/app/pkg/same"), 1u);
+
+  // More than the build may write, and names that leave the destination: refused, saying so.
+  absl::Status over = context->WriteLayer({unpack}, layer, 4);
+  EXPECT_NE(over.message().find("ADD app.tgz: unpacks to more than"), std::string::npos) << over;
+  LayerItem up = unpack;
+  up.source = &entries.at("up.tar");
+  absl::Status outside = context->WriteLayer({up}, layer);
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(outside.message().find("ADD up.tar: "), std::string::npos) << outside;
 }
 
 TEST(BuildContextTest, HostileContextsAreRefused) {

@@ -206,9 +206,10 @@ absl::Status TakeFlags(size_t line, DockerInstructionKind kind, absl::string_vie
     const char* keyword = DockerInstructionName(kind);
     if (kind == DockerInstructionKind::kRun && name == "mount") {
       return LineError(line,
-                       "RUN --mount is not supported (no cache or secret mounts): fetch what "
-                       "the step needs over the build's network (airlock image build --allow "
-                       "HOST) and take the --mount flag out");
+                       "RUN --mount is not supported: take the --mount flag out; for a "
+                       "secret, build with --secret NAME=SOURCE@HOST (the RUN sees $NAME, "
+                       "requests to HOST carry the value); fetch what a cache mount held over "
+                       "the build's network (--allow HOST)");
     }
     if (allowed == nullptr || std::find(allowed->begin(), allowed->end(), name) == allowed->end()) {
       return LineError(

@@ -121,6 +121,7 @@ absl::StatusOr<ImageInfo> ImageStore::LoadBlob(const std::string& key,
   if (meta.contains("source") && meta["source"].is_string()) {
     info.source = meta["source"].get<std::string>();
   }
+  if (meta.contains("recorded") && meta["recorded"].is_object()) info.recorded = meta["recorded"];
   if (auto config = meta.find("config"); config != meta.end() && config->is_object()) {
     auto strings = [&](const char* key, std::vector<std::string>* out) {
       auto it = config->find(key);

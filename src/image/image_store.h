@@ -42,6 +42,9 @@ struct ImageInfo {
   int64_t created = 0;      // unix seconds
   std::string source;       // what it was imported from
   OciRunConfig run;         // how the image says to run it (OCI images; empty for rootfs tars)
+  // What a Dockerfile recorded and Airlock does not act on: labels, exposed_ports, volumes,
+  // stop_signal, healthcheck (an object; empty for other images).
+  nlohmann::json recorded = nlohmann::json::object();
 };
 
 class ImageStore {

@@ -185,10 +185,10 @@ absl::StatusOr<ArchiveImage> FromOciLayout(const Members& m) {
   return image;
 }
 
-// "sha256:..." of a layer file's content after decompression (any filter libarchive knows).
+// "sha256:..." of a layer file's content after decompression (as SupportInProcessFilters allows).
 absl::StatusOr<std::string> UncompressedSha256(const std::string& path) {
   ArchivePtr a(archive_read_new());
-  archive_read_support_filter_all(a.get());
+  SupportInProcessFilters(a.get());
   archive_read_support_format_raw(a.get());
   archive_entry* entry = nullptr;
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK ||

@@ -26,9 +26,20 @@ constexpr char kOpaqueWhiteout[] = ".wh..wh..opq";
 
 void ArchiveCloser::operator()(archive* a) const { archive_read_free(a); }
 
+void SupportInProcessFilters(archive* a) {
+  for (int (*filter)(archive*) :
+       {archive_read_support_filter_gzip, archive_read_support_filter_bzip2,
+        archive_read_support_filter_xz, archive_read_support_filter_lzma,
+        archive_read_support_filter_zstd, archive_read_support_filter_lz4}) {
+    // Tried on a probe first: ARCHIVE_WARN means "enabled, through an outside program".
+    ArchivePtr probe(archive_read_new());
+    if (filter(probe.get()) == ARCHIVE_OK) filter(a);
+  }
+}
+
 absl::StatusOr<ArchivePtr> OpenTar(const std::string& path) {
   ArchivePtr a(archive_read_new());
-  archive_read_support_filter_all(a.get());
+  SupportInProcessFilters(a.get());
   archive_read_support_format_tar(a.get());
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 20) != ARCHIVE_OK) {
     return absl::InvalidArgumentError(

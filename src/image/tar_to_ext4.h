@@ -27,7 +27,14 @@ using ArchivePtr = std::unique_ptr<archive, ArchiveCloser>;
 // (libarchive converts names to the locale's charset, and the "C" locale has no room for them).
 void ReadTarNamesAsUtf8();
 
-// A tar (any compression libarchive knows) opened for reading; the error names the file.
+// Enables the decompressions libarchive does in-process (gzip, bzip2, xz, lzma, zstd, lz4). One
+// that it would do by running an outside program (lrzip, lzop, grzip, ...; or any of these where
+// it was built without the library) is never enabled: what is read is untrusted, and the host
+// runs no program on it.
+void SupportInProcessFilters(archive* a);
+
+// A tar (compressed as SupportInProcessFilters allows) opened for reading; the error names the
+// file.
 [[nodiscard]] absl::StatusOr<ArchivePtr> OpenTar(const std::string& path);
 
 // Largest image the converter will create, and largest single file it accepts.
