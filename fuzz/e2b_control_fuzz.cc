@@ -27,11 +27,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)e2b::ParseTimeout(text, false);
   absl::StatusOr<e2b::ListQuery> q = e2b::ParseListQuery(text);
   if (q.ok()) Check(q->limit >= 1 && q->limit <= 100 && q->metadata.size() <= e2b::kMaxEntries);
-  e2b::Route r = e2b::RouteOf("POST", text);
-  Check(r.op == e2b::Op::kNotApi || r.op == e2b::Op::kUnknown || r.op == e2b::Op::kCreate ||
-        !r.sandbox_id.empty());
+  // An operation on one sandbox names it; one on one volume names that.
+  for (const char* method : {"POST", "GET"}) {
+    e2b::Route r = e2b::RouteOf(method, text);
+    switch (r.op) {
+      case e2b::Op::kGet:
+      case e2b::Op::kSetTimeout:
+      case e2b::Op::kPause:
+      case e2b::Op::kConnect:
+      case e2b::Op::kMetrics:
+      case e2b::Op::kFork:
+      case e2b::Op::kSnapshot:
+        Check(!r.sandbox_id.empty());
+        break;
+      case e2b::Op::kGetVolume:
+        Check(!r.volume_id.empty());
+        break;
+      default:
+        break;
+    }
+  }
   e2b::Route d = e2b::RouteOf("DELETE", text);
   Check(d.op != e2b::Op::kDeleteTemplate || !d.template_id.empty());
+  Check(d.op != e2b::Op::kKill || !d.sandbox_id.empty());
+  Check(d.op != e2b::Op::kDeleteVolume || !d.volume_id.empty());
   absl::StatusOr<e2b::ForkRequest> fork = e2b::ParseForkRequest(text);
   if (fork.ok()) Check(fork->count >= 1 && fork->count <= e2b::kMaxForkCount);
   absl::StatusOr<std::optional<std::string>> snapshot = e2b::ParseSnapshotRequest(text);

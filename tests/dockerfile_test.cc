@@ -24,6 +24,7 @@
 #include "src/testing/local_registry.h"
 #include "src/testing/test_util.h"
 #include "tests/cli_runner.h"
+#include "tests/loopback_http_server.h"
 
 namespace airlock {
 namespace {
@@ -301,6 +302,37 @@ TEST(DockerfileTest, AddUnpacksArchivesAndABuiltImageIsPushedAndSaved) {
       << huge.err;
   for (const char* tag : {"test/add:1", "test/add-imported:1"}) RunAirlock({"image", "rm", tag});
   RunAirlock({"image", "rm", ref});
+}
+
+// ADD URL fetches with the build's network only (in a build VM, never on the host), mode 0600
+// unless --chmod says otherwise.
+TEST(DockerfileTest, AddFetchesAUrlOnlyWithTheBuildsNetwork) {
+  LoopbackHttpServer web([](const std::string& path) -> std::optional<std::string> {
+    if (path == "/files/tool.sh") return std::string("#!/bin/sh\necho fetched tool\n");
+    return std::nullopt;
+  });
+  std::string host = absl::StrCat("web.test:", web.port());
+  testing::TempDir dir;
+  std::string ctx = dir.path();
+  Write(ctx + "/Dockerfile", absl::StrCat("FROM airlock/bookworm-python\n"
+                                          "ADD --chmod=0755 --chown=nobody http://",
+                                          host,
+                                          "/files/tool.sh?v=1 /usr/local/bin/\n"
+                                          "ADD http://",
+                                          host,
+                                          "/files/tool.sh /opt/copy.sh\n"
+                                          "CMD [\"tool.sh\"]\n"));
+  Result refused = Build({"-t", "test/add-url:1", ctx});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("the build has no network; build with --allow " + host),
+            std::string::npos)
+      << refused.err;
+  Result built = Build({"-t", "test/add-url:1", "--allow", host, "--no-cache", ctx});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  Result run = RunAirlock({"run", "test/add-url:1", "--", "sh", "-c",
+                           "stat -c '%a %U' /usr/local/bin/tool.sh /opt/copy.sh; tool.sh"});
+  EXPECT_EQ(run.out, "755 nobody\n600 root\nfetched tool\n") << run.err;
+  RunAirlock({"image", "rm", "test/add-url:1"});
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -576,31 +577,92 @@ class DockerfileBuild {
     // What the secrets are bound to is part of the step; their values are not (a new token
     // does not make a new layer).
     for (const SecretRequest& secret : secrets) key["secrets"].push_back(secret.spec);
-    return LayerStep(key, [&](const std::string& out) -> absl::Status {
-      absl::StatusOr<ImageInfo> image = Materialize(s_);
-      if (!image.ok()) return image.status();
-      ImageBuilder::BuildVm vm{builder_, who_, images_, image->name, false, ""};
-      if (absl::Status st = vm.Start(egress, secrets); !st.ok()) return st;
-      if (cancelled_()) return absl::CancelledError("the client cancelled; no image was made");
-      absl::StatusOr<std::shared_ptr<LiveSession>> live = builder_->sessions_->Live(who_, vm.id);
-      if (!live.ok()) return live.status();
-      // The placeholders (and the CA that the proxy's substitution needs), as a session's
-      // commands see them; never part of the image's own environment.
-      std::vector<std::string> guest =
-          builder_->sessions_->secrets().GuestEnv((*live)->record.tenant, (*live)->record.secrets);
+    return LayerStep(key, [&](const std::string& out) {
+      return InBuildVm(egress, secrets, {request}, "what the RUN changed", out);
+    });
+  }
+
+  // Boots a build VM on the stage's image (egress and secrets as given), runs `commands` in
+  // it one after the other, and writes what they changed as a layer to `out`. The commands see
+  // the secrets' placeholders (and the CA the proxy's substitution needs), as a session's
+  // commands do; those are never part of the image's own environment.
+  absl::Status InBuildVm(const std::vector<EgressGrant>& egress,
+                         const std::vector<SecretRequest>& secrets,
+                         std::vector<ExecRequest> commands, const std::string& what,
+                         const std::string& out) {
+    absl::StatusOr<ImageInfo> image = Materialize(s_);
+    if (!image.ok()) return image.status();
+    ImageBuilder::BuildVm vm{builder_, who_, images_, image->name, false, ""};
+    if (absl::Status st = vm.Start(egress, secrets); !st.ok()) return st;
+    if (cancelled_()) return absl::CancelledError("the client cancelled; no image was made");
+    absl::StatusOr<std::shared_ptr<LiveSession>> live = builder_->sessions_->Live(who_, vm.id);
+    if (!live.ok()) return live.status();
+    std::vector<std::string> guest =
+        builder_->sessions_->secrets().GuestEnv((*live)->record.tenant, (*live)->record.secrets);
+    progress_(
+        absl::StrCat(" ---> running in build VM ", vm.id, egress.empty() ? " (no network)" : ""));
+    for (ExecRequest& request : commands) {
       request.env.insert(request.env.end(), guest.begin(), guest.end());
-      progress_(
-          absl::StrCat(" ---> running in build VM ", vm.id, egress.empty() ? " (no network)" : ""));
       if (absl::Status st = RunInBuildVm(**live, request, -1, 0, progress_, cancelled_); !st.ok()) {
         return st;
       }
-      UniqueFd fd(open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-      if (fd.get() < 0) return ErrnoStatus("create", out);
-      absl::Status taken =
-          RunInBuildVm(**live, RootCommand({"/proc/1/exe", kLayerTarCommand}), fd.get(), cap_,
-                       progress_, cancelled_, "what the RUN changed");
-      live->reset();
-      return taken;
+    }
+    UniqueFd fd(open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (fd.get() < 0) return ErrnoStatus("create", out);
+    absl::Status taken = RunInBuildVm(**live, RootCommand({"/proc/1/exe", kLayerTarCommand}),
+                                      fd.get(), cap_, progress_, cancelled_, what);
+    live->reset();
+    return taken;
+  }
+
+  // ADD URL: fetched in a build VM with the build's network (the image's curl, as root), to
+  // the destination (a directory: the URL's last path segment in it), mode 0600 unless
+  // --chmod, owned as --chown says. Cached by the URL like a RUN: --no-cache fetches again.
+  absl::Status AddUrl(const std::string& url, const std::string& dest_text, bool dest_dir_named,
+                      const std::string& dest, uint32_t uid, uint32_t gid,
+                      std::optional<uint32_t> chmod) {
+    if (!absl::StartsWith(url, "http://") && !absl::StartsWith(url, "https://")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ADD ", url,
+                       ": only http:// and https:// URLs are fetched; clone or fetch other "
+                       "sources in a RUN"));
+    }
+    std::string rest = url.substr(url.find("://") + 3);
+    std::string host = rest.substr(0, rest.find_first_of("/?#"));
+    if (spec_.egress.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ADD ", url, ": the build has no network; build with --allow ",
+                       host.empty() ? "HOST" : host, " to let ADD fetch it"));
+    }
+    std::string path = rest.substr(std::min(rest.size(), rest.find_first_of("/?#")));
+    path = path.substr(0, path.find_first_of("?#"));
+    std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    std::string to = dest;
+    if (dest_dir_named || IsStageDirectory(s_, dest)) {
+      if (name.empty() || name == "." || name == "..") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ADD ", url, ": the URL names no file; give the destination's file name (",
+                         dest_text, "/NAME)"));
+      }
+      to = CleanSlashPath(absl::StrCat(dest, "/", name));
+    }
+    if (to == "/") return absl::InvalidArgumentError("an ADD cannot replace the image's root");
+    nlohmann::json rules = nlohmann::json::array();
+    for (const EgressGrant& g : spec_.egress) rules.push_back(g.rule);
+    std::string mode = absl::StrFormat("%o", chmod ? *chmod : 0600);
+    nlohmann::json key = {{"add_url", url}, {"dest", to},   {"uid", uid},
+                          {"gid", gid},     {"mode", mode}, {"egress", rules}};
+    std::vector<ExecRequest> commands = {
+        RootCommand({"curl", "-fsSL", "--proto", "=http,https", "--create-dirs", "-o", to, url}),
+        RootCommand({"chmod", mode, to}), RootCommand({"chown", absl::StrCat(uid, ":", gid), to})};
+    return LayerStep(key, [&](const std::string& out) {
+      absl::Status made = InBuildVm(spec_.egress, {}, commands, "what ADD fetched", out);
+      if (!made.ok() && absl::StrContains(made.message(), "curl")) {
+        return absl::Status(
+            made.code(),
+            absl::StrCat("ADD ", url, " (fetched with the image's curl): ", made.message()));
+      }
+      return made;
     });
   }
 
@@ -629,10 +691,11 @@ class DockerfileBuild {
     bool many = sources.size() > 1;
     for (const std::string& src : sources) {
       if (add && (absl::StrContains(src, "://") || absl::StartsWith(src, "git@"))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ADD ", src,
-            ": Airlock does not download during a build outside a RUN; fetch it in "
-            "a RUN with the host allowed (--allow HOST), or put the file in the context"));
+        if (sources.size() > 1 || ins.flags.count("from")) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("ADD ", src, ": a URL is added alone, one per ADD"));
+        }
+        return AddUrl(src, dest_text, dest_dir_named, dest, uid, gid, chmod);
       }
       if (absl::StartsWith(src, "<<")) {
         auto h =
