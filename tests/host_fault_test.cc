@@ -47,27 +47,23 @@ TEST(HostFaultTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   SmallHome home(768);
   std::string id = CreateSession({});
   ASSERT_FALSE(id.empty());
-  // 48 MiB written in the guest, still in its page cache, then the host's disk runs full: the
-  // pause's sync finds no room. The VM waits, whole, rather than being ended, and says so. The
-  // guest's kernel is told to keep the pages dirty until then: on a loaded host the write takes
-  // long enough for its own writeback (10% of memory dirty, or 5 s) to flush them first, and
-  // then the sync has nothing to write.
-  Result r = RunAirlock({"exec", id, "--", "sh", "-c",
-                         "echo 0 > /proc/sys/vm/dirty_writeback_centisecs && "
-                         "echo 80 > /proc/sys/vm/dirty_background_ratio && "
-                         "echo 90 > /proc/sys/vm/dirty_ratio && "
-                         "echo kept > /root/kept && dd if=/dev/urandom of=/root/big bs=1M "
-                         "count=48 2>/dev/null"});
+  // The host's disk runs full, then the guest writes 48 MiB and syncs them (a command left
+  // running: a pause waits for no such command): the VM waits, whole, rather than being ended,
+  // and says so. A pause meanwhile is refused with what to do and ends nothing.
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", "echo kept > /root/kept && sync"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   home.Fill(16);
-  r = RunAirlock({"pause", id});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
+  r = RunAirlock({"exec", "-d", id, "--", "dd", "if=/dev/urandom", "of=/root/big", "bs=1M",
+                  "count=48", "conv=fsync"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int i = 0; i < 60 && home.Log().find("the VM waits, losing nothing") == std::string::npos;
        ++i) {
     usleep(500000);
   }
   EXPECT_NE(home.Log().find("the VM waits, losing nothing"), std::string::npos) << home.Log();
+  r = RunAirlock({"pause", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
   // Space again: it goes on by itself, with everything it wrote.
   home.Free();
   EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n") << home.Log();
