@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -16,6 +19,7 @@
 #include "grpcpp/support/client_interceptor.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
+#include "src/common/unique_fd.h"
 #include "src/telemetry/trace_context.h"
 
 namespace airlock {
@@ -147,6 +151,35 @@ std::shared_ptr<grpc::Channel> AwaitStartedDaemon(const std::string& socket) {
   return nullptr;
 }
 
+// 0 if a connection to the Unix socket is taken (whether or not anything answers on it), else
+// connect(2)'s errno.
+int SocketConnectError(const std::string& socket) {
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (socket.size() >= sizeof(addr.sun_path)) return ENAMETOOLONG;
+  std::memcpy(addr.sun_path, socket.data(), socket.size());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errno;
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return errno;
+  return 0;
+}
+
+// A client whose stubs use channel.
+DaemonClient ClientOn(std::shared_ptr<grpc::Channel> channel) {
+  DaemonClient client;
+  client.channel = channel;
+  client.sessions = v1::Sessions::NewStub(channel);
+  client.vms = v1::Vms::NewStub(channel);
+  client.images = v1::Images::NewStub(channel);
+  client.network = v1::Network::NewStub(channel);
+  client.secrets = v1::Secrets::NewStub(channel);
+  client.workspaces = v1::Workspaces::NewStub(channel);
+  client.audit = v1::Audit::NewStub(channel);
+  client.api_keys = v1::ApiKeys::NewStub(channel);
+  client.volumes = v1::Volumes::NewStub(channel);
+  return client;
+}
+
 }  // namespace
 
 absl::StatusOr<DaemonClient> ConnectToDaemon() {
@@ -154,14 +187,26 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
   std::shared_ptr<grpc::Channel> channel = ChannelTo(socket);
   if (!Answers(channel, 300)) {
     if (geteuid() != 0) {
-      struct stat st;
-      if (stat(socket.c_str(), &st) == 0) {
+      // Why it did not answer: a socket this user may not use, no daemon, or one that is busy
+      // (a loaded host), which is waited for as root waits.
+      int error = SocketConnectError(socket);
+      if (error == EACCES || error == EPERM) {
         return absl::PermissionDeniedError(absl::StrCat(
             "airlockd at ", socket,
             " does not answer you; to use it, join the airlock group (usermod -aG airlock $USER)"));
       }
-      return absl::UnavailableError(absl::StrCat("airlockd is not running (no socket at ", socket,
-                                                 "); start it as root: airlockd &"));
+      if (error != 0) {
+        return absl::UnavailableError(absl::StrCat("airlockd is not running (", socket, ": ",
+                                                   strerror(error),
+                                                   "); start it as root: airlockd &"));
+      }
+      channel = AwaitStartedDaemon(socket);
+      if (channel == nullptr) {
+        return absl::UnavailableError(absl::StrCat("airlockd at ", socket,
+                                                   " takes connections but does not answer; see ",
+                                                   DefaultHostPaths().home, "/airlockd.log"));
+      }
+      return ClientOn(channel);
     }
     // A daemon that is alive but busy (recovering sessions, a loaded host) is waited for; a
     // second one would only be refused (airlockd holds its home's lock).
@@ -175,18 +220,7 @@ absl::StatusOr<DaemonClient> ConnectToDaemon() {
                                                  "/airlockd.log"));
     }
   }
-  DaemonClient client;
-  client.channel = channel;
-  client.sessions = v1::Sessions::NewStub(channel);
-  client.vms = v1::Vms::NewStub(channel);
-  client.images = v1::Images::NewStub(channel);
-  client.network = v1::Network::NewStub(channel);
-  client.secrets = v1::Secrets::NewStub(channel);
-  client.workspaces = v1::Workspaces::NewStub(channel);
-  client.audit = v1::Audit::NewStub(channel);
-  client.api_keys = v1::ApiKeys::NewStub(channel);
-  client.volumes = v1::Volumes::NewStub(channel);
-  return client;
+  return ClientOn(channel);
 }
 
 std::string Describe(const grpc::Status& status) {
