@@ -1,11 +1,13 @@
-// Fuzz target: the E2B-compatible API's parsers of what API-key holders send (create, timeout,
-// fork and snapshot bodies, list queries, routes, snapshot names). Besides not crashing: what a
-// parse accepts is within the caps.
+// Fuzz target: the E2B-compatible API's parsers of what API-key and volume-token holders send
+// (create, timeout, fork and snapshot bodies, list queries, routes, snapshot names, the volume
+// content API's queries and bodies). Besides not crashing: what a parse accepts is within the
+// caps, and a volume path never leaves the volume.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "src/gateway/e2b_control.h"
+#include "src/gateway/e2b_volume_content.h"
 
 namespace e2b = airlock::gateway::e2b;
 
@@ -51,6 +53,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(d.op != e2b::Op::kDeleteTemplate || !d.template_id.empty());
   Check(d.op != e2b::Op::kKill || !d.sandbox_id.empty());
   Check(d.op != e2b::Op::kDeleteVolume || !d.volume_id.empty());
+  for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+    e2b::Route r = e2b::RouteOf(method, text);
+    Check(!e2b::IsVolumeContent(r.op) || !r.volume_id.empty());
+  }
+  absl::StatusOr<e2b::VolumeContentQuery> vq = e2b::ParseVolumeContentQuery(text);
+  if (vq.ok()) {
+    Check(!vq->path.empty() && vq->path[0] == '/');
+    Check(vq->path.find("/../") == std::string::npos && !vq->path.ends_with("/..") &&
+          vq->path.find("//") == std::string::npos);
+    Check(vq->depth >= 1 && vq->depth <= airlock::kMaxFsDepth);
+    Check(!vq->mode || *vq->mode <= 07777);
+  }
+  absl::StatusOr<e2b::VolumeMetadata> vm = e2b::ParseVolumeMetadata(text);
+  if (vm.ok()) Check((vm->uid || vm->gid || vm->mode) && (!vm->mode || *vm->mode <= 07777));
+  std::optional<std::string> bearer = e2b::BearerToken(text);
+  if (bearer) Check(!bearer->empty());
   absl::StatusOr<e2b::ForkRequest> fork = e2b::ParseForkRequest(text);
   if (fork.ok()) Check(fork->count >= 1 && fork->count <= e2b::kMaxForkCount);
   absl::StatusOr<std::optional<std::string>> snapshot = e2b::ParseSnapshotRequest(text);

@@ -25,7 +25,7 @@ int Create(const std::string& name) {
   std::fprintf(stderr,
                "the key is shown this once; E2B's SDKs use it with\n"
                "  E2B_API_KEY=%s E2B_API_URL=http://127.0.0.1:8790 "
-               "E2B_SANDBOX_URL=http://127.0.0.1:8790\n"
+               "E2B_SANDBOX_URL=http://127.0.0.1:8790 E2B_VOLUME_API_URL=http://127.0.0.1:8790\n"
                "(the address is airlockd's HTTP gateway, --http-listen, if it runs elsewhere)\n",
                key.key().c_str());
   return 0;
@@ -68,6 +68,7 @@ void AddApiKeyCommand(Cli& cli) {
       "A key lets E2B's SDKs (and tools built on them) use this airlockd as you:\n"
       "  export E2B_API_KEY=$(airlock api-key create --name ci)\n"
       "  export E2B_API_URL=http://127.0.0.1:8790 E2B_SANDBOX_URL=http://127.0.0.1:8790\n"
+      "  export E2B_VOLUME_API_URL=http://127.0.0.1:8790   (volumes' files)\n"
       "(airlockd's HTTP gateway, --http-listen). Their sandboxes are your sessions\n"
       "(airlock ls), within your quotas; the audit names the key. Only a hash of\n"
       "the key is kept: it is shown once.");

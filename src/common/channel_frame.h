@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 10;
+inline constexpr uint8_t kProtocolVersion = 11;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).

@@ -167,13 +167,57 @@ bool DecodePayload(std::string_view payload, ResizeMessage* m) {
   return r.U32(&m->rows) && r.U32(&m->cols) && r.AtEnd() && ValidTerminal(m->rows, m->cols);
 }
 
+bool ValidMetadataKey(std::string_view key) {
+  static constexpr std::string_view kTokenPunctuation = "!#$%&'*+-.^_`|~";
+  if (key.empty() || key.size() > kMaxMetadataKeyBytes) return false;
+  for (char c : key) {
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && kTokenPunctuation.find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+bool ValidMetadataValue(std::string_view value) {
+  if (value.size() > kMaxMetadataValueBytes) return false;
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+namespace {
+
+void WriteMetadata(PayloadWriter& w, const FileMetadata& metadata) {
+  w.U32(static_cast<uint32_t>(metadata.size()));
+  for (const auto& [key, value] : metadata) w.Str(key).Str(value);
+}
+
+bool ReadMetadata(PayloadReader& r, FileMetadata* metadata) {
+  uint32_t count;
+  if (!r.U32(&count) || count > kMaxFileMetadata) return false;
+  metadata->clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string key, value;
+    if (!r.Str(&key) || !r.Str(&value) || !ValidMetadataKey(key) || !ValidMetadataValue(value)) {
+      return false;
+    }
+    metadata->emplace_back(std::move(key), std::move(value));
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string EncodePayload(const FileWriteMessage& m) {
-  return PayloadWriter().Str(m.path).U32(m.mode).bytes();
+  PayloadWriter w;
+  w.Str(m.path).U32(m.mode);
+  WriteMetadata(w, m.metadata);
+  return w.bytes();
 }
 
 bool DecodePayload(std::string_view payload, FileWriteMessage* m) {
   PayloadReader r(payload);
-  return r.Str(&m->path) && r.U32(&m->mode) && r.AtEnd();
+  return r.Str(&m->path) && r.U32(&m->mode) && ReadMetadata(r, &m->metadata) && r.AtEnd();
 }
 
 std::string EncodePayload(const FileReadMessage& m) { return PayloadWriter().Str(m.path).bytes(); }
@@ -213,6 +257,7 @@ bool DecodePayload(std::string_view payload, TailFilesMessage* m) {
 std::string EncodePayload(const FsRequestMessage& m) {
   PayloadWriter w;
   w.U32(static_cast<uint32_t>(m.op)).Str(m.user).Str(m.path).Str(m.target).U32(m.depth);
+  w.U32(m.attributes).U32(m.uid).U32(m.gid).U32(m.mode);
   return w.bytes();
 }
 
@@ -220,9 +265,11 @@ bool DecodePayload(std::string_view payload, FsRequestMessage* m) {
   PayloadReader r(payload);
   uint32_t op;
   if (!(r.U32(&op) && r.Str(&m->user) && r.Str(&m->path) && r.Str(&m->target) && r.U32(&m->depth) &&
+        r.U32(&m->attributes) && r.U32(&m->uid) && r.U32(&m->gid) && r.U32(&m->mode) &&
         r.AtEnd()) ||
-      op < static_cast<uint32_t>(FsOp::kStat) || op > static_cast<uint32_t>(FsOp::kRemove) ||
-      m->depth > kMaxFsDepth) {
+      op < static_cast<uint32_t>(FsOp::kStat) || op > static_cast<uint32_t>(FsOp::kSetAttributes) ||
+      m->depth > kMaxFsDepth || (m->attributes & ~(kSetUid | kSetGid | kSetMode)) != 0 ||
+      m->mode > 07777) {
     return false;
   }
   m->op = static_cast<FsOp>(op);
@@ -386,14 +433,23 @@ namespace {
 void WriteFsEntry(PayloadWriter& w, const FsEntry& e) {
   w.Str(e.name).Str(e.path).U32(static_cast<uint32_t>(e.type)).U64(e.size).U32(e.mode);
   w.Str(e.owner).Str(e.group).I64(e.mtime_seconds).U32(e.mtime_nanos).Str(e.symlink_target);
+  w.U32(e.uid).U32(e.gid).I64(e.atime_seconds).U32(e.atime_nanos).I64(e.ctime_seconds);
+  w.U32(e.ctime_nanos);
+  WriteMetadata(w, e.metadata);
 }
 
 bool ReadFsEntry(PayloadReader& r, FsEntry* e, std::string* error) {
   uint32_t type;
   if (!(r.Str(&e->name) && r.Str(&e->path) && r.U32(&type) && r.U64(&e->size) && r.U32(&e->mode) &&
         r.Str(&e->owner) && r.Str(&e->group) && r.I64(&e->mtime_seconds) &&
-        r.U32(&e->mtime_nanos) && r.Str(&e->symlink_target))) {
+        r.U32(&e->mtime_nanos) && r.Str(&e->symlink_target) && r.U32(&e->uid) && r.U32(&e->gid) &&
+        r.I64(&e->atime_seconds) && r.U32(&e->atime_nanos) && r.I64(&e->ctime_seconds) &&
+        r.U32(&e->ctime_nanos))) {
     *error = "an entry is cut short";
+    return false;
+  }
+  if (!ReadMetadata(r, &e->metadata)) {
+    *error = "an entry's metadata is cut short or over its caps";
     return false;
   }
   if (type > static_cast<uint32_t>(FsType::kSymlink)) {
@@ -411,7 +467,8 @@ bool ReadFsEntry(PayloadReader& r, FsEntry* e, std::string* error) {
     return false;
   }
   if (e->owner.size() > kMaxFsOwnerBytes || e->group.size() > kMaxFsOwnerBytes ||
-      e->symlink_target.size() > kMaxFsPathBytes || e->mtime_nanos >= 1000000000) {
+      e->symlink_target.size() > kMaxFsPathBytes || e->mtime_nanos >= 1000000000 ||
+      e->atime_nanos >= 1000000000 || e->ctime_nanos >= 1000000000) {
     *error = "an entry's field is over its cap";
     return false;
   }

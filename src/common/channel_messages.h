@@ -117,10 +117,23 @@ struct ResizeMessage {
 };
 
 // kFileWrite.
+// A file's metadata (E2B's): user.e2b.KEY extended attributes, at most kMaxFileMetadata of
+// them, each key 1 to kMaxMetadataKeyBytes of HTTP token characters (letters, digits and
+// !#$%&'*+-.^_`|~) and each value at most kMaxMetadataValueBytes of printable ASCII.
+using FileMetadata = std::vector<std::pair<std::string, std::string>>;
+inline constexpr size_t kMaxFileMetadata = 32;
+inline constexpr size_t kMaxMetadataKeyBytes = 128;
+inline constexpr size_t kMaxMetadataValueBytes = 1024;
+inline constexpr char kMetadataXattrPrefix[] = "user.e2b.";
+bool ValidMetadataKey(std::string_view key);
+bool ValidMetadataValue(std::string_view value);
+
+// kFileWrite: metadata within the caps above, set on the file as it is written.
 struct FileWriteMessage {
   static constexpr FrameType kType = FrameType::kFileWrite;
   std::string path;
   uint32_t mode = 0;
+  FileMetadata metadata;
   bool operator==(const FileWriteMessage&) const = default;
 };
 
@@ -151,7 +164,16 @@ struct TailFilesMessage {
 };
 
 // kFsRequest's operations.
-enum class FsOp : uint32_t { kStat = 1, kList = 2, kMakeDir = 3, kMove = 4, kRemove = 5 };
+enum class FsOp : uint32_t {
+  kStat = 1,
+  kList = 2,
+  kMakeDir = 3,
+  kMove = 4,
+  kRemove = 5,
+  kSetAttributes = 6,  // chown/chmod path (not following a symbolic link) as `attributes` say
+};
+// Which of FsRequestMessage's uid, gid and mode a kSetAttributes sets.
+inline constexpr uint32_t kSetUid = 1, kSetGid = 2, kSetMode = 4;
 // kFsRequest's limits: how deep a listing goes, and how much it answers.
 inline constexpr uint32_t kMaxFsDepth = 64;
 inline constexpr uint32_t kMaxFsEntries = 16384;
@@ -161,7 +183,8 @@ inline constexpr size_t kMaxFsPathBytes = 4096;
 inline constexpr size_t kMaxFsNameBytes = 255;
 inline constexpr size_t kMaxFsOwnerBytes = 64;
 
-// kFsRequest: a known op, depth at most kMaxFsDepth.
+// kFsRequest: a known op, depth at most kMaxFsDepth, attributes only kSet* bits, mode at most
+// 07777.
 struct FsRequestMessage {
   static constexpr FrameType kType = FrameType::kFsRequest;
   FsOp op = FsOp::kStat;
@@ -169,6 +192,10 @@ struct FsRequestMessage {
   std::string path;    // absolute
   std::string target;  // kMove: where path goes (absolute)
   uint32_t depth = 0;  // kList: 1 = the directory's own entries
+  // kSetAttributes (and kMakeDir: the new directory's, after it is made): kSet* bits, and the
+  // values they set; mode is permission bits only (at most 07777).
+  uint32_t attributes = 0;
+  uint32_t uid = 0, gid = 0, mode = 0;
   bool operator==(const FsRequestMessage&) const = default;
 };
 
@@ -343,10 +370,16 @@ struct FsEntry {
   int64_t mtime_seconds = 0;
   uint32_t mtime_nanos = 0;    // below 10^9
   std::string symlink_target;  // what a symbolic link holds, at most kMaxFsPathBytes
+  uint32_t uid = 0, gid = 0;
+  int64_t atime_seconds = 0, ctime_seconds = 0;
+  uint32_t atime_nanos = 0, ctime_nanos = 0;  // below 10^9
+  FileMetadata metadata;  // its user.e2b.* attributes, within FileWriteMessage's caps
   bool operator==(const FsEntry&) const = default;
 };
 // string name, string path, u32 type, u64 size, u32 mode, string owner, string group, i64
-// mtime seconds, u32 nanoseconds, string symlink target.
+// mtime seconds, u32 nanoseconds, string symlink target, u32 uid, u32 gid, i64 atime seconds,
+// u32 nanoseconds, i64 ctime seconds, u32 nanoseconds, u32 count and that many (string key,
+// string value) of metadata.
 std::string EncodeFsEntry(const FsEntry& e);
 // A whole kFsRequest answer: false, with why, on a record cut short or a field outside its
 // caps (names with a '/' or a NUL, paths not absolute), or more than kMaxFsEntries.

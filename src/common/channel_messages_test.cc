@@ -49,6 +49,8 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
   ExpectRoundTrip(WindowMessage{.bytes = kInitialWindow});
   ExpectRoundTrip(ResizeMessage{.rows = 50, .cols = 132});
   ExpectRoundTrip(FileWriteMessage{.path = "/etc/x", .mode = 0600});
+  ExpectRoundTrip(FileWriteMessage{
+      .path = "/root/x", .mode = 0644, .metadata = {{"owner", "ada"}, {"k!#$%&'*+-.^_`|~", ""}}});
   ExpectRoundTrip(FileReadMessage{.path = "/etc/x"});
   ExpectRoundTrip(TailFilesMessage{.user = "agent",
                                    .dir = ".claude/projects",
@@ -70,6 +72,12 @@ TEST(ChannelMessagesTest, EveryKindRoundTrips) {
   ExpectRoundTrip(FsRequestMessage{
       .op = FsOp::kMove, .user = "app", .path = "/a", .target = "/b/c", .depth = 0});
   ExpectRoundTrip(FsRequestMessage{.op = FsOp::kList, .path = "/", .depth = kMaxFsDepth});
+  ExpectRoundTrip(FsRequestMessage{.op = FsOp::kSetAttributes,
+                                   .path = "/v/f",
+                                   .attributes = kSetUid | kSetGid | kSetMode,
+                                   .uid = 1000,
+                                   .gid = 1001,
+                                   .mode = 07777});
   ExpectRoundTrip(
       WatchDirMessage{.user = "", .path = "/root", .flags = kWatchRecursive | kWatchIncludeEntry});
 }
@@ -84,7 +92,14 @@ FsEntry SampleEntry() {
                  .group = "staff",
                  .mtime_seconds = 1700000000,
                  .mtime_nanos = 5,
-                 .symlink_target = "../c"};
+                 .symlink_target = "../c",
+                 .uid = 1000,
+                 .gid = 50,
+                 .atime_seconds = 1700000001,
+                 .ctime_seconds = -2,
+                 .atime_nanos = 6,
+                 .ctime_nanos = 999999999,
+                 .metadata = {{"build-id", "42"}, {"owner", "ada"}}};
 }
 
 TEST(ChannelMessagesTest, FsEntriesAndWatchRecordsRoundTrip) {
@@ -140,6 +155,18 @@ TEST(ChannelMessagesTest, MalformedFsAnswersAreRefused) {
   e.mtime_nanos = 1000000000;
   EXPECT_TRUE(refused(e));
   e = SampleEntry();
+  e.ctime_nanos = 1000000000;
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.metadata = {{"a b", "v"}};
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.metadata = {{"k", "\x7f"}};
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
+  e.metadata.assign(kMaxFileMetadata + 1, {"k", "v"});
+  EXPECT_TRUE(refused(e));
+  e = SampleEntry();
   e.owner = std::string(kMaxFsOwnerBytes + 1, 'o');
   EXPECT_TRUE(refused(e));
   std::string whole = EncodeFsEntry(SampleEntry());
@@ -162,7 +189,12 @@ TEST(ChannelMessagesTest, MalformedFsAnswersAreRefused) {
       EncodeWatchRecord(WatchRecord{.kind = static_cast<WatchEventKind>(6), .name = "x"}), &records,
       &error));
   EXPECT_TRUE(Refused(FsRequestMessage{.op = static_cast<FsOp>(0)}));
-  EXPECT_TRUE(Refused(FsRequestMessage{.op = static_cast<FsOp>(6)}));
+  EXPECT_TRUE(Refused(FsRequestMessage{.op = static_cast<FsOp>(7)}));
+  EXPECT_TRUE(Refused(FileWriteMessage{.path = "/x", .metadata = {{"", "v"}}}));
+  EXPECT_TRUE(Refused(FileWriteMessage{.path = "/x", .metadata = {{"k", "\n"}}}));
+  EXPECT_TRUE(Refused(FsRequestMessage{.op = FsOp::kSetAttributes, .attributes = 8}));
+  EXPECT_TRUE(Refused(
+      FsRequestMessage{.op = FsOp::kSetAttributes, .attributes = kSetMode, .mode = 010000}));
   EXPECT_TRUE(Refused(FsRequestMessage{.op = FsOp::kList, .depth = kMaxFsDepth + 1}));
   EXPECT_TRUE(Refused(WatchDirMessage{.path = "/", .flags = 4}));
 }

@@ -101,6 +101,31 @@ bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionSt
 
 }  // namespace
 
+absl::Status SendGuestFile(SessionFiles& files, const Principal& who, const std::string& session_id,
+                           const std::string& path, absl::string_view extra_headers,
+                           gateway::GatewayConnection& c) {
+  bool started = false;
+  absl::StatusOr<uint64_t> read =
+      files.Read(who, session_id, path, /*max_bytes=*/0, [&](std::string piece) -> absl::Status {
+        if (!started) {
+          started = true;
+          if (!c.Write(absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n",
+                                    extra_headers, "Connection: close\r\n\r\n"))) {
+            return absl::CancelledError("the client went away");
+          }
+        }
+        if (!c.Write(piece)) return absl::CancelledError("the client went away");
+        return absl::OkStatus();
+      });
+  if (started) {
+    if (!read.ok()) c.Cut();  // halfway: the client sees the body cut short
+    return absl::OkStatus();
+  }
+  if (!read.ok()) return read.status();
+  c.RespondWith(200, "OK", "application/octet-stream", "");  // empty
+  return absl::OkStatus();
+}
+
 struct E2bEnvd::Call {
   const std::string& id;
   const gateway::GatewayRequest& request;
@@ -497,29 +522,10 @@ void E2bEnvd::ReadFile(Call& call) {
   }
   std::string name = path->substr(path->rfind('/') + 1);
   std::erase_if(name, [](char ch) { return ch == '"' || ch == '\\' || ch < 0x20 || ch == 0x7f; });
-  bool started = false;
-  absl::StatusOr<uint64_t> read = files_.Read(
-      call.who, call.id, *path, /*max_bytes=*/0, [&](std::string piece) -> absl::Status {
-        if (!started) {
-          started = true;
-          if (!c.Write(absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                                    "Content-Disposition: inline; filename=\"",
-                                    name, "\"\r\nConnection: close\r\n\r\n"))) {
-            return absl::CancelledError("the client went away");
-          }
-        }
-        if (!c.Write(piece)) return absl::CancelledError("the client went away");
-        return absl::OkStatus();
-      });
-  if (started) {
-    if (!read.ok()) c.Cut();  // halfway: the client sees the body cut short
-    return;
-  }
-  if (!read.ok()) {
-    RestError(c, FileErrorCode(read.status()), read.status().message());
-    return;
-  }
-  c.RespondWith(200, "OK", "application/octet-stream", "");
+  absl::Status sent =
+      SendGuestFile(files_, call.who, call.id, *path,
+                    absl::StrCat("Content-Disposition: inline; filename=\"", name, "\"\r\n"), c);
+  if (!sent.ok()) RestError(c, FileErrorCode(sent), sent.message());
 }
 
 void E2bEnvd::WriteFiles(Call& call) {
@@ -550,13 +556,11 @@ void E2bEnvd::WriteFiles(Call& call) {
                   : std::string(body.status().message()));
     return;
   }
-  // E2B keeps a file's metadata as extended attributes; dropping it silently would lose it.
-  for (const auto& [name, value] : call.request.headers) {
-    if (absl::StartsWithIgnoreCase(name, "x-metadata-")) {
-      RestError(c, 400,
-                "Airlock does not keep file metadata yet: write the file without `metadata`");
-      return;
-    }
+  // Metadata (X-Metadata-KEY: VALUE) goes on every file written, as user.e2b.KEY attributes.
+  absl::StatusOr<FileMetadata> metadata = e2b::MetadataFromHeaders(call.request.headers);
+  if (!metadata.ok()) {
+    RestError(c, 400, metadata.status().message());
+    return;
   }
   std::vector<e2b::FilePart> parts;
   const std::string* type = call.request.Header("content-type");
@@ -584,21 +588,23 @@ void E2bEnvd::WriteFiles(Call& call) {
       return;
     }
     size_t at = 0;
-    absl::StatusOr<uint64_t> wrote =
-        files_.Write(call.who, call.id, *path, 0644, [&](std::string* piece, bool* last) {
+    absl::StatusOr<uint64_t> wrote = files_.Write(
+        call.who, call.id, *path, 0644,
+        [&](std::string* piece, bool* last) {
           size_t n = std::min(kMaxFilePiece, part.content.size() - at);
           piece->assign(part.content, at, n);
           at += n;
           *last = at == part.content.size();
           return absl::OkStatus();
-        });
+        },
+        *metadata);
     if (!wrote.ok()) {
       RestError(c, FileErrorCode(wrote.status()), wrote.status().message());
       return;
     }
     written.push_back(*path);
   }
-  AnswerJson(c, 200, e2b::WrittenFilesJson(written));
+  AnswerJson(c, 200, e2b::WrittenFilesJson(written, *metadata));
 }
 
 }  // namespace airlock

@@ -36,6 +36,15 @@
 
 namespace airlock {
 
+// A file of the session's guest as the body of a 200 answer (application/octet-stream, and
+// extra_headers: whole lines), sent as it is read. The error if it failed before any byte went
+// out (NOT_FOUND, ...), for the caller to answer; OK otherwise (one that fails halfway cuts
+// the connection, so the client sees the body cut short).
+[[nodiscard]] absl::Status SendGuestFile(SessionFiles& files, const Principal& who,
+                                         const std::string& session_id, const std::string& path,
+                                         absl::string_view extra_headers,
+                                         gateway::GatewayConnection& c);
+
 class E2bEnvd {
  public:
   // An upload larger than this is refused (413): write larger files with several requests or

@@ -15,28 +15,6 @@ namespace e2b = gateway::e2b;
 // E2B's default time to live, when a create gives none.
 constexpr uint64_t kDefaultTimeoutSeconds = 300;
 
-int HttpCode(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      return 400;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition:
-      return 409;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kOutOfRange:
-      return 413;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
 bool Live(SessionState s) { return s == SessionState::kRunning || s == SessionState::kPaused; }
 
 // limit items from offset on.
@@ -56,7 +34,7 @@ std::string NextToken(uint64_t offset, size_t shown, size_t total) {
 }  // namespace
 
 E2bSandboxes::Answer E2bSandboxes::Failed(const absl::Status& s) {
-  return Answer{HttpCode(s), e2b::ErrorJson(HttpCode(s), s.message())};
+  return Answer{e2b::HttpCode(s), e2b::ErrorJson(e2b::HttpCode(s), s.message())};
 }
 
 bool E2bSandboxes::ServeEnvd(const gateway::GatewayRequest& request,
@@ -105,6 +83,10 @@ bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
   }
   e2b::Route route = e2b::RouteOf(request.method, request.target);
   if (route.op == e2b::Op::kNotApi) return false;
+  if (e2b::IsVolumeContent(route.op)) {  // admitted by the volume's token, not an API key
+    volume_content_.Serve(route, request, connection);
+    return true;
+  }
   auto answer = [&](const Answer& a) {
     connection.RespondWith(a.code, e2b::HttpReason(a.code), "application/json",
                            a.code == 204 ? "" : a.body, a.extra_headers);
@@ -136,7 +118,7 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
                                           const gateway::GatewayRequest& request,
                                           gateway::GatewayConnection& connection) {
   std::string body;
-  if (request.method == "POST" || request.method == "PUT") {
+  if (request.method == "POST" || request.method == "PUT") {  // (not a volume content request)
     absl::StatusOr<std::string> read = connection.ReadBody(request, e2b::kMaxBodyBytes);
     if (!read.ok()) return Failed(read.status());
     body = *std::move(read);
@@ -158,9 +140,8 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
           "Airlock's E2B-compatible API does not serve ", request.method, " ",
           request.target.substr(0, request.target.find('?')),
           " yet (sandboxes: create, list, get, kill, timeout, pause, connect, metrics, fork "
-          "and snapshots, and volumes: create, list, get, delete, are served; templates are "
-          "Airlock's images: airlock image build or import; a volume's files are reached from "
-          "a sandbox it is mounted in)")));
+          "and snapshots, volumes: create, list, get, delete, and their content, are served; "
+          "templates are Airlock's images: airlock image build or import)")));
     case e2b::Op::kCreate:
       return Create(who, body);
     case e2b::Op::kList:
@@ -236,7 +217,7 @@ E2bSandboxes::Answer E2bSandboxes::Volumes(const Principal& who, const e2b::Rout
       if (!name.ok()) return Failed(name.status());
       absl::StatusOr<VolumeRecord> made = volumes.Create(who, *name, volume_bytes_);
       if (!made.ok()) return Failed(made.status());
-      return {201, e2b::VolumeJson(made->name)};
+      return {201, e2b::VolumeJson(made->name, volume_content_.TokenFor(*made))};
     }
     case e2b::Op::kListVolumes: {
       absl::StatusOr<std::vector<VolumeRecord>> all = volumes.List(who);
@@ -250,9 +231,10 @@ E2bSandboxes::Answer E2bSandboxes::Volumes(const Principal& who, const e2b::Rout
     case e2b::Op::kGetVolume: {
       absl::StatusOr<VolumeRecord> v = volumes.Get(who, route.volume_id);
       if (!v.ok()) return Failed(v.status());
-      return {200, e2b::VolumeJson(v->name)};
+      return {200, e2b::VolumeJson(v->name, volume_content_.TokenFor(*v))};
     }
     case e2b::Op::kDeleteVolume: {
+      volume_content_.Release(who, {route.volume_id});
       if (absl::Status s = volumes.Remove(who, route.volume_id); !s.ok()) return Failed(s);
       return {204};
     }
@@ -311,7 +293,12 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
         "it first, or leave the template out for the default image")));
   }
   std::vector<VolumeRequest> volumes;
-  for (const auto& [name, path] : wanted->volume_mounts) volumes.push_back({name, path, false});
+  std::vector<std::string> names;
+  for (const auto& [name, path] : wanted->volume_mounts) {
+    volumes.push_back({name, path, false});
+    names.push_back(name);
+  }
+  volume_content_.Release(who, names);  // a helper session of the content API gives way
   absl::StatusOr<SessionRecord> made = sessions_->Create(who, image, limits, *egress, {}, nullptr,
                                                          /*one_shot=*/false, volumes);
   if (!made.ok()) return Failed(made.status());
@@ -556,6 +543,7 @@ E2bSandboxes::Answer E2bSandboxes::List(const Principal& who, const std::string&
   });
   std::vector<e2b::Sandbox> matching;
   for (const SessionRecord& r : *all) {
+    if (volume_content_.IsHelper(r.id)) continue;
     absl::StatusOr<e2b::Sandbox> s = Describe(r);
     if (!s.ok()) continue;  // ended
     if (!query->states.empty() && query->states.count(s->state) == 0) continue;

@@ -9,7 +9,8 @@
 // left to live (300 s by default, as E2B's); sandboxes do not pause when idle (E2B's do not);
 // network.allowOut lists the destinations the sandbox may reach (Airlock egress rules); a
 // volume is an Airlock volume of the tenant's (its id is its name), attached read-write by one
-// sandbox at a time (E2B lets several write one; Airlock refuses the second, naming the first).
+// sandbox at a time (E2B lets several write one; Airlock refuses the second, naming the first);
+// its files are reached without a sandbox through the volume content API (E2bVolumeContent).
 // Thread-safe.
 #ifndef AIRLOCK_DAEMON_E2B_SANDBOXES_H_
 #define AIRLOCK_DAEMON_E2B_SANDBOXES_H_
@@ -23,6 +24,7 @@
 
 #include "src/daemon/e2b_envd.h"
 #include "src/daemon/e2b_metrics.h"
+#include "src/daemon/e2b_volume_content.h"
 #include "src/daemon/exposure_repository.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -37,7 +39,8 @@ class E2bSandboxes {
       : sessions_(sessions),
         store_(store),
         envd_(sessions, store, uploads),
-        metrics_(sessions, store) {}
+        metrics_(sessions, store),
+        volume_content_(sessions, store) {}
 
   // E2B template names and the images they stand for (before serving).
   void set_templates(std::map<std::string, std::string> templates) {
@@ -121,6 +124,7 @@ class E2bSandboxes {
   std::atomic<uint64_t> refused_{0};
   E2bEnvd envd_;
   E2bMetrics metrics_;
+  E2bVolumeContent volume_content_;
 };
 
 }  // namespace airlock

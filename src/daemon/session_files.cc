@@ -24,7 +24,7 @@ absl::Status ValidateGuestPath(const std::string& path) {
 
 absl::StatusOr<uint64_t> SessionFiles::Write(const Principal& who, const std::string& session_id,
                                              const std::string& path, uint32_t mode,
-                                             const Pieces& next) {
+                                             const Pieces& next, const FileMetadata& metadata) {
   if (absl::Status s = ValidateGuestPath(path); !s.ok()) return s;
   if (mode > 07777) {
     return absl::InvalidArgumentError("a file's mode is its permission bits, like 0644 or 0755");
@@ -33,7 +33,7 @@ absl::StatusOr<uint64_t> SessionFiles::Write(const Principal& who, const std::st
   if (!live.ok()) return live.status();
   absl::StatusOr<uint64_t> result = [&]() -> absl::StatusOr<uint64_t> {
     absl::StatusOr<std::unique_ptr<GuestFileWrite>> file =
-        (*live)->vm->channel().StartFileWrite(path, mode == 0 ? 0644 : mode);
+        (*live)->vm->channel().StartFileWrite(path, mode == 0 ? 0644 : mode, metadata);
     if (!file.ok()) return file.status();
     uint64_t bytes = 0;
     for (;;) {
@@ -101,6 +101,8 @@ const char* ActionOf(FsOp op) {
       return "file.move";
     case FsOp::kRemove:
       return "file.remove";
+    case FsOp::kSetAttributes:
+      return "file.chmod";
   }
   return "file.op";
 }

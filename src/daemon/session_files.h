@@ -50,10 +50,12 @@ class SessionFiles {
   // whether it is the last; an error ends the write, and the file stays as it was.
   using Pieces = std::function<absl::Status(std::string* piece, bool* last)>;
   // Creates or replaces an absolute path in the session's guest with mode (permission bits;
-  // 0: 0644) once the last piece is in; returns the bytes written.
+  // 0: 0644) and metadata (E2B's, as user.e2b.* attributes) once the last piece is in; returns
+  // the bytes written.
   [[nodiscard]] absl::StatusOr<uint64_t> Write(const Principal& who, const std::string& session_id,
                                                const std::string& path, uint32_t mode,
-                                               const Pieces& next);
+                                               const Pieces& next,
+                                               const FileMetadata& metadata = {});
 
   // Receives the pieces of a read in order; an error stops the read.
   using Sink = std::function<absl::Status(std::string piece)>;

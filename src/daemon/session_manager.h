@@ -31,6 +31,7 @@
 #include "src/common/byte_rate.h"
 #include "src/common/clock.h"
 #include "src/common/host_paths.h"
+#include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/image_service.h"
 #include "src/daemon/quota_admission.h"
@@ -178,6 +179,9 @@ class SessionManager {
   ImageService& images() { return images_; }
   // The tenants' volumes.
   Volumes& volumes() { return volumes_; }
+  // A key of its own for `purpose`, derived from the host key (after Recover; the hosts of a
+  // fleet share it): what airlockd signs the tokens it hands out with.
+  std::string DerivedKey(absl::string_view purpose) const { return HmacSha256(key_, purpose); }
   // Running sessions of the caller's tenant.
   // The tenant's running sessions (SessionEventHub::kEveryTenant: every tenant's).
   std::vector<std::shared_ptr<LiveSession>> LiveSessions(const std::string& tenant);

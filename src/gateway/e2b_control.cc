@@ -153,6 +153,34 @@ std::optional<std::string> PercentDecode(absl::string_view text) {
   return out;
 }
 
+int HttpCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kOutOfRange:
+      return 413;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+bool IsVolumeContent(Op op) {
+  return op == Op::kVolumeList || op == Op::kVolumeMakeDir || op == Op::kVolumeStat ||
+         op == Op::kVolumeSetMetadata || op == Op::kVolumeRemove || op == Op::kVolumeRead ||
+         op == Op::kVolumeWrite;
+}
+
 Route RouteOf(absl::string_view method, absl::string_view target) {
   absl::string_view path = target.substr(0, target.find('?'));
   std::vector<absl::string_view> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
@@ -176,6 +204,18 @@ Route RouteOf(absl::string_view method, absl::string_view target) {
     } else if (parts[0] == "volumes" && parts.size() == 1 && !v2) {
       if (method == "POST") r.op = Op::kCreateVolume;
       if (method == "GET") r.op = Op::kListVolumes;
+    } else if (parts[0] == "volumecontent" && parts.size() == 3 && !v2) {
+      std::optional<std::string> id = PercentDecode(parts[1]);
+      if (id) {
+        if (parts[2] == "dir" && method == "GET") r.op = Op::kVolumeList;
+        if (parts[2] == "dir" && method == "POST") r.op = Op::kVolumeMakeDir;
+        if (parts[2] == "path" && method == "GET") r.op = Op::kVolumeStat;
+        if (parts[2] == "path" && method == "PATCH") r.op = Op::kVolumeSetMetadata;
+        if (parts[2] == "path" && method == "DELETE") r.op = Op::kVolumeRemove;
+        if (parts[2] == "file" && method == "GET") r.op = Op::kVolumeRead;
+        if (parts[2] == "file" && method == "PUT") r.op = Op::kVolumeWrite;
+        if (r.op != Op::kUnknown) r.volume_id = *std::move(id);
+      }
     } else if (parts[0] == "volumes" && parts.size() == 2 && !v2) {
       std::optional<std::string> id = PercentDecode(parts[1]);
       if (id && (method == "GET" || method == "DELETE")) {
@@ -272,8 +312,8 @@ absl::StatusOr<std::string> ParseNewVolume(absl::string_view body) {
   return (*j)["name"].get<std::string>();
 }
 
-std::string VolumeJson(const std::string& name) {
-  return Dump({{"volumeID", name}, {"name", name}, {"token", ""}});
+std::string VolumeJson(const std::string& name, const std::string& token) {
+  return Dump({{"volumeID", name}, {"name", name}, {"token", token}});
 }
 
 std::string VolumeListJson(const std::vector<std::string>& names) {

@@ -49,13 +49,23 @@ enum class Op {
   kListVolumes,     // GET /volumes
   kGetVolume,       // GET /volumes/ID
   kDeleteVolume,    // DELETE /volumes/ID
+  // The volume content API (E2B_VOLUME_API_URL; a volume's token, not an API key):
+  kVolumeList,         // GET /volumecontent/ID/dir
+  kVolumeMakeDir,      // POST /volumecontent/ID/dir
+  kVolumeStat,         // GET /volumecontent/ID/path
+  kVolumeSetMetadata,  // PATCH /volumecontent/ID/path
+  kVolumeRemove,       // DELETE /volumecontent/ID/path
+  kVolumeRead,         // GET /volumecontent/ID/file
+  kVolumeWrite,        // PUT /volumecontent/ID/file
 };
+// Whether op is one of the volume content API's.
+bool IsVolumeContent(Op op);
 
 struct Route {
   Op op = Op::kNotApi;
   std::string sandbox_id;   // for the operations on one sandbox
   std::string template_id;  // kDeleteTemplate's, percent-decoded
-  std::string volume_id;    // kGetVolume's and kDeleteVolume's, percent-decoded
+  std::string volume_id;    // the volume operations', percent-decoded
 };
 // method and request-target as sent.
 Route RouteOf(absl::string_view method, absl::string_view target);
@@ -122,8 +132,8 @@ struct ListQuery {
 // POST /volumes: {"name": NAME}; INVALID_ARGUMENT without a name.
 [[nodiscard]] absl::StatusOr<std::string> ParseNewVolume(absl::string_view body);
 // A volume as the API describes it (E2B's VolumeAndToken; the id is its name, and the token
-// is empty: the volume content API is not served).
-std::string VolumeJson(const std::string& name);
+// is what the volume content API takes).
+std::string VolumeJson(const std::string& name, const std::string& token);
 // GET /volumes (E2B's Volume[]).
 std::string VolumeListJson(const std::vector<std::string>& names);
 
@@ -167,6 +177,9 @@ struct MetricsQuery {
   int64_t end_s = INT64_MAX;
 };
 [[nodiscard]] absl::StatusOr<MetricsQuery> ParseMetricsQuery(absl::string_view target);
+// The HTTP status the SDKs expect for an error of this code (NOT_FOUND 404, ALREADY_EXISTS and
+// FAILED_PRECONDITION 409, ...).
+int HttpCode(const absl::Status& s);
 // {"code": CODE, "message": MESSAGE}: the SDKs read 404 and 409 from `code`.
 std::string ErrorJson(int code, absl::string_view message);
 

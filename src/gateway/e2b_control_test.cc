@@ -32,7 +32,7 @@ TEST(E2bControlTest, RoutesAreE2BsPaths) {
   EXPECT_EQ(volume.op, Op::kGetVolume);
   EXPECT_EQ(volume.volume_id, "my-vol");
   EXPECT_EQ(RouteOf("DELETE", "/volumes/data").op, Op::kDeleteVolume);
-  EXPECT_EQ(RouteOf("GET", "/volumecontent/data/dir").op, Op::kUnknown);
+  EXPECT_EQ(RouteOf("GET", "/volumecontent/data/dir").op, Op::kVolumeList);
   EXPECT_EQ(RouteOf("PUT", "/volumes/data").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("GET", "/templates").op, Op::kUnknown);
   EXPECT_EQ(RouteOf("POST", "/templates/x").op, Op::kUnknown);
@@ -53,10 +53,10 @@ TEST(E2bControlTest, VolumesAndTheirMountsAreAsTheSdkSendsThem) {
   EXPECT_EQ(*ParseNewVolume(R"({"name":"data"})"), "data");
   EXPECT_FALSE(ParseNewVolume(R"({"name":""})").ok());
   EXPECT_FALSE(ParseNewVolume(R"({})").ok());
-  nlohmann::json v = nlohmann::json::parse(VolumeJson("data"));
+  nlohmann::json v = nlohmann::json::parse(VolumeJson("data", "vt_1"));
   EXPECT_EQ(v["volumeID"], "data");
   EXPECT_EQ(v["name"], "data");
-  EXPECT_TRUE(v["token"].is_string());
+  EXPECT_EQ(v["token"], "vt_1");
   nlohmann::json list = nlohmann::json::parse(VolumeListJson({"a", "b"}));
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[1]["volumeID"], "b");

@@ -1,5 +1,6 @@
 #include "src/gateway/e2b_envd.h"
 
+#include <algorithm>
 #include <csignal>
 #include <tuple>
 
@@ -481,15 +482,10 @@ std::string Permissions(const FsEntry& e) {
   return out;
 }
 
-// protobuf's JSON of a Timestamp: RFC 3339 in UTC, with 0 or 9 digits of fraction.
-std::string TimestampJson(int64_t seconds, uint32_t nanos) {
-  std::string out =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%S", absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
-  if (nanos != 0) {
-    std::string fraction = std::to_string(nanos);
-    out += "." + std::string(9 - fraction.size(), '0') + fraction;
-  }
-  return out + "Z";
+json MetadataJson(const FileMetadata& metadata) {
+  json object = json::object();
+  for (const auto& [key, value] : metadata) object[key] = value;
+  return object;
 }
 
 json EntryJson(const FsEntry& e) {
@@ -507,6 +503,7 @@ json EntryJson(const FsEntry& e) {
             {"group", e.group},
             {"modifiedTime", TimestampJson(e.mtime_seconds, e.mtime_nanos)}};
   if (e.type == FsType::kSymlink) j["symlinkTarget"] = e.symlink_target;
+  if (!e.metadata.empty()) j["metadata"] = MetadataJson(e.metadata);
   return j;
 }
 
@@ -520,6 +517,16 @@ json FilesystemEventJson(const WatchRecord& r) {
 }
 
 }  // namespace
+
+std::string TimestampJson(int64_t seconds, uint32_t nanos) {
+  std::string out =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%S", absl::FromUnixSeconds(seconds), absl::UTCTimeZone());
+  if (nanos != 0) {
+    std::string fraction = std::to_string(nanos);
+    out += "." + std::string(9 - fraction.size(), '0') + fraction;
+  }
+  return out + "Z";
+}
 
 absl::StatusOr<std::string> ParsePathRequest(absl::string_view body) {
   absl::StatusOr<json> j = ParseMessage(body);
@@ -692,12 +699,38 @@ absl::StatusOr<std::vector<FilePart>> ParseMultipartFiles(absl::string_view cont
   return parts;
 }
 
-std::string WrittenFilesJson(const std::vector<std::string>& paths) {
+std::string WrittenFilesJson(const std::vector<std::string>& paths, const FileMetadata& metadata) {
   json list = json::array();
   for (const std::string& p : paths) {
-    list.push_back({{"path", p}, {"name", p.substr(p.rfind('/') + 1)}, {"type", "file"}});
+    json file = {{"path", p}, {"name", p.substr(p.rfind('/') + 1)}, {"type", "file"}};
+    if (!metadata.empty()) file["metadata"] = MetadataJson(metadata);
+    list.push_back(std::move(file));
   }
   return Dump(list);
+}
+
+absl::StatusOr<FileMetadata> MetadataFromHeaders(
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  static constexpr absl::string_view kPrefix = "x-metadata-";
+  FileMetadata out;
+  for (const auto& [name, value] : headers) {
+    if (!absl::StartsWithIgnoreCase(name, kPrefix)) continue;
+    std::string key = absl::AsciiStrToLower(absl::string_view(name).substr(kPrefix.size()));
+    if (!ValidMetadataKey(key) || !ValidMetadataValue(value)) {
+      return Invalid(absl::StrCat("metadata keys are 1 to ", kMaxMetadataKeyBytes,
+                                  " letters, digits or !#$%&'*+-.^_`|~, and values at most ",
+                                  kMaxMetadataValueBytes, " printable ASCII characters"));
+    }
+    if (out.size() == kMaxFileMetadata) {
+      return Invalid(absl::StrCat("a file has at most ", kMaxFileMetadata, " metadata entries"));
+    }
+    out.emplace_back(std::move(key), value);
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].first == out[i - 1].first) return Invalid("a metadata key is given twice");
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> ResolvePath(absl::string_view path, absl::string_view home) {

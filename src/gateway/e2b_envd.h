@@ -159,6 +159,9 @@ struct WatchRequest {
 // EntryInfo: its permission bits as mode, and as Go writes them ("-rw-r--r--", "drwxr-xr-x",
 // "Lrwxrwxrwx") as permissions.
 std::string EntryResponseJson(const FsEntry& entry);
+// protobuf's JSON of a Timestamp (and E2B's date-times): RFC 3339 in UTC, with 0 or 9 digits
+// of fraction.
+std::string TimestampJson(int64_t seconds, uint32_t nanos);
 std::string ListDirResponseJson(const std::vector<FsEntry>& entries);
 // The events of a WatchDir stream ({"start": {}}, {"filesystem": EVENT}, {"keepalive": {}}).
 std::string WatchStartEventJson();
@@ -192,8 +195,15 @@ struct FilePart {
 [[nodiscard]] absl::StatusOr<std::vector<FilePart>> ParseMultipartFiles(
     absl::string_view content_type, absl::string_view body);
 
-// The answer to an upload: [{"path","name","type":"file"}] for each path written.
-std::string WrittenFilesJson(const std::vector<std::string>& paths);
+// The answer to an upload: [{"path","name","type":"file","metadata"}] for each path written
+// (metadata left out when there is none).
+std::string WrittenFilesJson(const std::vector<std::string>& paths,
+                             const FileMetadata& metadata = {});
+// The metadata of an upload, from its X-Metadata-KEY headers (keys lowercase, as HTTP carries
+// them; sorted): INVALID_ARGUMENT for a key or value outside FileWriteMessage's caps, more
+// than kMaxFileMetadata, or a key twice.
+[[nodiscard]] absl::StatusOr<FileMetadata> MetadataFromHeaders(
+    const std::vector<std::pair<std::string, std::string>>& headers);
 
 // An absolute path for one an SDK sent: relative ones are under home. INVALID_ARGUMENT for an
 // empty one or one with a NUL.

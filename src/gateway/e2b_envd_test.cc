@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace airlock::gateway::e2b {
@@ -246,6 +247,29 @@ TEST(E2bEnvdTest, FilesQueriesUploadsAndSignatures) {
 
   EXPECT_EQ(json::parse(WrittenFilesJson({"/tmp/a.txt"})),
             json::parse(R"([{"path":"/tmp/a.txt","name":"a.txt","type":"file"}])"));
+}
+
+TEST(E2bEnvdTest, MetadataComesFromHeadersWithinTheCaps) {
+  absl::StatusOr<FileMetadata> m = MetadataFromHeaders(
+      {{"content-type", "text/plain"}, {"x-metadata-owner", "ada"}, {"X-Metadata-Build-Id", "42"}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(*m, (FileMetadata{{"build-id", "42"}, {"owner", "ada"}}));
+  EXPECT_EQ(json::parse(WrittenFilesJson({"/root/a"}, *m)),
+            json::parse(R"([{"path":"/root/a","name":"a","type":"file",
+                             "metadata":{"build-id":"42","owner":"ada"}}])"));
+  EXPECT_TRUE(MetadataFromHeaders({})->empty());
+  EXPECT_FALSE(MetadataFromHeaders({{"x-metadata-", "v"}}).ok());
+  EXPECT_FALSE(MetadataFromHeaders({{"x-metadata-a b", "v"}}).ok());
+  EXPECT_FALSE(MetadataFromHeaders({{"x-metadata-k", "caf\xc3\xa9"}}).ok());
+  EXPECT_FALSE(
+      MetadataFromHeaders({{"x-metadata-k", std::string(kMaxMetadataValueBytes + 1, 'v')}}).ok());
+  EXPECT_FALSE(MetadataFromHeaders({{"x-metadata-k", "1"}, {"x-metadata-K", "2"}}).ok());
+  std::vector<std::pair<std::string, std::string>> many;
+  for (size_t i = 0; i <= kMaxFileMetadata; ++i)
+    many.emplace_back(absl::StrCat("x-metadata-", i), "v");
+  EXPECT_FALSE(MetadataFromHeaders(many).ok());
+  FsEntry e{.name = "a", .path = "/a", .type = FsType::kFile, .metadata = {{"k", "v"}}};
+  EXPECT_EQ(json::parse(EntryResponseJson(e))["entry"]["metadata"], json::parse(R"({"k":"v"})"));
 }
 
 TEST(E2bEnvdTest, PathsAndUsers) {

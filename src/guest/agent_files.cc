@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +54,27 @@ struct Names {
   }
 };
 
+// The user.e2b.* attributes of path (not following a link), sorted; those over the protocol's
+// caps are left out.
+FileMetadata MetadataOf(const std::string& path) {
+  FileMetadata out;
+  char names[8192];
+  ssize_t n = llistxattr(path.c_str(), names, sizeof(names));
+  const size_t prefix = strlen(kMetadataXattrPrefix);
+  for (ssize_t at = 0; at < n && out.size() < kMaxFileMetadata;) {
+    std::string name(names + at);
+    at += static_cast<ssize_t>(name.size()) + 1;
+    if (name.compare(0, prefix, kMetadataXattrPrefix) != 0) continue;
+    char value[kMaxMetadataValueBytes];
+    ssize_t size = lgetxattr(path.c_str(), name.c_str(), value, sizeof(value));
+    if (size < 0) continue;
+    std::string key = name.substr(prefix), text(value, static_cast<size_t>(size));
+    if (ValidMetadataKey(key) && ValidMetadataValue(text)) out.emplace_back(key, text);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // dir_fd/leaf: where the entry is, for readlinkat.
 FsEntry EntryOf(const struct stat& st, const std::string& path, int dir_fd, const char* leaf,
                 const std::map<uint32_t, std::string>& users,
@@ -70,6 +92,13 @@ FsEntry EntryOf(const struct stat& st, const std::string& path, int dir_fd, cons
   e.group = Names::Of(groups, st.st_gid);
   e.mtime_seconds = st.st_mtim.tv_sec;
   e.mtime_nanos = static_cast<uint32_t>(st.st_mtim.tv_nsec);
+  e.uid = st.st_uid;
+  e.gid = st.st_gid;
+  e.atime_seconds = st.st_atim.tv_sec;
+  e.atime_nanos = static_cast<uint32_t>(st.st_atim.tv_nsec);
+  e.ctime_seconds = st.st_ctim.tv_sec;
+  e.ctime_nanos = static_cast<uint32_t>(st.st_ctim.tv_nsec);
+  e.metadata = MetadataOf(path);
   if (S_ISLNK(st.st_mode)) {
     char target[kMaxFsPathBytes];
     ssize_t n = readlinkat(dir_fd, leaf, target, sizeof(target));
@@ -167,6 +196,38 @@ int MakeDirs(const std::string& dir, const Identity& who) {
   return 0;
 }
 
+// Sets what request.attributes say on path (a symbolic link's own owner, never its target's).
+// 0 or an errno, with why.
+int SetAttributes(const std::string& path, const FsRequestMessage& request, std::string* why) {
+  if ((request.attributes & (kSetUid | kSetGid)) != 0) {
+    uid_t uid = (request.attributes & kSetUid) != 0 ? request.uid : static_cast<uid_t>(-1);
+    gid_t gid = (request.attributes & kSetGid) != 0 ? request.gid : static_cast<gid_t>(-1);
+    if (fchownat(AT_FDCWD, path.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      int e = errno;
+      *why = "change the owner of " + path + ": " + strerror(e);
+      return e;
+    }
+  }
+  if ((request.attributes & kSetMode) != 0) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) {
+      int e = errno;
+      *why = path + ": " + strerror(e);
+      return e;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      *why = path + " is a symbolic link, which has no mode of its own";
+      return EINVAL;
+    }
+    if (chmod(path.c_str(), request.mode) != 0) {
+      int e = errno;
+      *why = "change the mode of " + path + ": " + strerror(e);
+      return e;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 FsResult DoFsRequest(const FsRequestMessage& request, const GuestAccounts& accounts,
@@ -215,6 +276,8 @@ FsResult DoFsRequest(const FsRequestMessage& request, const GuestAccounts& accou
                                      : Failed(ENOTDIR, path + " exists and is not a directory");
         }
         if (int e = MakeDirs(path, who); e != 0) return Failed(e, path + ": " + strerror(e));
+        std::string why;
+        if (int e = SetAttributes(path, request, &why); e != 0) return Failed(e, why);
       } else {
         std::string target = CleanPath(request.target);
         struct stat st;
@@ -236,6 +299,15 @@ FsResult DoFsRequest(const FsRequestMessage& request, const GuestAccounts& accou
         }
         path = target;
       }
+      if (int e = StatEntry(path, names.users, names.groups, &entry); e != 0) {
+        return Failed(e, path + ": " + strerror(e));
+      }
+      *answer += EncodeFsEntry(entry);
+      return {};
+    }
+    case FsOp::kSetAttributes: {
+      std::string why;
+      if (int e = SetAttributes(path, request, &why); e != 0) return Failed(e, why);
       if (int e = StatEntry(path, names.users, names.groups, &entry); e != 0) {
         return Failed(e, path + ": " + strerror(e));
       }

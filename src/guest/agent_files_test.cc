@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -116,6 +117,65 @@ TEST_F(AgentFilesTest, MoveMakesTheTargetsParentsAndDescribesWhereItWent) {
   EXPECT_EQ(moved[0].size, 3u);
   EXPECT_FALSE(std::filesystem::exists(root_ + "/a.txt"));
   EXPECT_EQ(Fails({.op = FsOp::kMove, .path = root_ + "/a.txt", .target = root_ + "/c"}), ENOENT);
+}
+
+TEST_F(AgentFilesTest, SetAttributesChangesOwnerAndModeAndEntriesCarryIdsAndTimes) {
+  Write("f", "x");
+  std::vector<FsEntry> set = Entries(
+      {.op = FsOp::kSetAttributes, .path = root_ + "/f", .attributes = kSetMode, .mode = 0640});
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set[0].mode & 07777, 0640u);
+  struct stat st;
+  ASSERT_EQ(stat((root_ + "/f").c_str(), &st), 0);
+  EXPECT_EQ(set[0].uid, st.st_uid);
+  EXPECT_EQ(set[0].gid, st.st_gid);
+  EXPECT_EQ(set[0].atime_seconds, st.st_atim.tv_sec);
+  EXPECT_EQ(set[0].ctime_seconds, st.st_ctim.tv_sec);
+  if (geteuid() == 0) {
+    set = Entries({.op = FsOp::kSetAttributes,
+                   .path = root_ + "/f",
+                   .attributes = kSetUid | kSetGid,
+                   .uid = 1234,
+                   .gid = 5678});
+    ASSERT_EQ(set.size(), 1u);
+    EXPECT_EQ(set[0].uid, 1234u);
+    EXPECT_EQ(set[0].gid, 5678u);
+    EXPECT_EQ(set[0].owner, "1234");  // no name for it in kAccounts
+    EXPECT_EQ(set[0].mode & 07777, 0640u);
+    // A new directory gets the attributes asked for; its parents do not.
+    std::vector<FsEntry> made = Entries({.op = FsOp::kMakeDir,
+                                         .path = root_ + "/p/q",
+                                         .attributes = kSetUid | kSetMode,
+                                         .uid = 1000,
+                                         .mode = 0700});
+    ASSERT_EQ(made.size(), 1u);
+    EXPECT_EQ(made[0].uid, 1000u);
+    EXPECT_EQ(made[0].mode & 07777, 0700u);
+    ASSERT_EQ(stat((root_ + "/p").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u);
+  }
+  // E2B's metadata: the user.e2b.* attributes, sorted, and no other.
+  std::string f = root_ + "/f";
+  if (setxattr(f.c_str(), "user.e2b.owner", "ada", 3, 0) == 0) {
+    ASSERT_EQ(setxattr(f.c_str(), "user.e2b.build-id", "42", 2, 0), 0);
+    ASSERT_EQ(setxattr(f.c_str(), "user.other", "x", 1, 0), 0);
+    ASSERT_EQ(setxattr(f.c_str(), "user.e2b.bad key", "x", 1, 0), 0);
+    std::vector<FsEntry> stat = Entries({.op = FsOp::kStat, .path = f});
+    ASSERT_EQ(stat.size(), 1u);
+    EXPECT_EQ(stat[0].metadata, (FileMetadata{{"build-id", "42"}, {"owner", "ada"}}));
+  }
+  // A symbolic link has no mode of its own; what is not there says so.
+  ASSERT_EQ(symlink("f", (root_ + "/link").c_str()), 0);
+  EXPECT_EQ(Fails({.op = FsOp::kSetAttributes,
+                   .path = root_ + "/link",
+                   .attributes = kSetMode,
+                   .mode = 0600}),
+            EINVAL);
+  EXPECT_EQ(Fails({.op = FsOp::kSetAttributes,
+                   .path = root_ + "/none",
+                   .attributes = kSetMode,
+                   .mode = 0600}),
+            ENOENT);
 }
 
 TEST_F(AgentFilesTest, RemoveTakesTreesAndLinksButNotWhatLinksPointAt) {

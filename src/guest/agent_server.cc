@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -563,6 +564,13 @@ void AgentServer::StartFileWrite(uint32_t id, const std::string& payload) {
     return;
   }
   s.file_fd = fd;
+  // Its metadata goes with the new file (the name it replaces had its own).
+  for (const auto& [key, value] : request.metadata) {
+    std::string name = kMetadataXattrPrefix + key;
+    if (!s.file_error && fsetxattr(fd, name.c_str(), value.data(), value.size(), 0) != 0) {
+      s.file_error = errno;
+    }
+  }
 }
 
 // The end of a kFileWrite's input: the file is on disk, under its name, or the stream fails.

@@ -833,8 +833,21 @@ absl::Status GuestChannel::FileExitStatus(const ExecEvent& exit, const std::stri
 }
 
 absl::StatusOr<std::unique_ptr<GuestFileWrite>> GuestChannel::StartFileWrite(
-    const std::string& path, uint32_t mode) {
-  std::string payload = EncodePayload(FileWriteMessage{.path = path, .mode = mode});
+    const std::string& path, uint32_t mode, const FileMetadata& metadata) {
+  if (metadata.size() > kMaxFileMetadata) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a file has at most ", kMaxFileMetadata, " metadata entries"));
+  }
+  for (const auto& [key, value] : metadata) {
+    if (!ValidMetadataKey(key) || !ValidMetadataValue(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata keys are 1 to ", kMaxMetadataKeyBytes,
+                       " letters, digits or !#$%&'*+-.^_`|~, and values at most ",
+                       kMaxMetadataValueBytes, " printable ASCII characters"));
+    }
+  }
+  std::string payload =
+      EncodePayload(FileWriteMessage{.path = path, .mode = mode, .metadata = metadata});
   if (payload.size() > kMaxPayload) return absl::InvalidArgumentError("path too long");
   if (absl::Status s = status(); !s.ok()) return s;
   absl::StatusOr<uint32_t> opened = OpenStream();

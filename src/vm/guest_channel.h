@@ -209,9 +209,10 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
 
   [[nodiscard]] absl::StatusOr<std::unique_ptr<ExecStream>> StartExec(const ExecRequest& request);
   // A file of the guest, streamed (see GuestFileWrite and GuestFileRead): an absolute path,
-  // created or replaced with mode (permission bits) and its missing directories.
+  // created or replaced with mode (permission bits), metadata (user.e2b.* attributes, within
+  // FileWriteMessage's caps) and its missing directories.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestFileWrite>> StartFileWrite(
-      const std::string& path, uint32_t mode);
+      const std::string& path, uint32_t mode, const FileMetadata& metadata = {});
   [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestFileRead>> StartFileRead(
       const std::string& path);
   // The same, whole.

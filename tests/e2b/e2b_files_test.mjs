@@ -63,10 +63,19 @@ test('directories are listed to a depth, entries looked up', async () => {
   await assert.rejects(sandbox.files.getInfo('/tmp/tree/nothing'), NotFoundError);
   await assert.rejects(sandbox.files.list('/tmp/tree/nothing'), NotFoundError);
   await assert.rejects(sandbox.files.list('/tmp/tree/a/f.txt'), /Not a directory/i);
-  // Metadata (E2B's extended attributes) is refused rather than dropped.
-  await assert.rejects(sandbox.files.write('/tmp/meta.txt', 'm', { metadata: { k: 'v' } }),
-    /does not keep file metadata/);
-  assert.equal(await sandbox.files.exists('/tmp/meta.txt'), false);
+  // Metadata: user.e2b.* extended attributes of the file, set as it is written (keys arrive
+  // lowercase, as HTTP carries them), read back by getInfo and list, gone with a rewrite.
+  const meta = await sandbox.files.write('/root/meta.txt', 'm', { metadata: { owner: 'ada', 'build-id': '42' } });
+  assert.deepEqual(meta.metadata, { 'build-id': '42', owner: 'ada' });
+  assert.deepEqual((await sandbox.files.getInfo('/root/meta.txt')).metadata, { 'build-id': '42', owner: 'ada' });
+  assert.equal((await sandbox.commands.run(
+    'python3 -c "import os; print(os.getxattr(\'/root/meta.txt\', \'user.e2b.owner\').decode())"')).stdout, 'ada\n');
+  assert.deepEqual((await sandbox.files.list('/root')).find((e) => e.name === 'meta.txt').metadata,
+    { 'build-id': '42', owner: 'ada' });
+  await sandbox.files.write('/root/meta.txt', 'again');
+  assert.equal((await sandbox.files.getInfo('/root/meta.txt')).metadata, undefined);
+  await assert.rejects(sandbox.files.write('/root/bad.txt', 'b', { metadata: { k: 'caf\u00e9' } }),
+    /printable US-ASCII/);
   // Relative paths are under the user's home, as envd has them.
   await sandbox.files.write('rel.txt', 'r');
   assert.equal((await sandbox.files.getInfo('rel.txt')).path, '/root/rel.txt');
