@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -144,8 +145,13 @@ TEST_F(S3rverTest, ABlobChangedInTheServersStorageIsRefusedAtGet) {
   std::string bytes = "the bytes as they went up";
   ASSERT_TRUE(Put(*store, DigestOf(bytes), bytes).ok());
   {
-    UniqueFd f(open(ObjectFile(bytes).c_str(), O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(f.valid());
+    // s3rver may answer the put before its file is in place: wait for it (at most 10 s).
+    UniqueFd f;
+    for (int i = 0; i < 200 && !f.valid(); ++i) {
+      f = UniqueFd(open(ObjectFile(bytes).c_str(), O_WRONLY | O_CLOEXEC));
+      if (!f.valid()) usleep(50000);
+    }
+    ASSERT_TRUE(f.valid()) << ObjectFile(bytes) << ": " << strerror(errno);
     ASSERT_EQ(pwrite(f.get(), "T", 1, 0), 1);
   }
   absl::StatusOr<std::string> got = GetBytes(*store, scratch_.path(), DigestOf(bytes));
