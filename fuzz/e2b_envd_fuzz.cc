@@ -1,11 +1,13 @@
 // Fuzz target: the E2B-compatible envd API's parsers of what reaches the gateway (Connect
 // envelopes, the process and filesystem services' JSON messages, /files queries, multipart uploads,
-// Basic authorization, paths). Besides not crashing: what a parse accepts is within its caps, and
-// an envelope made of what was opened opens to the same message.
+// Basic authorization, paths, StreamInput's client stream). Besides not crashing: what a parse
+// accepts is within its caps, an envelope made of what was opened opens to the same message, and
+// a client stream's envelopes account for every byte.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "src/gateway/e2b_control.h"
 #include "src/gateway/e2b_envd.h"
 
@@ -59,5 +61,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (path.ok()) Check(!path->empty() && path->front() == '/');
   std::string rpc;
   (void)e2b::EnvdOpOf("POST", text, &rpc);
+  // A StreamInput body, given in two pieces: every message within the cap, and no byte left
+  // unaccounted (the messages and what is left add up to the input).
+  e2b::EnvelopeReader reader;
+  size_t consumed = 0;
+  for (absl::string_view piece :
+       {absl::string_view(text).substr(0, size / 2), absl::string_view(text).substr(size / 2)}) {
+    reader.Add(piece);
+    for (;;) {
+      absl::StatusOr<std::optional<std::string>> next = reader.Next();
+      if (!next.ok() || !next->has_value()) break;
+      Check((*next)->size() <= e2b::kMaxRpcBytes);
+      consumed += 5 + (*next)->size();
+      absl::StatusOr<e2b::StreamInputEvent> event = e2b::ParseStreamInputEvent(**next);
+      if (event.ok() && event->kind == e2b::StreamInputEvent::Kind::kStart) {
+        Check(event->process.pid.has_value() || !event->process.tag.empty());
+      }
+    }
+  }
+  Check(consumed <= size && (consumed == size || reader.partial()));
+  (void)e2b::ParseStreamInputEvent(message);
   return 0;
 }

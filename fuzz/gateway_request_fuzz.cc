@@ -2,7 +2,8 @@
 // reach the gateway sends these bytes). Besides not crashing, it checks the incremental
 // contract (a prefix gives kNeedMore or exactly the whole's answer) and that a route, when
 // there is one, is a session id and a port that ExposureHost turns back into a host that
-// routes the same way.
+// routes the same way; and that a chunked body decoded as it arrives (ChunkedDecoder) gives
+// what DecodeChunked gives for the whole.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -70,5 +71,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(body.size() <= 4096);
   Check((chunked == GatewayParse::kMalformed) != error.empty());
   if (chunked != GatewayParse::kDone) Check(body.empty() || chunked == GatewayParse::kNeedMore);
+  // Decoded as it arrives, in two pieces cut anywhere: done with the same data whenever the
+  // whole is (and only then), never more data than the whole carries.
+  std::string whole_body;
+  GatewayParse at_once = airlock::gateway::DecodeChunked(all, size + 1, &whole_body, &error);
+  for (size_t cut : {size_t{0}, size / 3, size / 2, size}) {
+    airlock::gateway::ChunkedDecoder decoder;
+    std::string streamed, why;
+    GatewayParse first = decoder.Add(all.substr(0, cut), &streamed, &why);
+    GatewayParse second =
+        first == GatewayParse::kNeedMore ? decoder.Add(all.substr(cut), &streamed, &why) : first;
+    Check((second == GatewayParse::kDone) == (at_once == GatewayParse::kDone));
+    if (second == GatewayParse::kDone) Check(streamed == whole_body);
+    Check(streamed.size() <= size);
+  }
   return 0;
 }

@@ -270,6 +270,7 @@ void E2bEnvd::ServeRpc(Call& call, e2b::EnvdOp op, const std::string& rpc) {
                     "Airlock's envd speaks Connect with JSON: send Content-Type ", wanted)));
     return;
   }
+  if (op == e2b::EnvdOp::kStreamInput) return StreamInput(call);
   absl::StatusOr<std::string> body = c.ReadBody(call.request, e2b::kMaxRpcBytes + 5);
   if (!body.ok()) {
     RpcError(c, body.status());
@@ -505,6 +506,58 @@ void E2bEnvd::ServeWatch(Call& call, const std::string& message) {
     records = *std::move(next);
   }
   c.Write(e2b::Envelope(e2b::EndOfStreamJson(end), /*end=*/true));
+  c.EndWrite();
+}
+
+void E2bEnvd::StreamInput(Call& call) {
+  gateway::GatewayConnection& c = call.connection;
+  gateway::BodyReader body(c, call.request);
+  e2b::EnvelopeReader envelopes;
+  std::optional<e2b::Selector> process;
+  absl::Status status;
+  // Each message as it arrives: the input goes to the process at once, not at the stream's end.
+  for (bool more = true; more && status.ok();) {
+    absl::StatusOr<std::optional<std::string>> piece = body.Next();
+    if (!piece.ok()) {
+      status = piece.status();
+      break;
+    }
+    if (!piece->has_value()) {
+      if (envelopes.partial()) status = absl::InvalidArgumentError("the stream ended mid-message");
+      break;
+    }
+    envelopes.Add(**piece);
+    while (status.ok()) {
+      absl::StatusOr<std::optional<std::string>> message = envelopes.Next();
+      if (!message.ok() || !message->has_value()) {
+        status = message.status();
+        break;
+      }
+      absl::StatusOr<e2b::StreamInputEvent> event = e2b::ParseStreamInputEvent(**message);
+      if (!event.ok()) {
+        status = event.status();
+      } else if (event->kind == e2b::StreamInputEvent::Kind::kStart) {
+        if (process) status = absl::InvalidArgumentError("a StreamInput starts once");
+        process = event->process;
+      } else if (event->kind == e2b::StreamInputEvent::Kind::kData) {
+        if (!process) {
+          status = absl::InvalidArgumentError(
+              "a StreamInput begins with start, naming the process its input goes to");
+        } else if (!event->data.empty()) {
+          status = processes_.SendInput(call.id, *process, std::move(event->data));
+        }
+      }
+    }
+  }
+  if (status.ok() && !process) {
+    status = absl::InvalidArgumentError(
+        "a StreamInput begins with start, naming the process its input goes to");
+  }
+  if (!status.ok()) return StreamError(c, status);
+  if (StartStream(c)) {
+    c.Write(e2b::Envelope("{}"));
+    c.Write(e2b::Envelope(e2b::EndOfStreamJson(absl::OkStatus()), /*end=*/true));
+  }
   c.EndWrite();
 }
 

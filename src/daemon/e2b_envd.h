@@ -1,12 +1,12 @@
 // envd, the in-sandbox API of E2B's SDKs, served by airlockd's gateway for the sandboxes the
 // E2B-compatible API made (no E2B code in the guest): Connect-protocol RPCs of E2B's
-// process.Process (start with cwd, environment, user and a terminal; watch, list, input,
-// close stdin, signals, resize) translated onto the session's commands (E2bProcesses), of its
-// filesystem.Filesystem (stat, list, make a directory, move, remove, watch a directory as a
-// stream or a polled watcher) and /files (read; write as multipart or raw bytes) onto its
-// files (SessionFiles, E2bWatchers), plus /health.
-// Requests reach it routed by the Host "49983-ID.DOMAIN" or by the headers E2b-Sandbox-Id and
-// E2b-Sandbox-Port: 49983.
+// process.Process (start with cwd, environment, user and a terminal; watch, list, input as one
+// message or a client stream, close stdin, signals, resize) translated onto the session's commands
+// (E2bProcesses), of its filesystem.Filesystem (stat, list, make a directory, move, remove, watch a
+// directory as a stream or a polled watcher) and /files (read; write as multipart or raw bytes,
+// with E2B's metadata as user.e2b.* attributes) onto its files (SessionFiles, E2bWatchers), plus
+// /health. Requests reach it routed by the Host "49983-ID.DOMAIN" or by the headers E2b-Sandbox-Id
+// and E2b-Sandbox-Port: 49983.
 //
 // Admission: every request but /health carries the sandbox's envd access token (X-Access-Token,
 // given to the SDK on create and connect), or, for /files, a URL signature made with it. The
@@ -79,6 +79,9 @@ class E2bEnvd {
   // A filesystem.Filesystem call other than WatchDir: its answer's JSON.
   absl::StatusOr<std::string> FilesystemCall(Call& call, gateway::e2b::EnvdOp op,
                                              const std::string& body);
+  // process.Process/StreamInput: a client stream whose input goes to the process message by
+  // message.
+  void StreamInput(Call& call);
   void ReadFile(Call& call);
   void WriteFiles(Call& call);
 

@@ -159,6 +159,7 @@ EnvdOp EnvdOpOf(absl::string_view method, absl::string_view target, std::string*
       if (name == "SendSignal") return EnvdOp::kSendSignal;
       if (name == "CloseStdin") return EnvdOp::kCloseStdin;
       if (name == "Update") return EnvdOp::kUpdate;
+      if (name == "StreamInput") return EnvdOp::kStreamInput;
     } else {
       if (name == "Stat") return EnvdOp::kStat;
       if (name == "MakeDir") return EnvdOp::kMakeDir;
@@ -176,22 +177,42 @@ EnvdOp EnvdOpOf(absl::string_view method, absl::string_view target, std::string*
 }
 
 bool IsStreaming(EnvdOp op) {
-  return op == EnvdOp::kStart || op == EnvdOp::kConnect || op == EnvdOp::kWatchDir;
+  return op == EnvdOp::kStart || op == EnvdOp::kConnect || op == EnvdOp::kWatchDir ||
+         op == EnvdOp::kStreamInput;
 }
+
+namespace {
+// The message length in an envelope's 5-byte head (flags, then big-endian length).
+uint32_t EnvelopeLength(absl::string_view head) {
+  uint32_t n = 0;
+  for (int i = 1; i <= 4; ++i) n = (n << 8) | static_cast<uint8_t>(head[i]);
+  return n;
+}
+}  // namespace
 
 absl::StatusOr<std::string> OpenEnvelope(absl::string_view body) {
   if (body.size() < 5) return Invalid("a streaming request is one Connect envelope");
   if (body[0] != 0) {
     return Invalid("the request's envelope is compressed or not a message; send it plain");
   }
-  uint32_t length = (static_cast<uint32_t>(static_cast<uint8_t>(body[1])) << 24) |
-                    (static_cast<uint32_t>(static_cast<uint8_t>(body[2])) << 16) |
-                    (static_cast<uint32_t>(static_cast<uint8_t>(body[3])) << 8) |
-                    static_cast<uint32_t>(static_cast<uint8_t>(body[4]));
+  uint32_t length = EnvelopeLength(body);
   if (length != body.size() - 5) {
     return Invalid("a streaming request is exactly one Connect envelope");
   }
   return std::string(body.substr(5));
+}
+
+absl::StatusOr<std::optional<std::string>> EnvelopeReader::Next() {
+  if (buffer_.size() < 5) return std::nullopt;
+  if (buffer_[0] != 0) {
+    return Invalid("a StreamInput envelope is compressed, or ends the stream; send messages plain");
+  }
+  uint32_t length = EnvelopeLength(buffer_);
+  if (length > kMaxRpcBytes) return Invalid("a StreamInput message is too large");
+  if (buffer_.size() < 5 + static_cast<size_t>(length)) return std::nullopt;
+  std::string message = buffer_.substr(5, length);
+  buffer_.erase(0, 5 + static_cast<size_t>(length));
+  return message;
 }
 
 std::string Envelope(absl::string_view message, bool end) {
@@ -366,6 +387,37 @@ absl::StatusOr<SendInputRequest> ParseSendInputRequest(absl::string_view body) {
   absl::StatusOr<std::string> data = BytesField(*input, out.pty ? "pty" : "stdin");
   if (!data.ok()) return data.status();
   out.data = *std::move(data);
+  return out;
+}
+
+absl::StatusOr<StreamInputEvent> ParseStreamInputEvent(absl::string_view body) {
+  absl::StatusOr<json> j = ParseMessage(body);
+  if (!j.ok()) return j.status();
+  StreamInputEvent out;
+  absl::Status error;
+  const json* start = ObjectField(*j, "start", &error);
+  const json* data = ObjectField(*j, "data", &error);
+  const json* keepalive = ObjectField(*j, "keepalive", &error);
+  if (!error.ok()) return error;
+  if ((start != nullptr) + (data != nullptr) + (keepalive != nullptr) != 1) {
+    return Invalid("a StreamInput message is one of start, data and keepalive");
+  }
+  if (keepalive != nullptr) return out;
+  if (start != nullptr) {
+    absl::StatusOr<Selector> selector = ReadSelector(*start);
+    if (!selector.ok()) return selector.status();
+    out.kind = StreamInputEvent::Kind::kStart;
+    out.process = *std::move(selector);
+    return out;
+  }
+  out.kind = StreamInputEvent::Kind::kData;
+  const json* input = ObjectField(*data, "input", &error);
+  if (!error.ok()) return error;
+  if (input == nullptr) return out;  // nothing to send
+  absl::StatusOr<std::string> bytes =
+      BytesField(*input, Field(*input, "pty") != nullptr ? "pty" : "stdin");
+  if (!bytes.ok()) return bytes.status();
+  out.data = *std::move(bytes);
   return out;
 }
 

@@ -43,6 +43,7 @@ enum class EnvdOp {
   kSendSignal,     // POST /process.Process/SendSignal
   kCloseStdin,     // POST /process.Process/CloseStdin
   kUpdate,         // POST /process.Process/Update (a PTY's size)
+  kStreamInput,    // POST /process.Process/StreamInput (client stream)
   kStat,           // POST /filesystem.Filesystem/Stat
   kMakeDir,        // POST /filesystem.Filesystem/MakeDir
   kMove,           // POST /filesystem.Filesystem/Move
@@ -55,7 +56,9 @@ enum class EnvdOp {
 };
 // method and request-target as sent. `rpc` is set to "package.Service/Method" for RPC paths.
 EnvdOp EnvdOpOf(absl::string_view method, absl::string_view target, std::string* rpc);
-// Whether the operation answers with a stream (Content-Type application/connect+json).
+// Whether the operation is a Connect stream, answered as one (Content-Type
+// application/connect+json): Start, Connect, WatchDir, and StreamInput (whose request is a
+// stream too).
 bool IsStreaming(EnvdOp op);
 
 // --- The Connect protocol -------------------------------------------------------------------
@@ -63,6 +66,21 @@ bool IsStreaming(EnvdOp op);
 // A streaming request's body: exactly one envelope (flags 0, a 4-byte big-endian length, that
 // much JSON). INVALID_ARGUMENT otherwise.
 [[nodiscard]] absl::StatusOr<std::string> OpenEnvelope(absl::string_view body);
+// The envelopes of a client stream (StreamInput) as its body arrives: each a message (flags 0)
+// of at most kMaxRpcBytes.
+class EnvelopeReader {
+ public:
+  void Add(absl::string_view bytes) { buffer_.append(bytes.data(), bytes.size()); }
+  // The next whole envelope's message, or nullopt until one is whole; INVALID_ARGUMENT for
+  // an envelope compressed, marked the stream's end, or longer than kMaxRpcBytes.
+  [[nodiscard]] absl::StatusOr<std::optional<std::string>> Next();
+  // Whether part of an envelope is left (at the body's end: one cut short).
+  bool partial() const { return !buffer_.empty(); }
+
+ private:
+  std::string buffer_;
+};
+
 // One envelope of a streaming answer: a message (end = false) or the end of the stream (flags
 // 2, whose JSON is {} or {"error": {...}}).
 std::string Envelope(absl::string_view json, bool end = false);
@@ -104,6 +122,14 @@ struct SendInputRequest {
   bool pty = false;  // input.pty rather than input.stdin
 };
 [[nodiscard]] absl::StatusOr<SendInputRequest> ParseSendInputRequest(absl::string_view json);
+// One message of a StreamInput stream: {"start": {"process": SELECTOR}} (the first),
+// {"data": {"input": {"stdin"|"pty": BASE64}}} or {"keepalive": {}}.
+struct StreamInputEvent {
+  enum class Kind { kStart, kData, kKeepAlive } kind = Kind::kKeepAlive;
+  Selector process;  // kStart's
+  std::string data;  // kData's
+};
+[[nodiscard]] absl::StatusOr<StreamInputEvent> ParseStreamInputEvent(absl::string_view json);
 struct SendSignalRequest {
   Selector process;
   int signal = 0;  // 9 or 15

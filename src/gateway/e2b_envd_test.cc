@@ -22,7 +22,9 @@ TEST(E2bEnvdTest, OperationsAreEnvdsPaths) {
   EXPECT_TRUE(IsStreaming(EnvdOp::kConnect));
   EXPECT_FALSE(IsStreaming(EnvdOp::kList));
   EXPECT_EQ(EnvdOpOf("POST", "/process.Process/SendSignal", &rpc), EnvdOp::kSendSignal);
-  EXPECT_EQ(EnvdOpOf("POST", "/process.Process/StreamInput", &rpc), EnvdOp::kUnimplemented);
+  EXPECT_EQ(EnvdOpOf("POST", "/process.Process/StreamInput", &rpc), EnvdOp::kStreamInput);
+  EXPECT_TRUE(IsStreaming(EnvdOp::kStreamInput));
+  EXPECT_EQ(EnvdOpOf("POST", "/process.Process/Other", &rpc), EnvdOp::kUnimplemented);
   EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/Stat", &rpc), EnvdOp::kStat);
   EXPECT_EQ(rpc, "filesystem.Filesystem/Stat");
   EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/WatchDir", &rpc), EnvdOp::kWatchDir);
@@ -33,6 +35,43 @@ TEST(E2bEnvdTest, OperationsAreEnvdsPaths) {
   EXPECT_EQ(EnvdOpOf("POST", "/filesystem.Filesystem/Chown", &rpc), EnvdOp::kUnimplemented);
   EXPECT_EQ(EnvdOpOf("GET", "/process.Process/Start", &rpc), EnvdOp::kUnknown);
   EXPECT_EQ(EnvdOpOf("GET", "/", &rpc), EnvdOp::kUnknown);
+}
+
+TEST(E2bEnvdTest, AClientStreamIsReadEnvelopeByEnvelopeAsItArrives) {
+  std::string wire = Envelope(R"({"start":{"process":{"pid":7}}})") +
+                     Envelope(R"({"data":{"input":{"stdin":"aGk="}}})") + Envelope("{}");
+  EnvelopeReader reader;
+  std::vector<std::string> messages;
+  for (char byte : wire) {  // a byte at a time: nothing until a message is whole
+    reader.Add(std::string(1, byte));
+    absl::StatusOr<std::optional<std::string>> next = reader.Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (next->has_value()) messages.push_back(**next);
+  }
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_FALSE(reader.partial());
+  absl::StatusOr<StreamInputEvent> start = ParseStreamInputEvent(messages[0]);
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_EQ(start->kind, StreamInputEvent::Kind::kStart);
+  EXPECT_EQ(start->process.pid, 7u);
+  absl::StatusOr<StreamInputEvent> data = ParseStreamInputEvent(messages[1]);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->kind, StreamInputEvent::Kind::kData);
+  EXPECT_EQ(data->data, "hi");
+  EXPECT_EQ(ParseStreamInputEvent(R"({"keepalive":{}})")->kind, StreamInputEvent::Kind::kKeepAlive);
+  EXPECT_EQ(ParseStreamInputEvent(R"({"data":{"input":{"pty":"eA=="}}})")->data, "x");
+  for (const char* bad : {"{}", R"({"start":{},"keepalive":{}})", R"({"data":1})",
+                          R"({"data":{"input":{"stdin":"%%"}}})"}) {
+    EXPECT_FALSE(ParseStreamInputEvent(bad).ok()) << bad;
+  }
+  reader.Add(std::string("\0\0\0", 3));
+  EXPECT_TRUE(reader.partial());
+  EnvelopeReader compressed;
+  compressed.Add(std::string("\1\0\0\0\0", 5));
+  EXPECT_FALSE(compressed.Next().ok());
+  EnvelopeReader huge;
+  huge.Add(std::string("\0\x7f\0\0\0", 5));
+  EXPECT_FALSE(huge.Next().ok());
 }
 
 TEST(E2bEnvdTest, AStreamingRequestIsExactlyOneUncompressedEnvelope) {

@@ -253,6 +253,87 @@ GatewayParse DecodeChunked(absl::string_view bytes, size_t max, std::string* bod
   }
 }
 
+GatewayParse ChunkedDecoder::Add(absl::string_view bytes, std::string* data, std::string* error) {
+  auto malformed = [&](std::string why) {
+    state_ = State::kMalformed;
+    pending_.clear();
+    *error = std::move(why);
+    return GatewayParse::kMalformed;
+  };
+  if (state_ == State::kDone) return GatewayParse::kDone;
+  if (state_ == State::kMalformed) return malformed("the body is malformed");
+  pending_.append(bytes.data(), bytes.size());
+  absl::string_view rest = pending_;
+  GatewayParse verdict = GatewayParse::kNeedMore;
+  for (bool going = true; going;) {
+    switch (state_) {
+      case State::kSize: {
+        size_t eol = rest.find("\r\n");
+        if (eol == absl::string_view::npos) {
+          if (rest.size() > 1024) return malformed("a chunk's size line is too long");
+          going = false;
+          break;
+        }
+        absl::string_view size_text = TrimSpaces(rest.substr(0, eol).substr(0, rest.find(';')));
+        if (size_text.empty() || size_text.size() > 8 ||
+            size_text.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
+          return malformed("a chunk's size is not hexadecimal");
+        }
+        left_ = 0;
+        for (char c : size_text) {
+          left_ = left_ * 16 + static_cast<size_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+        }
+        rest.remove_prefix(eol + 2);
+        state_ = left_ == 0 ? State::kTrailers : State::kData;
+        break;
+      }
+      case State::kData: {
+        size_t n = std::min(left_, rest.size());
+        data->append(rest.data(), n);
+        rest.remove_prefix(n);
+        left_ -= n;
+        if (left_ > 0) {
+          going = false;
+        } else {
+          state_ = State::kDataEnd;
+        }
+        break;
+      }
+      case State::kDataEnd:
+        if (rest.size() < 2) {
+          going = false;
+        } else if (rest.substr(0, 2) != "\r\n") {
+          return malformed("a chunk does not end with CRLF");
+        } else {
+          rest.remove_prefix(2);
+          state_ = State::kSize;
+        }
+        break;
+      case State::kTrailers: {
+        size_t end = rest.find("\r\n");
+        if (end == absl::string_view::npos) {
+          if (rest.size() > kMaxGatewayHeadBytes) return malformed("the trailers are too long");
+          going = false;
+        } else if (end == 0) {
+          state_ = State::kDone;
+          rest = {};
+          verdict = GatewayParse::kDone;
+          going = false;
+        } else {
+          rest.remove_prefix(end + 2);
+        }
+        break;
+      }
+      case State::kDone:
+      case State::kMalformed:
+        going = false;
+        break;
+    }
+  }
+  pending_ = std::string(rest);
+  return verdict;
+}
+
 std::string ExposureHost(uint16_t port, absl::string_view session_id, absl::string_view domain) {
   return absl::StrCat(port, "-", session_id, ".", domain);
 }

@@ -82,6 +82,25 @@ enum class GatewayParse {
 [[nodiscard]] GatewayParse DecodeChunked(absl::string_view bytes, size_t max, std::string* body,
                                          std::string* error);
 
+// A chunked request body decoded as its bytes arrive, for a body that is a stream (a client
+// stream of Connect envelopes): what DecodeChunked reads, given piece by piece, and each
+// chunk's data handed on as soon as it is in, whole or not.
+class ChunkedDecoder {
+ public:
+  // Takes the next bytes of the body and appends the data they carry to *data: kNeedMore
+  // until the last chunk and the trailers' end (kDone: bytes after it are not looked at),
+  // kMalformed with *error for what DecodeChunked refuses (a size line over 1 KiB, a size not
+  // hexadecimal or over 8 digits, a chunk not ending with CRLF, a trailer line over
+  // kMaxGatewayHeadBytes). It holds at most one size line or trailer line of undecoded bytes.
+  [[nodiscard]] GatewayParse Add(absl::string_view bytes, std::string* data, std::string* error);
+
+ private:
+  enum class State { kSize, kData, kDataEnd, kTrailers, kDone, kMalformed };
+  State state_ = State::kSize;
+  std::string pending_;  // bytes not decoded yet
+  size_t left_ = 0;      // of the chunk being read
+};
+
 // The host name of an exposure: "PORT-ID.DOMAIN".
 std::string ExposureHost(uint16_t port, absl::string_view session_id, absl::string_view domain);
 

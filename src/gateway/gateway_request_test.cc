@@ -126,6 +126,31 @@ TEST(GatewayRequestTest, ChunkedBodiesAreDecodedWithinTheirCap) {
   EXPECT_EQ(DecodeChunked("2\r\nabX\r\n", 100, &body, &error), GatewayParse::kMalformed);
 }
 
+TEST(GatewayRequestTest, AChunkedStreamIsDecodedPieceByPieceAsItArrives) {
+  std::string wire = "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\nnext";
+  // Split at every point: the same data, handed on as it comes, and done at the end.
+  for (size_t cut = 0; cut <= wire.size(); ++cut) {
+    ChunkedDecoder decoder;
+    std::string data, error;
+    GatewayParse first = decoder.Add(wire.substr(0, cut), &data, &error);
+    GatewayParse second = decoder.Add(wire.substr(cut), &data, &error);
+    EXPECT_EQ(data, "hello world") << cut;
+    EXPECT_EQ(second, GatewayParse::kDone) << cut << error;
+    if (cut < wire.size() - 4) EXPECT_EQ(first, GatewayParse::kNeedMore) << cut;
+  }
+  ChunkedDecoder partial;
+  std::string data, error;
+  EXPECT_EQ(partial.Add("5\r\nhel", &data, &error), GatewayParse::kNeedMore);
+  EXPECT_EQ(data, "hel");  // part of a chunk, at once
+  for (const char* bad : {"zz\r\n", "2\r\nabX\r\n", "123456789\r\n"}) {
+    ChunkedDecoder d;
+    EXPECT_EQ(d.Add(bad, &data, &error), GatewayParse::kMalformed) << bad;
+    EXPECT_EQ(d.Add("0\r\n\r\n", &data, &error), GatewayParse::kMalformed);  // stays so
+  }
+  ChunkedDecoder long_line;
+  EXPECT_EQ(long_line.Add(std::string(2000, '1'), &data, &error), GatewayParse::kMalformed);
+}
+
 TEST(GatewayRequestTest, ExposureHostIsWhatRoutes) {
   std::string host = ExposureHost(8000, "0123456789ab", kDomain);
   EXPECT_EQ(host, "8000-0123456789ab.airlock.localhost");

@@ -230,6 +230,55 @@ absl::StatusOr<std::string> GatewayConnection::ReadBody(const GatewayRequest& re
   return body;
 }
 
+BodyReader::BodyReader(GatewayConnection& connection, const GatewayRequest& request)
+    : connection_(connection) {
+  if (const std::string* coding = request.Header("transfer-encoding"); coding != nullptr) {
+    if (!absl::EqualsIgnoreCase(*coding, "chunked")) {
+      error_ = absl::InvalidArgumentError("a body's Transfer-Encoding may only be chunked");
+    }
+    chunked_ = true;
+  } else if (const std::string* given = request.Header("content-length"); given != nullptr) {
+    if (given->empty() || given->find_first_not_of("0123456789") != std::string::npos ||
+        !absl::SimpleAtoi(*given, &left_)) {
+      error_ = absl::InvalidArgumentError("Content-Length is not a number");
+    }
+  }
+  head_bytes_ = request.head_bytes;
+}
+
+absl::StatusOr<std::optional<std::string>> BodyReader::Next() {
+  if (!error_.ok()) return error_;
+  for (;;) {
+    if (done_ || (!chunked_ && started_ && left_ == 0)) return std::nullopt;
+    std::string raw;
+    if (!started_) {
+      started_ = true;
+      raw = connection_.TakeBuffered();
+      raw.erase(0, std::min(raw.size(), head_bytes_));
+    } else {
+      char buf[16384];
+      size_t want =
+          chunked_ ? sizeof buf : static_cast<size_t>(std::min<uint64_t>(sizeof buf, left_));
+      ssize_t n = connection_.Read(buf, want);
+      if (n <= 0) {
+        return error_ = absl::UnavailableError("the client went away before its body ended");
+      }
+      raw.assign(buf, static_cast<size_t>(n));
+    }
+    if (!chunked_) {
+      if (raw.size() > left_) raw.resize(left_);  // a pipelined request after it is not read
+      left_ -= raw.size();
+      if (!raw.empty()) return raw;
+      continue;
+    }
+    std::string data, why;
+    GatewayParse parsed = decoder_.Add(raw, &data, &why);
+    if (parsed == GatewayParse::kMalformed) return error_ = absl::InvalidArgumentError(why);
+    if (parsed == GatewayParse::kDone) done_ = true;
+    if (!data.empty()) return data;
+  }
+}
+
 bool GatewayConnection::Respond(int code, absl::string_view reason, absl::string_view text,
                                 absl::string_view extra_headers) {
   return RespondWith(code, reason, "text/plain; charset=utf-8", absl::StrCat(text, "\n"),

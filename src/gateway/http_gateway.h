@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,26 @@ class GatewayConnection {
   bool tls_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> wrote_{false};
+};
+
+// A request's body as it arrives (Content-Length or chunked), for a body that is a stream (a
+// Connect client stream): its pieces in order, each as soon as it is read.
+class BodyReader {
+ public:
+  // connection and request must outlive this; nothing else reads the body.
+  BodyReader(GatewayConnection& connection, const GatewayRequest& request);
+  // The next bytes of the body (not empty), or nullopt at its end. INVALID_ARGUMENT for a
+  // malformed body, UNAVAILABLE if the client went away before its end.
+  [[nodiscard]] absl::StatusOr<std::optional<std::string>> Next();
+
+ private:
+  GatewayConnection& connection_;
+  bool chunked_ = false;
+  bool started_ = false, done_ = false;
+  uint64_t left_ = 0;  // of a Content-Length body (none: 0)
+  size_t head_bytes_ = 0;
+  ChunkedDecoder decoder_;
+  absl::Status error_;
 };
 
 // What airlockd does with a routed connection.

@@ -131,6 +131,60 @@ function request(method, path, headers, body = '') {
   });
 }
 
+// One Connect envelope (flags 0 or 2, a 4-byte big-endian length, the JSON).
+function envelope(message, flags = 0) {
+  const json = Buffer.from(JSON.stringify(message));
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(json.length, 1);
+  return Buffer.concat([head, json]);
+}
+
+test('StreamInput: a client stream whose input reaches the command message by message', async () => {
+  let out = '';
+  const cat = await sandbox.commands.run('cat', { background: true, stdin: true, onStdout: (d) => (out += d) });
+  const token = sandbox.envdAccessToken ?? (await sandbox.getInfo()).envdAccessToken;
+  const url = new URL(gateway);
+  const r = http.request({
+    host: url.hostname, port: url.port, method: 'POST', path: '/process.Process/StreamInput',
+    headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'E2b-Sandbox-Port': '49983',
+      'X-Access-Token': token, 'Content-Type': 'application/connect+json' },
+  });
+  const answer = new Promise((resolve, reject) => {
+    r.on('response', (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve([res.statusCode, Buffer.concat(chunks)]));
+    });
+    r.on('error', reject);
+  });
+  r.write(envelope({ start: { process: { pid: cat.pid } } }));
+  r.write(envelope({ data: { input: { stdin: Buffer.from('one\n').toString('base64') } } }));
+  // The first message arrives while the stream is still open (chunked, not yet ended).
+  await waitFor(() => out, 'one\n');
+  r.write(envelope({ keepalive: {} }));
+  r.write(envelope({ data: { input: { stdin: Buffer.from('two\n').toString('base64') } } }));
+  r.end();
+  const [status, body] = await answer;
+  assert.equal(status, 200);
+  // One message ({}), then the end of the stream with no error.
+  assert.equal(body[0], 0);
+  const first = body.readUInt32BE(1);
+  assert.deepEqual(JSON.parse(body.subarray(5, 5 + first).toString()), {});
+  assert.equal(body[5 + first], 2);
+  assert.deepEqual(JSON.parse(body.subarray(10 + first).toString()), {});
+  await waitFor(() => out, 'one\ntwo\n');
+  await sandbox.commands.closeStdin(cat.pid);
+  assert.equal((await cat.wait()).exitCode, 0);
+
+  // Input before start, or to no such process, ends the stream with the error.
+  const [, refused] = await request('POST', '/process.Process/StreamInput', {
+    'E2b-Sandbox-Id': sandbox.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': token,
+    'Content-Type': 'application/connect+json',
+  }, envelope({ data: { input: { stdin: 'eA==' } } }));
+  assert.match(refused, /begins with start/);
+});
+
 test('envd needs the sandbox token; health does not; unknown sandboxes are 502', async () => {
   const routed = { 'E2b-Sandbox-Id': sandbox.sandboxId, 'E2b-Sandbox-Port': '49983' };
   const list = (headers) =>
