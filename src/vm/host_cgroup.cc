@@ -6,6 +6,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,9 +45,39 @@ bool IsUnified() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string& name,
+namespace {
+
+// Where a leaf of this name is, in each hierarchy in use.
+std::vector<std::string> LeafDirs(const std::string& name) {
+  if (IsUnified()) return {absl::StrCat(kRoot, "/", kParent, "/", name)};
+  std::vector<std::string> dirs;
+  for (const char* controller : {"cpu", "memory", "pids"}) {
+    dirs.push_back(absl::StrCat(kRoot, "/", controller, "/", kParent, "/", name));
+  }
+  return dirs;
+}
+
+// name, or the first of name.1, name.2, ... that no hierarchy has: a VM of the same session that
+// is still going away removes its own cgroup, never the new VM's.
+std::string FreeName(const std::string& name) {
+  for (int n = 0; n < 1000; ++n) {
+    std::string candidate = n == 0 ? name : absl::StrCat(name, ".", n);
+    std::vector<std::string> dirs = LeafDirs(candidate);
+    if (std::none_of(dirs.begin(), dirs.end(),
+                     [](const std::string& d) { return access(d.c_str(), F_OK) == 0; })) {
+      return candidate;
+    }
+  }
+  return name;  // (a thousand left behind: mkdir says so)
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string& wanted,
                                                                const HostCgroupLimits& limits) {
   std::unique_ptr<HostCgroup> cgroup(new HostCgroup);
+  const std::string name = FreeName(wanted);
+  cgroup->name_ = name;
   std::string quota = absl::StrCat(limits.vcpus * kCpuPeriodUs);
   // Each entry: the controller's directory, and the files to write in the leaf.
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> plan;
@@ -81,7 +113,7 @@ absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string
     }
     if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", parent);
     std::string leaf = absl::StrCat(parent, "/", name);
-    if (mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", leaf);
+    if (mkdir(leaf.c_str(), 0755) != 0) return ErrnoStatus("mkdir", leaf);
     cgroup->dirs_.push_back(leaf);
     for (const auto& [file, value] : files) {
       if (file == "memory.swap.max" && access((leaf + "/" + file).c_str(), F_OK) != 0) continue;
@@ -96,15 +128,8 @@ absl::StatusOr<std::unique_ptr<HostCgroup>> HostCgroup::Create(const std::string
 
 std::unique_ptr<HostCgroup> HostCgroup::Adopt(const std::string& name) {
   std::unique_ptr<HostCgroup> cgroup(new HostCgroup);
-  std::vector<std::string> candidates;
-  if (IsUnified()) {
-    candidates.push_back(absl::StrCat(kRoot, "/", kParent, "/", name));
-  } else {
-    for (const char* controller : {"cpu", "memory", "pids"}) {
-      candidates.push_back(absl::StrCat(kRoot, "/", controller, "/", kParent, "/", name));
-    }
-  }
-  for (std::string& dir : candidates) {
+  cgroup->name_ = name;
+  for (std::string& dir : LeafDirs(name)) {
     if (access(dir.c_str(), F_OK) == 0) cgroup->dirs_.push_back(std::move(dir));
   }
   return cgroup;
@@ -118,7 +143,9 @@ HostCgroup::~HostCgroup() {
   }
 }
 
-absl::Status HostCgroup::Rename(const std::string& name) {
+absl::Status HostCgroup::Rename(const std::string& wanted) {
+  const std::string name = FreeName(wanted);
+  name_ = name;
   for (std::string& dir : dirs_) {
     std::string renamed = absl::StrCat(DirName(dir), "/", name);
     if (rename(dir.c_str(), renamed.c_str()) != 0) return ErrnoStatus("rename the cgroup", dir);

@@ -29,8 +29,10 @@ struct HostCgroupLimits {
 
 class HostCgroup {
  public:
-  // name: a unique leaf name (the session id). Fails with FailedPrecondition when the host has
-  // no usable cgroup controllers (the caller may then run without, and say so).
+  // name: the leaf's name (the session id); when a cgroup of that name is still there (an
+  // earlier VM of the session still going away), name.1, name.2, ... (name() says which).
+  // Fails with FailedPrecondition when the host has no usable cgroup controllers (the caller
+  // may then run without, and say so).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HostCgroup>> Create(
       const std::string& name, const HostCgroupLimits& limits);
   // The cgroup of this name that an earlier process created (for a VM it reattaches to);
@@ -39,7 +41,8 @@ class HostCgroup {
   ~HostCgroup();
   // Leaves the cgroup in place when the object goes (its VM outlives this process).
   void Keep() { dirs_.clear(); }
-  // Gives the cgroup (with the process in it) a new leaf name, in every hierarchy.
+  // Gives the cgroup (with the process in it) a new leaf name, in every hierarchy (one free
+  // the way Create picks it).
   [[nodiscard]] absl::Status Rename(const std::string& name);
   // Changes HostCgroupLimits::background.
   [[nodiscard]] absl::Status SetBackground(bool background);
@@ -57,9 +60,12 @@ class HostCgroup {
   std::vector<int> procs_fds() const;
   // The directories, for `airlock ps` and tests.
   const std::vector<std::string>& dirs() const { return dirs_; }
+  // The leaf's name, for finding it again (Adopt).
+  const std::string& name() const { return name_; }
 
  private:
   HostCgroup() = default;
+  std::string name_;
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
 };

@@ -371,12 +371,8 @@ class QemuVm : public Vm {
     }
     stop_logger_ = true;
     logger_.join();
-    if (!detached_ && !runtime_dir_.empty()) {
-      // Unless a new VM of the same session took the directory over already.
-      absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
-      if (!record.ok() || record->pid == pid_) {
-        LogIfFailed(RemoveTree(runtime_dir_), "remove an ended VM's runtime directory");
-      }
+    if (!detached_ && !runtime_dir_.empty() && StillOwnRuntimeDir()) {
+      LogIfFailed(RemoveTree(runtime_dir_), "remove an ended VM's runtime directory");
     }
   }
 
@@ -401,7 +397,7 @@ class QemuVm : public Vm {
     if (cgroup_) {
       if (absl::Status s = cgroup_->Rename(host_cgroup); !s.ok()) return s;
       if (absl::Status s = cgroup_->SetBackground(false); !s.ok()) return s;
-      record->cgroup = host_cgroup;
+      record->cgroup = cgroup_->name();
     }
     sync.restored = true;
     record->sync = sync;
@@ -548,6 +544,20 @@ class QemuVm : public Vm {
   void set_cgroup(std::unique_ptr<HostCgroup> cgroup) { cgroup_ = std::move(cgroup); }
   // Given back once the process is gone (after ~QemuVm reaped it).
   void set_jail_uid(std::optional<JailUid> uid) { jail_uid_ = std::move(uid); }
+  // The runtime directory itself, held open (its inode is then never another's).
+  void set_run_dir(UniqueFd dir) { run_dir_ = std::move(dir); }
+  // Whether runtime_dir_ is still the directory this VM ran in: a new VM of the same session
+  // makes its own under the same name, maybe while this one is still going away (a reference
+  // held a moment longer), and must keep it.
+  bool StillOwnRuntimeDir() const {
+    struct stat now, own;
+    if (run_dir_.valid()) {
+      return stat(runtime_dir_.c_str(), &now) == 0 && fstat(run_dir_.get(), &own) == 0 &&
+             now.st_dev == own.st_dev && now.st_ino == own.st_ino;
+    }
+    absl::StatusOr<VmRecord> record = ReadRecord(runtime_dir_);
+    return record.ok() && record->pid == pid_;
+  }
 
   std::optional<std::string> ExitReason() override {
     if (!child_) {
@@ -637,6 +647,7 @@ class QemuVm : public Vm {
   UniqueFd stderr_;
   const bool child_;
   std::string runtime_dir_;  // changes only in Adopt, before the VM is shared
+  UniqueFd run_dir_;         // runtime_dir_, open (O_PATH)
   bool detached_ = false;
   LogTail console_log_;
   LogTail vmm_log_;
@@ -1136,7 +1147,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
     VmRecord record{.pid = pid,
                     .start_time = ProcessStartTime(pid).value_or(0),
                     .accelerator = config.accelerator,
-                    .cgroup = config.host_cgroup,
+                    .cgroup = cgroup ? cgroup->name() : config.host_cgroup,
                     .uid = jail_uid ? jail_uid->uid() : 0,
                     .sync = sync};
     struct stat disk_stat;
@@ -1174,6 +1185,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   }
   auto vm = std::make_unique<QemuVm>(pid, std::move(pidfd), std::move(console_host),
                                      std::move(err_host), /*child=*/true, config.runtime_dir);
+  vm->set_run_dir(std::move(run_dir));
   vm->set_accelerator(config.accelerator);
   vm->set_cgroup(std::move(cgroup));
   vm->set_jail_uid(std::move(jail_uid));
@@ -1217,6 +1229,7 @@ absl::StatusOr<LaunchedVm> QemuDriver::Reattach(const std::string& runtime_dir,
   auto vm = std::make_unique<QemuVm>(record->pid, *std::move(pidfd),
                                      console.ok() ? *std::move(console) : UniqueFd(), UniqueFd(),
                                      /*child=*/false, runtime_dir);
+  vm->set_run_dir(UniqueFd(fcntl(run_dir.get(), F_DUPFD_CLOEXEC, 0)));
   vm->set_accelerator(record->accelerator);
   if (!record->cgroup.empty()) vm->set_cgroup(HostCgroup::Adopt(record->cgroup));
   if (record->uid != 0) vm->set_jail_uid(JailUid::Adopt(record->uid));

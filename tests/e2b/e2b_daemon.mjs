@@ -24,10 +24,11 @@ export async function startDaemon(airlock, prefix, { quotas, templates } = {}) {
   const socket = path.join(home, 'airlockd.sock');
   const daemon = spawn(airlockd, ['--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   // The gateway's address, as airlockd says it at start.
+  let said = '';
   const gateway = await new Promise((resolve, reject) => {
-    let said = '';
     daemon.stderr.on('data', (chunk) => {
       said += chunk;
+      if (said.length > 1 << 20) said = said.slice(-(1 << 19));
       const m = said.match(/HTTP gateway on (http:\/\/[0-9.:]+)/);
       if (m) resolve(m[1]);
     });
@@ -39,6 +40,8 @@ export async function startDaemon(airlock, prefix, { quotas, templates } = {}) {
     for (const f of beforeStop) await f();
     daemon.kill('SIGTERM');
     await new Promise((r) => (daemon.exitCode !== null ? r() : daemon.on('exit', r)));
+    // What airlockd logged, for a failure's reason (ctest shows a test's output only then).
+    process.stderr.write(`airlockd's log, last lines:\n${said.split('\n').slice(-60).join('\n')}\n`);
     fs.rmSync(home, { recursive: true, force: true });
   });
   function cli(...args) {
