@@ -335,5 +335,38 @@ TEST(DockerfileTest, AddFetchesAUrlOnlyWithTheBuildsNetwork) {
   RunAirlock({"image", "rm", "test/add-url:1"});
 }
 
+// ENTRYPOINT and CMD run together, a command given to `airlock run` replaces both, and what
+// the build recorded (labels, ports, volumes, stop signal) is in the image it saves.
+TEST(DockerfileTest, EntrypointRunsWithCmdAndWhatIsRecordedIsSaved) {
+  testing::TempDir dir;
+  std::string ctx = dir.path() + "/ctx";
+  ASSERT_EQ(mkdir(ctx.c_str(), 0755), 0);
+  Write(ctx + "/Dockerfile",
+        "FROM airlock/bookworm-python\n"
+        "ENTRYPOINT [\"echo\", \"entry\"]\n"
+        "CMD [\"default\"]\n"
+        "LABEL org.example.kind=entry\n"
+        "EXPOSE 8080 53/udp\n"
+        "VOLUME /data\n"
+        "STOPSIGNAL SIGINT\n");
+  Result built = Build({"-t", "test/entry:1", ctx});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  EXPECT_EQ(RunAirlock({"run", "test/entry:1"}).out, "entry default\n");
+  EXPECT_EQ(RunAirlock({"run", "test/entry:1", "--", "echo", "given"}).out, "given\n");
+  std::string saved = dir.path() + "/saved.tar";
+  Result save = RunAirlock({"image", "save", "test/entry:1", "-o", saved});
+  ASSERT_EQ(save.exit_code, 0) << save.err;
+  // The config is a blob of the archive, stored as it is (JSON).
+  absl::StatusOr<std::string> archive = ReadFileToString(saved, 1 << 30);
+  ASSERT_TRUE(archive.ok()) << archive.status();
+  for (const char* expected :
+       {R"("Entrypoint":["echo","entry"])", R"("Cmd":["default"])",
+        R"("Labels":{"org.example.kind":"entry"})", R"("ExposedPorts":{"53/udp":{},"8080/tcp":{}})",
+        R"("Volumes":{"/data":{}})", R"("StopSignal":"SIGINT")"}) {
+    EXPECT_NE(archive->find(expected), std::string::npos) << expected;
+  }
+  RunAirlock({"image", "rm", "test/entry:1"});
+}
+
 }  // namespace
 }  // namespace airlock

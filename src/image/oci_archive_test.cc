@@ -12,6 +12,7 @@
 #include "src/common/hex.h"
 #include "src/common/sha256.h"
 #include "src/image/image_store.h"
+#include "src/image/oci_export.h"
 #include "src/image/registry_client.h"
 #include "src/testing/local_registry.h"
 #include "src/testing/test_util.h"
@@ -358,6 +359,33 @@ TEST(RegistryTest, ReferencesParseLikeDockers) {
   EXPECT_FALSE(ParseImageReference("UPPER/case").ok());
   EXPECT_FALSE(ParseImageReference("a@sha256:short").ok());
   EXPECT_FALSE(ParseImageReference("").ok());
+}
+
+// What a Dockerfile recorded goes into the config an image is saved or pushed with, as OCI
+// writes it.
+TEST(OciExportTest, TheConfigCarriesTheCommandAndWhatTheBuildRecorded) {
+  ImageInfo image;
+  image.name = "test/app:1";
+  image.run.entrypoint = {"/app/run.sh"};
+  image.run.cmd = {"--serve"};
+  image.run.env = {"A=1"};
+  image.run.working_dir = "/app";
+  image.run.user = "nobody";
+  image.recorded = {{"labels", {{"org.example.kind", "app"}}},
+                    {"exposed_ports", {"8080", "53/udp"}},
+                    {"volumes", {"/data"}},
+                    {"stop_signal", "SIGINT"}};
+  json config = OciConfigFor(image, "sha256:" + std::string(64, 'a'))["config"];
+  EXPECT_EQ(config["Entrypoint"], json({"/app/run.sh"}));
+  EXPECT_EQ(config["Cmd"], json({"--serve"}));
+  EXPECT_EQ(config["Env"], json({"A=1"}));
+  EXPECT_EQ(config["WorkingDir"], "/app");
+  EXPECT_EQ(config["User"], "nobody");
+  EXPECT_EQ(config["Labels"], json({{"org.example.kind", "app"}}));
+  EXPECT_EQ(config["ExposedPorts"],
+            json({{"8080/tcp", json::object()}, {"53/udp", json::object()}}));
+  EXPECT_EQ(config["Volumes"], json({{"/data", json::object()}}));
+  EXPECT_EQ(config["StopSignal"], "SIGINT");
 }
 
 }  // namespace
