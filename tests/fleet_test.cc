@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -164,6 +165,36 @@ void FlipByte(const std::string& path, off_t at) {
   close(fd);
 }
 
+// The line of `airlock ls -a` for id on host, or "".
+std::string LsLine(Host& host, const std::string& id) {
+  Result r = host.Run({"ls", "-a"});
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StartsWith(line, id)) return std::string(line);
+  }
+  return "";
+}
+
+// How `airlock ls --json` on host lists id: "STATE@HOST", or "" when it does not.
+std::string Listed(Host& host, const std::string& id) {
+  Result r = host.Run({"ls", "--json"});
+  nlohmann::json listed = nlohmann::json::parse(r.out, nullptr, false);
+  for (const nlohmann::json& s : listed.is_array() ? listed : nlohmann::json::array()) {
+    if (s.value("id", "") == id) return s.value("state", "") + "@" + s.value("host", "");
+  }
+  return "";
+}
+
+// Listed, asked again until it is `want` (the fleet's index follows each host's records within a
+// moment), for up to 10 s; the last answer.
+std::string WaitListed(Host& host, const std::string& id, const std::string& want) {
+  std::string now = Listed(host, id);
+  for (int i = 0; i < 50 && now != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    now = Listed(host, id);
+  }
+  return now;
+}
+
 TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOver) {
   testing::TempDir dir;
   testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
@@ -208,6 +239,9 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   EXPECT_EQ(hosts[0]["id"], "host-a");
   EXPECT_EQ(hosts[0]["this_host"], true);
   EXPECT_EQ(hosts[1]["sessions"], nlohmann::json::array({id})) << r.out;
+  // Either host lists it as running on B (A's own record still says paused).
+  for (Host* h : {&a, &b}) EXPECT_EQ(WaitListed(*h, id, "running@host-b"), "running@host-b");
+  EXPECT_NE(LsLine(a, id).find("host-b"), std::string::npos) << LsLine(a, id);
   // While B runs it, A may not.
   r = a.Run({"resume", id});
   EXPECT_NE(r.exit_code, 0);
@@ -254,6 +288,14 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   r = a.Run({"resume", id});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("runs on host host-b"), std::string::npos) << r.err;
+  // Once B's lease expires, A lists the session as B's, says B is gone, and what a resume does.
+  std::string line;
+  for (int i = 0; i < 2 * (4 * kLeaseTtl + 20) && line.find("is gone") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    line = LsLine(a, id);
+  }
+  EXPECT_NE(line.find("host host-b is gone"), std::string::npos) << line;
+  EXPECT_NE(line.find("takes it over from its last published snapshot"), std::string::npos) << line;
   for (int i = 0; i < 4 * kLeaseTtl + 20; ++i) {
     r = a.Run({"resume", id});
     if (r.exit_code == 0) break;
@@ -268,15 +310,6 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   auto ours = [&] { return QemuPids(dir.path()); };  // both hosts' homes are under it
   for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);
   EXPECT_TRUE(ours().empty());
-}
-
-// The line of `airlock ls -a` for id on host, or "".
-std::string LsLine(Host& host, const std::string& id) {
-  Result r = host.Run({"ls", "-a"});
-  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
-    if (absl::StartsWith(line, id)) return std::string(line);
-  }
-  return "";
 }
 
 // Runs `args` on host until it exits 0, for up to ~(4 TTL + 20 s); the last result.
@@ -360,20 +393,23 @@ TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {
   r = b.Run({"session", "create"});
   ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
   std::string own(absl::StripTrailingAsciiWhitespace(r.out));
+  // One made on B is listed on A too.
+  EXPECT_EQ(WaitListed(a, own, "running@host-b"), "running@host-b");
   b_etcd.Set(FaultProxy::Mode::kSilent);
   r = RunUntilOk(a, {"resume", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
   b_etcd.Set(FaultProxy::Mode::kPass);
-  std::string line;
-  for (int i = 0; i < 120 && line.find("cut off from etcd") == std::string::npos; ++i) {
+  for (int i = 0; i < 120 && b.Log().find("rejoined the fleet") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    line = LsLine(b, id);
   }
-  EXPECT_NE(line.find("paused"), std::string::npos) << line << b.Log();
-  EXPECT_NE(line.find("another host took it over while this host was cut off from etcd"),
-            std::string::npos)
-      << line;
   EXPECT_NE(b.Log().find("rejoined the fleet"), std::string::npos) << b.Log();
+  EXPECT_NE(b.Log().find(absl::StrCat("session ", id, ": ended here")), std::string::npos)
+      << b.Log();
+  r = b.Run({"ps", "--json"});
+  EXPECT_EQ(r.out.find(id), std::string::npos) << r.out;
+  // Either host lists it where it runs now.
+  EXPECT_EQ(WaitListed(b, id, "running@host-a"), "running@host-a");
+  EXPECT_EQ(WaitListed(a, id, "running@host-a"), "running@host-a");
   r = a.Run({"exec", id, "--", "cat", "/root/kept"});
   EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err;
   r = b.Run({"exec", own, "--", "true"});
@@ -390,6 +426,7 @@ TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {
 
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
   EXPECT_EQ(b.Run({"rm", own}).exit_code, 0);
+  EXPECT_EQ(WaitListed(a, own, ""), "");  // removed: listed nowhere
   a.Stop(SIGTERM);
   b.Stop(SIGTERM);
   auto ours = [&] { return QemuPids(dir.path()); };

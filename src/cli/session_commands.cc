@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -135,15 +136,21 @@ int List(bool all, bool quiet, bool json, bool all_tenants) {
     return 0;
   }
   int64_t now = NowMs();
+  // In a fleet, which host has each session.
+  bool fleet = std::any_of(shown.begin(), shown.end(),
+                           [](const v1::Session* s) { return !s->host().empty(); });
   if (all_tenants) std::printf("%-20s  ", "TENANT");
-  std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4s  %-6s  %-5s  %-6s  %s\n", "ID", "IMAGE",
-              "STATE", "CREATED", "LAST USED", "CPUS", "MEMORY", "PIDS", "DISK", "REASON");
+  std::printf("%-12s  ", "ID");
+  if (fleet) std::printf("%-12s  ", "HOST");
+  std::printf("%-24s  %-8s  %-8s  %-9s  %-4s  %-6s  %-5s  %-6s  %s\n", "IMAGE", "STATE", "CREATED",
+              "LAST USED", "CPUS", "MEMORY", "PIDS", "DISK", "REASON");
   for (const v1::Session* sp : shown) {
     const v1::Session& s = *sp;
     if (all_tenants) std::printf("%-20s  ", s.tenant().c_str());
-    std::printf("%-12s  %-24s  %-8s  %-8s  %-9s  %-4u  %-6s  %-5u  %-6s  %s\n", s.id().c_str(),
-                s.image().c_str(), StateName(s.state()),
-                FormatAgo(s.created_unix_ms(), now).c_str(),
+    std::printf("%-12s  ", s.id().c_str());
+    if (fleet) std::printf("%-12s  ", EscapeForTerminal(s.host()).c_str());
+    std::printf("%-24s  %-8s  %-8s  %-9s  %-4u  %-6s  %-5u  %-6s  %s\n", s.image().c_str(),
+                StateName(s.state()), FormatAgo(s.created_unix_ms(), now).c_str(),
                 FormatAgo(s.last_used_unix_ms(), now).c_str(), s.limits().vcpus(),
                 FormatBytes(s.limits().memory_bytes()).c_str(), s.limits().pids(),
                 FormatBytes(s.limits().disk_bytes()).c_str(), s.reason().c_str());

@@ -36,6 +36,7 @@ nlohmann::json SessionToJson(const v1::Session& s) {
                           {"ttl_seconds", s.limits().ttl_seconds()},
                           {"idle_timeout_seconds", s.limits().idle_timeout_seconds()},
                           {"net_bytes_per_second", s.limits().net_bytes_per_second()}}}};
+  if (!s.host().empty()) out["host"] = s.host();  // in a fleet
   if (s.has_workspace()) {
     out["workspace"] = {
         {"path", s.workspace().path()},     {"head", s.workspace().head()},

@@ -197,10 +197,11 @@ grpc::Status SessionsService::Get(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<SessionRecord> session =
-      store_->sessions().Get(TenantForLookup(*who, *store_, request->id()), request->id());
+  absl::StatusOr<SessionManager::ListedSession> session =
+      sessions_->Find(TenantForLookup(*who, *store_, request->id()), request->id());
   if (!session.ok()) return ToGrpc(session.status());
-  FillSession(*session, response);
+  FillSession(session->record, response);
+  response->set_host(session->host);
   return grpc::Status::OK;
 }
 
@@ -210,11 +211,14 @@ grpc::Status SessionsService::List(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (request->all_tenants() && !who->SeesEveryTenant()) return EveryTenantDenied();
-  absl::StatusOr<std::vector<SessionRecord>> sessions =
-      request->all_tenants() ? store_->sessions().ListEveryTenant()
-                             : store_->sessions().List(who->Tenant());
+  absl::StatusOr<std::vector<SessionManager::ListedSession>> sessions =
+      sessions_->List(request->all_tenants() ? SessionEventHub::kEveryTenant : who->Tenant());
   if (!sessions.ok()) return ToGrpc(sessions.status());
-  for (const SessionRecord& s : *sessions) FillSession(s, response->add_sessions());
+  for (const SessionManager::ListedSession& s : *sessions) {
+    v1::Session* out = response->add_sessions();
+    FillSession(s.record, out);
+    out->set_host(s.host);
+  }
   return grpc::Status::OK;
 }
 

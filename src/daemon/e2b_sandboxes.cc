@@ -110,7 +110,15 @@ bool E2bSandboxes::Serve(const gateway::GatewayRequest& request,
   }
   Principal who = PrincipalOfTenant((*found)->tenant);
   who.api_key = (*found)->name;
-  answer(Handle(route, who, request, connection));
+  Answer a = Handle(route, who, request, connection);
+  // The SDKs show their own words for a refusal ("Paused sandbox ... not found"): the
+  // operator's log keeps airlockd's reason for every one that changed nothing it was asked to.
+  if (a.code >= 500 || (a.code >= 400 && route.op != e2b::Op::kGet)) {
+    LogInfo(absl::StrCat("E2B API: ", request.method, " ",
+                         absl::CHexEscape(request.target.substr(0, 120)), " by key:", who.api_key,
+                         ": ", a.code, " ", a.body));
+  }
+  answer(a);
   return true;
 }
 
@@ -265,7 +273,8 @@ E2bSandboxes::Answer E2bSandboxes::Create(const Principal& who, const std::strin
                        .pids = 0,
                        .disk_bytes = 0,
                        .ttl_seconds = wanted->timeout_seconds.value_or(kDefaultTimeoutSeconds),
-                       .idle_timeout_seconds = 0};
+                       .idle_timeout_seconds = 0,
+                       .pause_at_ttl = wanted->auto_pause};
   // A snapshot of the tenant's by that name is forked rather than an image booted.
   if (std::optional<std::string> name = e2b::SnapshotName(wanted->template_id);
       name && wanted->template_id != "base") {
@@ -336,7 +345,8 @@ E2bSandboxes::Answer E2bSandboxes::CreateFromSnapshot(const Principal& who,
       egress.empty() ? absl::OkStatus()
                      : sessions_->ChangeEgress(who, made.id, egress, {}, "session.egress").status();
   absl::StatusOr<gateway::e2b::Sandbox> adopted =
-      ready.ok() ? Adopt(who, made, like, wanted.timeout_seconds.value_or(kDefaultTimeoutSeconds))
+      ready.ok() ? Adopt(who, made, like, wanted.timeout_seconds.value_or(kDefaultTimeoutSeconds),
+                         wanted.auto_pause)
                  : absl::StatusOr<gateway::e2b::Sandbox>(ready);
   if (!adopted.ok()) {
     sessions_->Remove(who, made.id, "its E2B create failed").IgnoreError();
@@ -373,7 +383,8 @@ absl::StatusOr<E2bSandboxRecord> E2bSandboxes::RecordOf(const SessionRecord& ses
 absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Adopt(const Principal& who,
                                                           const SessionRecord& session,
                                                           E2bSandboxRecord like,
-                                                          uint64_t ttl_seconds) {
+                                                          uint64_t ttl_seconds,
+                                                          std::optional<bool> auto_pause) {
   like.session_id = session.id;
   like.tenant = session.tenant;
   like.access_token = RandomHex(16);
@@ -381,7 +392,7 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Adopt(const Principal& who,
   if (!like.traffic_token.empty()) like.traffic_token = RandomHex(16);
   like.snapshot_of.clear();
   like.snapshot_name.clear();
-  absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, session.id, ttl_seconds);
+  absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, session.id, ttl_seconds, auto_pause);
   if (!timed.ok()) return timed.status();
   if (absl::Status s = store_->api_keys().PutSandbox(like); !s.ok()) return s;
   return Describe(*timed);
@@ -521,6 +532,7 @@ absl::StatusOr<gateway::e2b::Sandbox> E2bSandboxes::Describe(const SessionRecord
   s.memory_mb = r.limits.memory_bytes >> 20;
   s.disk_mb = r.limits.disk_bytes >> 20;
   s.domain = domain_;
+  s.auto_pause = r.limits.pause_at_ttl;
   for (const VolumeAttachment& v : r.volumes) s.volume_mounts.emplace_back(v.name, v.path);
   return s;
 }
@@ -571,6 +583,11 @@ E2bSandboxes::Answer E2bSandboxes::Connect(const Principal& who, const std::stri
     absl::StatusOr<SessionRecord> running = sessions_->Resume(who, id);
     if (!running.ok()) return Failed(running.status());
     record = *std::move(running);
+  }
+  // One paused at its timeout has none left: E2B's default, unless the connect gives one.
+  if (!timeout->has_value() && resumed && record->limits.ttl_seconds == 0 &&
+      record->limits.pause_at_ttl) {
+    *timeout = kDefaultTimeoutSeconds;
   }
   if (timeout->has_value()) {
     absl::StatusOr<SessionRecord> timed = sessions_->EndIn(who, id, **timeout);

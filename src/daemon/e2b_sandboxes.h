@@ -109,9 +109,11 @@ class E2bSandboxes {
   // a session made otherwise (airlock session create).
   absl::StatusOr<E2bSandboxRecord> RecordOf(const SessionRecord& session);
   // Makes the new session `session` (a fork) a sandbox like `like` with a token of its own,
-  // living ttl_seconds (0: as long as it is not killed).
+  // living ttl_seconds (0: as long as it is not killed), paused then with auto_pause (unset:
+  // as its source).
   absl::StatusOr<gateway::e2b::Sandbox> Adopt(const Principal& who, const SessionRecord& session,
-                                              E2bSandboxRecord like, uint64_t ttl_seconds);
+                                              E2bSandboxRecord like, uint64_t ttl_seconds,
+                                              std::optional<bool> auto_pause = std::nullopt);
   // The sandbox as the API describes it; NOT_FOUND for a session that is not running or
   // paused.
   absl::StatusOr<gateway::e2b::Sandbox> Describe(const SessionRecord& record);

@@ -57,4 +57,12 @@ const char* SessionStateName(SessionState state) {
   return "unknown";
 }
 
+std::optional<SessionState> ParseSessionState(absl::string_view name) {
+  for (SessionState s : {SessionState::kCreating, SessionState::kRunning, SessionState::kStopped,
+                         SessionState::kFailed, SessionState::kPaused}) {
+    if (name == SessionStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 }  // namespace airlock

@@ -6,11 +6,13 @@
 #define AIRLOCK_DAEMON_RECORDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "src/secrets/secret_spec.h"
 
 namespace airlock {
@@ -54,6 +56,8 @@ Principal PrincipalOfTenant(const std::string& tenant);
 // kPaused: the VM is gone but its snapshot is on disk; the next use resumes it.
 enum class SessionState { kCreating = 1, kRunning = 2, kStopped = 3, kFailed = 4, kPaused = 5 };
 const char* SessionStateName(SessionState state);
+// The state SessionStateName names; nullopt for any other text.
+std::optional<SessionState> ParseSessionState(absl::string_view name);
 
 struct SessionLimits {
   uint32_t vcpus = 1;
@@ -63,6 +67,8 @@ struct SessionLimits {
   uint64_t ttl_seconds = 0;
   uint64_t idle_timeout_seconds = 300;  // pause after this long without use; 0: never
   uint64_t net_bytes_per_second = 0;    // egress bandwidth each way; 0: no limit
+  // When its time to live runs out it is paused, not stopped (and has none until given one).
+  bool pause_at_ttl = false;
 };
 
 // One egress rule a session holds (see src/net/egress_rule.h), where it came from ("create",

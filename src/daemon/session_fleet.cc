@@ -3,6 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/file_util.h"
 #include "src/common/log.h"
@@ -143,6 +147,159 @@ void SessionManager::ClaimAgain() {
                                             SessionState::kPaused, why, 0, "session.takeover"),
                 absl::StrCat("session ", record.id, ": its state not kept"));
   }
+  IndexHeld();  // what changed while this host was cut off
+}
+
+void SessionManager::IndexOne(const std::string& tenant, const std::string& id) {
+  // Under the session's lock, so that a pause cannot release it between what is read here and
+  // the claim below.
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
+  absl::MutexLock guard(session_lock.get());
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(tenant, id);
+  if (!record.ok()) return;
+  if (record->state == SessionState::kStopped || record->state == SessionState::kFailed) {
+    // Ended: the fleet lists only sessions that can run; its host's `ls -a` keeps the rest.
+    LogIfFailed(handoff_->Unindex(tenant, id),
+                absl::StrCat("fleet index: session ", id, " not removed"));
+    return;
+  }
+  if (record->state == SessionState::kRunning && FindLive(tenant, id) != nullptr) {
+    // A session that runs here is this host's: one made here is claimed now (a resumed one
+    // was claimed before it ran). Refused: another host took it over while this one was cut
+    // off, which ClaimAgain settles.
+    if (absl::Status claimed = handoff_->Claim(id); !claimed.ok()) {
+      LogIfFailed(claimed, absl::StrCat("fleet index: session ", id, " not claimed"));
+      return;
+    }
+  }
+  // Written only while this host holds the session (Index writes nothing otherwise).
+  LogIfFailed(handoff_->Index(*record), absl::StrCat("fleet index: session ", id, " not written"));
+}
+
+void SessionManager::IndexHeld() {
+  absl::StatusOr<std::vector<SessionRecord>> records = store_->sessions().ListEveryTenant();
+  if (!records.ok()) {
+    LogWarning(absl::StrCat("fleet index: sessions not read: ", records.status().message()));
+    return;
+  }
+  for (const SessionRecord& r : *records) {
+    if (r.state != SessionState::kStopped && r.state != SessionState::kFailed) {
+      IndexOne(r.tenant, r.id);
+    }
+  }
+}
+
+void SessionManager::IndexLoop() {
+  std::shared_ptr<SessionEventHub::Subscription> events =
+      store_->events()->Subscribe(SessionEventHub::kEveryTenant, "");
+  IndexHeld();
+  for (;;) {
+    {
+      absl::MutexLock lock(&watch_mu_);
+      if (stopping_) return;
+    }
+    std::optional<SessionEvent> e = events->Next(absl::Now() + absl::Milliseconds(500));
+    if (!e) continue;
+    if (e->lost > 0) IndexHeld();  // it fell behind: what it missed
+    if (e->kind == SessionEvent::Kind::kRemoved) {
+      LogIfFailed(handoff_->Unindex(e->tenant, e->session_id),
+                  absl::StrCat("fleet index: session ", e->session_id, " not removed"));
+    } else if (e->kind == SessionEvent::Kind::kState) {
+      IndexOne(e->tenant, e->session_id);  // as it is now (a later event brings what follows)
+    }
+  }
+}
+
+namespace {
+
+// An entry whose host is no longer in the fleet says so, and what a resume would do.
+void SayIfHostGone(SessionManager::ListedSession& s, const std::set<std::string>& live_hosts,
+                   SessionHandoff& handoff) {
+  if (s.record.state != SessionState::kRunning || live_hosts.contains(s.host)) return;
+  bool published = handoff.Find(s.record.id).ok();
+  s.record.reason =
+      absl::StrCat("host ", s.host, " is gone (its lease expired); ",
+                   published ? absl::StrCat("`airlock resume ", s.record.id,
+                                            "` takes it over from its last published snapshot")
+                             : "it never published a snapshot, so no host can take it over");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SessionManager::ListedSession>> SessionManager::List(
+    const std::string& tenant) {
+  bool every = tenant == SessionEventHub::kEveryTenant;
+  absl::StatusOr<std::vector<SessionRecord>> local =
+      every ? store_->sessions().ListEveryTenant() : store_->sessions().List(tenant);
+  if (!local.ok()) return local.status();
+  std::vector<ListedSession> out;
+  if (handoff_ == nullptr) {
+    for (SessionRecord& r : *local) out.push_back({.record = std::move(r), .host = ""});
+    return out;
+  }
+  const std::string& here = handoff_->host_id();
+  absl::StatusOr<std::vector<SessionHandoff::IndexEntry>> index =
+      handoff_->ReadIndex(every ? "" : tenant);
+  if (!index.ok()) {
+    // This host's view alone: what it last saw of each session.
+    LogWarning(absl::StrCat("fleet index not read; listing this host's sessions only: ",
+                            index.status().message()));
+    for (SessionRecord& r : *local) out.push_back({.record = std::move(r), .host = here});
+    return out;
+  }
+  std::set<std::string> live_hosts;
+  if (absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = handoff_->Hosts(); hosts.ok()) {
+    for (const SessionHandoff::HostInfo& h : *hosts) live_hosts.insert(h.id);
+  } else {
+    live_hosts.insert(here);  // unknown: none is said to be gone
+    for (const SessionHandoff::IndexEntry& e : *index) live_hosts.insert(e.host);
+  }
+  std::map<std::string, const SessionHandoff::IndexEntry*> indexed;
+  for (const SessionHandoff::IndexEntry& e : *index) indexed[e.record.id] = &e;
+  for (SessionRecord& r : *local) {
+    auto it = indexed.find(r.id);
+    // Another host wrote it last: it took the session over, and its entry is the newer.
+    if (it != indexed.end() && it->second->host != here) continue;
+    // Paused, released, and neither indexed nor published: removed on the host that took it.
+    if (it == indexed.end() && r.state == SessionState::kPaused &&
+        absl::IsNotFound(handoff_->Find(r.id).status())) {
+      continue;
+    }
+    out.push_back({.record = std::move(r), .host = here});
+  }
+  for (const SessionHandoff::IndexEntry& e : *index) {
+    if (e.host == here) continue;  // this host's own record is the fresher
+    out.push_back({.record = e.record, .host = e.host});
+    SayIfHostGone(out.back(), live_hosts, *handoff_);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ListedSession& a, const ListedSession& b) {
+    return a.record.created_ms < b.record.created_ms;
+  });
+  return out;
+}
+
+absl::StatusOr<SessionManager::ListedSession> SessionManager::Find(const std::string& tenant,
+                                                                   const std::string& id) {
+  absl::StatusOr<SessionRecord> local = store_->sessions().Get(tenant, id);
+  if (handoff_ == nullptr || (!local.ok() && !absl::IsNotFound(local.status()))) {
+    if (!local.ok()) return local.status();
+    return ListedSession{.record = *std::move(local), .host = ""};
+  }
+  const std::string& here = handoff_->host_id();
+  absl::StatusOr<SessionHandoff::IndexEntry> entry = handoff_->ReadIndex(tenant, id);
+  if (entry.ok() && entry->host != here) {
+    ListedSession s{.record = std::move(entry->record), .host = entry->host};
+    std::set<std::string> live_hosts{here, s.host};
+    if (absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = handoff_->Hosts();
+        hosts.ok()) {
+      live_hosts = {here};
+      for (const SessionHandoff::HostInfo& h : *hosts) live_hosts.insert(h.id);
+    }
+    SayIfHostGone(s, live_hosts, *handoff_);
+    return s;
+  }
+  if (!local.ok()) return local.status();
+  return ListedSession{.record = *std::move(local), .host = here};
 }
 
 void SessionManager::ForgetEverywhere(const std::string& id) {

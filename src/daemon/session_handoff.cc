@@ -1,7 +1,6 @@
 #include "src/daemon/session_handoff.h"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,10 +18,11 @@
 #include "absl/time/clock.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
+#include "src/common/hex.h"
 #include "src/common/log.h"
 #include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
-#include "src/daemon/state_store.h"  // EncodeSessionRecord
+#include "src/daemon/fleet_record.h"
 #include "src/providers/blob_digest.h"
 #include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
@@ -32,7 +33,8 @@ namespace {
 
 // The first line of a published record; the HMAC covers everything before its own line.
 constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
-constexpr size_t kMaxRecordBytes = 256 * 1024;
+// An entry of the fleet's session index.
+constexpr char kIndexHeader[] = "airlock-session-index 1\n";
 // An image's metadata (image.json: its run config and where it came from).
 constexpr size_t kMaxImageMeta = 1 << 20;
 // Beside an image's rootfs.ext4: the SparseSha256 of it, its blob's digest in a fleet.
@@ -157,6 +159,88 @@ void SessionHandoff::Rejoin() {
 
 std::string SessionHandoff::SnapshotKey(const std::string& id) const {
   return absl::StrCat(options_.prefix, "/sessions/", id, "/snapshot");
+}
+
+std::string SessionHandoff::IndexPrefix(const std::string& tenant) const {
+  return absl::StrCat(
+      options_.prefix, "/index/",
+      tenant.empty()
+          ? ""
+          : HexString(reinterpret_cast<const unsigned char*>(tenant.data()), tenant.size()) + "/");
+}
+
+absl::Status SessionHandoff::Index(const SessionRecord& record) {
+  std::string value = SignFleetRecord(kIndexHeader,
+                                      {{"host", options_.host_id},
+                                       {"state", SessionStateName(record.state)},
+                                       {"reason", record.reason}},
+                                      record, key_);
+  absl::StatusOr<bool> written = etcd_->PutWhile(lease()->OwnerKey(record.id), options_.host_id,
+                                                 IndexPrefix(record.tenant) + record.id, value);
+  return written.status();
+}
+
+absl::Status SessionHandoff::Unindex(const std::string& tenant, const std::string& id) {
+  std::string key = IndexPrefix(tenant) + id;
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = etcd_->Get(key);
+  if (!kv.ok() || !*kv) return kv.status();
+  // Only this host's entry: a host that had the session before removes only its own record.
+  absl::StatusOr<IndexEntry> entry = VerifyIndexEntry((*kv)->value);
+  if (entry.ok() && entry->host != options_.host_id) return absl::OkStatus();
+  return etcd_->DeleteIf(key, (*kv)->mod_revision).status();
+}
+
+absl::StatusOr<SessionHandoff::IndexEntry> SessionHandoff::VerifyIndexEntry(
+    absl::string_view value) const {
+  absl::StatusOr<FleetRecord> verified =
+      VerifyFleetRecord(value, kIndexHeader, {"host", "state", "reason"}, key_);
+  if (!verified.ok()) return verified.status();
+  std::optional<SessionState> state = ParseSessionState(verified->fields["state"]);
+  if (!state || verified->fields["host"].empty()) {
+    return absl::DataLossError("it names no host or no state");
+  }
+  IndexEntry entry{.record = std::move(verified->record), .host = verified->fields["host"]};
+  entry.record.state = *state;
+  entry.record.reason = verified->fields["reason"];
+  return entry;
+}
+
+absl::StatusOr<std::vector<SessionHandoff::IndexEntry>> SessionHandoff::ReadIndex(
+    const std::string& tenant) const {
+  std::string prefix = IndexPrefix(tenant);
+  absl::StatusOr<std::vector<providers::EtcdKeyValue>> kvs =
+      etcd_->GetPrefix(prefix, providers::kMaxEtcdEntries);
+  if (!kvs.ok()) return kvs.status();
+  std::vector<IndexEntry> out;
+  for (const providers::EtcdKeyValue& kv : *kvs) {
+    absl::StatusOr<IndexEntry> entry = VerifyIndexEntry(kv.value);
+    // Under the key it was written for: the tenant's, by its id.
+    std::string expected =
+        entry.ok() ? IndexPrefix(entry->record.tenant) + entry->record.id : std::string();
+    if (!entry.ok() || kv.key != expected) {
+      LogWarning(absl::StrCat(
+          "fleet index: ", absl::CHexEscape(kv.key),
+          " left out: ", entry.ok() ? "it is another session's entry" : entry.status().message()));
+      continue;
+    }
+    out.push_back(*std::move(entry));
+  }
+  return out;
+}
+
+absl::StatusOr<SessionHandoff::IndexEntry> SessionHandoff::ReadIndex(const std::string& tenant,
+                                                                     const std::string& id) const {
+  if (absl::Status st = CheckSessionId(id); !st.ok()) return st;
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = etcd_->Get(IndexPrefix(tenant) + id);
+  if (!kv.ok()) return kv.status();
+  if (!*kv) return absl::NotFoundError(absl::StrCat("no session ", id, " in the fleet"));
+  absl::StatusOr<IndexEntry> entry = VerifyIndexEntry((*kv)->value);
+  if (!entry.ok()) return entry.status();
+  if (entry->record.id != id || entry->record.tenant != tenant) {
+    return absl::DataLossError(
+        absl::StrCat("the fleet's entry of session ", id, " is another session's"));
+  }
+  return entry;
 }
 
 absl::Status SessionHandoff::Claim(const std::string& id) {
@@ -288,12 +372,16 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
         image_blobs.status().code(),
         absl::StrCat("uploading image ", record.image, ": ", image_blobs.status().message()));
   }
-  std::string value =
-      absl::StrCat(kRecordHeader, "host\t", options_.host_id, "\n", "manifest\t", manifest_digest,
-                   "\n", "image-blobs\t", image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t",
-                   image_blobs->meta, "\n", EncodeSessionRecord(record));
-  absl::StrAppend(&value, "hmac\t", HmacSha256Hex(key_, value), "\n");
-  return etcd_->Put(SnapshotKey(record.id), value);
+  std::string value = SignFleetRecord(
+      kRecordHeader,
+      {{"host", options_.host_id},
+       {"manifest", manifest_digest},
+       {"image-blobs", absl::StrCat(image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t",
+                                    image_blobs->meta)}},
+      record, key_);
+  if (absl::Status st = etcd_->Put(SnapshotKey(record.id), value); !st.ok()) return st;
+  // The fleet's index says it is paused here, while this host still holds it.
+  return Index(record);
 }
 
 absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string& id) {
@@ -301,54 +389,32 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
   absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = etcd_->Get(SnapshotKey(id));
   if (!kv.ok()) return kv.status();
   if (!*kv) return absl::NotFoundError(absl::StrCat("session ", id, " not found"));
-  absl::string_view value = (*kv)->value;
   auto refuse = [&](absl::string_view why) {
     return absl::DataLossError(
         absl::StrCat("the published snapshot of session ", id, " is refused: ", why));
   };
-  size_t mac_at = value.rfind("hmac\t");
-  if (value.size() > kMaxRecordBytes || mac_at == absl::string_view::npos ||
-      !absl::StartsWith(value, kRecordHeader)) {
-    return refuse("it is not a record airlockd writes");
-  }
-  absl::string_view signed_part = value.substr(0, mac_at);
-  std::string mac(absl::StripSuffix(value.substr(mac_at + 5), "\n"));
-  std::string expected = HmacSha256Hex(key_, signed_part);
-  if (mac.size() != expected.size() ||
-      CRYPTO_memcmp(mac.data(), expected.data(), expected.size()) != 0) {
-    return refuse(
-        "its signature does not match this host's key (every host of a fleet needs the same "
-        "host.key), or it was changed");
-  }
-  absl::string_view body = signed_part.substr(sizeof(kRecordHeader) - 1);
+  absl::StatusOr<FleetRecord> verified =
+      VerifyFleetRecord((*kv)->value, kRecordHeader, {"host", "manifest", "image-blobs"}, key_);
+  if (!verified.ok()) return refuse(verified.status().message());
   Published published;
-  std::string rest;
-  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
-    if (absl::ConsumePrefix(&line, "host\t")) {
-      published.host = std::string(line);
-    } else if (absl::ConsumePrefix(&line, "manifest\t")) {
-      published.manifest = std::string(line);
-    } else if (absl::ConsumePrefix(&line, "image-blobs\t")) {
-      std::vector<std::string> parts = absl::StrSplit(line, '\t');
-      if (parts.size() != 3 || !providers::BlobDigestHex(parts[0]).ok() ||
-          !absl::SimpleAtoi(parts[1], &published.image_rootfs_size) ||
-          published.image_rootfs_size > kMaxImageRootfs ||
-          !providers::BlobDigestHex(parts[2]).ok()) {
-        return refuse("its image line is malformed");
-      }
-      published.image_rootfs = parts[0];
-      published.image_meta = parts[2];
-    } else {
-      absl::StrAppend(&rest, line, "\n");
+  published.host = verified->fields["host"];
+  published.manifest = verified->fields["manifest"];
+  if (auto it = verified->fields.find("image-blobs"); it != verified->fields.end()) {
+    std::vector<std::string> parts = absl::StrSplit(it->second, '\t');
+    if (parts.size() != 3 || !providers::BlobDigestHex(parts[0]).ok() ||
+        !absl::SimpleAtoi(parts[1], &published.image_rootfs_size) ||
+        published.image_rootfs_size > kMaxImageRootfs || !providers::BlobDigestHex(parts[2]).ok()) {
+      return refuse("its image line is malformed");
     }
+    published.image_rootfs = parts[0];
+    published.image_meta = parts[2];
   }
-  absl::StatusOr<SessionRecord> record = DecodeSessionRecord(rest);
-  if (!record.ok()) return refuse(record.status().message());
-  if (record->id != id) return refuse("it is the record of another session");
+  SessionRecord& record = verified->record;
+  if (record.id != id) return refuse("it is the record of another session");
   if (published.host.empty() || !providers::BlobDigestHex(published.manifest).ok()) {
     return refuse("it names no host or no manifest");
   }
-  published.record = *std::move(record);
+  published.record = std::move(record);
   return published;
 }
 

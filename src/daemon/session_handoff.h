@@ -7,7 +7,10 @@
 //   <prefix>/sessions/<id>/owner       the host running the session, bound to its lease
 //   <prefix>/sessions/<id>/snapshot    the session's last published snapshot: the host that took
 //                                      it, the session's record, the manifest's blob digest,
-//                                      signed with the fleet's key
+//                                      signed with the fleet's key (fleet_record.h)
+//   <prefix>/index/<tenant>/<id>       the fleet's session index: the session's record, state
+//                                      and host as its holder last wrote them, signed; the
+//                                      tenant in hex
 //
 // The rules SessionManager follows:
 //   - A pause publishes: each file of the snapshot is uploaded packed (snapshot_pack.h) under its
@@ -120,6 +123,24 @@ class SessionHandoff {
   // share them).
   [[nodiscard]] absl::Status Forget(const std::string& id);
 
+  // The fleet's session index: each session of every host, as the host that holds it last
+  // wrote it, for `airlock ls` anywhere in the fleet. Index writes the session's entry only
+  // while this host holds it (owner key), so a late write after another host took it over
+  // changes nothing (OK either way: the holder's entry is the true one).
+  [[nodiscard]] absl::Status Index(const SessionRecord& record);
+  // Removes the session's entry if this host wrote it.
+  [[nodiscard]] absl::Status Unindex(const std::string& tenant, const std::string& id);
+  struct IndexEntry {
+    SessionRecord record;  // with its state and reason
+    std::string host;      // the host that wrote it
+  };
+  // The tenant's entries, or every tenant's (tenant empty), by id. Entries whose signature or
+  // form is wrong are left out and logged.
+  [[nodiscard]] absl::StatusOr<std::vector<IndexEntry>> ReadIndex(const std::string& tenant) const;
+  // One of the tenant's entries; NotFound when the index has none.
+  [[nodiscard]] absl::StatusOr<IndexEntry> ReadIndex(const std::string& tenant,
+                                                     const std::string& id) const;
+
   struct HostInfo {
     std::string id;
     std::string capacity_json;
@@ -144,6 +165,9 @@ class SessionHandoff {
   // The rejoin thread: waits for a lost lease, then takes a new one (see above).
   void Rejoin();
   std::string SnapshotKey(const std::string& id) const;
+  // <prefix>/index/<tenant, hex>/ and that followed by the id.
+  std::string IndexPrefix(const std::string& tenant) const;
+  absl::StatusOr<IndexEntry> VerifyIndexEntry(absl::string_view value) const;
   absl::Status PutFile(const std::string& digest, const std::string& path);
   absl::Status PutBytes(const std::string& digest, const std::string& bytes);
   absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);

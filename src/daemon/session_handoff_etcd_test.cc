@@ -180,5 +180,62 @@ TEST_F(SessionHandoffTest, ARecordOrBlobChangedInTheStoresOrSignedWithAnotherKey
   EXPECT_NE(access((fetched + ".fetch").c_str(), F_OK), 0);
 }
 
+TEST_F(SessionHandoffTest, TheIndexHoldsWhatTheHolderWroteLastAndNothingForged) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  SessionRecord s = Record();
+  s.state = SessionState::kRunning;
+  ASSERT_TRUE(a->Claim(kId).ok());
+  ASSERT_TRUE(a->Index(s).ok());
+  absl::StatusOr<std::vector<SessionHandoff::IndexEntry>> seen = b->ReadIndex(s.tenant);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_EQ(seen->size(), 1u);
+  EXPECT_EQ((*seen)[0].host, "host-a");
+  EXPECT_EQ((*seen)[0].record.state, SessionState::kRunning);
+  EXPECT_EQ((*seen)[0].record.egress.size(), 1u);
+  EXPECT_TRUE(b->ReadIndex("uid:1002")->empty());  // another tenant's view
+  EXPECT_EQ(b->ReadIndex("")->size(), 1u);         // every tenant's
+
+  // Paused on A, taken over by B: A's late write changes nothing, nor does its removal.
+  s.state = SessionState::kPaused;
+  s.reason = "paused by uid:1001";
+  ASSERT_TRUE(a->Index(s).ok());
+  ASSERT_TRUE(a->Release(kId).ok());
+  ASSERT_TRUE(b->Claim(kId).ok());
+  s.state = SessionState::kRunning;
+  s.reason.clear();
+  ASSERT_TRUE(b->Index(s).ok());
+  SessionRecord stale = s;
+  stale.state = SessionState::kPaused;
+  ASSERT_TRUE(a->Index(stale).ok());
+  ASSERT_TRUE(a->Unindex(s.tenant, kId).ok());
+  absl::StatusOr<SessionHandoff::IndexEntry> one = a->ReadIndex(s.tenant, kId);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->host, "host-b");
+  EXPECT_EQ(one->record.state, SessionState::kRunning);
+  EXPECT_TRUE(absl::IsNotFound(a->ReadIndex("uid:1002", kId).status()));
+
+  // An entry changed in etcd is left out of lists and refused by id.
+  auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+  std::string key = absl::StrCat("/airlock/index/", "7569643a31303031/", kId);  // "uid:1001"
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = (*etcd)->Get(key);
+  ASSERT_TRUE(kv.ok() && kv->has_value()) << key;
+  std::string changed = (*kv)->value;
+  changed.replace(changed.find("running"), 7, "stopped");
+  ASSERT_TRUE((*etcd)->Put(key, changed).ok());
+  EXPECT_TRUE(a->ReadIndex(s.tenant)->empty());
+  EXPECT_TRUE(absl::IsDataLoss(a->ReadIndex(s.tenant, kId).status()));
+  // Copied under another tenant's key, a true entry is not that tenant's.
+  ASSERT_TRUE((*etcd)->Put(key, (*kv)->value).ok());
+  ASSERT_TRUE(
+      (*etcd)->Put("/airlock/index/7569643a31303032/" + std::string(kId), (*kv)->value).ok());
+  EXPECT_EQ(a->ReadIndex("")->size(), 1u);
+  EXPECT_TRUE(absl::IsDataLoss(a->ReadIndex("uid:1002", kId).status()));
+
+  // Removed by its holder: gone.
+  ASSERT_TRUE(b->Unindex(s.tenant, kId).ok());
+  EXPECT_TRUE(absl::IsNotFound(a->ReadIndex(s.tenant, kId).status()));
+}
+
 }  // namespace
 }  // namespace airlock

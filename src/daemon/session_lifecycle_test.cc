@@ -311,6 +311,35 @@ TEST_F(SessionLifecycleTest, TimeToLiveEndsRunningAndPausedSessions) {
   EXPECT_FALSE(sessions_->Resume(kAlice, running.id).ok());
 }
 
+// One that asked to be paused at its TTL is paused then, keeps no TTL (until given one), and is
+// never stopped for it while paused.
+TEST_F(SessionLifecycleTest, ASessionThatAskedIsPausedAtItsTimeToLiveNotStopped) {
+  SessionRecord s = Create({.ttl_seconds = 120, .pause_at_ttl = true});
+  SessionRecord paused_first = Create({.ttl_seconds = 120, .pause_at_ttl = true});
+  ASSERT_TRUE(sessions_->Pause(kAlice, paused_first.id).ok());
+  clock_.Advance(absl::Seconds(121));
+  SessionRecord r = AwaitState(s.id, SessionState::kPaused);
+  EXPECT_EQ(r.reason, "its time to live of 120s ran out");
+  EXPECT_EQ(r.limits.ttl_seconds, 0u);
+  EXPECT_TRUE(r.limits.pause_at_ttl);
+  EXPECT_FALSE(Runs(s.pid));
+  clock_.Advance(absl::Seconds(600));  // ExpirePaused runs every 20 rounds
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  EXPECT_EQ(Get(paused_first.id).state, SessionState::kPaused);
+  // Resumed, it runs until given a time again, and is paused then again.
+  ASSERT_TRUE(sessions_->Resume(kAlice, s.id).ok());
+  absl::StatusOr<SessionRecord> timed = sessions_->EndIn(kAlice, s.id, 60);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_TRUE(timed->limits.pause_at_ttl);
+  clock_.Advance(absl::Seconds(61));
+  AwaitState(s.id, SessionState::kPaused);
+  // Asked otherwise, it is stopped at its TTL.
+  ASSERT_TRUE(sessions_->Resume(kAlice, s.id).ok());
+  ASSERT_TRUE(sessions_->EndIn(kAlice, s.id, 60, false).ok());
+  clock_.Advance(absl::Seconds(61));
+  AwaitState(s.id, SessionState::kStopped);
+}
+
 // A VM that dies fails its session with how it died.
 TEST_F(SessionLifecycleTest, AVmThatDiesFailsItsSessionWithTheReason) {
   SessionRecord s = Create();

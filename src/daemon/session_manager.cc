@@ -93,6 +93,7 @@ SessionManager::~SessionManager() {
   apart_cv_.SignalAll();
   if (watcher_.joinable()) watcher_.join();
   if (apart_thread_.joinable()) apart_thread_.join();
+  if (index_thread_.joinable()) index_thread_.join();
 }
 
 absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits& r) {
@@ -104,6 +105,7 @@ absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits&
   l.ttl_seconds = r.ttl_seconds;
   l.idle_timeout_seconds = r.idle_timeout_seconds;
   l.net_bytes_per_second = r.net_bytes_per_second;
+  l.pause_at_ttl = r.pause_at_ttl;
   if (l.net_bytes_per_second != 0 && l.net_bytes_per_second < 4096) {
     return absl::InvalidArgumentError("a network rate limit must be at least 4 KiB/s (0: none)");
   }
@@ -546,7 +548,8 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::Live(const Principa
 }
 
 absl::StatusOr<SessionRecord> SessionManager::EndIn(const Principal& who, const std::string& id,
-                                                    uint64_t seconds) {
+                                                    uint64_t seconds,
+                                                    std::optional<bool> pause_at_end) {
   std::shared_ptr<absl::Mutex> session_lock = SessionLock(id);
   absl::MutexLock guard(session_lock.get());
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
@@ -560,12 +563,14 @@ absl::StatusOr<SessionRecord> SessionManager::EndIn(const Principal& who, const 
     int64_t lived_ms = std::max<int64_t>(0, NowMs() - record->created_ms);
     ttl = static_cast<uint64_t>(lived_ms / 1000) + seconds;
   }
-  if (absl::Status s = store_->sessions().SetTimeToLive(who, record->tenant, id, ttl); !s.ok()) {
+  if (absl::Status s = store_->sessions().SetTimeToLive(who, record->tenant, id, ttl, pause_at_end);
+      !s.ok()) {
     return s;
   }
   record->limits.ttl_seconds = ttl;
+  record->limits.pause_at_ttl = pause_at_end.value_or(record->limits.pause_at_ttl);
   absl::MutexLock lock(&mu_);
-  if (auto it = live_.find(id); it != live_.end()) it->second->record.limits.ttl_seconds = ttl;
+  if (auto it = live_.find(id); it != live_.end()) it->second->record.limits = record->limits;
   return *record;
 }
 

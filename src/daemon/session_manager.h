@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -80,6 +81,7 @@ struct LiveSession {
   // Its --net-rate over connections into the guest (port-forward, the HTTP gateway), each way.
   std::unique_ptr<ByteRate> ingress_to_guest, ingress_from_guest;
   std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
+  std::atomic<bool> ttl_pause_said{false};    // its pause at its TTL was refused, and it was said
 };
 
 // What airlockd's operator decided about egress for every session.
@@ -163,9 +165,10 @@ class SessionManager {
                                                                 const std::string& id,
                                                                 uint32_t count);
   // Ends a running or paused session `seconds` from now instead of when its time to live said
-  // (0: never), audited.
-  [[nodiscard]] absl::StatusOr<SessionRecord> EndIn(const Principal& who, const std::string& id,
-                                                    uint64_t seconds);
+  // (0: never), audited; with pause_at_end, whether it is paused rather than stopped then.
+  [[nodiscard]] absl::StatusOr<SessionRecord> EndIn(
+      const Principal& who, const std::string& id, uint64_t seconds,
+      std::optional<bool> pause_at_end = std::nullopt);
   // Destroys the VM and the session's files; the record (and its logs) stay, state stopped.
   [[nodiscard]] absl::Status Remove(const Principal& who, const std::string& id,
                                     const std::string& reason = "removed");
@@ -207,6 +210,19 @@ class SessionManager {
       const std::vector<std::string>& rules, const std::vector<std::string>& presets,
       const std::string& source) const;
   SessionHandoff* handoff() const { return handoff_; }
+  // A session as `ls` shows it: with the host that has it ("" outside a fleet).
+  struct ListedSession {
+    SessionRecord record;
+    std::string host;
+  };
+  // The tenant's sessions (every tenant's for SessionEventHub::kEveryTenant). In a fleet, every
+  // host's, from the fleet's index: a session another host took over is shown as that host
+  // wrote it; this host's own records fill in what the index lacks (etcd unreachable: this
+  // host's alone, each with the reason).
+  [[nodiscard]] absl::StatusOr<std::vector<ListedSession>> List(const std::string& tenant);
+  // One of them, by id, the same way.
+  [[nodiscard]] absl::StatusOr<ListedSession> Find(const std::string& tenant,
+                                                   const std::string& id);
   // The hosts VMs run on, each with the sessions it runs (this host's from what runs here).
   [[nodiscard]] absl::StatusOr<std::vector<providers::HostInfo>> Hosts();
   std::string host_id() const { return hosts_->host_id(); }
@@ -300,6 +316,17 @@ class SessionManager {
   // After this host rejoined its fleet with a new lease: claims each session it runs again, and
   // ends the VM of one another host took over meanwhile (it runs there now).
   void ClaimAgain();
+  // With a fleet: keeps the fleet's index of sessions up to date with this host's, from the
+  // state store's events (IndexHeld first, and again after events were lost).
+  void IndexLoop();
+  // Pauses a running session whose time to live ran out and that asked to be paused then (tried
+  // again each round while it is in use).
+  void PauseAtTimeToLive(LiveSession& live, const std::string& why);
+  // Writes the index entry of every session this host holds.
+  void IndexHeld();
+  // Writes the session's index entry as its record is now (claiming it first if it runs here),
+  // or removes it once the session ended.
+  void IndexOne(const std::string& tenant, const std::string& id);
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeLocked(const Principal& who,
                                                             const SessionRecord& record);
   absl::StatusOr<std::shared_ptr<LiveSession>> ResumeHere(const Principal& who,
@@ -387,6 +414,7 @@ class SessionManager {
   std::deque<ApartJob> apart_queue_ ABSL_GUARDED_BY(watch_mu_);  // by not_before
   absl::CondVar apart_cv_;
   std::thread apart_thread_;
+  std::thread index_thread_;
 };
 
 // The system principal that acts for airlockd itself (TTL expiry, recovery, VM death, idleness).

@@ -184,6 +184,9 @@ absl::Status SessionManager::Recover() {
   }
   watcher_ = std::thread([this] { WatchLoop(); });
   apart_thread_ = std::thread([this] { ApartLoop(); });
+  if (handoff_ != nullptr && store_->events() != nullptr) {
+    index_thread_ = std::thread([this] { IndexLoop(); });
+  }
   return absl::OkStatus();
 }
 

@@ -82,7 +82,7 @@ WorkspaceRecord DecodeWorkspace(const std::string& text) {
 constexpr char kSessionColumns[] =
     "id, tenant, image, image_digest, state, reason, created_ms, last_used_ms, vcpus, "
     "memory_bytes, pids, disk_bytes, ttl_seconds, hostname, pid, idle_timeout_seconds, egress, "
-    "egress_version, net_bytes_per_second, secrets, workspace, volumes";
+    "egress_version, net_bytes_per_second, secrets, workspace, volumes, pause_at_ttl";
 
 SessionRecord ReadSession(Stmt& q) {
   SessionRecord s;
@@ -108,6 +108,7 @@ SessionRecord ReadSession(Stmt& q) {
   s.secrets = DecodeSecrets(q.Text(19));
   s.workspace = DecodeWorkspace(q.Text(20));
   s.volumes = DecodeVolumeAttachments(q.Text(21));
+  s.limits.pause_at_ttl = q.Int(22) != 0;
   return s;
 }
 
@@ -138,6 +139,7 @@ std::string EncodeSessionRecord(const SessionRecord& s) {
   field("workspace", EncodeWorkspace(s.workspace));
   // Only when there are some, so that hosts that know no volumes read the rest.
   if (!s.volumes.empty()) field("volumes", EncodeVolumeAttachments(s.volumes));
+  if (s.limits.pause_at_ttl) field("pause_at_ttl", 1);
   return out;
 }
 
@@ -189,6 +191,13 @@ absl::StatusOr<SessionRecord> DecodeSessionRecord(absl::string_view text) {
     text_field("volumes", &volumes);
     ++expected;
   }
+  if (fields.contains("pause_at_ttl")) {
+    int flag = 0;
+    number("pause_at_ttl", &flag);
+    ok = ok && (flag == 0 || flag == 1);
+    s.limits.pause_at_ttl = flag == 1;
+    ++expected;
+  }
   if (!ok || fields.size() != expected || !CheckSessionId(s.id).ok() || s.tenant.empty()) {
     return absl::InvalidArgumentError("a session record is missing a field or has a bad one");
   }
@@ -225,7 +234,7 @@ absl::Status SessionRepository::Put(const Principal& who, const SessionRecord& s
   }
   // An import replaces every field but the tenant (the session's logs and commands stay).
   std::string sql = absl::StrCat("INSERT INTO sessions(", kSessionColumns,
-                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   if (import) {
     absl::StrAppend(&sql, " ON CONFLICT(id) DO UPDATE SET ");
     bool first = true;
@@ -248,6 +257,7 @@ absl::Status SessionRepository::Put(const Principal& who, const SessionRecord& s
   q.Bind(19, static_cast<int64_t>(s.limits.net_bytes_per_second));
   q.Bind(20, EncodeSecrets(s.secrets)).Bind(21, EncodeWorkspace(s.workspace));
   q.Bind(22, EncodeVolumeAttachments(s.volumes));
+  q.Bind(23, int64_t{s.limits.pause_at_ttl ? 1 : 0});
   q.Step();
   if (!q.ok()) return q.status();
   if (import && db.changes() != 1) {
@@ -299,16 +309,25 @@ absl::Status SessionRepository::SetState(const Principal& who, const std::string
 }
 
 absl::Status SessionRepository::SetTimeToLive(const Principal& who, const std::string& tenant,
-                                              const std::string& id, uint64_t ttl_seconds) {
+                                              const std::string& id, uint64_t ttl_seconds,
+                                              std::optional<bool> pause_at_ttl) {
   SqliteDb::Locked db(db_);
   Transaction tx(db);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
-  Stmt q(db, "UPDATE sessions SET ttl_seconds = ? WHERE id = ? AND tenant = ?");
-  q.Bind(1, static_cast<int64_t>(ttl_seconds)).Bind(2, id).Bind(3, tenant).Step();
+  Stmt q(db,
+         "UPDATE sessions SET ttl_seconds = ?1, pause_at_ttl = CASE WHEN ?2 < 0 THEN "
+         "pause_at_ttl ELSE ?2 END WHERE id = ?3 AND tenant = ?4");
+  q.Bind(1, static_cast<int64_t>(ttl_seconds))
+      .Bind(2, int64_t{pause_at_ttl ? (*pause_at_ttl ? 1 : 0) : -1})
+      .Bind(3, id)
+      .Bind(4, tenant)
+      .Step();
   if (!q.ok()) return q.status();
   if (db.changes() == 0) return absl::NotFoundError(absl::StrCat("no session ", id));
-  if (absl::Status st = AuditLog::Append(db, who, tenant, "session.ttl", id,
-                                         absl::StrCat(ttl_seconds, "s from its creation"));
+  if (absl::Status st =
+          AuditLog::Append(db, who, tenant, "session.ttl", id,
+                           absl::StrCat(ttl_seconds, "s from its creation",
+                                        pause_at_ttl.value_or(false) ? ", paused then" : ""));
       !st.ok()) {
     return st;
   }

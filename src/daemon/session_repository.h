@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,11 @@ class SessionRepository {
       std::vector<SessionState> states);
 
   // Replaces a session's egress grants (with their new version), audited in one transaction.
-  // A new time to live (seconds from its creation; 0: none), audited as session.ttl.
+  // A new time to live (seconds from its creation; 0: none), and with pause_at_ttl whether the
+  // session is paused rather than stopped then; audited as session.ttl.
   [[nodiscard]] absl::Status SetTimeToLive(const Principal& who, const std::string& tenant,
-                                           const std::string& id, uint64_t ttl_seconds);
+                                           const std::string& id, uint64_t ttl_seconds,
+                                           std::optional<bool> pause_at_ttl = std::nullopt);
   [[nodiscard]] absl::Status SetEgress(const Principal& who, const std::string& tenant,
                                        const std::string& id,
                                        const std::vector<EgressGrant>& egress, int64_t version,

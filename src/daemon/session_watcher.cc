@@ -53,6 +53,28 @@ std::optional<GuestMetrics> SessionManager::SampleMetrics(const std::string& ten
   return *std::move(sample);
 }
 
+void SessionManager::PauseAtTimeToLive(LiveSession& live, const std::string& why) {
+  const SessionRecord& r = live.record;
+  TrySessionLock guard(SessionLock(r.id));
+  if (!guard.held() || FindLive(r.tenant, r.id) == nullptr) return;  // the next round
+  absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
+  if (!record.ok()) return;
+  absl::StatusOr<SessionRecord> paused = PauseLocked(kDaemonPrincipal, *record, why);
+  if (paused.ok() || FindLive(r.tenant, r.id) == nullptr) {
+    // Paused (or ended): it has no time to live now; whoever resumes it gives it one.
+    LogIfFailed(store_->sessions().SetTimeToLive(kDaemonPrincipal, r.tenant, r.id, 0),
+                absl::StrCat("session ", r.id, ": its time to live not cleared"));
+    return;
+  }
+  if (live.ttl_pause_said.exchange(true)) return;  // tried again each round, said once
+  LogRecord event{.unix_ms = NowMs(),
+                  .stream = LogStream::kEvent,
+                  .data = absl::StrCat(
+                      why, ", and it is paused as soon as it can be: ", paused.status().message())};
+  LogIfFailed(store_->commands().AppendOutput(r, {event}),
+              absl::StrCat("session ", r.id, ": its pause at its TTL not logged"));
+}
+
 void SessionManager::Retire(const std::string& id, SessionState state, const std::string& reason) {
   std::shared_ptr<LiveSession> live;
   {
@@ -84,7 +106,8 @@ void SessionManager::ExpirePaused() {
   if (!paused.ok()) return;
   int64_t now = NowMs();
   for (const SessionRecord& r : *paused) {
-    if (r.limits.ttl_seconds == 0 ||
+    // One paused at its TTL stays paused (it has no TTL until given one).
+    if (r.limits.ttl_seconds == 0 || r.limits.pause_at_ttl ||
         now < r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
       continue;
     }
@@ -193,8 +216,12 @@ void SessionManager::WatchLoop() {
         Retire(r.id, SessionState::kFailed, died ? *died : std::string(s.message()));
       } else if (r.limits.ttl_seconds > 0 &&
                  now >= r.created_ms + static_cast<int64_t>(r.limits.ttl_seconds) * 1000) {
-        Retire(r.id, SessionState::kStopped,
-               absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out"));
+        std::string why = absl::StrCat("its time to live of ", r.limits.ttl_seconds, "s ran out");
+        if (r.limits.pause_at_ttl) {
+          PauseAtTimeToLive(*live, why);
+        } else {
+          Retire(r.id, SessionState::kStopped, why);
+        }
       } else if (r.limits.idle_timeout_seconds > 0 && OnlyYieldingUses(*live) &&
                  now >= live->last_used_ms +
                             static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {

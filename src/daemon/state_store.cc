@@ -192,6 +192,11 @@ CREATE TABLE volumes(
   UNIQUE(tenant, name));
 ALTER TABLE sessions ADD COLUMN volumes TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 15: a session paused, not stopped, when its time to live runs out (E2B's
+    // autoPause).
+    R"sql(
+ALTER TABLE sessions ADD COLUMN pause_at_ttl INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its
@@ -223,6 +228,7 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, uint64_t log_cap_bytes)
       volumes_(*db_) {}
 
 void StateStore::set_events(SessionEventHub* events) {
+  events_ = events;
   sessions_.set_events(events);
   commands_.set_events(events);
   net_events_.set_events(events);

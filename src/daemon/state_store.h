@@ -31,7 +31,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.
@@ -49,6 +49,7 @@ class StateStore {
   // Where committed changes are published for Sessions.Watch (state changes, commands starting
   // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
   void set_events(SessionEventHub* events);
+  SessionEventHub* events() const { return events_; }
   // What a tenant's sessions may store in all (its logs quota). Call before the store is shared.
   void set_tenant_log_cap(std::function<uint64_t(const std::string&)> cap) {
     commands_.set_tenant_log_cap(std::move(cap));
@@ -64,6 +65,7 @@ class StateStore {
   ExposureRepository exposures_;
   ApiKeyRepository api_keys_;
   VolumeRepository volumes_;
+  SessionEventHub* events_ = nullptr;
 };
 
 }  // namespace airlock

@@ -346,6 +346,7 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
                    "net_events DROP COLUMN repeats; ALTER TABLE net_events DROP COLUMN "
                    "last_ms; DROP TABLE exposures; DROP TABLE api_keys; DROP TABLE e2b_sandboxes; "
                    "DROP TABLE volumes; ALTER TABLE sessions DROP COLUMN volumes; "
+                   "ALTER TABLE sessions DROP COLUMN pause_at_ttl; "
                    "PRAGMA user_version = 7;",
                    nullptr, nullptr, nullptr),
       SQLITE_OK)

@@ -123,6 +123,7 @@ json Listed(const Sandbox& s) {
   j["memoryMB"] = s.memory_mb;
   j["diskSizeMB"] = s.disk_mb;
   j["metadata"] = s.metadata;
+  j["lifecycle"] = {{"onTimeout", s.auto_pause ? "pause" : "kill"}, {"autoResume", false}};
   return j;
 }
 
@@ -297,6 +298,30 @@ absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body) {
       }
       n.volume_mounts.emplace_back(m["name"].get<std::string>(), m["path"].get<std::string>());
     }
+  }
+  auto present = [&](const char* name) { return j->contains(name) && !(*j)[name].is_null(); };
+  if (present("autoPause")) {
+    if (!(*j)["autoPause"].is_boolean()) return Invalid("autoPause must be true or false");
+    n.auto_pause = (*j)["autoPause"].get<bool>();
+  }
+  if (present("autoPauseMemory") && (*j)["autoPauseMemory"] != json(true)) {
+    return Invalid(
+        "lifecycle.onTimeout.keepMemory: Airlock pauses a sandbox with its memory, always (its "
+        "processes go on after connect); leave keepMemory out");
+  }
+  if (present("autoResume") &&
+      !((*j)["autoResume"].is_object() && (*j)["autoResume"].value("enabled", json()) != true)) {
+    return Invalid(
+        "lifecycle.autoResume: Airlock does not resume a paused sandbox when traffic reaches it "
+        "yet; leave autoResume out and resume it with Sandbox.connect()");
+  }
+  if (present("mcp")) {
+    return Invalid("mcp: Airlock runs no MCP gateway in a sandbox; leave mcp out");
+  }
+  if (present("iam")) {
+    return Invalid(
+        "iam: Airlock gives a sandbox no identity tokens; give it secrets with `airlock secret` "
+        "instead, and leave iam out");
   }
   return n;
 }

@@ -81,6 +81,8 @@ struct NewSandbox {
   bool allow_public_traffic = true;
   // volumeMounts: {name, path} of the caller's volumes.
   std::vector<std::pair<std::string, std::string>> volume_mounts;
+  // autoPause (the SDK's lifecycle.onTimeout: 'pause'): paused, not killed, at its timeout.
+  bool auto_pause = false;
 };
 // INVALID_ARGUMENT saying which field is wrong.
 [[nodiscard]] absl::StatusOr<NewSandbox> ParseNewSandbox(absl::string_view body);
@@ -152,6 +154,7 @@ struct Sandbox {
   std::string traffic_access_token;
   std::string domain;
   std::vector<std::pair<std::string, std::string>> volume_mounts;  // {name, path}
+  bool auto_pause = false;  // lifecycle.onTimeout: paused at its timeout rather than killed
 };
 // The create/connect answer (E2B's Sandbox schema).
 std::string SandboxJson(const Sandbox& s);

@@ -96,6 +96,35 @@ TEST(E2bControlTest, ACreateBodyIsCheckedFieldByField) {
             std::string::npos);
 }
 
+TEST(E2bControlTest, ALifecycleIsHonouredOrRefusedSayingWhy) {
+  // What the SDK sends for lifecycle: {onTimeout: 'pause'} and {onTimeout: 'kill'}.
+  absl::StatusOr<NewSandbox> n = ParseNewSandbox(R"({"autoPause":true})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(n->auto_pause);
+  n = ParseNewSandbox(
+      R"({"autoPause":false,"autoPauseMemory":null,"autoResume":{"enabled":false}})");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_FALSE(n->auto_pause);
+  EXPECT_FALSE(ParseNewSandbox("{}")->auto_pause);
+  // What Airlock does not do is refused, never ignored.
+  for (const auto& [body, says] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"autoPause":"yes"})", "autoPause must be true or false"},
+           {R"({"autoPause":true,"autoPauseMemory":false})", "keepMemory"},
+           {R"({"autoPause":true,"autoResume":{"enabled":true}})", "Sandbox.connect()"},
+           {R"({"autoResume":true})", "autoResume"},
+           {R"({"mcp":{"x":{}}})", "mcp"},
+           {R"({"iam":{"tokens":{"t":{}}}})", "airlock secret"}}) {
+    absl::Status s = ParseNewSandbox(body).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << body;
+    EXPECT_NE(s.message().find(says), std::string::npos) << body << ": " << s;
+  }
+  Sandbox listed{.sandbox_id = "0123456789ab", .auto_pause = true};
+  EXPECT_NE(
+      SandboxDetailJson(listed).find(R"("lifecycle":{"autoResume":false,"onTimeout":"pause"})"),
+      std::string::npos)
+      << SandboxDetailJson(listed);
+}
+
 TEST(E2bControlTest, TimeoutBodies) {
   EXPECT_EQ(*ParseTimeout(R"({"timeout": 30})", true), 30u);
   EXPECT_FALSE(ParseTimeout("{}", true).ok());

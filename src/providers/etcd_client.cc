@@ -354,6 +354,16 @@ absl::StatusOr<bool> EtcdClient::CompareAndSwap(absl::string_view key,
              "swapping an etcd key");
 }
 
+absl::StatusOr<bool> EtcdClient::PutWhile(absl::string_view guard_key,
+                                          absl::string_view guard_value, absl::string_view key,
+                                          absl::string_view value) const {
+  if (absl::Status s = CheckKeyValue(guard_key, guard_value); !s.ok()) return s;
+  if (absl::Status s = CheckKeyValue(key, value); !s.ok()) return s;
+  return Txn(TxnRequest(guard_key, {{"target", "VALUE"}, {"value", Base64(guard_value)}},
+                        {{"request_put", PutRequest(key, value, 0)}}),
+             "setting an etcd key");
+}
+
 absl::StatusOr<bool> EtcdClient::DeleteIf(absl::string_view key,
                                           int64_t expected_mod_revision) const {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;

@@ -78,6 +78,11 @@ class EtcdClient {
                                                     int64_t expected_mod_revision,
                                                     absl::string_view value,
                                                     int64_t lease = 0) const;
+  // Sets the key only while guard_key holds guard_value (a claim that is still this host's);
+  // whether it did.
+  [[nodiscard]] absl::StatusOr<bool> PutWhile(absl::string_view guard_key,
+                                              absl::string_view guard_value, absl::string_view key,
+                                              absl::string_view value) const;
   // Deletes the key only if it exists with this mod_revision; whether it did.
   [[nodiscard]] absl::StatusOr<bool> DeleteIf(absl::string_view key,
                                               int64_t expected_mod_revision) const;

@@ -125,6 +125,19 @@ TEST_F(EtcdTest, CompareAndSwapRefusesAStaleRevision) {
   EXPECT_FALSE(client_->Get("cas")->has_value());
 }
 
+TEST_F(EtcdTest, PutWhileWritesOnlyWhileTheGuardHoldsItsValue) {
+  ASSERT_TRUE(client_->Put("owner", "host-a").ok());
+  EXPECT_TRUE(*client_->PutWhile("owner", "host-a", "index", "from a"));
+  // Another host holds it now: a's late write is dropped.
+  ASSERT_TRUE(client_->Put("owner", "host-b").ok());
+  EXPECT_FALSE(*client_->PutWhile("owner", "host-a", "index", "stale, from a"));
+  EXPECT_EQ((*client_->Get("index"))->value, "from a");
+  // Nobody holds it: nobody's guarded write lands.
+  ASSERT_TRUE(client_->Delete("owner").ok());
+  EXPECT_FALSE(*client_->PutWhile("owner", "host-b", "index", "from b"));
+  EXPECT_EQ((*client_->Get("index"))->value, "from a");
+}
+
 TEST_F(EtcdTest, ALeaseNotKeptAliveExpiresWithItsKeys) {
   absl::StatusOr<EtcdLease> lease = client_->GrantLease(1);
   ASSERT_TRUE(lease.ok()) << lease.status();

@@ -14,7 +14,7 @@ import { AuthenticationError, Sandbox } from 'e2b';
 import { startDaemon } from './e2b_daemon.mjs';
 
 const [airlock] = process.argv.slice(2);
-const { env, cli, key, opts } = await startDaemon(airlock, 'airlock-e2btest-');
+const { env, cli, key, opts, gateway } = await startDaemon(airlock, 'airlock-e2btest-');
 
 test('an API key is shown once and listed by name', () => {
   assert.match(key, /^e2b_[0-9a-f]{40}$/);
@@ -72,6 +72,35 @@ test('sandboxes are sessions: create, describe, list, time, pause, connect, kill
 
   // The audit names the key.
   assert.match(cli('log', s.sandboxId), /key:ci/);
+});
+
+test('a sandbox asked to pause at its timeout is paused, not killed, and connect resumes it', async () => {
+  const o = { ...opts, sandboxUrl: gateway };  // its commands too
+  const s = await Sandbox.create({ ...o, timeoutMs: 6_000, lifecycle: { onTimeout: 'pause' } });
+  assert.equal((await s.getInfo()).lifecycle?.onTimeout, 'pause');
+  await s.commands.run('setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! > /root/sleeper');
+  let state = 'running';
+  for (let i = 0; state === 'running'; i++) {
+    assert.ok(i < 120, 'still running a minute after its timeout');
+    await new Promise((r) => setTimeout(r, 500));
+    state = (await s.getInfo()).state;
+  }
+  assert.equal(state, 'paused');
+  const back = await Sandbox.connect(s.sandboxId, o);
+  assert.equal((await back.commands.run('kill -0 $(cat /root/sleeper) && echo alive')).stdout,
+    'alive\n');
+  // Given E2B's default time again (300 s), not paused at once.
+  const info = await back.getInfo();
+  assert.equal(info.state, 'running');
+  assert.ok(info.endAt.getTime() - Date.now() > 200_000, String(info.endAt));
+  await back.kill();
+  // What Airlock does not do is refused with the reason, never ignored.
+  await assert.rejects(
+    Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause', autoResume: true } }),
+    /Sandbox.connect\(\)/);
+  await assert.rejects(
+    Sandbox.create({ ...opts, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
+    /keepMemory/);
 });
 
 test("metrics are a history of the sandbox's use, asked for by time", async () => {
