@@ -3,7 +3,8 @@
 # bytes moved by a plain copy, all in this run: a blob store directory and an etcd on loopback,
 # host A pausing (snapshot + upload) and host B resuming (download + verify + restore), beside
 # one host alone pausing and resuming, and `cp --sparse=always` of that host's snapshot files
-# into and out of the same store's filesystem.
+# into and out of the same store's filesystem; and `airlock ls` on each (the fleet's from the
+# session index in etcd).
 # The guest holds 128 MiB of random data in RAM, so the snapshot has that much to move.
 # Usage: bench/fleet_bench.sh [ROUNDS]   (after scripts/test.sh has installed etcd-server)
 set -euo pipefail
@@ -31,7 +32,7 @@ filled_session() {
   echo "$id"
 }
 
-solo_pause=() solo_resume=() copy_in=() copy_out=() up=() down=()
+solo_pause=() solo_resume=() copy_in=() copy_out=() up=() down=() solo_ls=() fleet_ls=()
 for round in $(seq "$rounds"); do
   # One host: pause and resume, and a plain copy of its snapshot out and back.
   start_daemon "solo$round" --pool 0
@@ -45,6 +46,7 @@ for round in $(seq "$rounds"); do
   cp --sparse=always "$work/copy$round"/* "$work/back$round/"; sync -f "$work/back$round"
   copy_out+=($(( $(now_ms) - t0 )))
   solo_resume+=("$(time_ms $airlock resume "$id")")
+  solo_ls+=("$(time_ms $airlock ls)")
   $airlock rm "$id" >/dev/null
   rm -rf "$work/copy$round" "$work/back$round"
 
@@ -56,12 +58,13 @@ for round in $(seq "$rounds"); do
   cp "$AIRLOCK_HOME/host.key" "$work/b$round/host.key"
   start_daemon "b$round" --pool 0 "${fleet[@]}" --host-id "b$round"
   down+=("$(time_ms $airlock resume "$id")")
+  fleet_ls+=("$(time_ms $airlock ls)")  # the fleet's index, read from etcd
   $airlock rm "$id" >/dev/null
 done
 
 m() { printf '%s\n' "$@" | median; }
 sp=$(m "${solo_pause[@]}") sr=$(m "${solo_resume[@]}") ci=$(m "${copy_in[@]}") co=$(m "${copy_out[@]}")
-u=$(m "${up[@]}") d=$(m "${down[@]}")
+u=$(m "${up[@]}") d=$(m "${down[@]}") sl=$(m "${solo_ls[@]}") fl=$(m "${fleet_ls[@]}")
 stored=$(du -sm "$work/blobs" | cut -f1)
 row() { printf '%-52s %10s   %s\n' "$1" "$2" "$3"; }
 row "measure ($accel, 512 MiB guest, median of $rounds)" "measured" "ratio"
@@ -71,4 +74,6 @@ row "plain copy of its snapshot files into the store" "$ci ms" "-"
 row "plain copy of them back out" "$co ms" "-"
 row "fleet: pause + upload (host A)" "$u ms" "$(ratio "$u" $((sp + ci)))x pause + copy"
 row "fleet: download + resume (host B)" "$d ms" "$(ratio "$d" $((co + sr)))x copy + resume"
+row "one host: airlock ls" "$sl ms" "-"
+row "fleet: airlock ls (every host's sessions, from etcd)" "$fl ms" "$(ratio "$fl" "$sl")x one host"
 row "blob store after $rounds rounds" "$stored MiB" "-"

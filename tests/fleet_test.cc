@@ -306,6 +306,7 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err;
 
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
+  EXPECT_EQ(WaitListed(a, id, ""), "");
   a.Stop(SIGTERM);
   auto ours = [&] { return QemuPids(dir.path()); };  // both hosts' homes are under it
   for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);

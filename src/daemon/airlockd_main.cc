@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
     if (!host_key.ok()) return Fail(std::string(host_key.status().message()));
     handoff_options.capacity_json =
         airlock::providers::EncodeHostCapacity(airlock::providers::MachineCapacity());
+    handoff_options.generations_dir = paths.home + "/fleet-generations";
     absl::StatusOr<std::unique_ptr<airlock::SessionHandoff>> started =
         airlock::SessionHandoff::Start(*std::move(blobs), *std::move(etcd), handoff_options,
                                        *std::move(host_key));

@@ -35,6 +35,13 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
   absl::StatusOr<SessionHandoff::Published> published = handoff_->Find(id);
   // Never published: it never left this host (or is no session of the caller's at all).
   if (absl::IsNotFound(published.status())) return local;
+  if (absl::IsDataLoss(published.status())) {
+    // Changed, signed with another key, or older than one this host saw: nothing is loaded,
+    // and the audit says who asked and why it was refused.
+    LogIfFailed(store_->audit().Audit(who, who.Tenant(), "session.fetch", id,
+                                      std::string(published.status().message())),
+                absl::StrCat("session ", id, ": a refused record not audited"));
+  }
   if (!published.ok()) return published.status();
   if (published->record.tenant != who.Tenant()) {
     if (!local.ok()) return local;
@@ -42,6 +49,15 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
         absl::StrCat("session ", id, " was published by another tenant's session"));
   }
   if (absl::Status st = handoff_->Claim(id); !st.ok()) return st;
+  // Read again now that no other host can publish it: the holder before may have published a
+  // newer one between the read above and the claim.
+  published = handoff_->Find(id);
+  if (!published.ok() || published->record.tenant != who.Tenant()) {
+    LogIfFailed(handoff_->Release(id), absl::StrCat("session ", id, ": not released"));
+    if (!published.ok()) return published.status();
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", id, " was published by another tenant's session"));
+  }
   std::string dir = layout_.Snapshot(id);
   if (local.ok() && published->host == handoff_->host_id() && access(dir.c_str(), F_OK) == 0) {
     return local;  // its last snapshot was taken here, and is still here
@@ -150,6 +166,13 @@ void SessionManager::ClaimAgain() {
   IndexHeld();  // what changed while this host was cut off
 }
 
+namespace {
+
+// How often the index thread writes all this host's entries again (and removes its stale ones).
+constexpr absl::Duration kIndexPass = absl::Seconds(30);
+
+}  // namespace
+
 void SessionManager::IndexOne(const std::string& tenant, const std::string& id) {
   // Under the session's lock, so that a pause cannot release it between what is read here and
   // the claim below.
@@ -182,10 +205,28 @@ void SessionManager::IndexHeld() {
     LogWarning(absl::StrCat("fleet index: sessions not read: ", records.status().message()));
     return;
   }
-  for (const SessionRecord& r : *records) {
-    if (r.state != SessionState::kStopped && r.state != SessionState::kFailed) {
-      IndexOne(r.tenant, r.id);
+  // What this host wrote: rewritten only where it changed, removed where the session ended or
+  // is gone from here (removed, or ended before this thread started).
+  std::map<std::string, SessionHandoff::IndexEntry> mine;
+  absl::StatusOr<std::vector<SessionHandoff::IndexEntry>> index = handoff_->ReadIndex("");
+  if (index.ok()) {
+    for (SessionHandoff::IndexEntry& e : *index) {
+      if (e.host == handoff_->host_id()) mine.emplace(e.record.id, std::move(e));
     }
+  }
+  for (const SessionRecord& r : *records) {
+    auto it = mine.find(r.id);
+    bool indexed = it != mine.end();
+    bool ended = r.state == SessionState::kStopped || r.state == SessionState::kFailed;
+    bool same =
+        indexed && it->second.record.state == r.state && it->second.record.reason == r.reason;
+    if (indexed) mine.erase(it);
+    if (same || (ended && !indexed)) continue;
+    IndexOne(r.tenant, r.id);
+  }
+  for (const auto& [id, e] : mine) {
+    LogIfFailed(handoff_->Unindex(e.record.tenant, id),
+                absl::StrCat("fleet index: session ", id, " not removed"));
   }
 }
 
@@ -193,10 +234,17 @@ void SessionManager::IndexLoop() {
   std::shared_ptr<SessionEventHub::Subscription> events =
       store_->events()->Subscribe(SessionEventHub::kEveryTenant, "");
   IndexHeld();
+  absl::Time next_pass = absl::Now() + kIndexPass;
   for (;;) {
     {
       absl::MutexLock lock(&watch_mu_);
       if (stopping_) return;
+    }
+    if (absl::Now() >= next_pass) {
+      // Every so often all of it again: writes that failed (etcd unreachable a moment) are
+      // made now.
+      IndexHeld();
+      next_pass = absl::Now() + kIndexPass;
     }
     std::optional<SessionEvent> e = events->Next(absl::Now() + absl::Milliseconds(500));
     if (!e) continue;
@@ -216,12 +264,14 @@ namespace {
 void SayIfHostGone(SessionManager::ListedSession& s, const std::set<std::string>& live_hosts,
                    SessionHandoff& handoff) {
   if (s.record.state != SessionState::kRunning || live_hosts.contains(s.host)) return;
-  bool published = handoff.Find(s.record.id).ok();
-  s.record.reason =
-      absl::StrCat("host ", s.host, " is gone (its lease expired); ",
-                   published ? absl::StrCat("`airlock resume ", s.record.id,
-                                            "` takes it over from its last published snapshot")
-                             : "it never published a snapshot, so no host can take it over");
+  absl::Status published = handoff.Find(s.record.id).status();
+  std::string what =
+      published.ok() ? absl::StrCat("`airlock resume ", s.record.id,
+                                    "` takes it over from its last published snapshot")
+      : absl::IsNotFound(published)
+          ? std::string("it never published a snapshot, so no host can take it over")
+          : absl::StrCat("its published snapshot cannot be read: ", published.message());
+  s.record.reason = absl::StrCat("host ", s.host, " is gone (its lease expired); ", what);
 }
 
 }  // namespace
@@ -261,7 +311,9 @@ absl::StatusOr<std::vector<SessionManager::ListedSession>> SessionManager::List(
     // Another host wrote it last: it took the session over, and its entry is the newer.
     if (it != indexed.end() && it->second->host != here) continue;
     // Paused, released, and neither indexed nor published: removed on the host that took it.
+    // (One whose pause here could not publish, volumes included, is this host's still.)
     if (it == indexed.end() && r.state == SessionState::kPaused &&
+        access(layout_.UnpublishedMarker(r.id).c_str(), F_OK) != 0 &&
         absl::IsNotFound(handoff_->Find(r.id).status())) {
       continue;
     }

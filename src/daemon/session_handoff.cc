@@ -180,13 +180,14 @@ absl::Status SessionHandoff::Index(const SessionRecord& record) {
   return written.status();
 }
 
-absl::Status SessionHandoff::Unindex(const std::string& tenant, const std::string& id) {
+absl::Status SessionHandoff::Unindex(const std::string& tenant, const std::string& id,
+                                     bool whoever_wrote_it) {
   std::string key = IndexPrefix(tenant) + id;
   absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv = etcd_->Get(key);
   if (!kv.ok() || !*kv) return kv.status();
   // Only this host's entry: a host that had the session before removes only its own record.
   absl::StatusOr<IndexEntry> entry = VerifyIndexEntry((*kv)->value);
-  if (entry.ok() && entry->host != options_.host_id) return absl::OkStatus();
+  if (!whoever_wrote_it && entry.ok() && entry->host != options_.host_id) return absl::OkStatus();
   return etcd_->DeleteIf(key, (*kv)->mod_revision).status();
 }
 
@@ -372,16 +373,23 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
         image_blobs.status().code(),
         absl::StrCat("uploading image ", record.image, ": ", image_blobs.status().message()));
   }
+  uint64_t generation = SeenGeneration(record.id) + 1;
   std::string value = SignFleetRecord(
       kRecordHeader,
       {{"host", options_.host_id},
        {"manifest", manifest_digest},
-       {"image-blobs", absl::StrCat(image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t",
-                                    image_blobs->meta)}},
+       {"image-blobs",
+        absl::StrCat(image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t", image_blobs->meta)},
+       {"generation", absl::StrCat(generation)}},
       record, key_);
   if (absl::Status st = etcd_->Put(SnapshotKey(record.id), value); !st.ok()) return st;
-  // The fleet's index says it is paused here, while this host still holds it.
-  return Index(record);
+  // Published: what follows only remembers and tells, and never fails the publishing.
+  LogIfFailed(RaiseGeneration(record.id, generation),
+              absl::StrCat("session ", record.id, ": its generation not remembered"));
+  // The fleet's index says it is paused here, while this host still holds it (the index thread
+  // writes it again if this fails).
+  LogIfFailed(Index(record), absl::StrCat("fleet index: session ", record.id, " not written"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string& id) {
@@ -393,10 +401,20 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
     return absl::DataLossError(
         absl::StrCat("the published snapshot of session ", id, " is refused: ", why));
   };
-  absl::StatusOr<FleetRecord> verified =
-      VerifyFleetRecord((*kv)->value, kRecordHeader, {"host", "manifest", "image-blobs"}, key_);
+  absl::StatusOr<FleetRecord> verified = VerifyFleetRecord(
+      (*kv)->value, kRecordHeader, {"host", "manifest", "image-blobs", "generation"}, key_);
   if (!verified.ok()) return refuse(verified.status().message());
   Published published;
+  if (auto it = verified->fields.find("generation");
+      it != verified->fields.end() && !absl::SimpleAtoi(it->second, &published.generation)) {
+    return refuse("its generation is not a number");
+  }
+  // Signed, but older than one this host saw: put back by someone who can write to etcd.
+  if (uint64_t seen = SeenGeneration(id); published.generation < seen) {
+    return refuse(absl::StrCat("it is older than the one this host saw (generation ",
+                               published.generation, ", this host saw ", seen,
+                               "): an older record was put back in etcd"));
+  }
   published.host = verified->fields["host"];
   published.manifest = verified->fields["manifest"];
   if (auto it = verified->fields.find("image-blobs"); it != verified->fields.end()) {
@@ -415,7 +433,28 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
     return refuse("it names no host or no manifest");
   }
   published.record = std::move(record);
+  LogIfFailed(RaiseGeneration(id, published.generation),
+              absl::StrCat("session ", id, ": its generation not remembered"));
   return published;
+}
+
+uint64_t SessionHandoff::SeenGeneration(const std::string& id) const {
+  uint64_t generation = 0;
+  if (options_.generations_dir.empty() || !CheckSessionId(id).ok()) return 0;
+  absl::StatusOr<std::string> text =
+      ReadFileToString(absl::StrCat(options_.generations_dir, "/", id), 32);
+  if (!text.ok() || !absl::SimpleAtoi(*text, &generation)) return 0;
+  return generation;
+}
+
+absl::Status SessionHandoff::RaiseGeneration(const std::string& id, uint64_t generation) {
+  if (options_.generations_dir.empty()) return absl::OkStatus();
+  if (absl::Status st = CheckSessionId(id); !st.ok()) return st;
+  absl::MutexLock lock(&generations_mu_);
+  if (generation <= SeenGeneration(id)) return absl::OkStatus();
+  if (absl::Status st = MakeDirectories(options_.generations_dir, 0700); !st.ok()) return st;
+  return WriteFileAtomically(absl::StrCat(options_.generations_dir, "/", id),
+                             absl::StrCat(generation, "\n"), 0600);
 }
 
 absl::Status SessionHandoff::GetFile(const std::string& digest, uint64_t max_size, int out) {
@@ -484,7 +523,13 @@ absl::Status SessionHandoff::Fetch(const Published& published, const std::string
 }
 
 absl::Status SessionHandoff::Forget(const std::string& id) {
-  return etcd_->Delete(SnapshotKey(id));
+  if (absl::Status st = etcd_->Delete(SnapshotKey(id)); !st.ok()) return st;
+  // Removed: any record of it put back is older than this (one never published has none).
+  if (uint64_t seen = SeenGeneration(id); seen > 0) {
+    LogIfFailed(RaiseGeneration(id, seen + 1),
+                absl::StrCat("session ", id, ": its removal not remembered"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() const {

@@ -36,8 +36,10 @@
 // Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
 // manifest names, and the manifest and the record are signed with the host key, so every host of
 // a fleet must have the same host key ($AIRLOCK_HOME/host.key). A changed blob, manifest or
-// record is refused. Not covered: someone who can write to etcd can put back an older signed
-// record (rolling a session back to an earlier snapshot), or delete owner keys.
+// record is refused. A published record carries a generation, one more than the newest this
+// host saw for the session; a host refuses a record older than one it wrote or read (or of a
+// session it removed), so putting an older signed record back in etcd rolls back only hosts
+// that never saw the newer one. Not covered: those, and deleting owner keys.
 //
 // Thread-safe.
 #ifndef AIRLOCK_DAEMON_SESSION_HANDOFF_H_
@@ -72,6 +74,10 @@ struct HandoffOptions {
   // Start waits this long for the lease of this host's previous run to expire (a restart
   // after a crash); 0: not at all.
   absl::Duration wait_for_previous = absl::Seconds(30);
+  // Where this host remembers, per session, the newest generation of its published record it
+  // has written or read (a file per session id, kept after the session is removed); empty: no
+  // rollback check.
+  std::string generations_dir;
 };
 
 class SessionHandoff {
@@ -101,16 +107,18 @@ class SessionHandoff {
                                      const ImageInfo& image);
 
   struct Published {
-    SessionRecord record;  // state paused
-    std::string host;      // the host that took the snapshot
-    std::string manifest;  // its manifest's blob digest
+    SessionRecord record;     // state paused
+    std::string host;         // the host that took the snapshot
+    uint64_t generation = 0;  // 1 for its first publishing, one more each time (0: before them)
+    std::string manifest;     // its manifest's blob digest
     // The session's image: its root filesystem's blob (packed) and size, and its metadata's
     // blob (image.json). Empty for a record published without its image.
     std::string image_rootfs;
     uint64_t image_rootfs_size = 0;
     std::string image_meta;
   };
-  // The session's last published snapshot; NotFound when there is none.
+  // The session's last published snapshot; NotFound when there is none; DataLoss, saying so,
+  // for one older than this host saw (put back in etcd).
   [[nodiscard]] absl::StatusOr<Published> Find(const std::string& id);
   // Downloads a published snapshot into dir, replacing what is there (written beside it and
   // renamed: a crash leaves the old one or the new one whole).
@@ -128,8 +136,10 @@ class SessionHandoff {
   // while this host holds it (owner key), so a late write after another host took it over
   // changes nothing (OK either way: the holder's entry is the true one).
   [[nodiscard]] absl::Status Index(const SessionRecord& record);
-  // Removes the session's entry if this host wrote it.
-  [[nodiscard]] absl::Status Unindex(const std::string& tenant, const std::string& id);
+  // Removes the session's entry if this host wrote it, or whoever wrote it (for the host that
+  // holds the session's claim and removes the session).
+  [[nodiscard]] absl::Status Unindex(const std::string& tenant, const std::string& id,
+                                     bool whoever_wrote_it = false);
   struct IndexEntry {
     SessionRecord record;  // with its state and reason
     std::string host;      // the host that wrote it
@@ -168,6 +178,10 @@ class SessionHandoff {
   // <prefix>/index/<tenant, hex>/ and that followed by the id.
   std::string IndexPrefix(const std::string& tenant) const;
   absl::StatusOr<IndexEntry> VerifyIndexEntry(absl::string_view value) const;
+  // The newest generation of the session's published record this host wrote or read (0: none).
+  uint64_t SeenGeneration(const std::string& id) const;
+  // Remembers a newer one (an older one changes nothing).
+  absl::Status RaiseGeneration(const std::string& id, uint64_t generation);
   absl::Status PutFile(const std::string& digest, const std::string& path);
   absl::Status PutBytes(const std::string& digest, const std::string& bytes);
   absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);
@@ -193,6 +207,7 @@ class SessionHandoff {
   absl::Mutex rejoined_mu_;  // held while on_rejoined_ runs
   std::function<void()> on_rejoined_ ABSL_GUARDED_BY(rejoined_mu_);
   std::thread rejoiner_;
+  absl::Mutex generations_mu_;  // held while a generation file is read and replaced
   absl::Mutex images_mu_;
   // By image digest: uploaded already.
   std::map<std::string, ImageBlobs> images_ ABSL_GUARDED_BY(images_mu_);

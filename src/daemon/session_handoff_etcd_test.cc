@@ -38,8 +38,9 @@ class SessionHandoffTest : public ::testing::Test {
     EXPECT_TRUE(blobs.ok()) << blobs.status();
     auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
     EXPECT_TRUE(etcd.ok()) << etcd.status();
-    auto handoff = SessionHandoff::Start(*std::move(blobs), *std::move(etcd),
-                                         {.host_id = id, .ttl_seconds = 2}, key);
+    auto handoff = SessionHandoff::Start(
+        *std::move(blobs), *std::move(etcd),
+        {.host_id = id, .ttl_seconds = 2, .generations_dir = dir_.File("generations-" + id)}, key);
     EXPECT_TRUE(handoff.ok()) << handoff.status();
     return handoff.ok() ? *std::move(handoff) : nullptr;
   }
@@ -235,6 +236,46 @@ TEST_F(SessionHandoffTest, TheIndexHoldsWhatTheHolderWroteLastAndNothingForged) 
   // Removed by its holder: gone.
   ASSERT_TRUE(b->Unindex(s.tenant, kId).ok());
   EXPECT_TRUE(absl::IsNotFound(a->ReadIndex(s.tenant, kId).status()));
+}
+
+// A signed record put back in etcd after a newer one is refused by every host that saw the
+// newer one (wrote it or read it), and one of a removed session by the host that removed it.
+TEST_F(SessionHandoffTest, AnOlderSignedRecordPutBackIsRefusedByHostsThatSawANewerOne) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_), c = Host("host-c", key_);
+  ASSERT_TRUE(a && b && c);
+  std::string snapshot = Snapshot(key_);
+  auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+  std::string key = absl::StrCat("/airlock/sessions/", kId, "/snapshot");
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
+  std::string first = (*(*etcd)->Get(key))->value;
+  EXPECT_EQ(b->Find(kId)->generation, 1u);  // B read the first
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
+  EXPECT_EQ(b->Find(kId)->generation, 2u);
+  std::string second = (*(*etcd)->Get(key))->value;
+
+  ASSERT_TRUE((*etcd)->Put(key, first).ok());
+  for (SessionHandoff* host : {a.get(), b.get()}) {
+    absl::Status refused = host->Find(kId).status();
+    EXPECT_TRUE(absl::IsDataLoss(refused)) << refused;
+    EXPECT_NE(refused.message().find("older than the one this host saw (generation 1, this host "
+                                     "saw 2)"),
+              std::string::npos)
+        << refused;
+  }
+  // A host that never saw the newer one cannot tell (the limit SECURITY.md states).
+  EXPECT_EQ(c->Find(kId)->generation, 1u);
+  ASSERT_TRUE((*etcd)->Put(key, second).ok());
+  EXPECT_EQ(b->Find(kId)->generation, 2u);
+  EXPECT_EQ(c->Find(kId)->generation, 2u);
+  // The next publishing, by whichever host, is newer than all.
+  ASSERT_TRUE(b->Publish(Record(), snapshot, image_).ok());
+  EXPECT_EQ(a->Find(kId)->generation, 3u);
+
+  // Removed: its last record put back is refused where it was removed.
+  std::string last = (*(*etcd)->Get(key))->value;
+  ASSERT_TRUE(b->Forget(kId).ok());
+  ASSERT_TRUE((*etcd)->Put(key, last).ok());
+  EXPECT_TRUE(absl::IsDataLoss(b->Find(kId).status()));
 }
 
 }  // namespace

@@ -415,6 +415,10 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
         absl::StrCat("session ", s.id, ": its failure not recorded"));
     return live.status();
   }
+  // Running and live at once for whoever takes the session's lock (the fleet's index claims a
+  // session that runs here when it sees it running).
+  std::shared_ptr<absl::Mutex> session_lock = SessionLock(s.id);
+  absl::MutexLock guard(session_lock.get());
   if (absl::Status st = store_->sessions().SetState(who, s.tenant, s.id, SessionState::kRunning, "",
                                                     s.pid, "session.boot");
       !st.ok()) {
@@ -604,6 +608,9 @@ absl::Status SessionManager::Remove(const Principal& who, const std::string& id,
   if (handoff_ != nullptr && record->state != SessionState::kStopped &&
       record->state != SessionState::kFailed) {
     if (absl::Status st = handoff_->Claim(id); !st.ok()) return st;
+    // Held here: its entry goes, whichever host wrote it last.
+    LogIfFailed(handoff_->Unindex(record->tenant, id, /*whoever_wrote_it=*/true),
+                absl::StrCat("fleet index: session ", id, " not removed"));
   }
   std::shared_ptr<LiveSession> live;
   {

@@ -82,6 +82,7 @@ struct LiveSession {
   std::unique_ptr<ByteRate> ingress_to_guest, ingress_from_guest;
   std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
   std::atomic<bool> ttl_pause_said{false};    // its pause at its TTL was refused, and it was said
+  std::atomic<int64_t> ttl_pause_next_ms{0};  // when that pause is tried again
 };
 
 // What airlockd's operator decided about egress for every session.
@@ -291,8 +292,10 @@ class SessionManager {
   // fails. Fills in the record's pid.
   absl::StatusOr<std::shared_ptr<LiveSession>> StartVm(SessionRecord& record,
                                                        const ImageInfo& image);
+  // at_ttl: it is paused because its time to live ran out (pause_at_ttl): its TTL is cleared
+  // once it is paused, before it is published (whoever resumes it, anywhere, gives it a new one).
   absl::StatusOr<SessionRecord> PauseLocked(const Principal& who, const SessionRecord& record,
-                                            const std::string& reason);
+                                            const std::string& reason, bool at_ttl = false);
   // Writes beside the session's snapshot in dir one that keeps the RAM apart
   // (PrepareSnapshotMemoryApart), whose restores map the memory.
   absl::StatusOr<SnapshotMemoryApart> PrepareMemoryApart(const SessionRecord& record,

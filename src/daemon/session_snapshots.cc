@@ -113,7 +113,7 @@ void SessionManager::ApartLoop() {
 
 absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                           const SessionRecord& record,
-                                                          const std::string& reason) {
+                                                          const std::string& reason, bool at_ttl) {
   std::shared_ptr<LiveSession> live = FindLive(record.tenant, record.id);
   if (!live) {
     return absl::FailedPreconditionError(absl::StrCat("session ", record.id, " is ",
@@ -157,6 +157,10 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
           who, record.tenant, record.id, SessionState::kPaused, reason, 0, "session.pause");
       !st.ok()) {
     return st;
+  }
+  if (at_ttl) {
+    LogIfFailed(store_->sessions().SetTimeToLive(kDaemonPrincipal, record.tenant, record.id, 0),
+                absl::StrCat("session ", record.id, ": its time to live not cleared"));
   }
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,

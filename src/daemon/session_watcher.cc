@@ -55,18 +55,22 @@ std::optional<GuestMetrics> SessionManager::SampleMetrics(const std::string& ten
 
 void SessionManager::PauseAtTimeToLive(LiveSession& live, const std::string& why) {
   const SessionRecord& r = live.record;
+  int64_t now = NowMs();
+  if (now < live.ttl_pause_next_ms.load()) return;
   TrySessionLock guard(SessionLock(r.id));
-  if (!guard.held() || FindLive(r.tenant, r.id) == nullptr) return;  // the next round
+  if (!guard.held() || FindLive(r.tenant, r.id).get() != &live) return;  // the next round
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
-  if (!record.ok()) return;
-  absl::StatusOr<SessionRecord> paused = PauseLocked(kDaemonPrincipal, *record, why);
-  if (paused.ok() || FindLive(r.tenant, r.id) == nullptr) {
-    // Paused (or ended): it has no time to live now; whoever resumes it gives it one.
-    LogIfFailed(store_->sessions().SetTimeToLive(kDaemonPrincipal, r.tenant, r.id, 0),
-                absl::StrCat("session ", r.id, ": its time to live not cleared"));
+  // Given more time meanwhile (E2B's setTimeout, connect): not yet.
+  if (!record.ok() || record->limits.ttl_seconds == 0 ||
+      now < record->created_ms + static_cast<int64_t>(record->limits.ttl_seconds) * 1000) {
     return;
   }
-  if (live.ttl_pause_said.exchange(true)) return;  // tried again each round, said once
+  absl::StatusOr<SessionRecord> paused =
+      PauseLocked(kDaemonPrincipal, *record, why, /*at_ttl=*/true);
+  if (paused.ok() || FindLive(r.tenant, r.id) == nullptr) return;  // paused, or ended
+  // In use (a command runs), or the snapshot failed: tried again in a few seconds, said once.
+  live.ttl_pause_next_ms = now + 5000;
+  if (live.ttl_pause_said.exchange(true)) return;
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
                   .data = absl::StrCat(
