@@ -137,7 +137,7 @@ void SessionManager::ClaimAgain() {
     std::shared_ptr<absl::Mutex> session_lock = SessionLock(record.id);
     absl::MutexLock guard(session_lock.get());
     if (FindLive(record.tenant, record.id) != live) continue;  // paused or removed meanwhile
-    absl::Status claimed = handoff_->Claim(record.id);
+    absl::Status claimed = handoff_->ClaimAsItWas(record.id);
     if (!absl::IsFailedPrecondition(claimed)) {
       // Claimed again; or etcd failed once more, and the next rejoin tries again.
       LogIfFailed(claimed, absl::StrCat("session ", record.id, ": not claimed again"));

@@ -244,6 +244,18 @@ absl::StatusOr<SessionHandoff::IndexEntry> SessionHandoff::ReadIndex(const std::
   return entry;
 }
 
+absl::Status SessionHandoff::ClaimAsItWas(const std::string& id) {
+  uint64_t seen = SeenGeneration(id);
+  if (absl::Status st = Claim(id); !st.ok()) return st;
+  absl::StatusOr<Published> published = Find(id);
+  if (!published.ok() || published->generation <= seen) return absl::OkStatus();
+  LogIfFailed(Release(id), absl::StrCat("session ", id, ": not released"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "session ", id, " was taken over by host ", published->host,
+      " meanwhile, which ran and paused it since (its published snapshot is newer than this "
+      "host's)"));
+}
+
 absl::Status SessionHandoff::Claim(const std::string& id) {
   std::shared_ptr<providers::HostLease> lease = this->lease();
   absl::StatusOr<bool> claimed = lease->ClaimSession(id);

@@ -97,6 +97,11 @@ class SessionHandoff {
 
   // Makes this host the session's owner; FailedPrecondition naming the host that owns it.
   [[nodiscard]] absl::Status Claim(const std::string& id);
+  // For a session whose VM ran on here while this host was away (down, or cut off from etcd):
+  // Claim, and then FailedPrecondition too (given up again) when another host published the
+  // session since this host last saw it (it took the session over, ran it and paused it: this
+  // VM is behind, and must not go on).
+  [[nodiscard]] absl::Status ClaimAsItWas(const std::string& id);
   // Gives the session up (OK if this host did not own it).
   [[nodiscard]] absl::Status Release(const std::string& id);
 

@@ -278,5 +278,24 @@ TEST_F(SessionHandoffTest, AnOlderSignedRecordPutBackIsRefusedByHostsThatSawANew
   EXPECT_TRUE(absl::IsDataLoss(b->Find(kId).status()));
 }
 
+// A host whose VM of a session ran on while it was away claims it back only if no other host
+// published the session since: one that took it over, ran it and paused it is newer.
+TEST_F(SessionHandoffTest, AHostThatWasAwayClaimsItsSessionBackOnlyIfNobodyPublishedItSince) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  std::string snapshot = Snapshot(key_);
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
+  EXPECT_TRUE(a->ClaimAsItWas(kId).ok());  // nobody published since
+  ASSERT_TRUE(a->Release(kId).ok());
+  ASSERT_TRUE(b->Claim(kId).ok());
+  ASSERT_TRUE(b->Find(kId).ok());
+  ASSERT_TRUE(b->Publish(Record(), snapshot, image_).ok());
+  ASSERT_TRUE(b->Release(kId).ok());
+  absl::Status behind = a->ClaimAsItWas(kId);
+  EXPECT_TRUE(absl::IsFailedPrecondition(behind)) << behind;
+  EXPECT_NE(behind.message().find("taken over by host host-b"), std::string::npos) << behind;
+  EXPECT_TRUE(b->Claim(kId).ok());  // given up again
+}
+
 }  // namespace
 }  // namespace airlock

@@ -110,7 +110,8 @@ absl::Status SessionManager::Recover() {
         !whole && vm != found.end() && handoff_ != nullptr && vm->second.ok()) {
       // Another host may have taken the session over from its last published snapshot while
       // this one was down: then that host runs it, and this VM must not go on.
-      if (absl::Status claimed = handoff_->Claim(s.id); absl::IsFailedPrecondition(claimed)) {
+      if (absl::Status claimed = handoff_->ClaimAsItWas(s.id);
+          absl::IsFailedPrecondition(claimed)) {
         hosts_->local().Destroy(vm_dir);
         LogWarning(absl::StrCat("session ", s.id, ": ended here: ", claimed.message()));
         LogIfFailed(RemoveTree(layout_.Dir(s.id)),
