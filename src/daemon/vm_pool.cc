@@ -158,7 +158,13 @@ void VmPool::Fill() {
     std::string runtime_dir = absl::StrCat(dir_, "/", name);
     mu_.Unlock();
     std::string template_dir;
+    absl::Time started = absl::Now();
     absl::StatusOr<LaunchedVm> vm = make_(image, shape, runtime_dir, name, &template_dir);
+    if (vm.ok()) {
+      LogInfo(absl::StrCat(
+          "warm pool: a VM of image ", image.name, " ready in ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - started, absl::Milliseconds(1)))));
+    }
     mu_.Lock();
     if (!vm.ok()) {
       LogWarning(absl::StrCat("warm pool: no VM of image ", image.name,
