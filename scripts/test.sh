@@ -45,7 +45,7 @@ run_ctest() {
 
 phase "clang-format, gofmt"
 git ls-files -- '*.cc' '*.h' | xargs clang-format --dry-run --Werror
-unformatted=$(gofmt -l sdk/go/*.go)
+unformatted=$(gofmt -l sdk/go/*.go sdk/go/examples)
 [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }
 
 phase "test counterparts (etcd, npm packages, chromium), skipped when present"

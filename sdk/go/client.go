@@ -46,10 +46,16 @@ type Client struct {
 	images   airlockv1.ImagesClient
 	vms      airlockv1.VmsClient
 	volumes  airlockv1.VolumesClient
+	api      airlockv1.ApiClient
+	secrets  airlockv1.SecretsClient
+	work     airlockv1.WorkspacesClient
+	audit    airlockv1.AuditClient
 	// Sessions creates, finds and lists sessions.
 	Sessions *Sessions
 	// Volumes creates, lists, fills and removes the caller's volumes.
 	Volumes *Volumes
+	// Audit reads the host's audit log.
+	Audit *Audit
 }
 
 // DialOption configures Dial.
@@ -85,7 +91,8 @@ func WithTLS(caFile, certFile, keyFile, serverName string) DialOption {
 // Dial connects to airlockd and waits until it answers (or ctx ends). address "" is the local
 // socket ($AIRLOCK_SOCKET, else DefaultSocket); a path is another socket; "host:port" is the
 // TCP listener, which needs WithTLS. airlockd decides the caller's tenant (the socket's peer
-// credentials, or the client certificate).
+// credentials, or the client certificate). A daemon whose API level does not work with this
+// SDK's (APILevel) is refused with ErrVersionMismatch, which says what to upgrade.
 func Dial(ctx context.Context, address string, options ...DialOption) (*Client, error) {
 	var config dialConfig
 	for _, o := range options {
@@ -127,9 +134,16 @@ func Dial(ctx context.Context, address string, options ...DialOption) (*Client, 
 	}
 	c := &Client{conn: conn, sessions: airlockv1.NewSessionsClient(conn),
 		network: airlockv1.NewNetworkClient(conn), images: airlockv1.NewImagesClient(conn),
-		vms: airlockv1.NewVmsClient(conn), volumes: airlockv1.NewVolumesClient(conn)}
+		vms: airlockv1.NewVmsClient(conn), volumes: airlockv1.NewVolumesClient(conn),
+		api: airlockv1.NewApiClient(conn), secrets: airlockv1.NewSecretsClient(conn),
+		work: airlockv1.NewWorkspacesClient(conn), audit: airlockv1.NewAuditClient(conn)}
 	c.Sessions = &Sessions{c: c}
 	c.Volumes = &Volumes{c: c}
+	c.Audit = &Audit{c: c}
+	if err := c.checkVersion(ctx, address); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -31,6 +31,9 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrCommandFailed: ExecOptions.Check and a non-zero exit; Error.Result has it all.
 	ErrCommandFailed = errors.New("command failed")
+	// ErrVersionMismatch: airlockd and this SDK speak API levels that do not work together
+	// (Dial checks); the message says which to upgrade, Error.DaemonLevel and ClientLevel why.
+	ErrVersionMismatch = errors.New("version mismatch")
 )
 
 // Error is every error the SDK returns: a kind (one of the Err values), airlockd's message
@@ -42,6 +45,8 @@ type Error struct {
 	Message string
 	Reason  string      // ErrSessionFailed: why, as airlockd recorded it
 	Result  *ExecResult // ErrTimeout of a command, ErrCommandFailed
+	// ErrVersionMismatch: the daemon's API level (0 when it did not say) and this SDK's.
+	DaemonLevel, ClientLevel uint32
 }
 
 func (e *Error) Error() string { return e.Message }

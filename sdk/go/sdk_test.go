@@ -1,6 +1,7 @@
 // The Go SDK against a real airlockd (its own, on a private AIRLOCK_HOME that shares the host's
-// images and kernel), as a program would use it: sessions, commands, streams, files,
-// pause/resume/fork, the errors, and airlockd's TCP listener with mutual TLS.
+// images and kernel), as a program would use it: the shared scenario (../scenario.txt), the API
+// level check, sessions, commands, streams, files, pause/resume/fork, workspaces, secrets, the
+// audit log, the errors, the examples, and airlockd's TCP listener with mutual TLS.
 //
 // Run as root after scripts/setup.sh; AIRLOCKD names the daemon binary (default build/airlockd).
 package airlock_test
@@ -11,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,12 +32,14 @@ import (
 
 	airlock "airlock.dev/sdk"
 	"airlock.dev/sdk/airlockv1"
+	"google.golang.org/grpc"
 )
 
 const serverName = "airlock-sdk-test-server"
 
 var (
 	dir, socket, address string
+	home, daemon         string // the test daemon's AIRLOCK_HOME and binary
 )
 
 func openssl(args ...string) error {
@@ -73,7 +79,7 @@ func run(m *testing.M) int {
 	if hostHome == "" {
 		hostHome = "/var/lib/airlock"
 	}
-	home := filepath.Join(dir, "home")
+	home = filepath.Join(dir, "home")
 	kernel, err := filepath.EvalSymlinks(filepath.Join(hostHome, "kernel/vmlinux"))
 	if err != nil {
 		panic(err)
@@ -98,7 +104,7 @@ func run(m *testing.M) int {
 	address = l.Addr().String()
 	l.Close()
 	socket = filepath.Join(dir, "sock")
-	daemon := os.Getenv("AIRLOCKD")
+	daemon = os.Getenv("AIRLOCKD")
 	if daemon == "" {
 		daemon = "../../build/airlockd"
 	}
@@ -156,22 +162,50 @@ func mustExec(t *testing.T, s *airlock.Session, argv []string, o *airlock.ExecOp
 	return r
 }
 
-func TestTheReadmeExample(t *testing.T) {
-	ctx := context.Background()
-	c := dial(t)
-	s := create(t, c, airlock.SessionOptions{Memory: "1g"})
-	if s.Info.State != "running" || s.Info.Limits.MemoryBytes != 1<<30 {
-		t.Fatalf("%+v", s.Info)
-	}
-	r := mustExec(t, s, []string{"python3", "-c", "print(6*7)"}, nil)
-	if string(r.Stdout) != "42\n" || r.ExitCode != 0 {
-		t.Fatalf("%+v", r)
-	}
-	st, err := s.ExecStream(ctx, []string{"sh", "-c", "echo one; sleep 0.3; echo two >&2; exit 5"}, nil)
+// jsonString is s as a JSON string, as the shared transcript writes output.
+func jsonString(b []byte) string {
+	var out bytes.Buffer
+	e := json.NewEncoder(&out)
+	e.SetEscapeHTML(false)
+	e.Encode(string(b))
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+// The steps of ../scenario.txt with the public API, and their transcript, which must be the
+// file's: the four SDKs run the same scenario and print the same lines.
+func TestTheSharedScenario(t *testing.T) {
+	file, err := os.ReadFile("../scenario.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen []string
+	var want []string
+	for _, line := range strings.Split(strings.TrimRight(string(file), "\n"), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			want = append(want, line)
+		}
+	}
+	var got []string
+	say := func(format string, args ...interface{}) { got = append(got, fmt.Sprintf(format, args...)) }
+	defer func() {
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the transcript differs from ../scenario.txt\n--- got:\n%s\n--- want:\n%s",
+				strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}()
+	ctx := context.Background()
+	c := dial(t)
+
+	s := create(t, c, airlock.SessionOptions{Memory: "1g"})
+	say("create state=%s memory=%d", s.Info.State, s.Info.Limits.Memory)
+
+	r := mustExec(t, s, []string{"sh", "-c", "echo out; echo to-err >&2; exit 3"}, nil)
+	say("exec exit=%d stdout=%s stderr=%s", r.ExitCode, jsonString(r.Stdout), jsonString(r.Stderr))
+
+	st, err := s.ExecStream(ctx, []string{"head", "-c", "67108864", "/dev/zero"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutBytes, stderrBytes, allZero, exit := 0, 0, true, -1
 	for {
 		ev, err := st.Recv()
 		if err == io.EOF {
@@ -181,46 +215,338 @@ func TestTheReadmeExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
+		case ev.Output != nil && ev.Output.Stderr:
+			stderrBytes += len(ev.Output.Data)
 		case ev.Output != nil:
-			seen = append(seen, fmt.Sprintf("%v:%s", ev.Output.Stderr, ev.Output.Data))
+			stdoutBytes += len(ev.Output.Data)
+			allZero = allZero && bytes.Count(ev.Output.Data, []byte{0}) == len(ev.Output.Data)
 		case ev.Exit != nil:
-			seen = append(seen, fmt.Sprintf("exit %d", ev.Exit.ExitCode))
+			exit = ev.Exit.ExitCode
 		}
 	}
-	if strings.Join(seen, "|") != "false:one\n|true:two\n|exit 5" {
-		t.Fatalf("%q", seen)
+	say("stream stdout_bytes=%d all_zero=%v stderr_bytes=%d exit=%d", stdoutBytes, allZero, stderrBytes, exit)
+
+	data := make([]byte, 3145745)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
 	}
-	if err := s.Files.Write(ctx, "/tmp/x.py", []byte("print('from a file')"), 0o644); err != nil {
+	n, err := s.Files.WriteFrom(ctx, "/root/data.bin", bytes.NewReader(data), 0o600)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r := mustExec(t, s, []string{"python3", "/tmp/x.py"}, nil); string(r.Stdout) != "from a file\n" {
-		t.Fatalf("%q", r.Stdout)
+	say("write bytes=%d", n)
+	same := func(k *airlock.Session) bool {
+		back, err := k.Files.Read(ctx, "/root/data.bin", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Equal(back, data)
 	}
-	if err := s.Pause(ctx); err != nil || s.Info.State != "paused" {
-		t.Fatal(err, s.Info.State)
+	say("read same=%v", same(s))
+	r = mustExec(t, s, []string{"stat", "-c", "%a %s", "/root/data.bin"}, nil)
+	say("stat stdout=%s", jsonString(r.Stdout))
+
+	if err := s.Pause(ctx); err != nil {
+		t.Fatal(err)
 	}
-	kids, err := s.Fork(ctx, 3)
-	if err != nil || len(kids) != 3 {
-		t.Fatal(err, len(kids))
+	say("pause state=%s", s.Info.State)
+	if err := s.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	say("resume state=%s", s.Info.State)
+	say("read same=%v", same(s))
+
+	kids, err := s.Fork(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ids := map[string]bool{s.ID(): true}
 	for _, k := range kids {
 		ids[k.ID()] = true
-		if r := mustExec(t, k, []string{"cat", "/tmp/x.py"}, nil); string(r.Stdout) != "print('from a file')" {
-			t.Fatalf("%q", r.Stdout)
-		}
+	}
+	say("fork children=%d distinct_ids=%d", len(kids), len(ids))
+	for _, k := range kids {
+		say("child same=%v own_hostname=%v", same(k),
+			k.Info.Hostname != "" && k.Info.Hostname != s.Info.Hostname)
 		if err := k.Remove(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(ids) != 4 {
-		t.Fatal(ids)
+
+	if err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Sessions.Get(ctx, s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("remove state=%s", again.Info.State)
+}
+
+// Dial asks airlockd's API level and refuses one this SDK cannot work with, saying what to
+// upgrade.
+func TestDialChecksTheAPILevel(t *testing.T) {
+	ctx := context.Background()
+	v, err := dial(t).Version(ctx)
+	if err != nil || v.Level < airlock.APILevel || v.OldestClientLevel < 1 || v.DaemonVersion == "" {
+		t.Fatalf("%+v %v", v, err)
+	}
+	t.Logf("airlockd %s speaks API level %d, serves clients of level %d and up", v.DaemonVersion,
+		v.Level, v.OldestClientLevel)
+	// An SDK built for a level above the daemon's.
+	restore := airlock.SetAPILevelForTest(v.Level + 1)
+	_, err = airlock.Dial(ctx, socket)
+	restore()
+	var e *airlock.Error
+	if !errors.Is(err, airlock.ErrVersionMismatch) || !errors.As(err, &e) ||
+		e.DaemonLevel != v.Level || e.ClientLevel != v.Level+1 ||
+		!strings.Contains(err.Error(), fmt.Sprintf("speaks API level %d; this SDK needs %d: upgrade airlockd", v.Level, v.Level+1)) {
+		t.Fatal(err)
+	}
+	// An SDK below the oldest level the daemon serves (0: one that does not say its level).
+	restore = airlock.SetAPILevelForTest(0)
+	_, err = airlock.Dial(ctx, socket)
+	restore()
+	if !errors.Is(err, airlock.ErrVersionMismatch) || !strings.Contains(err.Error(), "upgrade the SDK") {
+		t.Fatal(err)
+	}
+	// A daemon older than API levels answers UNIMPLEMENTED: a gRPC server without the Api
+	// service stands in for it.
+	old := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	go server.Serve(l)
+	defer server.Stop()
+	_, err = airlock.Dial(ctx, old)
+	if !errors.Is(err, airlock.ErrVersionMismatch) || !strings.Contains(err.Error(), "predates API levels") ||
+		!strings.Contains(err.Error(), "upgrade airlockd") {
+		t.Fatal(err)
+	}
+	if _, err := airlock.Dial(ctx, socket); err != nil {
+		t.Fatal(err) // the real level again
+	}
+}
+
+// Runs the CLI against the test daemon.
+func cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(filepath.Dir(daemon), "airlock"), args...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_SOCKET="+socket, "AIRLOCK_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("airlock %v: %v: %s", args, err, stderr.String())
+	}
+	return string(out)
+}
+
+// A session made with the CLI from a project (`airlock session create --workspace DIR`): the
+// SDK reads its base, what it changed, and its new commits as a git bundle.
+func TestAWorkspaceComesBackAsADiffAndABundle(t *testing.T) {
+	ctx := context.Background()
+	project := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		argv := append([]string{"-C", project, "-c", "user.name=Host User", "-c", "user.email=host@example.com"}, args...)
+		if out, err := exec.Command("git", argv...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(project, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "-A")
+	git("commit", "-qm", "first")
+	id := strings.TrimSpace(cli(t, "session", "create", "--workspace", project))
+	s, err := dial(t).Sessions.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Remove(context.Background()) })
+
+	info, err := s.Workspace.Info(ctx, true)
+	if err != nil || info.Base.Path != project || info.Base.Branch != "main" || len(info.Base.Head) != 40 ||
+		!strings.HasPrefix(info.Base.TreeDigest, "sha256:") || !info.Synced.IsZero() {
+		t.Fatalf("%+v %v", info, err)
+	}
+	readme := false
+	for _, e := range info.Entries {
+		readme = readme || (e.Path == "README" && e.Size == 6 && len(e.SHA256) == 64)
+	}
+	if !readme {
+		t.Fatalf("no README in %+v", info.Entries)
+	}
+
+	mustExec(t, s, []string{"sh", "-c", "cd /workspace && echo changed > README && " +
+		"git -c user.name=Agent -c user.email=agent@example.com commit -qam 'agent change'"},
+		&airlock.ExecOptions{Check: true})
+	changes, err := s.Workspace.Diff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, c := range changes {
+		if strings.HasPrefix(c.Path, ".git/") {
+			continue
+		}
+		seen = append(seen, fmt.Sprintf("%s %s %o->%o %q->%q", c.Kind, c.Path, c.OldMode&0o777,
+			c.NewMode&0o777, c.OldContent, c.NewContent))
+	}
+	if strings.Join(seen, "|") != `modified README 644->644 "hello\n"->"changed\n"` {
+		t.Fatal(seen)
+	}
+
+	dry, err := s.Workspace.Bundle(ctx, &airlock.BundleOptions{DryRun: true})
+	if err != nil || dry.Info.Commits != 1 || dry.Data != nil || !strings.Contains(dry.Info.Log, "agent change") {
+		t.Fatalf("%+v %v", dry, err)
+	}
+	b, err := s.Workspace.Bundle(ctx, &airlock.BundleOptions{Branch: "review"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Info.Commits != 1 || b.Info.BaseCommit != info.Base.Head || len(b.Info.HeadCommit) != 40 ||
+		b.Info.HeadCommit == b.Info.BaseCommit || b.Info.Branch != "main" || b.Info.Ref == "" {
+		t.Fatalf("%+v", b.Info)
+	}
+	if !bytes.HasPrefix(b.Data, []byte("# v2 git bundle\n")) && !bytes.HasPrefix(b.Data, []byte("# v3 git bundle\n")) {
+		t.Fatalf("%q", b.Data[:min(len(b.Data), 40)])
+	}
+	// Host git takes it as a bundle with the session's commit.
+	file := filepath.Join(t.TempDir(), "session.bundle")
+	if err := os.WriteFile(file, b.Data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	git("bundle", "verify", "-q", file)
+	git("fetch", "-q", file, b.Info.Ref+":refs/heads/review")
+	git("cat-file", "-e", b.Info.HeadCommit)
+
+	if _, err := create(t, dial(t), airlock.SessionOptions{}).Workspace.Info(ctx, false); err == nil {
+		t.Fatal("a session without a workspace has one")
+	}
+}
+
+func min(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// A session's secrets and egress rules change while it runs; root reads the audit log of it.
+func TestSecretsRulesAndTheAuditLog(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	s := create(t, c, airlock.SessionOptions{Secrets: map[string][]byte{
+		"TOKEN=env:AIRLOCK_UNUSED@api.example.com": []byte("s3cret-value")}})
+	listed, err := s.Secrets.List(ctx)
+	if err != nil || len(listed) != 1 {
+		t.Fatal(listed, err)
+	}
+	token := listed[0]
+	if token.Name != "TOKEN" || token.Source != "env:AIRLOCK_UNUSED" || len(token.Hosts) != 1 ||
+		token.Hosts[0] != "api.example.com" || !token.Available || token.Body || token.Placeholder == "" ||
+		!token.LastUsed.IsZero() {
+		t.Fatalf("%+v", token)
+	}
+	r := mustExec(t, s, []string{"sh", "-c", "echo $TOKEN"}, nil)
+	if strings.TrimSpace(string(r.Stdout)) != token.Placeholder || strings.Contains(string(r.Stdout), "s3cret-value") {
+		t.Fatalf("%q", r.Stdout)
+	}
+	both, err := s.Secrets.Set(ctx, map[string][]byte{"OTHER=env:AIRLOCK_UNUSED@other.example.com?body": []byte("v")})
+	if err != nil || len(both) != 2 {
+		t.Fatal(both, err)
+	}
+	left, err := s.Secrets.Remove(ctx, "TOKEN")
+	if err != nil || len(left) != 1 || left[0].Name != "OTHER" || !left[0].Body {
+		t.Fatalf("%+v %v", left, err)
+	}
+	if _, err := s.Secrets.Set(ctx, map[string][]byte{"BAD=env:X@": []byte("v")}); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+
+	rules, err := s.Network.Change(ctx, airlock.NetworkChange{Allow: []string{"example.com"}, Deny: []string{"10.0.0.0/8"}, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, r := range rules {
+		shown = append(shown, fmt.Sprintf("%s %s deny=%v expires=%v", r.Rule, r.Source, r.Deny, !r.Expires.IsZero()))
+	}
+	if strings.Join(shown, "|") != "example.com allow deny=false expires=true|10.0.0.0/8:* deny deny=true expires=true" {
+		t.Fatal(shown)
+	}
+	if rules, err = s.Network.Change(ctx, airlock.NetworkChange{Remove: []string{"example.com", "10.0.0.0/8:*"}}); err != nil || len(rules) != 0 {
+		t.Fatal(rules, err)
+	}
+	if rules, err = s.Network.Rules(ctx); err != nil || len(rules) != 0 {
+		t.Fatal(rules, err)
 	}
 	if err := s.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := c.Sessions.Get(ctx, s.ID()); err != nil || again.Info.State != "stopped" {
-		t.Fatal(err, again) // its record stays
+
+	// Root over the socket reads the audit log, which holds what was just done.
+	start := time.Now().Add(-time.Hour)
+	records, err := c.Audit.List(ctx, start, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]bool{}
+	for _, r := range records {
+		if r.Target == s.ID() {
+			actions[r.Action] = true
+		}
+		if r.Time.Before(start) || r.Seq <= 0 || len(r.Hash) != 64 {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if !actions["session.create"] || !actions["secret.set"] {
+		t.Fatal(actions)
+	}
+	if last, err := c.Audit.List(ctx, time.Time{}, 1); err != nil || len(last) != 1 || last[0].Seq < records[len(records)-1].Seq {
+		t.Fatal(last, err)
+	}
+	verified, err := c.Audit.Verify(ctx)
+	if err != nil || !verified.OK || verified.Records == 0 || verified.Problem != "" {
+		t.Fatalf("%+v %v", verified, err)
+	}
+}
+
+// The examples, as a user runs them, against the test daemon.
+func TestTheExamplesRun(t *testing.T) {
+	bin := t.TempDir()
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin+"/",
+		"./examples/quickstart", "./examples/stream", "./examples/fork")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	run := func(name string) (string, string) {
+		cmd := exec.Command(filepath.Join(bin, name), socket)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v: %s", name, err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	out, _ := run("quickstart")
+	if !regexp.MustCompile(`^session [0-9a-f]{12} is running\nhello from \S+\nexit code 0\n$`).MatchString(out) {
+		t.Fatalf("quickstart: %q", out)
+	}
+	out, errs := run("stream")
+	if out != "step 1\nstep 2\nstep 3\nstep 4\nstep 5\nexit code 0\n" || errs != "done\n" {
+		t.Fatalf("stream: %q %q", out, errs)
+	}
+	out, _ = run("fork")
+	id := `[0-9a-f]{12} \(\S+\):\n`
+	if !regexp.MustCompile(`^` + id + `before the fork\ncopy 0\n` + id + `before the fork\ncopy 1\n` +
+		`[0-9a-f]{12} \(the original\):\nbefore the fork\n$`).MatchString(out) {
+		t.Fatalf("fork: %q", out)
 	}
 }
 
@@ -502,7 +828,7 @@ func TestFilesListingsAndOneShotRuns(t *testing.T) {
 	if err != nil || !found {
 		t.Fatal(err, found)
 	}
-	if m, err := s.Metrics(ctx); err != nil || m.MemoryTotalBytes == 0 {
+	if m, err := s.Metrics(ctx); err != nil || m.MemoryTotal == 0 {
 		t.Fatal(err)
 	}
 	events, err := s.Timeline(ctx)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"airlock.dev/sdk/airlockv1"
-	"google.golang.org/protobuf/proto"
 )
 
 // SessionOptions is what a new session gets; zero fields take airlockd's defaults.
@@ -189,7 +188,39 @@ type SessionInfo struct {
 	Reason                 string // why it paused, stopped or failed
 	Hostname               string
 	Created, LastUsed      time.Time
-	Limits                 *airlockv1.Limits
+	Limits                 Limits
+	Tenant                 string        // who owns it: "uid:1000", "cert:NAME", "oidc:ISSUER#SUBJECT"
+	Volumes                []VolumeMount // the volumes it attaches
+}
+
+// Limits are a session's limits as airlockd applies them (the defaults filled in).
+type Limits struct {
+	Vcpus       uint32
+	Memory      uint64 // guest RAM in bytes
+	Pids        uint32
+	Disk        uint64         // the writable layer in bytes
+	TTL         time.Duration  // the session is destroyed this long after creation; 0: never
+	IdleTimeout *time.Duration // it pauses itself after this long unused; nil: 5 minutes, 0: never
+	NetRate     uint64         // egress bytes per second each way; 0: no limit
+}
+
+// VolumeMount is a volume a session attaches, at Path in its guest.
+type VolumeMount struct {
+	Name, Path string
+	ReadOnly   bool
+}
+
+func limitsOf(l *airlockv1.Limits) Limits {
+	if l == nil {
+		return Limits{}
+	}
+	out := Limits{Vcpus: l.Vcpus, Memory: l.MemoryBytes, Pids: l.Pids, Disk: l.DiskBytes,
+		TTL: time.Duration(l.TtlSeconds) * time.Second, NetRate: l.NetBytesPerSecond}
+	if l.IdleTimeoutSeconds != nil {
+		idle := time.Duration(*l.IdleTimeoutSeconds) * time.Second
+		out.IdleTimeout = &idle
+	}
+	return out
 }
 
 var states = map[airlockv1.SessionState]string{
@@ -205,24 +236,34 @@ func info(s *airlockv1.Session) SessionInfo {
 	if !ok {
 		state = "unknown"
 	}
-	return SessionInfo{ID: s.Id, Image: s.Image, ImageDigest: s.ImageDigest, State: state,
+	out := SessionInfo{ID: s.Id, Image: s.Image, ImageDigest: s.ImageDigest, State: state,
 		Reason: s.Reason, Hostname: s.Hostname, Created: time.UnixMilli(s.CreatedUnixMs),
-		LastUsed: time.UnixMilli(s.LastUsedUnixMs), Limits: s.Limits}
+		LastUsed: time.UnixMilli(s.LastUsedUnixMs), Limits: limitsOf(s.Limits), Tenant: s.Tenant}
+	for _, v := range s.Volumes {
+		out.Volumes = append(out.Volumes, VolumeMount{v.Name, v.Path, v.ReadOnly})
+	}
+	return out
 }
 
 // Session is one session. Info is its last known state (Refresh asks again). Its methods are
 // safe for concurrent use except that Info is updated by Refresh, Pause and Resume.
 type Session struct {
-	c       *Client
-	Info    SessionInfo
-	Files   *Files
-	Network *Network
+	c    *Client
+	Info SessionInfo
+	// Files are its files; Network its egress policy; Secrets what it holds placeholders of;
+	// Workspace the project it was made with (`airlock session create --workspace DIR`).
+	Files     *Files
+	Network   *Network
+	Secrets   *Secrets
+	Workspace *Workspace
 }
 
 func newSession(c *Client, s *airlockv1.Session) *Session {
 	session := &Session{c: c, Info: info(s)}
 	session.Files = &Files{session}
 	session.Network = &Network{session}
+	session.Secrets = &Secrets{session}
+	session.Workspace = &Workspace{session}
 	return session
 }
 
@@ -291,38 +332,6 @@ func (s *Session) Fork(ctx context.Context, count int) ([]*Session, error) {
 func (s *Session) Remove(ctx context.Context) error {
 	_, err := s.c.sessions.Remove(ctx, &airlockv1.RemoveSessionRequest{Id: s.ID()})
 	return s.explain(ctx, err)
-}
-
-// Timeline is everything the session did, oldest first (the events as the API defines them).
-func (s *Session) Timeline(ctx context.Context) ([]*airlockv1.TimelineEvent, error) {
-	stream, err := s.c.sessions.Timeline(ctx, &airlockv1.TimelineRequest{SessionId: s.ID()})
-	if err != nil {
-		return nil, fromRPC(err)
-	}
-	var out []*airlockv1.TimelineEvent
-	for {
-		e, err := stream.Recv()
-		if err != nil {
-			if isEOF(err) {
-				return out, nil
-			}
-			return nil, fromRPC(err)
-		}
-		out = append(out, e)
-	}
-}
-
-// Metrics is one sample of the guest's metrics.
-func (s *Session) Metrics(ctx context.Context) (*airlockv1.MetricsSample, error) {
-	stream, err := s.c.sessions.Metrics(ctx, &airlockv1.MetricsRequest{SessionId: s.ID(), Once: true})
-	if err != nil {
-		return nil, fromRPC(err)
-	}
-	m, err := stream.Recv()
-	if err != nil {
-		return nil, s.explain(ctx, err)
-	}
-	return m, nil
 }
 
 // Files are a session's files, through its guest agent, of any size. A paused session is
@@ -448,29 +457,6 @@ func (f *Files) ReadTo(ctx context.Context, path string, w io.Writer, maxBytes u
 			return total, werr
 		}
 	}
-}
-
-// Network is a session's egress policy: nothing is reachable until allowed.
-type Network struct{ s *Session }
-
-// Rules returns the policy's rules.
-func (n *Network) Rules(ctx context.Context) ([]*airlockv1.NetworkRule, error) {
-	p, err := n.s.c.network.Get(ctx, &airlockv1.GetNetworkRequest{SessionId: n.s.ID()})
-	if err != nil {
-		return nil, n.s.explain(ctx, err)
-	}
-	return p.Rules, nil
-}
-
-// Change adds and removes rules in one step; it applies at once to the running session.
-func (n *Network) Change(ctx context.Context, change *airlockv1.ChangeNetworkRequest) ([]*airlockv1.NetworkRule, error) {
-	request := proto.Clone(change).(*airlockv1.ChangeNetworkRequest)
-	request.SessionId = n.s.ID()
-	p, err := n.s.c.network.Change(ctx, request)
-	if err != nil {
-		return nil, n.s.explain(ctx, err)
-	}
-	return p.Rules, nil
 }
 
 // opRead is the value 1Password's `op read` prints for reference, as this process's user.

@@ -23,6 +23,7 @@
 #include "src/common/host_paths.h"
 #include "src/common/log.h"
 #include "src/daemon/airlock_service.h"
+#include "src/daemon/api_service.h"
 #include "src/daemon/daemon_flags.h"
 #include "src/daemon/daemon_telemetry.h"
 #include "src/daemon/exposures.h"
@@ -281,6 +282,7 @@ int main(int argc, char** argv) {
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
   airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
   airlock::AuditService audit_service(store->get(), &peers);
+  airlock::ApiService api_service(&peers, AIRLOCK_VERSION);
   grpc::ServerBuilder builder;
   builder.RegisterService(&sessions_service);
   builder.RegisterService(&vms_service);
@@ -291,6 +293,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&audit_service);
   builder.RegisterService(&api_keys_service);
   builder.RegisterService(&volumes_service);
+  builder.RegisterService(&api_service);
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (telemetry) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> spans;

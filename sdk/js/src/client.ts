@@ -1,13 +1,24 @@
-// The client: sessions, commands, files, pause/resume/fork, network rules.
+// The client: sessions, commands, files, pause/resume/fork, network rules, workspaces, secrets,
+// the audit log, and the check that airlockd speaks this SDK's API level.
 import * as grpc from '@grpc/grpc-js';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import * as c from './convert.js';
 import {
-  AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed, Unavailable,
+  AirlockError, CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed, Unavailable, VersionMismatch,
   fromServiceError,
 } from './errors.js';
+import type { ApiClient } from './generated/airlock/v1/Api.js';
+import type { AuditClient } from './generated/airlock/v1/Audit.js';
+import type { AuditRecord__Output } from './generated/airlock/v1/AuditRecord.js';
+import type { AuditVerification__Output } from './generated/airlock/v1/AuditVerification.js';
+import type { ListSecretsResponse__Output } from './generated/airlock/v1/ListSecretsResponse.js';
+import type { SecretsClient } from './generated/airlock/v1/Secrets.js';
+import type { WorkspaceBundleChunk__Output } from './generated/airlock/v1/WorkspaceBundleChunk.js';
+import type { WorkspaceChange__Output } from './generated/airlock/v1/WorkspaceChange.js';
+import type { WorkspaceInfo__Output } from './generated/airlock/v1/WorkspaceInfo.js';
+import type { WorkspacesClient } from './generated/airlock/v1/Workspaces.js';
 import type { ExecRequest } from './generated/airlock/v1/ExecRequest.js';
 import type { ExecStart } from './generated/airlock/v1/ExecStart.js';
 import type { PortForwardRequest } from './generated/airlock/v1/PortForwardRequest.js';
@@ -19,14 +30,15 @@ import type { NetworkClient } from './generated/airlock/v1/Network.js';
 import type { SessionsClient } from './generated/airlock/v1/Sessions.js';
 import type { Session__Output } from './generated/airlock/v1/Session.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
-import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent.js';
 import type { VmsClient } from './generated/airlock/v1/Vms.js';
 import type { VolumesClient } from './generated/airlock/v1/Volumes.js';
 import { api } from './rpc.js';
 import type {
-  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, LogEntry, Metrics, NetworkRule, SessionEvent,
-  SessionInfo, SessionOptions, Size, StreamOptions, Vm, Volume,
+  AuditRecord, AuditVerification, BuildImageOptions, BundleOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure,
+  Image, LogEntry, Metrics, NetworkRule, SecretInfo, SessionEvent, SessionInfo, SessionOptions, Size, StreamOptions,
+  TimelineEvent, Version, Vm, Volume, WorkspaceBundle, WorkspaceChange, WorkspaceInfo,
 } from './types.js';
+import { afterCheck, checkVersion } from './version.js';
 
 export const DEFAULT_SOCKET = '/run/airlock/airlockd.sock';
 
@@ -70,6 +82,10 @@ async function collect<T, U>(stream: AsyncIterable<T>, map: (value: T) => U): Pr
  * /run/airlock/airlockd.sock); `Client.connect("/path/to.sock")` another socket;
  * `Client.connect("host:7443", { tls })` airlockd's TCP listener with mutual TLS. airlockd
  * decides the caller's tenant (the socket's peer credentials, or the client certificate).
+ *
+ * Before its first call a client asks airlockd which API level it speaks (`version()`); when
+ * airlockd and this SDK disagree, `connect()` and every call reject with VersionMismatch, which
+ * says what to upgrade.
  */
 export class Client {
   /** @internal */ readonly sessions: SessionsClient;
@@ -77,16 +93,26 @@ export class Client {
   /** @internal */ readonly imagesStub: ImagesClient;
   /** @internal */ readonly vmsStub: VmsClient;
   /** @internal */ readonly volumesStub: VolumesClient;
+  /** @internal */ readonly workspacesStub: WorkspacesClient;
+  /** @internal */ readonly secretsStub: SecretsClient;
+  /** The host's audit log: `client.audit.list(since, limit)`, `client.audit.verify()`. */
+  readonly audit: Audit;
+  /** @internal */ readonly auditStub: AuditClient;
+  private readonly apiStub: ApiClient;
   private readonly target: string;
   private readonly connectTimeout: number;
+  private checking?: Promise<Version>;
 
   constructor(address?: string, options: ClientOptions = {}) {
     c.checkOptions(options, 'client options');
     let target = address ?? (process.env.AIRLOCK_SOCKET || DEFAULT_SOCKET);
     let credentials = grpc.credentials.createInsecure();
-    const channelOptions: grpc.ChannelOptions = {
+    // Every call but the check itself waits for the check (and fails with its error).
+    const interceptors = [afterCheck(() => this.version())];
+    const channelOptions: grpc.ChannelOptions & grpc.ClientOptions = {
       'grpc.max_receive_message_length': 16 << 20,
       'grpc.max_send_message_length': 16 << 20,
+      interceptors,
     };
     if (target.startsWith('/')) {
       target = 'unix:' + target;
@@ -105,18 +131,53 @@ export class Client {
     this.connectTimeout = options.connectTimeout ?? 10;
     const v1 = api().airlock.v1;
     this.sessions = new v1.Sessions(target, credentials, channelOptions);
-    const channel = { channelOverride: this.sessions.getChannel() };
+    const channel = { channelOverride: this.sessions.getChannel(), interceptors };
     this.networkStub = new v1.Network(target, credentials, channel);
     this.imagesStub = new v1.Images(target, credentials, channel);
     this.vmsStub = new v1.Vms(target, credentials, channel);
     this.volumesStub = new v1.Volumes(target, credentials, channel);
+    this.workspacesStub = new v1.Workspaces(target, credentials, channel);
+    this.secretsStub = new v1.Secrets(target, credentials, channel);
+    this.auditStub = new v1.Audit(target, credentials, channel);
+    this.audit = new Audit(this);
+    this.apiStub = new v1.Api(target, credentials, { channelOverride: this.sessions.getChannel() });
   }
 
-  /** A client once airlockd answers (Unavailable if it does not within connectTimeout). */
+  /**
+   * A client once airlockd answers (Unavailable if it does not within connectTimeout) and speaks
+   * this SDK's API level (VersionMismatch if not).
+   */
   static async connect(address?: string, options: ClientOptions = {}): Promise<Client> {
     const client = new Client(address, options);
     await client.ready();
+    try {
+      await client.version();
+    } catch (error) {
+      client.close();
+      throw error;
+    }
     return client;
+  }
+
+  /**
+   * What airlockd speaks: its API level, the oldest level it serves, and its release. Asked once
+   * per client, before its first call; rejects with VersionMismatch when airlockd and this SDK
+   * disagree (and every call rejects with it then).
+   */
+  version(): Promise<Version> {
+    if (!this.checking) {
+      const checking = checkVersion(this.apiStub, this.where());
+      // An airlockd that was not there yet is asked again by the next call; an answer is kept.
+      checking.catch((error) => {
+        if (!(error instanceof VersionMismatch) && this.checking === checking) this.checking = undefined;
+      });
+      this.checking = checking;
+    }
+    return this.checking;
+  }
+
+  private where(): string {
+    return this.target.startsWith('unix:') ? this.target.slice(5) : this.target;
   }
 
   /** Waits until airlockd answers. */
@@ -126,8 +187,7 @@ export class Client {
       this.sessions.waitForReady(deadline, (error) => {
         if (!error) return resolve();
         this.close();
-        const where = this.target.startsWith('unix:') ? this.target.slice(5) : this.target;
-        reject(new Unavailable(`airlockd does not answer at ${where} (is it running, and may you use it? members of the airlock group may use its socket)`));
+        reject(new Unavailable(`airlockd does not answer at ${this.where()} (is it running, and may you use it? members of the airlock group may use its socket)`));
       });
     });
   }
@@ -405,6 +465,115 @@ export class Files {
 
 }
 
+/**
+ * A session's workspace: a project the CLI put into the session at /workspace over a read-only
+ * base (`airlock session create --workspace DIR`, or `airlock agent`), and what the session did
+ * to it, as a diff against the base or as its new commits in a git bundle. This SDK works on
+ * such a session by its id (Client.getSession); it does not capture projects itself. A session
+ * without a workspace rejects with FailedPrecondition.
+ */
+export class Workspace {
+  constructor(private readonly session: Session) {}
+
+  /** Where the workspace came from; with `entries`, the base's files too. */
+  async info(options: { entries?: boolean } = {}): Promise<WorkspaceInfo> {
+    c.checkOptions(options, 'workspace info options');
+    const request = { sessionId: this.session.id, entries: options.entries === true };
+    return c.workspaceInfo(await this.session.call<WorkspaceInfo__Output>(
+      (cb) => this.session.client.workspacesStub.Get(request, cb)));
+  }
+
+  /** What the session changed in /workspace against its base, path by path (sorted). */
+  async diff(): Promise<WorkspaceChange[]> {
+    const stream = this.session.client.workspacesStub.Diff({ sessionId: this.session.id });
+    stream.on('error', () => undefined);  // surfaced by collect
+    try {
+      return await collect(stream, (change: WorkspaceChange__Output) => c.workspaceChange(change));
+    } catch (error) {
+      throw await this.session.explained(error as AirlockError);
+    }
+  }
+
+  /**
+   * The session's new commits since its base as a git bundle (made by git in the guest: fetch
+   * it into the project, as `airlock promote` does after checking it), with what it holds. With
+   * `dryRun`, only the info.
+   */
+  async bundle(options: BundleOptions = {}): Promise<WorkspaceBundle> {
+    c.checkOptions(options, 'bundle options');
+    if (options.branch !== undefined && typeof options.branch !== 'string') {
+      throw new InvalidArgument('branch is the name of the branch you will make of the bundle');
+    }
+    const request = {
+      sessionId: this.session.id, includeUncommitted: options.includeUncommitted === true,
+      dryRun: options.dryRun === true, branch: options.branch ?? '',
+    };
+    const stream = this.session.client.workspacesStub.Bundle(request);
+    stream.on('error', () => undefined);  // surfaced by collect
+    let chunks: WorkspaceBundleChunk__Output[];
+    try {
+      chunks = await collect(stream, (chunk: WorkspaceBundleChunk__Output) => chunk);
+    } catch (error) {
+      throw await this.session.explained(error as AirlockError);
+    }
+    const info = chunks[0]?.info;
+    if (!info) throw new AirlockError('airlockd ended the bundle without saying what it holds');
+    return { info: c.bundleInfo(info), data: Buffer.concat(chunks.map((chunk) => chunk.data)) };
+  }
+}
+
+/**
+ * A session's secrets: names, sources, hosts and placeholders, never values. The guest holds
+ * a placeholder; airlockd puts the value into HTTPS requests to the secret's hosts.
+ */
+/** The host's audit log ({@link Client.audit}): root over the Unix socket and read-only operators only (PermissionDenied otherwise). */
+export class Audit {
+  /** @internal */
+  constructor(private readonly client: Client) {}
+
+  /**
+   * The records from `since` on (undefined: all of them): the newest `limit` records (0: 1000, at
+   * most 100000), oldest first.
+   */
+  async list(since?: Date, limit = 0): Promise<AuditRecord[]> {
+    const request = { sinceUnixMs: c.unixMs(since, 'since'), limit: c.count(limit, 'limit') };
+    return collect(this.client.auditStub.List(request), (r: AuditRecord__Output) => c.auditRecord(r));
+  }
+
+  /** Walks the whole hash chain: whether a record was changed, removed or moved, and where. */
+  async verify(): Promise<AuditVerification> {
+    return c.auditVerification(
+      await call<AuditVerification__Output>((cb) => this.client.auditStub.Verify({}, cb)),
+    );
+  }
+}
+
+export class Secrets {
+  constructor(private readonly session: Session) {}
+
+  async list(): Promise<SecretInfo[]> {
+    return c.secretInfos(await this.session.call<ListSecretsResponse__Output>(
+      (cb) => this.session.client.secretsStub.List({ sessionId: this.session.id }, cb)));
+  }
+
+  /**
+   * Binds secrets, written as SessionOptions.secrets (`{"NAME=env:VAR@api.host": null}`), or
+   * gives bound ones a new value or source (their placeholders stay). Resolves to all of them.
+   */
+  async set(secrets: Record<string, string | Buffer | null>): Promise<SecretInfo[]> {
+    const request = { sessionId: this.session.id, secrets: c.secrets(secrets) };
+    return c.secretInfos(await this.session.call<ListSecretsResponse__Output>(
+      (cb) => this.session.client.secretsStub.Set(request, cb)));
+  }
+
+  /** Unbinds secrets by name; resolves to those left. */
+  async remove(names: string[]): Promise<SecretInfo[]> {
+    const request = { sessionId: this.session.id, names: c.strings(names, 'names') };
+    return c.secretInfos(await this.session.call<ListSecretsResponse__Output>(
+      (cb) => this.session.client.secretsStub.Remove(request, cb)));
+  }
+}
+
 /** A session's egress policy: nothing is reachable until allowed. */
 export class Network {
   constructor(private readonly session: Session) {}
@@ -530,6 +699,8 @@ export class Session {
   readonly files: Files;
   readonly network: Network;
   readonly ports: Ports;
+  readonly workspace: Workspace;
+  readonly secrets: Secrets;
 
   /** @internal */
   constructor(readonly client: Client, info: Session__Output) {
@@ -537,6 +708,8 @@ export class Session {
     this.files = new Files(this);
     this.network = new Network(this);
     this.ports = new Ports(this);
+    this.workspace = new Workspace(this);
+    this.secrets = new Secrets(this);
   }
 
   get id(): string {
@@ -631,15 +804,19 @@ export class Session {
     const samples = await collect(this.client.sessions.Metrics({ sessionId: this.id, once: true }), (m) => ({
       time: new Date(m.unixMs), cpuPercent: m.cpuPercent, memoryUsed: m.memoryUsedBytes,
       memoryTotal: m.memoryTotalBytes, processes: m.processes, diskUsed: m.diskUsedBytes,
-      diskTotal: m.diskTotalBytes,
+      diskTotal: m.diskTotalBytes, netBytesOut: m.netBytesOut, netBytesIn: m.netBytesIn,
+      netConnections: m.netConnections, netDenied: m.netDenied,
     }));
     if (!samples.length) throw new AirlockError('airlockd sent no metrics');
     return samples[0];
   }
 
-  /** Everything the session did, oldest first (the events as the API defines them). */
-  timeline(): Promise<TimelineEvent__Output[]> {
-    return collect(this.client.sessions.Timeline({ sessionId: this.id }), (e) => e);
+  /**
+   * Everything the session did, oldest first: its lifecycle, each command with its output, file
+   * transfers, egress decisions, secret uses, what agents in it did.
+   */
+  timeline(): Promise<TimelineEvent[]> {
+    return collect(this.client.sessions.Timeline({ sessionId: this.id }), c.timelineEvent);
   }
 }
 

@@ -12,9 +12,17 @@ import type { NetworkPolicy__Output } from './generated/airlock/v1/NetworkPolicy
 import type { Exposure__Output } from './generated/airlock/v1/Exposure.js';
 import type { ExecResponse__Output } from './generated/airlock/v1/ExecResponse.js';
 import type { SessionEvent__Output } from './generated/airlock/v1/SessionEvent.js';
+import type { TimelineEvent__Output } from './generated/airlock/v1/TimelineEvent.js';
+import type { WorkspaceInfo__Output } from './generated/airlock/v1/WorkspaceInfo.js';
+import type { WorkspaceChange__Output } from './generated/airlock/v1/WorkspaceChange.js';
+import type { WorkspaceBundleInfo__Output } from './generated/airlock/v1/WorkspaceBundleInfo.js';
+import type { SecretInfo__Output } from './generated/airlock/v1/SecretInfo.js';
+import type { AuditRecord__Output } from './generated/airlock/v1/AuditRecord.js';
+import type { AuditVerification__Output } from './generated/airlock/v1/AuditVerification.js';
 import type {
-  BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image, NetworkRule, SessionEvent, SessionInfo,
-  SessionOptions, SessionState, Size, StreamOptions, Volume,
+  AuditRecord, AuditVerification, BuildImageOptions, ExecEvent, ExecOptions, ExecResult, Exit, Exposure, Image,
+  NetworkRule, SecretInfo, SessionEvent, SessionInfo, SessionOptions, SessionState, Size, StreamOptions,
+  TimelineEvent, Volume, WorkspaceBundleInfo, WorkspaceChange, WorkspaceInfo,
 } from './types.js';
 
 export const EXIT_AIRLOCK_ERROR = 125;
@@ -40,7 +48,7 @@ export function parseSize(value: Size, what: string): number {
   return Math.floor(Number(m[1]) * units[m[2].toLowerCase()]);
 }
 
-function count(value: unknown, what: string): number {
+export function count(value: unknown, what: string): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
     throw new InvalidArgument(`${what} is a whole number, zero or more`);
   }
@@ -368,4 +376,73 @@ export function sessionEvent(e: SessionEvent__Output): SessionEvent {
     reason: e.reason, execId: e.execId, argv: e.argv, exitCode: e.exitCode,
     destination: e.destination, lost: e.lost,
   };
+}
+
+export function timelineEvent(e: TimelineEvent__Output): TimelineEvent {
+  return {
+    seq: e.seq, time: new Date(e.unixMs), kind: e.kind, summary: e.summary, actor: e.actor, failed: e.failed,
+    execId: e.execId, argv: e.argv, user: e.user, cwd: e.cwd, tty: e.tty,
+    ...(e.durationMs >= 0 ? { duration: e.durationMs / 1000 } : {}),
+    exitCode: e.exitCode, output: e.output, outputTotal: e.outputTotal, toolId: e.toolId, tool: e.tool, text: e.text,
+  };
+}
+
+export function workspaceInfo(w: WorkspaceInfo__Output): WorkspaceInfo {
+  const b = w.base;
+  return {
+    base: {
+      path: b?.path ?? '', head: b?.head ?? '', branch: b?.branch ?? '', treeDigest: b?.treeDigest ?? '',
+      files: b?.files ?? 0, bytes: b?.bytes ?? 0,
+    },
+    entries: w.entries.map((e) => ({ path: e.path, mode: e.mode, size: e.size, sha256: e.sha256, target: e.target })),
+    ...(w.syncedUnixMs ? { synced: new Date(w.syncedUnixMs) } : {}),
+    syncedPaths: w.synced,
+  };
+}
+
+const changeKinds: Record<string, WorkspaceChange['kind']> = {
+  KIND_ADDED: 'added', KIND_MODIFIED: 'modified', KIND_DELETED: 'deleted',
+};
+
+export function workspaceChange(c: WorkspaceChange__Output): WorkspaceChange {
+  return {
+    kind: changeKinds[c.kind as string] ?? 'modified', path: c.path,
+    oldMode: c.oldMode, newMode: c.newMode, oldSize: c.oldSize, newSize: c.newSize,
+    oldTarget: c.oldTarget, newTarget: c.newTarget,
+    binary: c.binary, tooLarge: c.tooLarge, omitted: c.omitted,
+    ...(c.hasOldContent ? { oldContent: c.oldContent } : {}),
+    ...(c.hasNewContent ? { newContent: c.newContent } : {}),
+  };
+}
+
+export function bundleInfo(i: WorkspaceBundleInfo__Output): WorkspaceBundleInfo {
+  return {
+    baseCommit: i.baseCommit, headCommit: i.headCommit, branch: i.branch, ref: i.ref, commits: i.commits,
+    log: i.log, uncommittedStat: i.uncommittedStat, uncommittedDiff: i.uncommittedDiff,
+  };
+}
+
+export function secretInfos(reply: { secrets: SecretInfo__Output[] }): SecretInfo[] {
+  return reply.secrets.map((s) => ({
+    name: s.name, source: s.source, hosts: s.hosts, body: s.body, placeholder: s.placeholder,
+    available: s.available, ...(s.lastUsedUnixMs ? { lastUsed: new Date(s.lastUsedUnixMs) } : {}),
+  }));
+}
+
+export function auditRecord(r: AuditRecord__Output): AuditRecord {
+  return {
+    seq: r.seq, time: new Date(r.unixMs), principal: r.principal, tenant: r.tenant, action: r.action,
+    target: r.target, outcome: r.outcome, hash: r.hash,
+  };
+}
+
+export function auditVerification(v: AuditVerification__Output): AuditVerification {
+  return { ok: v.ok, records: v.records, lastSeq: v.lastSeq, problem: v.problem, firstBadSeq: v.firstBadSeq };
+}
+
+/** A time for a request: milliseconds since the epoch; undefined: 0 (from the start). */
+export function unixMs(value: unknown, what: string): number {
+  if (value === undefined) return 0;
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw new InvalidArgument(`${what} is a Date`);
+  return value.getTime();
 }

@@ -42,6 +42,20 @@ export class Timeout extends AirlockError {
 }
 /** airlockd cannot be reached (not running, no permission on its socket, connection lost). */
 export class Unavailable extends AirlockError {}
+/**
+ * airlockd and this SDK speak different levels of the API (checked before a client's first
+ * call): `message` says which to upgrade. `daemonLevel` is airlockd's level (0 when it predates
+ * levels or refused to say), `clientLevel` this SDK's.
+ */
+export class VersionMismatch extends AirlockError {
+  readonly daemonLevel: number;
+  readonly clientLevel: number;
+  constructor(message: string, daemonLevel: number, clientLevel: number, code?: Status) {
+    super(message, code);
+    this.daemonLevel = daemonLevel;
+    this.clientLevel = clientLevel;
+  }
+}
 /** `exec(..., { check: true })`: the command ended with a non-zero exit; `result` has it all. */
 export class CommandFailed extends AirlockError {
   readonly result: ExecResult;
@@ -65,6 +79,9 @@ const byCode = new Map<Status, new (message: string, code?: Status) => AirlockEr
 /** The SDK's error for a failed gRPC call. */
 export function fromServiceError(error: unknown): AirlockError {
   if (error instanceof AirlockError) return error;
+  // A call the version check held and failed carries the check's own error (see afterCheck).
+  const held = (error as { airlockError?: unknown })?.airlockError;
+  if (held instanceof AirlockError) return held;
   const e = error as Partial<ServiceError>;
   if (typeof e?.code !== 'number') {
     return new AirlockError(error instanceof Error ? error.message : String(error));

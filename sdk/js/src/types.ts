@@ -177,12 +177,53 @@ export interface Vm {
 
 export interface Metrics {
   time: Date;
+  /** Of all vCPUs together, over the last interval. */
   cpuPercent: number;
   memoryUsed: number;
   memoryTotal: number;
   processes: number;
   diskUsed: number;
   diskTotal: number;
+  /** Egress since the VM started (or was last resumed): bytes of connections that ended. */
+  netBytesOut: number;
+  netBytesIn: number;
+  netConnections: number;
+  /** DNS answers and connections refused. */
+  netDenied: number;
+}
+
+/**
+ * One thing that happened in a session (Session.timeline). Every string from the guest (output,
+ * transcripts, file names) is hostile: show it as text.
+ */
+export interface TimelineEvent {
+  /** 1, 2, ... in time order. */
+  seq: number;
+  time: Date;
+  /** session.create, session.pause, exec, file.write, network.allow, net.connect, ... */
+  kind: string;
+  /** One line for a person. */
+  summary: string;
+  /** Who asked (uid:0, cert:NAME, airlockd), or the agent's name. */
+  actor: string;
+  /** A denial, a failure, a non-zero exit. */
+  failed: boolean;
+  /** kind "exec" (and agent.*): the command. */
+  execId: number;
+  argv: Buffer[];
+  user: string;
+  cwd: string;
+  tty: boolean;
+  /** Seconds it ran; undefined while it still runs (or when airlockd lost it). */
+  duration?: number;
+  exitCode: number;
+  /** Its output, stdout and stderr interleaved as they came, from its start (cut short). */
+  output: Buffer;
+  outputTotal: number;
+  /** agent.*: the tool call's id, the tool, and the text. */
+  toolId: string;
+  tool: string;
+  text: Buffer;
 }
 
 export interface LogEntry {
@@ -209,4 +250,160 @@ export interface SessionEvent {
   exitCode: number;
   destination: string;
   lost: number;
+}
+
+/** What airlockd speaks (Client.version): its API level, the oldest it serves, its release. */
+export interface Version {
+  level: number;
+  oldestClientLevel: number;
+  /** airlockd's release, like "0.1.0". */
+  daemonVersion: string;
+}
+
+/** Where a session's workspace came from: the project as the CLI captured it. */
+export interface WorkspaceBase {
+  /** The project directory on the capturing host. */
+  path: string;
+  /** Its HEAD commit (git projects), else "". */
+  head: string;
+  /** Its branch then ("main"); "" when detached. */
+  branch: string;
+  /** "sha256:..." of the manifest. */
+  treeDigest: string;
+  files: number;
+  /** Bytes of file content. */
+  bytes: number;
+}
+
+/** A file or symlink of a workspace's base. */
+export interface WorkspaceEntry {
+  /** Relative, like "src/main.c" (bytes: names need not be UTF-8). */
+  path: Buffer;
+  /** st_mode: the type (regular file or symlink) and permission bits. */
+  mode: number;
+  size: number;
+  /** Regular files: the content's SHA-256, hex. */
+  sha256: string;
+  /** Symlinks: where it points. */
+  target: Buffer;
+}
+
+/** A session's workspace (Workspace.info). */
+export interface WorkspaceInfo {
+  base: WorkspaceBase;
+  /** The base's files, with `info({ entries: true })`; else empty. */
+  entries: WorkspaceEntry[];
+  /** When `airlock sync` last advanced the base; undefined: never. */
+  synced?: Date;
+  /** Paths sync wrote into the session. */
+  syncedPaths: Buffer[];
+}
+
+/** A path the session changed in /workspace against its base (Workspace.diff). */
+export interface WorkspaceChange {
+  kind: 'added' | 'modified' | 'deleted';
+  /** Relative to /workspace (bytes: names need not be UTF-8). */
+  path: Buffer;
+  /** st_mode in the base and in the session; 0: absent on that side. */
+  oldMode: number;
+  newMode: number;
+  oldSize: number;
+  newSize: number;
+  /** Symlinks: where each side points. */
+  oldTarget: Buffer;
+  newTarget: Buffer;
+  /** A side holds a NUL byte: no content shown. */
+  binary: boolean;
+  /** A side is over 1 MiB: no content shown. */
+  tooLarge: boolean;
+  /** The diff's budget for content ran out: no content shown. */
+  omitted: boolean;
+  /** Each side's content, when shown (from the guest: untrusted). */
+  oldContent?: Buffer;
+  newContent?: Buffer;
+}
+
+/** What Workspace.bundle asks for. */
+export interface BundleOptions {
+  /**
+   * Commit what is not committed yet on top of the session's HEAD, in the bundle only (the
+   * session's branch stays as it is).
+   */
+  includeUncommitted?: boolean;
+  /** Only the info: the commits and the uncommitted work; no bundle. */
+  dryRun?: boolean;
+  /** The branch you will make of it, for the audit record. */
+  branch?: string;
+}
+
+/** What a workspace bundle holds. The log and the diffs come from the guest: untrusted. */
+export interface WorkspaceBundleInfo {
+  /** The commit the session started from. */
+  baseCommit: string;
+  /** The bundle's tip. */
+  headCommit: string;
+  /** The session's current branch ("main"; "HEAD" when detached). */
+  branch: string;
+  /** The one ref the bundle holds. */
+  ref: string;
+  /** New commits since the base, uncommitted work included. */
+  commits: number;
+  /** `git log --stat` of those commits. */
+  log: string;
+  /** `git diff --stat` of the work not committed. */
+  uncommittedStat: string;
+  /** With dryRun: that work as a diff. */
+  uncommittedDiff: string;
+}
+
+/** The session's new commits as a git bundle (`git fetch` it, or `git bundle verify` it). */
+export interface WorkspaceBundle {
+  info: WorkspaceBundleInfo;
+  /** The bundle (`# v2 git bundle` ...); empty with dryRun. */
+  data: Buffer;
+}
+
+/** A secret bound to a session: its name, source, hosts and placeholder, never its value. */
+export interface SecretInfo {
+  name: string;
+  /** "env:OPENAI_API_KEY", "op://vault/item/field". */
+  source: string;
+  hosts: string[];
+  /** Swapped in request bodies too. */
+  body: boolean;
+  /** What the guest holds in its environment instead of the value. */
+  placeholder: string;
+  /** The value is in airlockd's memory (false after a restart for env: and file: sources, until set again). */
+  available: boolean;
+  /** undefined: not used yet. */
+  lastUsed?: Date;
+}
+
+/** A record of the host's audit log. */
+export interface AuditRecord {
+  /** 1, 2, ... in the order written. */
+  seq: number;
+  time: Date;
+  /** Who asked: uid:N, cert:NAME. */
+  principal: string;
+  /** Whose sessions or images it concerned. */
+  tenant: string;
+  /** session.create, file.read, network.allow, quota.refuse, ... */
+  action: string;
+  /** A session id, image name, path, ... */
+  target: string;
+  /** "ok..." or what went wrong. */
+  outcome: string;
+  /** SHA-256 hex of the previous hash and this record's fields. */
+  hash: string;
+}
+
+/** Whether the audit log's hash chain is whole (Client.verifyAudit). */
+export interface AuditVerification {
+  ok: boolean;
+  records: number;
+  lastSeq: number;
+  /** The first break in the chain; "" when ok. */
+  problem: string;
+  firstBadSeq: number;
 }

@@ -1,6 +1,8 @@
 // The TypeScript SDK against a real airlockd (its own, on a private AIRLOCK_HOME that shares the
-// host's images and kernel), as a program would use it: sessions, commands, streams, files,
-// pause/resume/fork, the errors, and airlockd's TCP listener with mutual TLS.
+// host's images and kernel), as a program would use it: the shared scenario of the four SDKs
+// (sdk/scenario.txt), sessions, commands, streams, files, pause/resume/fork, workspaces, secrets,
+// the audit log, the version check, the errors, airlockd's TCP listener with mutual TLS, and
+// the examples (examples/*.mjs) run as a user runs them.
 //
 // Usage: npm test (in sdk/js, after `npm run build`; as root after scripts/setup.sh; AIRLOCKD
 // names the daemon binary, default build/airlockd)
@@ -15,10 +17,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
 import * as airlock from '../dist/index.js';
+import { overrideApiLevelForTests } from '../dist/version.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const airlockd = process.env.AIRLOCKD ?? path.join(here, '..', '..', '..', 'build', 'airlockd');
+const cliBinary = path.join(path.dirname(airlockd), 'airlock');  // built beside airlockd
 const hostHome = process.env.AIRLOCK_HOME ?? '/var/lib/airlock';
 const serverName = 'airlock-sdk-test-server';
 
@@ -27,6 +32,7 @@ fs.chmodSync(dir, 0o755);  // the VMM (uid 65534) reads the image through here
 const socket = path.join(dir, 'sock');
 let address;
 let daemon;
+let home;
 
 const openssl = (...args) => execFileSync('openssl', args, { stdio: 'pipe' });
 function issue(name, cn) {
@@ -41,7 +47,7 @@ const tls = (name = 'client') => ({ ca: `${dir}/ca.pem`, cert: `${dir}/${name}.p
                                     key: `${dir}/${name}.key`, serverName });
 
 before(async () => {
-  const home = path.join(dir, 'home');
+  home = path.join(dir, 'home');
   fs.mkdirSync(path.join(home, 'kernel'), { recursive: true });
   fs.symlinkSync(path.join(hostHome, 'images'), path.join(home, 'images'));
   fs.symlinkSync(fs.realpathSync(path.join(hostHome, 'kernel/vmlinux')), path.join(home, 'kernel/vmlinux'));
@@ -77,31 +83,63 @@ async function withClient(use) {
   try { return await use(c); } finally { c.close(); }
 }
 
-test('the README example', () => withClient(async (c) => {
-  let id;
-  await c.withSession({ memory: '1g' }, async (s) => {
-    id = s.id;
-    assert.equal(s.state, 'running');
-    assert.equal(s.info.limits.memory, 2 ** 30);
-    const r = await s.exec(['python3', '-c', 'print(6*7)']);
-    assert.equal(r.stdout.toString(), '42\n');
-    assert.equal(r.exitCode, 0);
-    const events = [];
-    for await (const e of s.execStream(['sh', '-c', 'echo one; sleep 0.3; echo two >&2; exit 5'])) events.push(e);
-    assert.deepEqual(events.map((e) => [e.type, e.data?.toString() ?? e.exitCode]),
-                     [['stdout', 'one\n'], ['stderr', 'two\n'], ['exit', 5]]);
-    await s.files.write('/tmp/x.py', "print('from a file')");
-    assert.equal((await s.exec(['python3', '/tmp/x.py'])).stdout.toString(), 'from a file\n');
-    assert.equal((await s.pause()).state, 'paused');
-    const kids = await s.fork(3);
-    try {
-      assert.equal(new Set([s.id, ...kids.map((k) => k.id)]).size, 4);
-      for (const k of kids) assert.equal((await k.exec(['cat', '/tmp/x.py'])).stdout.toString(), "print('from a file')");
-    } finally {
-      for (const k of kids) await k.remove();
+// The steps of sdk/scenario.txt with this SDK's API, one transcript line per step, which must be
+// the file's transcript (the other SDKs print the same).
+test('the shared scenario prints the transcript of sdk/scenario.txt', () => withClient(async (c) => {
+  const file = fs.readFileSync(path.join(here, '..', '..', 'scenario.txt'), 'utf8');
+  const expected = file.split('\n').filter((line) => line && !line.startsWith('#'));
+  const lines = [];
+  const s = await c.createSession({ memory: '1g' });
+  let kids = [];
+  try {
+    lines.push(`create state=${s.state} memory=${s.info.limits.memory}`);
+
+    const r = await s.exec(['sh', '-c', 'echo out; echo to-err >&2; exit 3']);
+    lines.push(`exec exit=${r.exitCode} stdout=${JSON.stringify(r.stdout.toString())} stderr=${JSON.stringify(r.stderr.toString())}`);
+
+    let [stdoutBytes, allZero, stderrBytes, exit] = [0, true, 0, undefined];
+    let zeros = Buffer.alloc(0);
+    for await (const e of s.execStream(['head', '-c', '67108864', '/dev/zero'])) {
+      if (e.type === 'stdout') {
+        if (zeros.length < e.data.length) zeros = Buffer.alloc(e.data.length);
+        stdoutBytes += e.data.length;
+        allZero &&= e.data.equals(zeros.subarray(0, e.data.length));
+      } else if (e.type === 'stderr') {
+        stderrBytes += e.data.length;
+      } else {
+        exit = e.exitCode;
+      }
     }
-  });
-  assert.equal((await c.getSession(id)).state, 'stopped');  // its record stays
+    lines.push(`stream stdout_bytes=${stdoutBytes} all_zero=${allZero} stderr_bytes=${stderrBytes} exit=${exit}`);
+
+    const content = Buffer.alloc((3 << 20) + 17);
+    for (let i = 0; i < content.length; i++) content[i] = (i * 7) % 251;
+    lines.push(`write bytes=${await s.files.write('/root/data.bin', content, 0o600)}`);
+    lines.push(`read same=${(await s.files.read('/root/data.bin')).equals(content)}`);
+    const stat = await s.exec(['stat', '-c', '%a %s', '/root/data.bin']);
+    lines.push(`stat stdout=${JSON.stringify(stat.stdout.toString())}`);
+
+    lines.push(`pause state=${(await s.pause()).state}`);
+    lines.push(`resume state=${(await s.resume()).state}`);
+    lines.push(`read same=${(await s.files.read('/root/data.bin')).equals(content)}`);
+
+    kids = await s.fork(2);
+    lines.push(`fork children=${kids.length} distinct_ids=${new Set([s.id, ...kids.map((k) => k.id)]).size}`);
+    for (const k of kids) {
+      const same = (await k.files.read('/root/data.bin')).equals(content);
+      lines.push(`child same=${same} own_hostname=${k.info.hostname !== s.info.hostname}`);
+      await k.remove();
+    }
+    kids = [];
+
+    await s.remove();
+    lines.push(`remove state=${(await c.getSession(s.id)).state}`);  // its record stays
+  } finally {
+    for (const k of kids) await k.remove().catch(() => undefined);
+    await s.remove().catch(() => undefined);
+  }
+  assert.equal(lines.join('\n'), expected.join('\n'),
+               `this SDK's transcript:\n${lines.join('\n')}\n\nsdk/scenario.txt's:\n${expected.join('\n')}`);
 }));
 
 test('exec splits output, takes stdin, and says how the command ended', () => withClient((c) =>
@@ -111,6 +149,10 @@ test('exec splits output, takes stdin, and says how the command ended', () => wi
     const big = crypto.randomBytes(3 << 20);
     r = await s.exec(['sha256sum'], { stdin: big });
     assert.equal(r.stdout.toString().split(' ')[0], crypto.createHash('sha256').update(big).digest('hex'));
+    const events = [];
+    for await (const e of s.execStream(['sh', '-c', 'echo one; sleep 0.3; echo two >&2; exit 5'])) events.push(e);
+    assert.deepEqual(events.map((e) => [e.type, e.data?.toString() ?? e.exitCode]),
+                     [['stdout', 'one\n'], ['stderr', 'two\n'], ['exit', 5]]);
     async function* pieces() { yield 'from '; yield Buffer.from('an '); yield new TextEncoder().encode('iterator'); }
     assert.equal((await s.exec(['cat'], { stdin: pieces() })).stdout.toString(), 'from an iterator');
     r = await s.exec(['sh', '-c', 'echo $GREETING in $(pwd) as $(id -un)'],
@@ -183,8 +225,13 @@ test('files, listings and one-shot runs', () => withClient(async (c) => {
     assert.equal((await s.exec(['sh', '-c', 'ls -A /root | grep -c airlock || true'])).stdout.toString(), '0\n');
     assert.ok((await c.listSessions()).some((x) => x.id === s.id));
     assert.ok((await s.logs()).some((e) => e.stream === 'event'));
-    assert.ok((await s.metrics()).memoryTotal > 0);
-    assert.ok((await s.timeline()).some((e) => e.kind === 'exec'));
+    const metrics = await s.metrics();
+    assert.ok(metrics.memoryTotal > 0 && metrics.time instanceof Date && typeof metrics.netDenied === 'number');
+    // The timeline in the SDK's own terms: dates, seconds, argv as bytes.
+    const ran = (await s.timeline()).find((e) => e.kind === 'exec' && e.argv.map(String).join(' ') === 'stat -c %a /root/blob');
+    assert.ok(ran, 'the timeline has the stat command');
+    assert.ok(ran.time instanceof Date && Buffer.isBuffer(ran.output) && ran.duration >= 0 && ran.seq > 0);
+    assert.deepEqual([ran.exitCode, ran.output.toString(), ran.failed], [0, '600\n', false]);
     assert.ok((await c.vms()).some((v) => v.sessionId === s.id && v.pid > 0));
 
     // A server in the session as a URL, reached through the gateway with its token.
@@ -366,3 +413,203 @@ test('mutual TLS: the certificate holder is its own tenant, a stranger cannot co
           `${dir}/stranger.pem`, '-days', '1', '-subj', '/CN=stranger');
   await assert.rejects(airlock.Client.connect(address, { tls: tls('stranger'), connectTimeout: 3 }), airlock.Unavailable);
 });
+
+test('the version check: airlockd answers its level, and a mismatch fails loudly and says what to upgrade', async () => {
+  const v = await withClient((c) => c.version());
+  assert.ok(v.level >= airlock.API_LEVEL && v.oldestClientLevel <= airlock.API_LEVEL, JSON.stringify(v));
+  assert.match(v.daemonVersion, /^\d+\.\d+\.\d+/);
+
+  // An SDK newer than the daemon: connecting fails, naming both levels.
+  const before = overrideApiLevelForTests(v.level + 1);
+  try {
+    await assert.rejects(airlock.Client.connect(socket), (e) => {
+      assert.ok(e instanceof airlock.VersionMismatch && e instanceof airlock.AirlockError, String(e));
+      assert.deepEqual([e.daemonLevel, e.clientLevel], [v.level, v.level + 1]);
+      assert.equal(e.message, `airlockd ${v.daemonVersion} speaks API level ${v.level}; this SDK needs ${v.level + 1}: upgrade airlockd`);
+      return true;
+    });
+    // A client made without connect() checks before its first call; every call, streams too,
+    // rejects with the same error and nothing reaches airlockd.
+    const lazy = new airlock.Client(socket);
+    try {
+      await assert.rejects(lazy.listSessions(), airlock.VersionMismatch);
+      await assert.rejects(lazy.createSession(), airlock.VersionMismatch);
+      await assert.rejects(lazy.run(['true']), airlock.VersionMismatch);
+      await assert.rejects((async () => { for await (const e of lazy.watch()) void e; })(), airlock.VersionMismatch);
+      await assert.rejects(lazy.version(), airlock.VersionMismatch);
+    } finally {
+      lazy.close();
+    }
+    // An SDK older than the daemon serves.
+    overrideApiLevelForTests(v.oldestClientLevel - 1);
+    await assert.rejects(airlock.Client.connect(socket), (e) => e instanceof airlock.VersionMismatch &&
+      e.message.endsWith(': upgrade the SDK') && e.daemonLevel === v.level);
+  } finally {
+    overrideApiLevelForTests(before);
+  }
+
+  // An airlockd from before API levels has no Api service: gRPC answers UNIMPLEMENTED.
+  const old = new grpc.Server();
+  const oldSocket = path.join(dir, 'old.sock');
+  await new Promise((resolve, reject) => old.bindAsync(`unix:${oldSocket}`, grpc.ServerCredentials.createInsecure(),
+                                                       (error) => (error ? reject(error) : resolve())));
+  try {
+    await assert.rejects(airlock.Client.connect(oldSocket), (e) => e instanceof airlock.VersionMismatch &&
+      e.daemonLevel === 0 && /predates API levels.*: upgrade airlockd$/.test(e.message));
+  } finally {
+    old.forceShutdown();
+  }
+
+  // A client that passed the check works, and its sessions are what airlockd says.
+  await withClient(async (c) => assert.ok(Array.isArray(await c.listSessions())));
+});
+
+// `airlock ARGS...` (the CLI built beside airlockd) against this test's airlockd.
+function cli(...args) {
+  return execFileSync(cliBinary, args, {
+    encoding: 'utf8', env: { ...process.env, AIRLOCK_SOCKET: socket, AIRLOCK_HOME: home },
+  });
+}
+
+test('a workspace the CLI made: its base, the diff against it, and its commits as a git bundle', async () => {
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-js-project-'));
+  const git = (...args) => execFileSync('git', ['-C', project, '-c', 'user.name=Host User', '-c',
+                                                'user.email=host@example.com', ...args], { encoding: 'utf8' }).trim();
+  git('init', '-q', '-b', 'main');
+  fs.mkdirSync(path.join(project, 'src'));
+  fs.writeFileSync(path.join(project, 'README'), 'hello\n');
+  fs.writeFileSync(path.join(project, 'src', 'app.py'), "print('v1')\n");
+  git('add', '-A');
+  git('commit', '-qm', 'first');
+  const head = git('rev-parse', 'HEAD');
+  const id = cli('session', 'create', '--workspace', project).trim();
+  try {
+    await withClient(async (c) => {
+      const s = await c.getSession(id);
+      const info = await s.workspace.info({ entries: true });
+      assert.deepEqual([info.base.path, info.base.head, info.base.branch, info.synced],
+                       [fs.realpathSync(project), head, 'main', undefined]);
+      assert.match(info.base.treeDigest, /^sha256:[0-9a-f]{64}$/);
+      const readme = info.entries.find((e) => e.path.toString() === 'README');
+      assert.deepEqual([readme.mode, readme.size, readme.sha256],
+                       [0o100644, 6, crypto.createHash('sha256').update('hello\n').digest('hex')]);
+      assert.ok(info.entries.some((e) => e.path.toString() === 'src/app.py'));
+      assert.deepEqual((await s.workspace.info()).entries, []);
+      assert.deepEqual(await s.workspace.diff(), []);
+
+      // The agent's work in the guest: a change, a new file and a removal, committed.
+      const commit = 'git -c user.name=Agent -c user.email=agent@example.com commit -q';
+      await s.exec(['sh', '-c', `cd /workspace && echo changed > README && echo new > NEW && rm src/app.py && git add -A && ${commit} -m 'agent change'`],
+                   { check: true });
+      const changes = await s.workspace.diff();
+      assert.deepEqual(changes.map((x) => [x.kind, x.path.toString()]),
+                       [['added', 'NEW'], ['modified', 'README'], ['deleted', 'src/app.py']]);
+      const [added, modified, deleted] = changes;
+      assert.deepEqual([added.oldMode, added.newMode, added.oldContent, String(added.newContent)], [0, 0o100644, undefined, 'new\n']);
+      assert.deepEqual([modified.oldSize, modified.newSize, String(modified.oldContent), String(modified.newContent)],
+                       [6, 8, 'hello\n', 'changed\n']);
+      assert.deepEqual([modified.binary, modified.tooLarge, modified.omitted], [false, false, false]);
+      assert.deepEqual([deleted.newMode, String(deleted.oldContent), deleted.newContent], [0, "print('v1')\n", undefined]);
+
+      const dry = await s.workspace.bundle({ dryRun: true });
+      assert.deepEqual([dry.info.baseCommit, dry.info.branch, dry.info.commits, dry.data.length], [head, 'main', 1, 0]);
+      assert.match(dry.info.log, /agent change/);
+      const bundle = await s.workspace.bundle({ branch: 'review' });
+      assert.equal(bundle.info.commits, 1);
+      assert.match(bundle.data.subarray(0, 16).toString(), /^# v[23] git bundle\n/);
+      // It is git's own: the project takes the commit from it.
+      const file = path.join(project, '..', `${path.basename(project)}.bundle`);
+      fs.writeFileSync(file, bundle.data);
+      try {
+        git('fetch', '-q', file, `${bundle.info.ref}:refs/heads/review`);
+      } finally {
+        fs.rmSync(file);
+      }
+      assert.equal(git('rev-parse', 'review'), bundle.info.headCommit);
+      assert.equal(git('log', '-1', '--format=%s', 'review'), 'agent change');
+
+      // Work not committed: shown by a dry run, committed on top in the bundle only.
+      await s.exec(['sh', '-c', 'cd /workspace && echo wip > WIP'], { check: true });
+      assert.match((await s.workspace.bundle({ dryRun: true })).info.uncommittedDiff, /\+wip/);
+      assert.equal((await s.workspace.bundle({ includeUncommitted: true, dryRun: true })).info.commits, 2);
+      await assert.rejects(s.workspace.bundle({ branch: 7 }), airlock.InvalidArgument);
+    });
+  } finally {
+    cli('rm', id);
+    fs.rmSync(project, { recursive: true, force: true });
+  }
+});
+
+test("a session's secrets, and the host's audit log", () => withClient(async (c) => {
+  const s = await c.createSession({ secrets: { 'TOKEN=env:AIRLOCK_UNUSED@api.example.com': 's3cret-value' } });
+  try {
+    const [token, ...others] = await s.secrets.list();
+    assert.deepEqual(others, []);
+    assert.deepEqual([token.name, token.source, token.hosts, token.body, token.available, token.lastUsed],
+                     ['TOKEN', 'env:AIRLOCK_UNUSED', ['api.example.com'], false, true, undefined]);
+    const seen = (await s.exec(['sh', '-c', 'echo $TOKEN'])).stdout.toString();
+    assert.equal(seen, `${token.placeholder}\n`);
+    assert.ok(!seen.includes('s3cret-value'));
+    const both = await s.secrets.set({ 'OTHER=env:AIRLOCK_UNUSED@other.example.com?body': 'v' });
+    assert.deepEqual(both.map((x) => [x.name, x.body]).sort(), [['OTHER', true], ['TOKEN', false]]);
+    assert.deepEqual((await s.secrets.remove(['TOKEN'])).map((x) => x.name), ['OTHER']);
+    assert.deepEqual((await s.secrets.list()).map((x) => x.name), ['OTHER']);
+    await assert.rejects(s.secrets.remove('OTHER'), airlock.InvalidArgument);
+
+    // No workspace here: said, with how to make one.
+    await assert.rejects(s.workspace.diff(), (e) => e instanceof airlock.FailedPrecondition && /has no workspace/.test(e.message));
+    await assert.rejects(s.workspace.info(), airlock.FailedPrecondition);
+  } finally {
+    await s.remove();
+  }
+
+  // Root over the socket reads the audit log, which holds what was just done.
+  const records = await c.audit.list(new Date(Date.now() - 3600 * 1000));
+  assert.ok(records.some((r) => r.action === 'session.create' && r.target === s.id), JSON.stringify(records.at(-1)));
+  assert.ok(records.every((r, i) => r.time instanceof Date && /^[0-9a-f]{64}$/.test(r.hash) && (i === 0 || r.seq > records[i - 1].seq)));
+  assert.equal((await c.audit.list(undefined, 2)).length, 2);
+  assert.deepEqual(await c.audit.list(new Date(Date.now() + 3600 * 1000)), []);
+  await assert.rejects(c.audit.list('yesterday'), airlock.InvalidArgument);
+  const verified = await c.audit.verify();
+  assert.deepEqual([verified.ok, verified.problem, verified.firstBadSeq], [true, '', 0]);
+  assert.ok(verified.records > 0 && verified.lastSeq >= records.at(-1).seq, JSON.stringify(verified));
+}));
+
+// examples/NAME.mjs run with node against this test's airlockd: its output, and when each piece
+// of its stdout came (ms after it started).
+function example(name) {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const child = spawn(process.execPath, [path.join(here, '..', 'examples', `${name}.mjs`), socket],
+                        { stdio: ['ignore', 'pipe', 'pipe'] });
+    const run = { stdout: '', stderr: '', pieces: [] };
+    child.stdout.on('data', (d) => { run.stdout += d; run.pieces.push([Date.now() - started, String(d)]); });
+    child.stderr.on('data', (d) => { run.stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ ...run, code }));
+  });
+}
+
+test('the examples run as a user runs them', () => withClient(async (c) => {
+  const quick = await example('quickstart');
+  assert.equal(quick.code, 0, quick.stderr);
+  const [, id, hostname] = /^session (\S+) is running\nhello from (\S+)\nexit code 0\n$/.exec(quick.stdout) ?? [];
+  assert.ok(id, quick.stdout);
+  assert.equal((await c.getSession(id)).state, 'stopped');  // removed
+  assert.equal((await c.getSession(id)).info.hostname, hostname);
+
+  const stream = await example('stream');
+  assert.equal(stream.code, 0, stream.stderr);
+  assert.deepEqual([stream.stdout, stream.stderr], ['step 1\nstep 2\nstep 3\nstep 4\nstep 5\nexit code 0\n', 'done\n']);
+  // As it came: five steps half a second apart, not all at the end.
+  const at = (text) => stream.pieces.find(([, piece]) => piece.includes(text))[0];
+  assert.ok(at('step 5') - at('step 1') >= 1500, JSON.stringify(stream.pieces));
+
+  const fork = await example('fork');
+  assert.equal(fork.code, 0, fork.stderr);
+  const m = /^(\S+) \((\S+)\):\nbefore the fork\ncopy 0\n(\S+) \((\S+)\):\nbefore the fork\ncopy 1\n(\S+) \(the original\):\nbefore the fork\n$/
+    .exec(fork.stdout);
+  assert.ok(m, fork.stdout);
+  assert.equal(new Set([m[1], m[3], m[5]]).size, 3);
+  assert.notEqual(m[2], m[4]);
+}));

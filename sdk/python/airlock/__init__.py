@@ -12,20 +12,27 @@
             kids = s.fork(3)
 
 ``airlock.aio`` is the same API for asyncio. Errors are the classes of ``airlock.errors``,
-also importable from here (NotFound, PermissionDenied, LimitExceeded, Timeout, SessionFailed...).
+also importable from here (NotFound, PermissionDenied, LimitExceeded, Timeout, SessionFailed,
+VersionMismatch...). ``API_LEVEL`` is the level of airlockd's API this SDK was built for:
+connecting fails with VersionMismatch when airlockd does not speak it.
 """
-from airlock._common import (TLS, Event, ExecResult, Exit, Exposure, Image, LogEntry, Metrics,
-                             NetworkRule, Output, SessionInfo, Vm, Volume)
+from airlock._common import (API_LEVEL, TLS, VERSION, AuditRecord, AuditVerification, Event,
+                             ExecResult, Exit, Exposure, Image, LogEntry, Metrics, NetworkRule,
+                             Output, SecretInfo, SessionInfo, TimelineEvent, VersionInfo, Vm,
+                             Volume, WorkspaceBase, WorkspaceBundle, WorkspaceBundleInfo,
+                             WorkspaceChange, WorkspaceEntry, WorkspaceInfo)
 from airlock.client import Client, ExecStream, Session, Watch
 from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
                             LimitExceeded, NotFound, PermissionDenied, SessionFailed, Timeout,
-                            Unauthenticated, Unavailable)
+                            Unauthenticated, Unavailable, VersionMismatch)
 
 __all__ = [
-    "Client", "Session", "ExecStream", "Watch", "Event", "TLS", "ExecResult", "Exit", "Output", "SessionInfo",
-    "LogEntry", "Metrics", "Vm", "NetworkRule", "Exposure", "Image", "Volume", "AirlockError",
-    "CommandFailed",
+    "Client", "Session", "ExecStream", "Watch", "Event", "TLS", "ExecResult", "Exit", "Output",
+    "SessionInfo", "LogEntry", "Metrics", "TimelineEvent", "Vm", "NetworkRule", "Exposure", "Image", "Volume",
+    "VersionInfo", "WorkspaceBase", "WorkspaceEntry", "WorkspaceInfo", "WorkspaceChange",
+    "WorkspaceBundle", "WorkspaceBundleInfo", "SecretInfo", "AuditRecord", "AuditVerification",
+    "API_LEVEL", "AirlockError", "CommandFailed",
     "FailedPrecondition", "InvalidArgument", "LimitExceeded", "NotFound", "PermissionDenied",
-    "SessionFailed", "Timeout", "Unauthenticated", "Unavailable",
+    "SessionFailed", "Timeout", "Unauthenticated", "Unavailable", "VersionMismatch",
 ]
-__version__ = "0.1.0"
+__version__ = VERSION

@@ -10,9 +10,16 @@ import typing
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from airlock.errors import (CommandFailed, FailedPrecondition, InvalidArgument, SessionFailed,
-                            Timeout)
+import grpc
+
+from airlock.errors import (AirlockError, CommandFailed, FailedPrecondition, InvalidArgument,
+                            SessionFailed, Timeout, VersionMismatch)
 from airlock.v1 import airlock_pb2 as pb
+
+VERSION = "0.1.0"  # this SDK's release (airlock.__version__)
+# The Airlock API level this SDK was built for (service Api in the proto): airlockd must speak
+# at least this level and still serve it. Read at each check, so that a test may raise it.
+API_LEVEL = 1
 
 DEFAULT_SOCKET = "/run/airlock/airlockd.sock"
 # Output arrives in pieces of at most 4 MiB; leave room for a whole-file read.
@@ -120,6 +127,9 @@ def secrets(values: Optional[Mapping[str, Union[str, bytes]]]) -> List[pb.Secret
     """{"NAME=SOURCE@HOST": value-or-None}: a protected credential per entry. For env:, file: and
     op:// sources the value is read here, with this process's rights, as the CLI does; shared:
     sources are read by airlockd."""
+    if values is not None and not isinstance(values, Mapping):
+        raise InvalidArgument("secrets map \"NAME=SOURCE@HOST[,HOST...]\" to a value (or None "
+                              "to read env: and file: sources here)")
     out = []
     for spec, value in (values or {}).items():
         if not isinstance(spec, str):
@@ -346,18 +356,24 @@ class SessionInfo:
 
 
 class SessionBase:
-    """What a session is in both clients: its last known state (``info``), ``files`` and
-    ``network``; each client's Session adds the calls, sync or async."""
+    """What a session is in both clients: its last known state (``info``), ``files``,
+    ``network``, ``ports``, ``workspace`` and ``secrets``; each client's Session adds the calls,
+    sync or async. Sessions come from the client (create_session, get_session, sessions, fork),
+    not from this constructor."""
     _files_class: type
     _network_class: type
     _ports_class: type
+    _workspace_class: type
+    _secrets_class: type
 
-    def __init__(self, client, info: pb.Session):
+    def __init__(self, client, info: SessionInfo):
         self._client = client
-        self.info = session_info(info)
+        self.info = info
         self.files = self._files_class(self)
         self.network = self._network_class(self)
         self.ports = self._ports_class(self)
+        self.workspace = self._workspace_class(self)
+        self.secrets = self._secrets_class(self)
 
     @property
     def id(self) -> str:
@@ -511,18 +527,64 @@ def log_entry(e: pb.LogEntry) -> LogEntry:
 
 @dataclass(frozen=True)
 class Metrics:
+    """A sample of a guest's metrics."""
     time: datetime.datetime
-    cpu_percent: float
+    cpu_percent: float         # of all vCPUs together, over the last interval
     memory_used: int
     memory_total: int
     processes: int
     disk_used: int
     disk_total: int
+    # Egress since the VM started (or was last resumed): bytes of connections that ended, those
+    # connections, and the DNS answers and connections refused.
+    net_bytes_out: int = 0
+    net_bytes_in: int = 0
+    net_connections: int = 0
+    net_denied: int = 0
 
 
 def metrics(m: pb.MetricsSample) -> Metrics:
     return Metrics(_time(m.unix_ms), m.cpu_percent, m.memory_used_bytes, m.memory_total_bytes,
-                   m.processes, m.disk_used_bytes, m.disk_total_bytes)
+                   m.processes, m.disk_used_bytes, m.disk_total_bytes, m.net_bytes_out,
+                   m.net_bytes_in, m.net_connections, m.net_denied)
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One thing that happened in a session (Session.timeline()). Every string from the guest
+    (output, transcripts, file names) is hostile: show it as text."""
+    seq: int                   # 1, 2, ... in time order
+    time: datetime.datetime
+    kind: str                  # session.create, session.pause, exec, file.write, net.connect, ...
+    summary: str               # one line for a person
+    actor: str                 # who asked (uid:0, cert:NAME, airlockd), or the agent's name
+    failed: bool               # a denial, a failure, a non-zero exit
+    # kind "exec" (and agent.*): the command, where and as whom, how long (None: still
+    # running, or airlockd lost it), how it ended, and its output (stdout and stderr
+    # interleaved as they came, from its start, cut short; output_total: all it stored).
+    exec_id: int = 0
+    argv: Tuple[bytes, ...] = ()
+    user: str = ""
+    cwd: str = ""
+    tty: bool = False
+    duration: Optional[datetime.timedelta] = None
+    exit_code: int = 0
+    output: bytes = b""
+    output_total: int = 0
+    # agent.*: the tool call's id, the tool, and the text (a message, input as JSON, a result).
+    tool_id: str = ""
+    tool: str = ""
+    text: bytes = b""
+
+
+def timeline_event(e: pb.TimelineEvent) -> TimelineEvent:
+    return TimelineEvent(
+        seq=e.seq, time=_time(e.unix_ms), kind=e.kind, summary=e.summary, actor=e.actor,
+        failed=e.failed, exec_id=e.exec_id, argv=tuple(e.argv), user=e.user, cwd=e.cwd,
+        tty=e.tty,
+        duration=None if e.duration_ms < 0 else datetime.timedelta(milliseconds=e.duration_ms),
+        exit_code=e.exit_code, output=e.output, output_total=e.output_total, tool_id=e.tool_id,
+        tool=e.tool, text=e.text)
 
 
 @dataclass(frozen=True)
@@ -732,3 +794,249 @@ def target(address: Optional[str], tls: Optional[TLS]) -> Tuple[str, bool]:
         raise InvalidArgument(f"{address}: airlockd listens on TCP only with mutual TLS; give "
                               "tls=airlock.TLS(ca=..., cert=..., key=...), or a socket path")
     return address, True
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """What airlockd speaks (Client.version())."""
+    level: int                 # its API level
+    oldest_client_level: int   # the oldest client level it still serves
+    daemon_version: str        # airlockd's release, like "0.1.0"
+
+
+def version_request() -> pb.VersionRequest:
+    return pb.VersionRequest(client_level=API_LEVEL, client=f"python-sdk {VERSION}")
+
+
+def version_info(reply: pb.VersionReply) -> VersionInfo:
+    return VersionInfo(reply.level, reply.oldest_client_level, reply.daemon_version)
+
+
+def checked_version(reply: pb.VersionReply) -> VersionInfo:
+    """airlockd's answer to Api.Version, or VersionMismatch when it and this SDK cannot work
+    together: a call the SDK makes could otherwise fail later, far from the reason."""
+    v = version_info(reply)
+    if v.level < API_LEVEL:
+        raise VersionMismatch(f"airlockd {v.daemon_version} speaks API level {v.level}; this SDK "
+                              f"needs {API_LEVEL}: upgrade airlockd", v.level, API_LEVEL)
+    if API_LEVEL < v.oldest_client_level:
+        raise VersionMismatch(f"airlockd {v.daemon_version} speaks API levels "
+                              f"{v.oldest_client_level} to {v.level}; this SDK speaks "
+                              f"{API_LEVEL}: upgrade the SDK", v.level, API_LEVEL)
+    return v
+
+
+def version_error(error: AirlockError) -> AirlockError:
+    """Api.Version's failure as the SDK says it: an airlockd that does not know the call is
+    older than API levels; a refusal (FAILED_PRECONDITION) says the SDK is too old."""
+    if error.code == grpc.StatusCode.UNIMPLEMENTED:
+        return VersionMismatch(f"airlockd predates API levels (it does not answer Api.Version); "
+                               f"this SDK needs level {API_LEVEL}: upgrade airlockd", 0,
+                               API_LEVEL, code=error.code)
+    if error.code == grpc.StatusCode.FAILED_PRECONDITION:
+        return VersionMismatch(error.message, 0, API_LEVEL, code=error.code)
+    return error
+
+
+@dataclass(frozen=True)
+class WorkspaceBase:
+    """Where a session's workspace came from: the project on the client's host when the session
+    was created (``airlock session create --workspace DIR``)."""
+    path: str                  # the project directory on that host
+    head: str                  # its HEAD commit (git projects), else ""
+    branch: str                # its branch then ("main"); "" when detached
+    tree_digest: str           # "sha256:..." of its manifest
+    files: int
+    bytes: int                 # of file content
+
+
+@dataclass(frozen=True)
+class WorkspaceEntry:
+    """A file or symlink of a workspace's base."""
+    path: bytes                # relative: b"src/main.c"
+    mode: int                  # st_mode: its type (regular file or symlink) and permissions
+    size: int
+    sha256: str                # regular files: hex
+    target: bytes              # symlinks
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    """A session's workspace (Session.workspace.info())."""
+    session_id: str
+    base: WorkspaceBase
+    entries: List[WorkspaceEntry]  # the base's manifest, with info(entries=True)
+    synced: Optional[datetime.datetime]  # when `airlock sync` last advanced the base
+    synced_paths: List[bytes]      # paths that sync wrote into the session
+
+
+@dataclass(frozen=True)
+class WorkspaceChange:
+    """What a session changed at one path of /workspace against its base. Modes are st_mode
+    (0: absent on that side); contents are None where not shown (binary, too_large, omitted)."""
+    kind: str                  # "added", "modified" or "deleted"
+    path: bytes
+    old_mode: int
+    new_mode: int
+    old_size: int
+    new_size: int
+    old_target: bytes          # symlinks
+    new_target: bytes
+    binary: bool               # a side holds a NUL byte
+    too_large: bool            # a side is over 1 MiB
+    omitted: bool              # the diff's content budget ran out
+    old_content: Optional[bytes]
+    new_content: Optional[bytes]
+
+
+@dataclass(frozen=True)
+class WorkspaceBundleInfo:
+    """A session's new commits since its base. ``log``, ``uncommitted_stat`` and
+    ``uncommitted_diff`` come from the guest: untrusted text."""
+    base_commit: str           # the commit the session started from
+    head_commit: str           # the bundle's tip
+    branch: str                # the session's branch ("main"; "HEAD" when detached)
+    ref: str                   # the one ref the bundle holds
+    commits: int               # new commits since the base, uncommitted work included
+    log: str                   # `git log --stat` of them
+    uncommitted_stat: str      # `git diff --stat` of the work not committed
+    uncommitted_diff: str      # with dry_run: that work as a diff
+
+
+@dataclass(frozen=True)
+class WorkspaceBundle:
+    """Session.workspace.bundle(): the commits' info and the git bundle (``git fetch`` takes
+    it); ``data`` is b"" for a dry run or when the bundle went to a file."""
+    info: WorkspaceBundleInfo
+    data: bytes
+
+
+def workspace_base(b: pb.WorkspaceBase) -> WorkspaceBase:
+    return WorkspaceBase(b.path, b.head, b.branch, b.tree_digest, b.files, getattr(b, "bytes"))
+
+
+def workspace_info(w: pb.WorkspaceInfo) -> WorkspaceInfo:
+    return WorkspaceInfo(
+        session_id=w.session_id, base=workspace_base(w.base),
+        entries=[WorkspaceEntry(e.path, e.mode, e.size, e.sha256, e.target) for e in w.entries],
+        synced=_time(w.synced_unix_ms) if w.synced_unix_ms else None,
+        synced_paths=list(w.synced))
+
+
+_CHANGE_KINDS = {0: "added", 1: "modified", 2: "deleted"}
+
+
+def workspace_change(w: pb.WorkspaceChange) -> WorkspaceChange:
+    return WorkspaceChange(
+        kind=_CHANGE_KINDS.get(w.kind, "unknown"), path=w.path, old_mode=w.old_mode,
+        new_mode=w.new_mode, old_size=w.old_size, new_size=w.new_size, old_target=w.old_target,
+        new_target=w.new_target, binary=w.binary, too_large=w.too_large, omitted=w.omitted,
+        old_content=w.old_content if w.has_old_content else None,
+        new_content=w.new_content if w.has_new_content else None)
+
+
+def bundle_request(session_id: str, include_uncommitted, dry_run,
+                   branch) -> pb.WorkspaceBundleRequest:
+    if not isinstance(branch, str):
+        raise InvalidArgument("branch is the name of the branch you will make of the bundle")
+    return pb.WorkspaceBundleRequest(session_id=session_id,
+                                     include_uncommitted=bool(include_uncommitted),
+                                     dry_run=bool(dry_run), branch=branch)
+
+
+def bundle_info(i: pb.WorkspaceBundleInfo) -> WorkspaceBundleInfo:
+    return WorkspaceBundleInfo(i.base_commit, i.head_commit, i.branch, i.ref, i.commits, i.log,
+                               i.uncommitted_stat, i.uncommitted_diff)
+
+
+class BundleReader:
+    """Takes Workspaces.Bundle's messages: the info first, then the bundle's pieces, kept or
+    written to ``to`` (a binary file) as they come."""
+
+    def __init__(self, to=None):
+        if to is not None and not hasattr(to, "write"):
+            raise InvalidArgument("to is a binary file open for writing (or None to keep the "
+                                  "bundle in memory)")
+        self._to = to
+        self._pieces: List[bytes] = []
+        self.info: Optional[WorkspaceBundleInfo] = None
+
+    def add(self, chunk: pb.WorkspaceBundleChunk) -> None:
+        if chunk.HasField("info"):
+            self.info = bundle_info(chunk.info)
+        if chunk.data:
+            if self._to is not None:
+                self._to.write(chunk.data)
+            else:
+                self._pieces.append(chunk.data)
+
+    def result(self) -> WorkspaceBundle:
+        if self.info is None:
+            raise AirlockError("airlockd ended the bundle without its info")
+        return WorkspaceBundle(self.info, b"".join(self._pieces))
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """A secret bound to a session: its name, source, hosts and placeholder, never its value."""
+    name: str
+    source: str                # "env:OPENAI_API_KEY", "op://vault/item/field"
+    hosts: List[str]
+    body: bool                 # swapped in request bodies too
+    placeholder: str           # what the guest holds in its environment instead of the value
+    available: bool            # the value is in airlockd's memory (false after a restart for
+                               # env: and file: sources, until set again)
+    last_used: Optional[datetime.datetime]
+
+
+def secret_infos(reply: pb.ListSecretsResponse) -> List[SecretInfo]:
+    return [SecretInfo(s.name, s.source, list(s.hosts), s.body, s.placeholder, s.available,
+                       _time(s.last_used_unix_ms) if s.last_used_unix_ms else None)
+            for s in reply.secrets]
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """A record of the host's audit log."""
+    seq: int                   # 1, 2, ... in the order written
+    time: datetime.datetime
+    principal: str             # who asked: uid:N, cert:NAME
+    tenant: str                # whose sessions or images it concerned
+    action: str                # session.create, file.read, network.allow, quota.refuse, ...
+    target: str                # a session id, image name, path, ...
+    outcome: str               # "ok..." or what went wrong
+    hash: str                  # SHA-256 hex of the previous hash and this record's fields
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """Whether the audit log's hash chain is whole (Client.audit.verify())."""
+    ok: bool
+    records: int
+    last_seq: int
+    problem: str               # the first break in the chain; "" when ok
+    first_bad_seq: int
+
+
+def audit_request(since, limit) -> pb.ListAuditRequest:
+    if since is None:
+        since_ms = 0
+    elif isinstance(since, datetime.datetime):
+        if since.tzinfo is None:
+            raise InvalidArgument("since is an aware datetime (with its timezone), like "
+                                  "datetime.now(timezone.utc) - timedelta(hours=1)")
+        since_ms = int(since.timestamp() * 1000)
+    else:
+        raise InvalidArgument(f"since is a datetime or None, not {type(since).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgument("limit is a number of records (0: airlockd's default, 1000)")
+    return pb.ListAuditRequest(since_unix_ms=since_ms, limit=limit)
+
+
+def audit_record(r: pb.AuditRecord) -> AuditRecord:
+    return AuditRecord(r.seq, _time(r.unix_ms), r.principal, r.tenant, r.action, r.target,
+                       r.outcome, r.hash)
+
+
+def audit_verification(v: pb.AuditVerification) -> AuditVerification:
+    return AuditVerification(v.ok, v.records, v.last_seq, v.problem, v.first_bad_seq)

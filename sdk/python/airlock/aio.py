@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import (AsyncIterator, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
-                    Union)
+import datetime
+from typing import (AsyncIterator, BinaryIO, Callable, Dict, Iterable, List, Mapping, Optional,
+                    Sequence, Union)
 
 import grpc
 import grpc.aio
@@ -28,7 +29,9 @@ TLS = c.TLS  # airlock.aio.TLS, the same as airlock.TLS
 
 class Client:
     """A connection to airlockd for asyncio; see airlock.Client for the addresses it takes.
-    Use ``async with``, or ``await Client.connect(...)`` and ``await close()``."""
+    Use ``async with``, or ``await Client.connect(...)`` and ``await close()``: either connects
+    and checks that airlockd speaks this SDK's API level (VersionMismatch otherwise), as
+    airlock.Client does. ``audit`` is the host's audit log."""
 
     def __init__(self, address: Optional[str] = None, *, tls: Optional[c.TLS] = None,
                  connect_timeout: float = 10.0):
@@ -40,11 +43,16 @@ class Client:
         else:
             self._channel = grpc.aio.insecure_channel(self._target, options=options)
         self._connect_timeout = connect_timeout
+        self._api = rpc.ApiStub(self._channel)
         self._sessions = rpc.SessionsStub(self._channel)
         self._network = rpc.NetworkStub(self._channel)
         self._images = rpc.ImagesStub(self._channel)
         self._volumes = rpc.VolumesStub(self._channel)
         self._vms = rpc.VmsStub(self._channel)
+        self._workspaces = rpc.WorkspacesStub(self._channel)
+        self._secrets = rpc.SecretsStub(self._channel)
+        self._audit = rpc.AuditStub(self._channel)
+        self.audit = Audit(self)
 
     @classmethod
     async def connect(cls, address: Optional[str] = None, **kwargs) -> "Client":
@@ -60,6 +68,26 @@ class Client:
             where = self._target[5:] if self._target.startswith("unix:") else self._target
             raise Unavailable(f"airlockd does not answer at {where} (is it running, and may you "
                               "use it? members of the airlock group may use its socket)") from None
+        try:
+            await self._check_version()
+        except BaseException:
+            await self._channel.close()
+            raise
+
+    async def _check_version(self) -> c.VersionInfo:
+        try:
+            reply = await self._api.Version(c.version_request(), timeout=self._connect_timeout)
+        except grpc.RpcError as e:
+            raise c.version_error(from_rpc_error(e)) from None
+        return c.checked_version(reply)
+
+    async def version(self) -> c.VersionInfo:
+        """As airlock.Client.version: airlockd's API level, the oldest client level it serves,
+        and its release."""
+        try:
+            return c.version_info(await self._api.Version(c.version_request()))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
 
     async def close(self) -> None:
         await self._channel.close()
@@ -78,7 +106,7 @@ class Client:
         idle_timeout, net_rate)."""
         request = c.create_request(image, limits, allow, presets, secrets, volumes=volumes)
         try:
-            return Session(self, await self._sessions.Create(request))
+            return Session(self, c.session_info(await self._sessions.Create(request)))
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -94,8 +122,8 @@ class Client:
 
     async def get_session(self, session_id: str) -> "Session":
         try:
-            return Session(self, await self._sessions.Get(
-                pb.GetSessionRequest(id=c.check_session_id(session_id))))
+            return Session(self, c.session_info(await self._sessions.Get(
+                pb.GetSessionRequest(id=c.check_session_id(session_id)))))
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -104,7 +132,7 @@ class Client:
             reply = await self._sessions.List(pb.ListSessionsRequest())
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
-        return [Session(self, s) for s in reply.sessions]
+        return [Session(self, c.session_info(s)) for s in reply.sessions]
 
     async def run(self, argv: c.Argv, *, image: Optional[str] = None, stdin=None,
                   env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
@@ -115,7 +143,7 @@ class Client:
         start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
                              timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
                              presets=presets, secret_map=secrets, volumes=volumes)
-        return await _finish(ExecStream(self, start, stdin), argv, check, None)
+        return await _finish(ExecStream._open(self, start, stdin), argv, check, None)
 
     def watch(self, session_id: Optional[str] = None) -> "Watch":
         """As airlock.Client.watch, for ``async for`` (and ``async with`` to stop)."""
@@ -384,11 +412,91 @@ class Ports:
         return await Forward(self._session, port)._start(local_port, address)
 
 
+class Workspace:
+    """As airlock.client.Workspace, with coroutines: the project a session was created with
+    (by the CLI: ``airlock session create --workspace DIR``) and what the session did to it."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    async def info(self, *, entries: bool = False) -> c.WorkspaceInfo:
+        return c.workspace_info(await self._session._call(
+            self._session._client._workspaces.Get,
+            pb.GetWorkspaceRequest(session_id=self._session.id, entries=bool(entries))))
+
+    async def diff(self) -> List[c.WorkspaceChange]:
+        request = pb.WorkspaceDiffRequest(session_id=self._session.id)
+        try:
+            return [c.workspace_change(w)
+                    async for w in self._session._client._workspaces.Diff(request)]
+        except grpc.RpcError as e:
+            raise await self._session._explained(from_rpc_error(e)) from None
+
+    async def bundle(self, *, include_uncommitted: bool = False, dry_run: bool = False,
+                     branch: str = "", to: Optional[BinaryIO] = None) -> c.WorkspaceBundle:
+        """As airlock.client.Workspace.bundle (``to`` is written with plain ``write`` calls)."""
+        request = c.bundle_request(self._session.id, include_uncommitted, dry_run, branch)
+        reader = c.BundleReader(to)
+        try:
+            async for chunk in self._session._client._workspaces.Bundle(request):
+                reader.add(chunk)
+        except grpc.RpcError as e:
+            raise await self._session._explained(from_rpc_error(e)) from None
+        return reader.result()
+
+
+class Secrets:
+    """As airlock.client.Secrets, with coroutines."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    async def list(self) -> List[c.SecretInfo]:
+        return c.secret_infos(await self._session._call(
+            self._session._client._secrets.List,
+            pb.ListSecretsRequest(session_id=self._session.id)))
+
+    async def set(self, secrets: Mapping[str, Union[str, bytes, None]]) -> List[c.SecretInfo]:
+        request = pb.SetSecretsRequest(session_id=self._session.id, secrets=c.secrets(secrets))
+        return c.secret_infos(await self._session._call(self._session._client._secrets.Set,
+                                                        request))
+
+    async def remove(self, names: Iterable[str]) -> List[c.SecretInfo]:
+        request = pb.RemoveSecretsRequest(session_id=self._session.id,
+                                          names=c.strings(names, "names"))
+        return c.secret_infos(await self._session._call(self._session._client._secrets.Remove,
+                                                        request))
+
+
+class Audit:
+    """As airlock.client.Audit, with coroutines."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    async def list(self, since: Optional[datetime.datetime] = None,
+                   limit: int = 0) -> List[c.AuditRecord]:
+        request = c.audit_request(since, limit)
+        try:
+            return [c.audit_record(r) async for r in self._client._audit.List(request)]
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def verify(self) -> c.AuditVerification:
+        try:
+            return c.audit_verification(await self._client._audit.Verify(
+                pb.VerifyAuditRequest()))
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+
 class Session(c.SessionBase):
     """As airlock.Session, with coroutines."""
     _files_class = Files
     _network_class = Network
     _ports_class = Ports
+    _workspace_class = Workspace
+    _secrets_class = Secrets
 
     async def __aenter__(self) -> "Session":
         return self
@@ -430,7 +538,8 @@ class Session(c.SessionBase):
         ``stdin=True`` keeps stdin open for ``await write()`` / ``await close_stdin()``."""
         start = c.exec_start(argv, session_id=self.id, stdin=stdin is not None and stdin is not
                              False, env=env, cwd=cwd, user=user, timeout=timeout)
-        return ExecStream(self._client, start, None if stdin is True else stdin, session=self)
+        return ExecStream._open(self._client, start, None if stdin is True else stdin,
+                                session=self)
 
     async def pause(self) -> c.SessionInfo:
         self.info = c.session_info(await self._call(self._client._sessions.Pause,
@@ -447,7 +556,7 @@ class Session(c.SessionBase):
             raise InvalidArgument("fork count is a whole number, 1 or more")
         reply = await self._call(self._client._sessions.Fork,
                                  pb.ForkSessionRequest(id=self.id, count=count))
-        return [Session(self._client, s) for s in reply.sessions]
+        return [Session(self._client, c.session_info(s)) for s in reply.sessions]
 
     async def remove(self) -> None:
         await self._call(self._client._sessions.Remove, pb.RemoveSessionRequest(id=self.id))
@@ -468,21 +577,24 @@ class Session(c.SessionBase):
             raise from_rpc_error(e) from None
         raise AirlockError("airlockd sent no metrics")
 
-    async def timeline(self) -> List[pb.TimelineEvent]:
+    async def timeline(self) -> List[c.TimelineEvent]:
         try:
-            return [e async for e in self._client._sessions.Timeline(
+            return [c.timeline_event(e) async for e in self._client._sessions.Timeline(
                 pb.TimelineRequest(session_id=self.id))]
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
 
 class ExecStream:
-    """A running command, for ``async for``: Output pieces, then one Exit. With stdin open,
-    ``await write()`` / ``await close_stdin()`` feed it and ``await signal(N)`` signals it.
-    Leaving early (``await close()``, or ``async with``) cancels the command."""
+    """A running command, from Session.exec_stream(), for ``async for``: Output pieces, then one
+    Exit. With stdin open, ``await write()`` / ``await close_stdin()`` feed it and
+    ``await signal(N)`` signals it. Leaving early (``await close()``, or ``async with``) cancels
+    the command."""
 
-    def __init__(self, client: Client, start: pb.ExecStart, stdin=None,
-                 session: Optional[Session] = None):
+    @classmethod
+    def _open(cls, client: Client, start: pb.ExecStart, stdin=None,
+              session: Optional[Session] = None) -> "ExecStream":
+        self = cls.__new__(cls)
         self._session = session
         self._call = client._sessions.Exec()
         self._started = False
@@ -492,6 +604,7 @@ class ExecStream:
         self._lock = asyncio.Lock()
         self._write_closed = False
         self.exit: Optional[c.Exit] = None
+        return self
 
     async def _send(self, request: pb.ExecRequest) -> None:
         async with self._lock:

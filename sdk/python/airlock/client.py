@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import queue
 import socket
 import threading
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (BinaryIO, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Union)
 
 import grpc
 
@@ -30,6 +32,10 @@ class Client:
     ``Client("/path/to.sock")`` another socket; ``Client("host:7443", tls=TLS(...))`` airlockd's
     TCP listener with mutual TLS. The caller's tenant is decided by airlockd (the socket's peer
     credentials, or the client certificate). Use it as a context manager, or call close().
+
+    Connecting asks airlockd which API level it speaks and raises VersionMismatch, saying what
+    to upgrade, when it and this SDK cannot work together (before any other call fails for it).
+    ``audit`` is the host's audit log (root over the socket, and read-only operators).
     """
 
     def __init__(self, address: Optional[str] = None, *, tls: Optional[c.TLS] = None,
@@ -48,11 +54,34 @@ class Client:
             where = target[5:] if target.startswith("unix:") else target
             raise Unavailable(f"airlockd does not answer at {where} (is it running, and may you "
                               "use it? members of the airlock group may use its socket)") from None
+        self._api = rpc.ApiStub(self._channel)
         self._sessions = rpc.SessionsStub(self._channel)
         self._network = rpc.NetworkStub(self._channel)
         self._images = rpc.ImagesStub(self._channel)
         self._vms = rpc.VmsStub(self._channel)
         self._volumes = rpc.VolumesStub(self._channel)
+        self._workspaces = rpc.WorkspacesStub(self._channel)
+        self._secrets = rpc.SecretsStub(self._channel)
+        self._audit = rpc.AuditStub(self._channel)
+        self.audit = Audit(self)
+        try:
+            self._check_version(connect_timeout)
+        except BaseException:
+            self._channel.close()
+            raise
+
+    def _check_version(self, timeout: float) -> c.VersionInfo:
+        try:
+            reply = self._api.Version(c.version_request(), timeout=timeout)
+        except grpc.RpcError as e:
+            raise c.version_error(from_rpc_error(e)) from None
+        return c.checked_version(reply)
+
+    def version(self) -> c.VersionInfo:
+        """What airlockd speaks: its API level, the oldest client level it serves, and its
+        release (connecting already checked that they suit this SDK, ``airlock.API_LEVEL``)."""
+        with _translated():
+            return c.version_info(self._api.Version(c.version_request()))
 
     def close(self) -> None:
         self._channel.close()
@@ -82,7 +111,7 @@ class Client:
                         idle_timeout=idle_timeout, net_rate=net_rate), allow, presets, secrets,
             volumes=volumes)
         with _translated():
-            return Session(self, self._sessions.Create(request))
+            return Session(self, c.session_info(self._sessions.Create(request)))
 
     @contextlib.contextmanager
     def session(self, image: Optional[str] = None, **kwargs) -> Iterator["Session"]:
@@ -96,14 +125,14 @@ class Client:
 
     def get_session(self, session_id: str) -> "Session":
         with _translated():
-            return Session(self, self._sessions.Get(
-                pb.GetSessionRequest(id=c.check_session_id(session_id))))
+            return Session(self, c.session_info(self._sessions.Get(
+                pb.GetSessionRequest(id=c.check_session_id(session_id)))))
 
     def sessions(self) -> List["Session"]:
         """The caller's sessions, newest first (stopped and failed ones too)."""
         with _translated():
             reply = self._sessions.List(pb.ListSessionsRequest())
-        return [Session(self, s) for s in reply.sessions]
+        return [Session(self, c.session_info(s)) for s in reply.sessions]
 
     def run(self, argv: c.Argv, *, image: Optional[str] = None,
             stdin: Union[bytes, str, Iterable[bytes], None] = None,
@@ -115,7 +144,7 @@ class Client:
         start = c.exec_start(argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
                              timeout=timeout, image=image, limits_kwargs=limits, allow=allow,
                              presets=presets, secret_map=secrets, volumes=volumes)
-        return _finish(self, ExecStream(self, start, stdin), argv, check, None)
+        return _finish(self, ExecStream._open(self, start, stdin), argv, check, None)
 
     def watch(self, session_id: Optional[str] = None) -> "Watch":
         """What happens to your sessions (or to one) from now on, as it happens: iterate the
@@ -402,12 +431,106 @@ class Ports:
         return Forward(self._session, port, local_port, address)
 
 
+class Workspace:
+    """The project a session was created with, at /workspace in the guest, and what the session
+    did to it. A session gets its workspace from the CLI (``airlock session create --workspace
+    DIR``, or ``airlock agent``), which captures and uploads the project; the SDK works on such
+    a session by id (``Client.get_session``). A session without one raises FailedPrecondition."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    def info(self, *, entries: bool = False) -> c.WorkspaceInfo:
+        """Where the workspace came from (``base``), and with ``entries=True`` the base's
+        manifest: every file and symlink."""
+        return c.workspace_info(self._session._call(
+            self._session._client._workspaces.Get,
+            pb.GetWorkspaceRequest(session_id=self._session.id, entries=bool(entries))))
+
+    def diff(self) -> List[c.WorkspaceChange]:
+        """What the session changed in /workspace against its base, path by path (sorted; the
+        .git directory left out), with contents where they are text and small."""
+        request = pb.WorkspaceDiffRequest(session_id=self._session.id)
+        try:
+            return [c.workspace_change(w)
+                    for w in self._session._client._workspaces.Diff(request)]
+        except grpc.RpcError as e:
+            raise self._session._explained(from_rpc_error(e)) from None
+
+    def bundle(self, *, include_uncommitted: bool = False, dry_run: bool = False,
+               branch: str = "", to: Optional[BinaryIO] = None) -> c.WorkspaceBundle:
+        """The session's new commits since its base as a git bundle (``git fetch BUNDLE REF``
+        brings them into the project, as ``airlock promote`` does). ``include_uncommitted``:
+        what is not committed yet, committed on top in the bundle only; ``dry_run``: only the
+        info; ``branch``: the name you will give it (for the audit log); ``to``: a binary file
+        the bundle is written to as it comes, instead of ``data``."""
+        request = c.bundle_request(self._session.id, include_uncommitted, dry_run, branch)
+        reader = c.BundleReader(to)
+        try:
+            for chunk in self._session._client._workspaces.Bundle(request):
+                reader.add(chunk)
+        except grpc.RpcError as e:
+            raise self._session._explained(from_rpc_error(e)) from None
+        return reader.result()
+
+
+class Secrets:
+    """A session's secrets: names, sources, hosts and placeholders, never values (the guest
+    holds only placeholders; airlockd swaps in the value on the way to the allowed hosts)."""
+
+    def __init__(self, session: "Session"):
+        self._session = session
+
+    def list(self) -> List[c.SecretInfo]:
+        return c.secret_infos(self._session._call(
+            self._session._client._secrets.List,
+            pb.ListSecretsRequest(session_id=self._session.id)))
+
+    def set(self, secrets: Mapping[str, Union[str, bytes, None]]) -> List[c.SecretInfo]:
+        """Binds secrets, {"NAME=SOURCE@HOST[,HOST...]": value}, or gives bound ones a new
+        value or source (their placeholders stay). A value of None is read here for env: and
+        file: sources, as create_session's ``secrets`` are. Returns them all."""
+        request = pb.SetSecretsRequest(session_id=self._session.id, secrets=c.secrets(secrets))
+        return c.secret_infos(self._session._call(self._session._client._secrets.Set, request))
+
+    def remove(self, names: Iterable[str]) -> List[c.SecretInfo]:
+        """Unbinds secrets by name; returns those left."""
+        request = pb.RemoveSecretsRequest(session_id=self._session.id,
+                                          names=c.strings(names, "names"))
+        return c.secret_infos(self._session._call(self._session._client._secrets.Remove,
+                                                  request))
+
+
+class Audit:
+    """The host's audit log: who did what, hash-chained (root over the socket, and read-only
+    operators; anyone else gets PermissionDenied)."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    def list(self, since: Optional[datetime.datetime] = None,
+             limit: int = 0) -> List[c.AuditRecord]:
+        """The records from ``since`` (an aware datetime; None: the start) on: the newest
+        ``limit`` (0: 1000), oldest first."""
+        request = c.audit_request(since, limit)
+        with _translated():
+            return [c.audit_record(r) for r in self._client._audit.List(request)]
+
+    def verify(self) -> c.AuditVerification:
+        """Walks the whole chain and says whether a record was changed, removed or moved, and
+        where."""
+        with _translated():
+            return c.audit_verification(self._client._audit.Verify(pb.VerifyAuditRequest()))
+
+
 class Session(c.SessionBase):
     """One session. Its methods act on airlockd's session; ``info`` is its last known state
     (``refresh()`` asks again). As a context manager it is removed at the end."""
     _files_class = Files
     _network_class = Network
     _ports_class = Ports
+    _workspace_class = Workspace
+    _secrets_class = Secrets
 
     def __enter__(self) -> "Session":
         return self
@@ -456,7 +579,8 @@ class Session(c.SessionBase):
         ``stdin=True`` keeps stdin open for ExecStream.write() / close_stdin()."""
         start = c.exec_start(argv, session_id=self.id, stdin=stdin is not None and stdin is not
                              False, env=env, cwd=cwd, user=user, timeout=timeout)
-        return ExecStream(self._client, start, None if stdin is True else stdin, session=self)
+        return ExecStream._open(self._client, start, None if stdin is True else stdin,
+                                session=self)
 
     def pause(self) -> c.SessionInfo:
         """Snapshots the session to disk and ends its VM (refused while a command runs)."""
@@ -475,7 +599,7 @@ class Session(c.SessionBase):
             raise InvalidArgument("fork count is a whole number, 1 or more")
         reply = self._call(self._client._sessions.Fork, pb.ForkSessionRequest(id=self.id,
                                                                              count=count))
-        return [Session(self._client, s) for s in reply.sessions]
+        return [Session(self._client, c.session_info(s)) for s in reply.sessions]
 
     def remove(self) -> None:
         """Destroys the VM, every file of the session, and its record."""
@@ -494,19 +618,23 @@ class Session(c.SessionBase):
                 return c.metrics(m)
         raise AirlockError("airlockd sent no metrics")
 
-    def timeline(self) -> List[pb.TimelineEvent]:
-        """Everything the session did, oldest first (the events as the API defines them)."""
+    def timeline(self) -> List[c.TimelineEvent]:
+        """Everything the session did, oldest first: its lifecycle, each command with its
+        output, file transfers, egress decisions, secret uses, what agents in it did."""
         with _translated():
-            return list(self._client._sessions.Timeline(pb.TimelineRequest(session_id=self.id)))
+            return [c.timeline_event(e) for e in self._client._sessions.Timeline(
+                pb.TimelineRequest(session_id=self.id))]
 
 
 class ExecStream:
-    """A running command. Iterate it for Output pieces, then one Exit (the last event). With
-    stdin open, write() and close_stdin() feed it; signal() signals its process group. Leaving
-    early (close(), or the with-block) cancels the command."""
+    """A running command, from Session.exec_stream(). Iterate it for Output pieces, then one
+    Exit (the last event). With stdin open, write() and close_stdin() feed it; signal() signals
+    its process group. Leaving early (close(), or the with-block) cancels the command."""
 
-    def __init__(self, client: Client, start: pb.ExecStart, stdin=None,
-                 session: Optional[Session] = None):
+    @classmethod
+    def _open(cls, client: Client, start: pb.ExecStart, stdin=None,
+              session: Optional[Session] = None) -> "ExecStream":
+        self = cls.__new__(cls)
         self._session = session
         self.exit: Optional[c.Exit] = None
         self._queue: "queue.Queue[Optional[pb.ExecRequest]]" = queue.Queue()
@@ -518,6 +646,7 @@ class ExecStream:
         self._call = client._sessions.Exec(self._requests())
         if self._feeder:
             self._feeder.start()
+        return self
 
     def _requests(self):
         while True:

@@ -65,6 +65,18 @@ class Unavailable(AirlockError, ConnectionError):
     """airlockd cannot be reached (not running, no permission on its socket, connection lost)."""
 
 
+class VersionMismatch(AirlockError):
+    """This SDK and airlockd do not speak the same API level; the message says which of the two
+    to upgrade. ``daemon_level`` is airlockd's level (0 when it predates levels or did not say),
+    ``client_level`` the SDK's."""
+
+    def __init__(self, message: str, daemon_level: int = 0, client_level: int = 0,
+                 code: Optional[grpc.StatusCode] = None):
+        super().__init__(message, code)
+        self.daemon_level = daemon_level
+        self.client_level = client_level
+
+
 class CommandFailed(AirlockError):
     """``exec(..., check=True)``: the command ended with a non-zero exit; ``result`` has it all."""
 

@@ -1,14 +1,24 @@
 """The Python SDK against a real airlockd (its own, on a private AIRLOCK_HOME that shares the
-host's images and kernel), as a program would use it: sessions, commands, streams, files,
-pause/resume/fork, the errors, asyncio, and airlockd's TCP listener with mutual TLS.
+host's images and kernel), as a program would use it: the shared scenario of the four SDKs
+(sdk/scenario.txt), sessions, commands, streams, files, pause/resume/fork, the errors, the API
+level check, workspaces (made by the CLI), secrets, the audit log, asyncio, the examples, and
+airlockd's TCP listener with mutual TLS.
 
     python3 -m unittest discover -s sdk/python/tests   # as root, after scripts/setup.sh;
-                                                      # AIRLOCKD names the daemon binary
+                                                      # AIRLOCKD names the daemon binary, and
+                                                      # AIRLOCK_CLI the CLI (default: beside it)
 """
 import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import datetime
 import hashlib
+import inspect
 import io
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,14 +30,20 @@ import time
 import unittest
 import urllib.parse
 import urllib.request
+from unittest import mock
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import grpc
+
+SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(SDK, "..", "..")
+sys.path.insert(0, SDK)
 import airlock  # noqa: E402
+import airlock._common  # noqa: E402
 import airlock.aio  # noqa: E402
 from airlock.v1 import airlock_pb2 as pb  # noqa: E402
 
-AIRLOCKD = os.environ.get("AIRLOCKD") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "build", "airlockd")
+AIRLOCKD = os.environ.get("AIRLOCKD") or os.path.join(ROOT, "build", "airlockd")
+AIRLOCK_CLI = os.environ.get("AIRLOCK_CLI") or os.path.join(os.path.dirname(AIRLOCKD), "airlock")
 HOST_HOME = os.environ.get("AIRLOCK_HOME", "/var/lib/airlock")
 SERVER_NAME = "airlock-sdk-test-server"
 
@@ -58,7 +74,7 @@ class Daemon:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="airlock-sdktest-")
         os.chmod(self.dir, 0o755)  # the VMM (uid 65534) reads the image through here
-        home = os.path.join(self.dir, "home")
+        self.home = home = os.path.join(self.dir, "home")
         os.mkdir(home)
         os.symlink(os.path.join(HOST_HOME, "images"), os.path.join(home, "images"))
         os.mkdir(os.path.join(home, "kernel"))
@@ -85,6 +101,10 @@ class Daemon:
     def tls(self, name: str = "client") -> airlock.TLS:
         return airlock.TLS(ca=f"{self.dir}/ca.pem", cert=f"{self.dir}/{name}.pem",
                            key=f"{self.dir}/{name}.key", server_name=SERVER_NAME)
+
+    def env(self) -> dict:
+        """The environment of a program (the CLI, an example) that uses this daemon."""
+        return dict(os.environ, AIRLOCK_SOCKET=self.socket, AIRLOCK_HOME=self.home)
 
     def logs(self) -> str:
         with open(os.path.join(self.dir, "airlockd.log"), "rb") as f:
@@ -113,35 +133,89 @@ def tearDownModule():
     daemon.stop()
 
 
+def remove_quietly(session) -> None:
+    with contextlib.suppress(airlock.AirlockError):
+        session.remove()
+
+
+def scenario() -> list:
+    """The transcript sdk/scenario.txt wants: its lines that are not comments."""
+    with open(os.path.join(ROOT, "sdk", "scenario.txt")) as f:
+        return [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")]
+
+
+def text(data: bytes) -> str:
+    return json.dumps(data.decode())
+
+
+def yes(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class ScenarioTest(unittest.TestCase):
+    def test_the_shared_scenario(self):
+        """The steps of sdk/scenario.txt with the public API, and the transcript it wants."""
+        size = 3145745
+        content = (bytes(i * 7 % 251 for i in range(251)) * (size // 251 + 1))[:size]
+        got = []
+        client = airlock.Client(daemon.socket)
+        self.addCleanup(client.close)  # after the session's removal (cleanups run last first)
+        s = client.create_session(memory="1g")
+        self.addCleanup(remove_quietly, s)
+        try:
+            got.append(f"create state={s.state} memory={s.info.limits.memory}")
+
+            r = s.exec(["sh", "-c", "echo out; echo to-err >&2; exit 3"])
+            got.append(f"exec exit={r.exit_code} stdout={text(r.stdout)} "
+                       f"stderr={text(r.stderr)}")
+
+            out = err = 0
+            zero = True
+            exit_code = None
+            for event in s.exec_stream(["head", "-c", "67108864", "/dev/zero"]):
+                if isinstance(event, airlock.Exit):
+                    exit_code = event.exit_code
+                elif event.stream == "stdout":
+                    out += len(event.data)
+                    zero = zero and event.data.count(0) == len(event.data)
+                else:
+                    err += len(event.data)
+            got.append(f"stream stdout_bytes={out} all_zero={yes(zero)} stderr_bytes={err} "
+                       f"exit={exit_code}")
+
+            got.append(f"write bytes={s.files.write('/root/data.bin', content, mode=0o600)}")
+            got.append(f"read same={yes(s.files.read('/root/data.bin') == content)}")
+            r = s.exec(["stat", "-c", "%a %s", "/root/data.bin"])
+            got.append(f"stat stdout={text(r.stdout)}")
+
+            got.append(f"pause state={s.pause().state}")
+            got.append(f"resume state={s.resume().state}")
+            got.append(f"read same={yes(s.files.read('/root/data.bin') == content)}")
+
+            kids = s.fork(2)
+            for k in kids:
+                self.addCleanup(remove_quietly, k)
+            got.append(f"fork children={len(kids)} "
+                       f"distinct_ids={len({k.id for k in kids} | {s.id})}")
+            for k in kids:
+                same = k.files.read("/root/data.bin") == content
+                got.append(f"child same={yes(same)} "
+                           f"own_hostname={yes(k.info.hostname != s.info.hostname)}")
+                k.remove()
+
+            s.remove()
+            got.append(f"remove state={client.get_session(s.id).state}")
+        except Exception as e:
+            raise AssertionError("the scenario failed after:\n" + "\n".join(got)) from e
+        want = scenario()
+        self.assertEqual(got, want, "\nthis SDK's transcript:\n" + "\n".join(got) +
+                         "\n\nsdk/scenario.txt's:\n" + "\n".join(want))
+
+
 class SessionTest(unittest.TestCase):
     def setUp(self):
         self.client = airlock.Client(daemon.socket)
         self.addCleanup(self.client.close)
-
-    def test_the_readme_example(self):
-        with self.client.session(memory="1g") as s:
-            self.assertEqual(s.state, "running")
-            self.assertEqual(s.info.limits.memory, 1 << 30)
-            r = s.exec(["python3", "-c", "print(6*7)"])
-            self.assertEqual((r.stdout, r.exit_code), (b"42\n", 0))
-            events = list(s.exec_stream(["sh", "-c", "echo one; sleep 0.3; echo two >&2; exit 5"]))
-            self.assertEqual(events[0], airlock.Output("stdout", b"one\n"))
-            self.assertEqual(events[1], airlock.Output("stderr", b"two\n"))
-            self.assertEqual(events[-1], airlock.Exit(exit_code=5))
-            s.files.write("/tmp/x.py", b"print('from a file')")
-            self.assertEqual(s.exec(["python3", "/tmp/x.py"]).stdout, b"from a file\n")
-            self.assertEqual(s.pause().state, "paused")
-            kids = s.fork(3)
-            try:
-                self.assertEqual(len({k.id for k in kids} | {s.id}), 4)
-                for k in kids:
-                    self.assertEqual(k.exec(["cat", "/tmp/x.py"]).stdout,
-                                     b"print('from a file')")
-            finally:
-                for k in kids:
-                    k.remove()
-            sid = s.id
-        self.assertEqual(self.client.get_session(sid).state, "stopped")  # its record stays
 
     def test_exec_splits_output_takes_stdin_and_reports_how_it_ended(self):
         with self.client.session() as s:
@@ -397,6 +471,297 @@ class SessionTest(unittest.TestCase):
             airlock.Client(os.path.join(daemon.dir, "no-such.sock"), connect_timeout=1)
         with self.assertRaises(airlock.InvalidArgument):
             airlock.Client(daemon.address)  # TCP without TLS
+
+
+class VersionTest(unittest.TestCase):
+    def test_connecting_checks_that_airlockd_speaks_the_sdks_level(self):
+        with airlock.Client(daemon.socket) as c:
+            v = c.version()
+        self.assertGreaterEqual(v.level, airlock.API_LEVEL)
+        self.assertLessEqual(v.oldest_client_level, airlock.API_LEVEL)
+        self.assertRegex(v.daemon_version, r"^\d+\.\d+")
+
+        # An SDK built for a level this airlockd does not speak yet fails as it connects.
+        with mock.patch.object(airlock._common, "API_LEVEL", v.level + 1):
+            with self.assertRaises(airlock.VersionMismatch) as newer:
+                airlock.Client(daemon.socket)
+        self.assertEqual((newer.exception.daemon_level, newer.exception.client_level),
+                         (v.level, v.level + 1))
+        self.assertEqual(str(newer.exception),
+                         f"airlockd {v.daemon_version} speaks API level {v.level}; this SDK "
+                         f"needs {v.level + 1}: upgrade airlockd")
+        # One older than the oldest level airlockd serves (0, a client that does not say its
+        # level, is answered: the SDK's own check refuses it).
+        with mock.patch.object(airlock._common, "API_LEVEL", 0):
+            with self.assertRaisesRegex(airlock.VersionMismatch, "this SDK speaks 0: upgrade "
+                                        "the SDK"):
+                airlock.Client(daemon.socket)
+
+    def test_an_airlockd_older_than_api_levels_is_named(self):
+        # A gRPC server that serves nothing answers Api.Version as an airlockd from before API
+        # levels does: UNIMPLEMENTED.
+        path = os.path.join(daemon.dir, "no-api.sock")
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        server.add_insecure_port("unix:" + path)
+        server.start()
+        self.addCleanup(server.stop, None)
+        with self.assertRaisesRegex(airlock.VersionMismatch, "predates API levels.*upgrade "
+                                    "airlockd") as old:
+            airlock.Client(path)
+        self.assertEqual((old.exception.daemon_level, old.exception.client_level),
+                         (0, airlock.API_LEVEL))
+
+        async def connect_async():
+            with self.assertRaisesRegex(airlock.VersionMismatch, "upgrade airlockd"):
+                async with airlock.aio.Client(path):
+                    pass
+        asyncio.run(connect_async())
+
+    def test_the_same_check_for_asyncio(self):
+        async def check():
+            async with airlock.aio.Client(daemon.socket) as c:
+                v = await c.version()
+            self.assertGreaterEqual(v.level, 1)
+            with mock.patch.object(airlock._common, "API_LEVEL", v.level + 1):
+                with self.assertRaisesRegex(airlock.VersionMismatch,
+                                            f"speaks API level {v.level}; this SDK needs "
+                                            f"{v.level + 1}: upgrade airlockd"):
+                    await airlock.aio.Client.connect(daemon.socket)
+        asyncio.run(check())
+
+
+def git(repo: str, *args: str) -> str:
+    """Host git on the test's project, with the test's own identity."""
+    r = subprocess.run(["git", "-C", repo, "-c", "user.name=Host User", "-c",
+                        "user.email=host@example.com", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {r.stderr}")
+    return r.stdout.strip()
+
+
+AGENT_COMMIT = "git -c user.name=Agent -c user.email=agent@example.com commit -q"
+
+
+class WorkspaceTest(unittest.TestCase):
+    def test_what_a_session_did_to_its_workspace_comes_back(self):
+        project = tempfile.mkdtemp(prefix="project-", dir=daemon.dir)
+        git(project, "init", "-q", "-b", "main")
+        os.mkdir(os.path.join(project, "src"))
+        with open(os.path.join(project, "README"), "w") as f:
+            f.write("hello\n")
+        with open(os.path.join(project, "src", "app.py"), "w") as f:
+            f.write("print('v1')\n")
+        git(project, "add", "-A")
+        git(project, "commit", "-qm", "first")
+        head = git(project, "rev-parse", "HEAD")
+
+        # The SDK does not upload projects: the CLI makes the session, the SDK works on it.
+        made = subprocess.run([AIRLOCK_CLI, "session", "create", "--workspace", project],
+                              env=daemon.env(), capture_output=True, text=True, timeout=300)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        client = airlock.Client(daemon.socket)
+        self.addCleanup(client.close)  # after the session's removal (cleanups run last first)
+        s = client.get_session(made.stdout.strip())
+        self.addCleanup(remove_quietly, s)
+
+        info = s.workspace.info(entries=True)
+        self.assertEqual((info.session_id, info.base.path, info.base.head, info.base.branch),
+                         (s.id, project, head, "main"))
+        self.assertTrue(info.base.tree_digest.startswith("sha256:"), info.base)
+        self.assertEqual(info.base.files, len(info.entries))  # .git's files are in it too
+        files = [e for e in info.entries if not e.path.startswith(b".git/")]
+        self.assertEqual([e.path for e in files], [b"README", b"src/app.py"])
+        self.assertEqual((files[0].sha256, files[0].size),
+                         (hashlib.sha256(b"hello\n").hexdigest(), 6))
+        self.assertIsNone(info.synced)
+        self.assertEqual(s.workspace.info().entries, [])
+
+        s.exec(["sh", "-c", "cd /workspace && echo changed > README && " + AGENT_COMMIT +
+                " -am 'agent change' && echo new > NEW"], check=True)
+        changes = s.workspace.diff()
+        self.assertEqual([(c.kind, c.path) for c in changes],
+                         [("added", b"NEW"), ("modified", b"README")])
+        readme = changes[1]
+        self.assertEqual((readme.old_content, readme.new_content, readme.old_size,
+                          readme.new_size), (b"hello\n", b"changed\n", 6, 8))
+        self.assertEqual((readme.old_mode & 0o777, readme.binary, readme.too_large),
+                         (0o644, False, False))
+        self.assertEqual((changes[0].old_mode, changes[0].old_content), (0, None))
+
+        dry = s.workspace.bundle(dry_run=True)
+        self.assertEqual((dry.info.commits, dry.info.base_commit, dry.data),
+                         (1, head, b""))
+        self.assertIn("agent change", dry.info.log)
+        self.assertIn("NEW", dry.info.uncommitted_stat)
+
+        bundle = s.workspace.bundle(branch="review")
+        self.assertEqual((bundle.info.commits, bundle.info.branch), (1, "main"))
+        self.assertRegex(bundle.data[:20], rb"^# v[23] git bundle\n")
+        # Streamed to a file instead, with the uncommitted work on top: host git takes it.
+        path = os.path.join(daemon.dir, "work.bundle")
+        with open(path, "wb") as f:
+            both = s.workspace.bundle(include_uncommitted=True, to=f)
+        self.assertEqual((both.info.commits, both.data), (2, b""))
+        git(project, "bundle", "verify", path)
+        git(project, "fetch", "-q", path, f"{both.info.ref}:refs/heads/from-session")
+        self.assertEqual(git(project, "log", "--format=%s", "main..from-session").splitlines()[-1],
+                         "agent change")
+        self.assertEqual(git(project, "show", "from-session:README"), "changed")
+
+        async def the_same_for_asyncio():
+            async with airlock.aio.Client(daemon.socket) as c:
+                a = await c.get_session(s.id)
+                self.assertEqual((await a.workspace.info()).base.head, head)
+                self.assertEqual([x.path for x in await a.workspace.diff()], [b"NEW", b"README"])
+                self.assertEqual((await a.workspace.bundle(dry_run=True)).info.commits, 1)
+        asyncio.run(the_same_for_asyncio())
+
+    def test_a_session_without_a_workspace_says_how_to_make_one(self):
+        with airlock.Client(daemon.socket) as client:
+            with client.session() as s:
+                with self.assertRaisesRegex(airlock.FailedPrecondition,
+                                            "airlock session create --workspace"):
+                    s.workspace.info()
+                with self.assertRaises(airlock.FailedPrecondition):
+                    s.workspace.bundle()
+                with self.assertRaises(airlock.InvalidArgument):
+                    s.workspace.bundle(to="not a file")  # before the wire
+
+
+class AccessTest(unittest.TestCase):
+    def test_secrets_of_a_session(self):
+        with airlock.Client(daemon.socket) as client:
+            with client.session() as s:
+                self.assertEqual(s.secrets.list(), [])
+                [token] = s.secrets.set(
+                    {"API_TOKEN=env:SDK_TEST_TOKEN@api.example.com,example.org": "s3cret-value"})
+                self.assertEqual((token.name, token.source, token.hosts, token.body,
+                                  token.available, token.last_used),
+                                 ("API_TOKEN", "env:SDK_TEST_TOKEN",
+                                  ["api.example.com", "example.org"], False, True, None))
+                self.assertTrue(token.placeholder)
+                self.assertNotIn("s3cret-value", token.placeholder)
+                self.assertEqual(s.secrets.list(), [token])
+                # The guest holds the placeholder, never the value.
+                r = s.exec(["sh", "-c", "echo $API_TOKEN"])
+                self.assertEqual(r.stdout.decode(), token.placeholder + "\n")
+                # A new value and source for the same name keeps its placeholder.
+                [again] = s.secrets.set({"API_TOKEN=env:OTHER@api.example.com?body": b"new"})
+                self.assertEqual((again.source, again.hosts, again.body, again.placeholder),
+                                 ("env:OTHER", ["api.example.com"], True, token.placeholder))
+                self.assertEqual(s.secrets.remove(["API_TOKEN"]), [])
+                with self.assertRaises(airlock.NotFound):
+                    s.secrets.remove(["API_TOKEN"])
+                with self.assertRaises(airlock.InvalidArgument):
+                    s.secrets.set({"not a spec": "x"})
+                with self.assertRaises(airlock.InvalidArgument):
+                    s.secrets.set(["API_TOKEN=env:X@example.org"])  # before the wire
+
+                async def the_same_for_asyncio():
+                    async with airlock.aio.Client(daemon.socket) as c:
+                        a = await c.get_session(s.id)
+                        [t] = await a.secrets.set({"K=env:K@example.org": "v"})
+                        self.assertEqual([x.name for x in await a.secrets.list()], ["K"])
+                        self.assertEqual(await a.secrets.remove(["K"]), [])
+                        return t
+                self.assertEqual((asyncio.run(the_same_for_asyncio())).hosts, ["example.org"])
+
+    def test_the_audit_log_says_who_did_what(self):
+        since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+        name = f"sdk-audit-{os.getpid()}"
+        with airlock.Client(daemon.socket) as client:
+            client.create_volume(name, "16m")
+            client.remove_volume(name)
+            records = client.audit.list(since=since)
+            mine = [r for r in records if name in r.target]
+            self.assertEqual([r.action for r in mine], ["volume.create", "volume.remove"],
+                             records)
+            self.assertTrue(all(r.principal.startswith("uid:0") for r in mine), mine)
+            self.assertEqual(mine[1].outcome, "ok")
+            self.assertTrue(all(re.fullmatch("[0-9a-f]{64}", r.hash) for r in records))
+            self.assertEqual([r.seq for r in records], sorted(r.seq for r in records))
+            self.assertGreaterEqual(mine[0].time, since)
+            [last] = client.audit.list(limit=1)
+            self.assertEqual(last.seq, records[-1].seq)
+            later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+            self.assertEqual(client.audit.list(since=later), [])
+            v = client.audit.verify()
+            self.assertEqual((v.ok, v.problem, v.first_bad_seq), (True, "", 0))
+            self.assertGreaterEqual(v.last_seq, last.seq)
+            self.assertGreaterEqual(v.records, len(records))
+            with self.assertRaises(airlock.InvalidArgument):
+                client.audit.list(since=datetime.datetime.now())  # no timezone: ambiguous
+
+        async def the_same_for_asyncio():
+            async with airlock.aio.Client(daemon.socket) as c:
+                self.assertTrue((await c.audit.verify()).ok)
+                return await c.audit.list(since=since)
+        self.assertEqual([r.seq for r in asyncio.run(the_same_for_asyncio())][:len(records)],
+                         [r.seq for r in records])
+
+    def test_the_audit_log_is_not_for_tenants(self):
+        with airlock.Client(daemon.address, tls=daemon.tls()) as remote:
+            with self.assertRaises(airlock.PermissionDenied):
+                remote.audit.list()
+            with self.assertRaises(airlock.PermissionDenied):
+                remote.audit.verify()
+
+
+class ApiTest(unittest.TestCase):
+    def test_no_generated_type_in_the_public_api(self):
+        """Every public class, method and field speaks the SDK's own types, never protobuf's."""
+        seen = set()
+        leaks = []
+        modules = (airlock.client, airlock.aio, airlock.errors)
+        public = [o for m in modules for n, o in vars(m).items()
+                  if not n.startswith("_") and inspect.isclass(o)
+                  and o.__module__.startswith("airlock")]
+        public += [getattr(airlock, n) for n in airlock.__all__]
+        for cls in public:
+            if not inspect.isclass(cls) or cls in seen:
+                continue
+            seen.add(cls)
+            for name, member in inspect.getmembers(cls):
+                if inspect.isfunction(member) and (not name.startswith("_") or name == "__init__"):
+                    for what, annotation in member.__annotations__.items():
+                        if re.search(r"\bpb\b|_pb2|protobuf", str(annotation)):
+                            leaks.append(f"{cls.__name__}.{name} {what}: {annotation}")
+            if dataclasses.is_dataclass(cls):
+                for f in dataclasses.fields(cls):
+                    if re.search(r"\bpb\b|_pb2|protobuf", str(f.type)):
+                        leaks.append(f"{cls.__name__}.{f.name}: {f.type}")
+        self.assertGreater(len(seen), 40)
+        self.assertEqual(leaks, [])
+
+
+def example(name: str) -> subprocess.CompletedProcess:
+    """Runs sdk/python/examples/NAME.py as a user would, against the test's daemon."""
+    env = dict(daemon.env(), PYTHONPATH=SDK)
+    return subprocess.run(["/usr/bin/python3", os.path.join(SDK, "examples", name + ".py")],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+class ExamplesTest(unittest.TestCase):
+    def test_quickstart(self):
+        r = example("quickstart")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^session [0-9a-f]+ is running\nhello from \S+\nexit code 0\n$")
+
+    def test_stream(self):
+        r = example("stream")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "".join(f"step {i}\n" for i in range(1, 6)) + "exit code 0\n")
+        self.assertEqual(r.stderr, "done\n")
+
+    def test_fork(self):
+        r = example("fork")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.fullmatch(r"(\S+) \((\S+)\):\nbefore the fork\ncopy 0\n"
+                         r"(\S+) \((\S+)\):\nbefore the fork\ncopy 1\n"
+                         r"(\S+) \(the original\):\nbefore the fork\n", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual(len({m[1], m[3], m[5]}), 3, r.stdout)  # three sessions
+        self.assertNotEqual(m[2], m[4], r.stdout)               # each copy its own hostname
 
 
 class WatchTest(unittest.TestCase):

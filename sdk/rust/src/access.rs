@@ -1,11 +1,17 @@
-//! Who and what reaches a session, and the record of who did what: a session's secrets and
-//! exposed ports, and the host's audit log.
+//! Who and what reaches a session, and the record of who did what: a session's secrets, its
+//! ports (exposed through airlockd's gateway, or forwarded here), and the host's audit log.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::future::Either;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::grpc::Channel;
 use crate::pb;
 use crate::session::{secret_bindings, time_ms, Session};
 
@@ -100,6 +106,9 @@ fn exposure(e: pb::Exposure) -> Exposure {
     }
 }
 
+/// Bytes of a forwarded connection read here at a time.
+const FORWARD_PIECE: usize = 64 << 10;
+
 fn check_port(port: u16) -> Result<u32> {
     if port == 0 {
         return Err(Error::invalid("0 is not a TCP port; give one from 1 to 65535"));
@@ -135,6 +144,130 @@ impl Ports<'_> {
         let _: pb::UnexposeResponse = self.session.call("/airlock.v1.Sessions/Unexpose", &request).await?;
         Ok(())
     }
+
+    /// Listens here on `address` ("127.0.0.1:0": any free port) and carries each connection to
+    /// `port` in the guest through airlockd, as `airlock port-forward` does: a server there
+    /// listening on 127.0.0.1, ::1 or every address. A paused session is resumed by a
+    /// connection, and is not paused while one is open. Runs on the current tokio runtime
+    /// until the [`Forward`] is dropped.
+    pub async fn forward(&self, port: u16, address: &str) -> Result<Forward> {
+        let port = check_port(port)? as u16;
+        // A session that is not the caller's is said now rather than at each connection.
+        crate::session::get_info(&self.session.client, self.session.id()).await?;
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| Error::invalid(format!("cannot listen on {}: {}", address, e)))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| Error::invalid(format!("cannot listen on {}: {}", address, e)))?;
+        let channel = self.session.client.channel.clone();
+        let session_id = self.session.id().to_string();
+        let accepting = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                let _ = connection.set_nodelay(true);
+                // Each connection runs to its end, whatever becomes of the listener.
+                tokio::spawn(relay(channel.clone(), session_id.clone(), port, connection));
+            }
+        });
+        Ok(Forward { local_addr, port, accepting })
+    }
+}
+
+/// A listener here whose connections reach a port in a session's guest ([`Ports::forward`]).
+/// Dropping it (or [`close`](Forward::close)) stops listening; connections already open run to
+/// their end.
+#[derive(Debug)]
+pub struct Forward {
+    local_addr: SocketAddr,
+    port: u16,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl Forward {
+    /// Where it listens (the port asked for, or the free one it got).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The guest's port its connections reach.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops listening.
+    pub fn close(self) {}
+}
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// One connection here carried to `port` of the session's guest: its bytes and its end each
+/// way. A reset there (nothing listens on the port, the server reset it, the session paused)
+/// closes the connection here.
+async fn relay(channel: Channel, session_id: String, port: u16, connection: tokio::net::TcpStream) {
+    use pb::port_forward_request::Kind as Out;
+    use pb::port_forward_response::Kind as In;
+    let (mut requests, mut responses) = match channel
+        .streaming::<pb::PortForwardRequest, pb::PortForwardResponse>("/airlock.v1.Sessions/ForwardPort")
+        .await
+    {
+        Ok(call) => call,
+        Err(_) => return,
+    };
+    let start = pb::PortForwardStart { session_id, port: port as u32 };
+    if requests.send(&pb::PortForwardRequest { kind: Some(Out::Start(start)) }).await.is_err() {
+        return;
+    }
+    let (mut reader, mut writer) = connection.into_split();
+    // Here to the guest: the connection's bytes, then its end (a half-close).
+    let to_guest = async move {
+        let mut buffer = vec![0u8; FORWARD_PIECE];
+        loop {
+            match reader.read(&mut buffer).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    let data = Out::Data(Bytes::copy_from_slice(&buffer[..n]));
+                    if requests.send(&pb::PortForwardRequest { kind: Some(data) }).await.is_err() {
+                        return requests;
+                    }
+                }
+                Err(_) => {
+                    // Reset here: reset there.
+                    requests.cancel();
+                    return requests;
+                }
+            }
+        }
+        let _ = requests.send_last(&pb::PortForwardRequest { kind: Some(Out::Eof(true)) }).await;
+        requests
+    };
+    // The guest to here, until its end or a reset.
+    let to_here = async move {
+        while let Ok(Some(answer)) = responses.message().await {
+            let going = match answer.kind {
+                Some(In::Data(data)) => writer.write_all(&data).await.is_ok(),
+                Some(In::Eof(_)) => {
+                    let _ = writer.shutdown().await;
+                    true
+                }
+                Some(In::Reset(_)) => false,
+                None => true, // a kind newer than this SDK
+            };
+            if !going {
+                return;
+            }
+        }
+    };
+    futures_util::pin_mut!(to_guest, to_here);
+    match futures_util::future::select(to_guest, to_here).await {
+        // Sent all there is to send: the guest's side goes on until its end.
+        Either::Left((_requests, to_here)) => to_here.await,
+        // The guest's side ended (or was reset): nothing more goes there.
+        Either::Right(_) => {}
+    }
 }
 
 impl Session {
@@ -169,7 +302,7 @@ pub struct AuditRecord {
     pub hash: String,
 }
 
-/// Whether the audit log's hash chain is whole ([`Client::verify_audit`]).
+/// Whether the audit log's hash chain is whole ([`Audit::verify`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditVerification {
     pub ok: bool,
@@ -180,16 +313,31 @@ pub struct AuditVerification {
     pub first_bad_seq: i64,
 }
 
+/// The host's audit log ([`Client::audit`]): root over the Unix socket and read-only operators
+/// only ([`Error::PermissionDenied`] otherwise: the log holds every user's records).
+pub struct Audit<'a> {
+    client: &'a Client,
+}
+
 impl Client {
-    /// The audit log's records from `since` on (`None`: all): the newest `limit` (0: 1000),
-    /// oldest first. Root over the Unix socket only ([`Error::PermissionDenied`] otherwise).
-    pub async fn audit(&self, since: Option<SystemTime>, limit: u32) -> Result<Vec<AuditRecord>> {
+    /// The host's audit log: `client.audit().list(since, limit)`, `client.audit().verify()`.
+    pub fn audit(&self) -> Audit<'_> {
+        Audit { client: self }
+    }
+}
+
+impl Audit<'_> {
+    /// The records from `since` on (`None`: all): the newest `limit` (0: 1000), oldest first.
+    pub async fn list(&self, since: Option<SystemTime>, limit: u32) -> Result<Vec<AuditRecord>> {
         let since_unix_ms = since
             .map(|t| t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
             .unwrap_or(0);
         let request = pb::ListAuditRequest { since_unix_ms, limit };
-        let mut responses =
-            self.channel.server_streaming::<_, pb::AuditRecord>("/airlock.v1.Audit/List", &request).await?;
+        let mut responses = self
+            .client
+            .channel
+            .server_streaming::<_, pb::AuditRecord>("/airlock.v1.Audit/List", &request)
+            .await?;
         let mut out = Vec::new();
         while let Some(r) = responses.message().await? {
             out.push(AuditRecord {
@@ -206,11 +354,11 @@ impl Client {
         Ok(out)
     }
 
-    /// Walks the audit log's whole chain and says whether a record was changed, removed or
-    /// moved, and where.
-    pub async fn verify_audit(&self) -> Result<AuditVerification> {
+    /// Walks the whole hash chain and says whether a record was changed, removed or moved, and
+    /// where.
+    pub async fn verify(&self) -> Result<AuditVerification> {
         let v: pb::AuditVerification =
-            self.channel.unary("/airlock.v1.Audit/Verify", &pb::VerifyAuditRequest {}).await?;
+            self.client.channel.unary("/airlock.v1.Audit/Verify", &pb::VerifyAuditRequest {}).await?;
         Ok(AuditVerification {
             ok: v.ok,
             records: v.records,

@@ -115,6 +115,11 @@ pub enum Error {
     /// A reader or writer of the caller's failed (a file sent with `write_from`, received
     /// with `read_to`); airlockd kept nothing of an upload that failed so.
     Io(std::io::Error),
+    /// airlockd and this SDK do not speak the same API ([`Client::connect`](crate::Client::connect)
+    /// checks before it returns): airlockd is older than the SDK (`daemon_level` below
+    /// `client_level`, or 0 when it predates API levels), or the SDK is older than the oldest
+    /// client airlockd still serves. `message` says which to upgrade.
+    VersionMismatch { message: String, daemon_level: u32, client_level: u32 },
     /// Any other gRPC status (UNIMPLEMENTED: airlockd is older than this SDK; INTERNAL...).
     Other { code: Code, message: String },
 }
@@ -165,7 +170,11 @@ impl Error {
             Error::Timeout { result: None, .. } => Some(Code::DeadlineExceeded),
             Error::Unavailable { .. } => Some(Code::Unavailable),
             Error::Other { code, .. } => Some(*code),
-            Error::Timeout { .. } | Error::CommandFailed { .. } | Error::Io(_) => None,
+            // The SDK's own verdicts, not a status of one call.
+            Error::Timeout { .. }
+            | Error::CommandFailed { .. }
+            | Error::VersionMismatch { .. }
+            | Error::Io(_) => None,
         }
     }
 
@@ -182,6 +191,7 @@ impl Error {
             | Error::Timeout { message, .. }
             | Error::Unavailable { message }
             | Error::CommandFailed { message, .. }
+            | Error::VersionMismatch { message, .. }
             | Error::Other { message, .. } => message.clone(),
             Error::Io(e) => e.to_string(),
         }

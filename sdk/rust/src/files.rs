@@ -4,7 +4,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
-use crate::grpc::Responses;
+use crate::grpc::{Requests, Responses};
 use crate::pb;
 use crate::session::Session;
 
@@ -42,7 +42,7 @@ impl Files<'_> {
     /// read (in 1 MiB pieces, at the pace airlockd takes them), and returns the bytes written.
     /// The file changes only once all of it is in the guest: if `reader` fails part-way, the
     /// old file stays and the reader's error comes back as [`Error::Io`].
-    pub async fn write_from<R>(&self, path: impl AsRef<[u8]>, mut reader: R, mode: u32) -> Result<u64>
+    pub async fn write_from<R>(&self, path: impl AsRef<[u8]>, reader: R, mode: u32) -> Result<u64>
     where
         R: AsyncRead + Unpin,
     {
@@ -68,26 +68,12 @@ impl Files<'_> {
         if let Err(e) = requests.send(&first).await {
             return Err(self.session.explain(responses.failure(e).await.into()).await);
         }
-        let mut buffer = vec![0u8; FILE_PIECE];
-        loop {
-            let n = match read_full(&mut reader, &mut buffer).await {
-                Ok(n) => n,
-                Err(e) => {
-                    // A stream that ends without `last` leaves the file as it was.
-                    requests.cancel();
-                    return Err(Error::Io(e));
-                }
-            };
-            let last = n < buffer.len();
-            let chunk =
-                pb::WriteFileChunk { data: Bytes::copy_from_slice(&buffer[..n]), last, ..Default::default() };
-            let sent = if last { requests.send_last(&chunk).await } else { requests.send(&chunk).await };
-            if let Err(e) = sent {
-                return Err(self.session.explain(responses.failure(e).await.into()).await);
-            }
-            if last {
-                break;
-            }
+        // A stream that ends without `last` (a reader that failed) leaves the file as it was.
+        let chunk = |data, _first, last| pb::WriteFileChunk { data, last, ..Default::default() };
+        match upload(&mut requests, &mut responses, reader, chunk).await {
+            Ok(()) => {}
+            Err(e @ Error::Io(_)) => return Err(e),
+            Err(e) => return Err(self.session.explain(e).await),
         }
         match one(&mut responses).await {
             Ok(reply) => Ok(reply.bytes),
@@ -155,6 +141,46 @@ impl FileStream {
             Ok(Some(chunk)) => Ok(Some(chunk.data)),
             Ok(None) => Ok(None),
             Err(status) => Err(self.session.explain(status.into()).await),
+        }
+    }
+}
+
+/// Sends everything `reader` gives until its end as a call's request stream: messages that
+/// `message(piece, first, last)` makes of pieces of at most 1 MiB, at the pace airlockd takes
+/// them, the last one ending the stream (an empty reader makes one empty message). A reader
+/// that fails part-way cancels the call, so that airlockd keeps nothing of it (every upload it
+/// takes acts only on `last`), and its error comes back as [`Error::Io`]; a call that airlockd
+/// ended comes back with airlockd's status.
+pub(crate) async fn upload<Q, R, Rd>(
+    requests: &mut Requests<Q>,
+    responses: &mut Responses<R>,
+    mut reader: Rd,
+    mut message: impl FnMut(Bytes, bool, bool) -> Q,
+) -> Result<()>
+where
+    Q: prost::Message,
+    R: prost::Message + Default,
+    Rd: AsyncRead + Unpin,
+{
+    let mut buffer = vec![0u8; FILE_PIECE];
+    let mut first = true;
+    loop {
+        let n = match read_full(&mut reader, &mut buffer).await {
+            Ok(n) => n,
+            Err(e) => {
+                requests.cancel();
+                return Err(Error::Io(e));
+            }
+        };
+        let last = n < buffer.len();
+        let chunk = message(Bytes::copy_from_slice(&buffer[..n]), first, last);
+        first = false;
+        let sent = if last { requests.send_last(&chunk).await } else { requests.send(&chunk).await };
+        if let Err(e) = sent {
+            return Err(responses.failure(e).await.into());
+        }
+        if last {
+            return Ok(());
         }
     }
 }

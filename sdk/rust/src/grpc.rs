@@ -481,7 +481,7 @@ impl<R: Message + Default> Responses<R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn framed(payload: &[u8]) -> Vec<u8> {
@@ -573,7 +573,7 @@ mod tests {
 
     /// A channel to an in-process HTTP/2 server that answers the one call it gets with
     /// `answer`, as a gRPC server might (or might not).
-    async fn channel_to<F, Fut>(answer: F) -> Channel
+    pub(crate) async fn channel_to<F, Fut>(answer: F) -> Channel
     where
         F: FnOnce(Request<RecvStream>, h2::server::SendResponse<Bytes>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
@@ -589,7 +589,7 @@ mod tests {
         Channel::handshake(client_io, "localhost".into(), false).await.unwrap()
     }
 
-    fn grpc_headers(status: Option<i32>, message: &str) -> http::Response<()> {
+    pub(crate) fn grpc_headers(status: Option<i32>, message: &str) -> http::Response<()> {
         let mut r = http::Response::builder().status(200).header("content-type", "application/grpc");
         if let Some(code) = status {
             r = r.header("grpc-status", code.to_string()).header("grpc-message", message);
@@ -597,7 +597,7 @@ mod tests {
         r.body(()).unwrap()
     }
 
-    fn trailers(code: i32, message: &str) -> HeaderMap {
+    pub(crate) fn trailers(code: i32, message: &str) -> HeaderMap {
         let mut t = HeaderMap::new();
         t.insert("grpc-status", HeaderValue::from_str(&code.to_string()).unwrap());
         t.insert("grpc-message", HeaderValue::from_str(message).unwrap());

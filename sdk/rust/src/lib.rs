@@ -23,6 +23,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`Client::connect`] checks first that airlockd serves this SDK's [`API_LEVEL`]
+//! ([`Error::VersionMismatch`] says which to upgrade when it does not). A session made with a
+//! project (`airlock session create --workspace DIR`) shows what it changed there and hands
+//! back its commits through [`Session::workspace`].
+//!
 //! Every call is a future: dropping it (`tokio::time::timeout`, `select!`) abandons the call,
 //! and dropping a command's [`ExecStream`] ends the command. Errors are [`Error`] values whose
 //! variants are the kinds the other SDKs have ([`Error::NotFound`],
@@ -37,14 +42,15 @@ mod grpc;
 mod observe;
 mod resources;
 mod session;
+mod workspace;
 
 #[allow(clippy::all, dead_code)]
 mod pb {
     include!(concat!(env!("OUT_DIR"), "/airlock.v1.rs"));
 }
 
-pub use access::{AuditRecord, AuditVerification, Exposure, Ports, SecretInfo, Secrets};
-pub use client::{Client, Tls, DEFAULT_SOCKET};
+pub use access::{Audit, AuditRecord, AuditVerification, Exposure, Forward, Ports, SecretInfo, Secrets};
+pub use client::{Client, Tls, Version, API_LEVEL, DEFAULT_SOCKET};
 pub use error::{Code, Error, Result};
 pub use exec::{ExecEvent, ExecInput, ExecOptions, ExecResult, ExecStream, Exit};
 pub use files::{FileStream, Files};
@@ -52,7 +58,11 @@ pub use observe::{
     Event, EventKind, LogEntry, LogStream, Metrics, Network, NetworkChange, NetworkRule, TimelineEvent,
     Watcher,
 };
-pub use resources::{Image, Vm, Volume};
+pub use resources::{DockerfileBuild, Image, ImageBuild, Quota, QuotaItem, RemovedImage, Vm, Volume};
 pub use session::{
     parse_size, Limits, Session, SessionGuard, SessionInfo, SessionOptions, SessionState, VolumeMount,
+};
+pub use workspace::{
+    Bundle, BundleInfo, BundleOptions, ChangeKind, Workspace, WorkspaceBase, WorkspaceChange, WorkspaceEntry,
+    WorkspaceInfo,
 };

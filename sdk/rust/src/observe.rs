@@ -175,7 +175,8 @@ impl TimelineEvent {
     }
 }
 
-async fn collect<R: prost::Message + Default, T>(
+/// Every message of a stream of `session`'s, each made a public type by `each`.
+pub(crate) async fn collect<R: prost::Message + Default, T>(
     session: &Session,
     mut responses: Responses<R>,
     mut each: impl FnMut(R) -> T,

@@ -10,6 +10,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::exec::explain;
 use crate::pb;
+use crate::workspace::WorkspaceBase;
 
 /// What a new session gets; zero and empty fields take airlockd's defaults.
 ///
@@ -50,7 +51,9 @@ pub struct SessionOptions {
     /// or "NAME:/PATH:ro" (read-only, any number at once).
     pub volumes: Vec<String>,
     /// A workspace's upload token (Workspaces.Upload): the session sees the project at
-    /// /workspace. "": none.
+    /// /workspace. "": none. This SDK does not capture or upload projects: make a session with
+    /// a workspace with the CLI (`airlock session create --workspace DIR`, or `airlock agent`)
+    /// and work on it by id ([`Session::workspace`](crate::Session::workspace)).
     pub workspace: String,
 }
 
@@ -278,6 +281,9 @@ pub struct SessionInfo {
     /// Who owns it: "uid:1000", "cert:NAME", ...
     pub tenant: String,
     pub volumes: Vec<VolumeMount>,
+    /// The project it was made with (`airlock session create --workspace DIR`); see
+    /// [`Session::workspace`].
+    pub workspace: Option<WorkspaceBase>,
 }
 
 pub(crate) fn time_ms(ms: i64) -> SystemTime {
@@ -315,6 +321,7 @@ impl SessionInfo {
                 .into_iter()
                 .map(|v| VolumeMount { name: v.name, path: v.path, read_only: v.read_only })
                 .collect(),
+            workspace: s.workspace.map(WorkspaceBase::from_wire),
         }
     }
 }
