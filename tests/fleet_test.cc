@@ -307,6 +307,30 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
 
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
   EXPECT_EQ(WaitListed(a, id, ""), "");
+
+  // Its blobs are named by no published session now: a dry run says so and changes nothing,
+  // a collection marks them, and one past the grace removes them.
+  auto collect = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"blobs", "gc", "--json"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Result run = a.Run(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err << a.Log();
+    return nlohmann::json::parse(run.out, nullptr, false);
+  };
+  nlohmann::json gc = collect({"--dry-run"});
+  size_t blobs = gc.value("blobs", 0u);
+  EXPECT_GE(blobs, 5u) << gc;  // state, disk, manifest, the image's two; more pauses, more
+  EXPECT_EQ(gc["marked"].size(), blobs) << gc;
+  gc = collect({"--grace", "1s"});
+  EXPECT_EQ(gc["marked"].size(), blobs) << gc;  // the dry run marked nothing
+  EXPECT_TRUE(gc["removed"].empty()) << gc;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  gc = collect({"--grace", "1s"});
+  EXPECT_EQ(gc["removed"].size(), blobs) << gc;
+  EXPECT_GT(gc.value("removed_bytes", 0u), 0u) << gc;
+  EXPECT_EQ(collect({"--dry-run"}).value("blobs", 1u), 0u);
+  r = a.Run({"blobs", "gc"});
+  EXPECT_NE(r.out.find("0 blobs"), std::string::npos) << r.out;
   a.Stop(SIGTERM);
   auto ours = [&] { return QemuPids(dir.path()); };  // both hosts' homes are under it
   for (int i = 0; i < 100 && !ours().empty(); ++i) usleep(100000);

@@ -94,10 +94,10 @@ TEST(CliAppTest, TopLevelHelpListsEveryCommand) {
   AddEverything(cli);
   std::string help = cli.app().help();
   for (const char* command :
-       {"run",    "session",    "exec",   "ls",           "ps",     "hosts",  "quota", "logs",
-        "log",    "metrics",    "watch",  "rm",           "pause",  "resume", "fork",  "file",
-        "diff",   "promote",    "sync",   "network",      "secret", "agent",  "mcp",   "image",
-        "doctor", "completion", "expose", "port-forward", "api-key"}) {
+       {"run",    "session",    "exec",   "ls",           "ps",      "hosts",  "quota", "logs",
+        "log",    "metrics",    "watch",  "rm",           "pause",   "resume", "fork",  "file",
+        "diff",   "promote",    "sync",   "network",      "secret",  "agent",  "mcp",   "image",
+        "doctor", "completion", "expose", "port-forward", "api-key", "blobs"}) {
     EXPECT_NE(help.find(std::string("  ") + command + " "), std::string::npos) << command;
   }
   Cli image;

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/cli_app.h"
 #include "src/cli/cli_commands.h"
@@ -187,6 +188,50 @@ int Hosts(bool json) {
                 FormatBytes(host.memory_bytes()).c_str(), host.session_ids_size(), running.c_str());
   }
   if (!response.fleet()) std::printf("one host: airlockd runs without --blob-store and --etcd\n");
+  return 0;
+}
+
+int CollectBlobs(const v1::CollectBlobsRequest& request, bool json) {
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::BlobCollection run;
+  grpc::Status status = client->vms->CollectBlobs(&context, request, &run);
+  if (!status.ok()) return DaemonError(status);
+  if (json) {
+    nlohmann::json removed = nlohmann::json::array();
+    for (const v1::BlobCollection::Removed& r : run.removed()) {
+      removed.push_back({{"digest", r.digest()}, {"bytes", r.bytes()}});
+    }
+    nlohmann::json out = {{"dry_run", request.dry_run()},
+                          {"grace_seconds", run.grace_seconds()},
+                          {"blobs", run.blobs()},
+                          {"records", run.records()},
+                          {"referenced", run.referenced()},
+                          {"pinned", run.pinned()},
+                          {"waiting", run.waiting()},
+                          {"marked", run.marked()},
+                          {"removed", removed},
+                          {"removed_bytes", run.removed_bytes()}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  const char* would = request.dry_run() ? "would be " : "";
+  for (const v1::BlobCollection::Removed& r : run.removed()) {
+    std::printf("%sremoved  %s  %s\n", would, r.digest().c_str(), FormatBytes(r.bytes()).c_str());
+  }
+  for (const std::string& digest : run.marked())
+    std::printf("%smarked   %s\n", would, digest.c_str());
+  std::printf(
+      "%llu blobs, %llu named by %llu published sessions; %d %smarked (removed by a run %s "
+      "from now, if still named by none), %llu waiting for their grace, %llu kept for pauses "
+      "uploading them; %d %sremoved, %s freed\n",
+      static_cast<unsigned long long>(run.blobs()),
+      static_cast<unsigned long long>(run.referenced()),
+      static_cast<unsigned long long>(run.records()), run.marked_size(), would,
+      absl::FormatDuration(absl::Seconds(run.grace_seconds())).c_str(),
+      static_cast<unsigned long long>(run.waiting()), static_cast<unsigned long long>(run.pinned()),
+      run.removed_size(), would, FormatBytes(run.removed_bytes()).c_str());
   return 0;
 }
 
@@ -632,6 +677,29 @@ void AddSessionCommands(Cli& cli) {
       "alone. For root and read-only operators. A session paused on one host resumes on any\n"
       "other: `airlock resume ID` there.");
   AddJsonFlag(h, hosts_json.get());
+
+  CLI::App* blobs = cli.Group("blobs", "the fleet's blob store: blobs gc");
+  struct GcArgs {
+    v1::CollectBlobsRequest request;
+    bool json = false;
+  };
+  auto gc = std::make_shared<GcArgs>();
+  CLI::App* g = cli.Add(blobs, "gc", "remove blobs no published session names any more",
+                        [gc] { return CollectBlobs(gc->request, gc->json); });
+  g->footer(
+      "Collects the blob store the fleet's hosts share (airlockd --blob-store and\n"
+      "--etcd) in two phases: a run marks the blobs that no published session's\n"
+      "snapshot names, and a run at least the grace later removes those still named\n"
+      "by none. Run it from cron (every hour, say) on any one host; hosts take turns.\n"
+      "A pause uploading a blob at the same time keeps it. Root only; read-only\n"
+      "operators may --dry-run.");
+  g->add_flag_function(
+      "--dry-run", [gc](int64_t) { gc->request.set_dry_run(true); },
+      "say what it would mark and remove; change nothing");
+  AddDurationOption(
+      g, "--grace", [gc](uint64_t d) { gc->request.set_grace_seconds(d == 0 ? 1 : d); },
+      "how long a blob stays marked before it is removed (default 1h)");
+  AddJsonFlag(g, &gc->json);
 
   auto quota_json = std::make_shared<bool>(false);
   CLI::App* q = cli.Add(root, "quota", "what your sessions may hold at once, and what they use",

@@ -707,6 +707,57 @@ grpc::Status VmsService::Hosts(grpc::ServerContext* context, const v1::ListHosts
   return grpc::Status::OK;
 }
 
+grpc::Status VmsService::CollectBlobs(grpc::ServerContext* context,
+                                      const v1::CollectBlobsRequest* request,
+                                      v1::BlobCollection* response) {
+  absl::StatusOr<Principal> who =
+      Authorize(context, peers_, request->dry_run() ? Access::kRead : Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (!who->SeesEveryTenant()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "only root may collect the fleet's blobs (read-only operators: "
+                        "--dry-run); the blob store holds every tenant's snapshots");
+  }
+  SessionHandoff* handoff = sessions_->handoff();
+  if (handoff == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this airlockd has no fleet blob store to collect (airlockd --etcd and "
+                        "--blob-store); a single host's snapshots are removed with their sessions");
+  }
+  constexpr uint64_t kMaxGraceSeconds = 365ull * 24 * 3600;
+  if (request->grace_seconds() > kMaxGraceSeconds) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the grace is at most a year; give a shorter one");
+  }
+  uint64_t grace = request->grace_seconds() == 0 ? 3600 : request->grace_seconds();
+  absl::StatusOr<SessionHandoff::BlobCollection> run =
+      handoff->CollectBlobs(absl::Seconds(grace), request->dry_run());
+  if (!request->dry_run()) {
+    LogIfFailed(
+        store_->audit().Audit(
+            *who, who->Tenant(), "blobs.collect", handoff->host_id(),
+            run.ok() ? absl::StrCat("ok: ", run->marked.size(), " marked, ", run->removed.size(),
+                                    " removed (", run->removed_bytes, " bytes)")
+                     : std::string(run.status().message())),
+        "blob collection: not audited");
+  }
+  if (!run.ok()) return ToGrpc(run.status());
+  response->set_blobs(run->blobs);
+  response->set_referenced(run->referenced);
+  response->set_records(run->records);
+  response->set_pinned(run->pinned);
+  response->set_waiting(run->waiting);
+  for (const std::string& digest : run->marked) response->add_marked(digest);
+  for (const SessionHandoff::BlobCollection::Removed& r : run->removed) {
+    v1::BlobCollection::Removed* removed = response->add_removed();
+    removed->set_digest(r.digest);
+    removed->set_bytes(r.bytes);
+  }
+  response->set_removed_bytes(run->removed_bytes);
+  response->set_grace_seconds(grace);
+  return grpc::Status::OK;
+}
+
 namespace {
 
 void ToProto(const ImageInfo& info, v1::Image* image) {

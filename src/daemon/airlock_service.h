@@ -129,15 +129,18 @@ class WorkspacesService final : public v1::Workspaces::Service {
 
 class VmsService final : public v1::Vms::Service {
  public:
-  VmsService(SessionManager* sessions, const PeerRegistry* peers)
-      : sessions_(sessions), peers_(peers) {}
+  VmsService(SessionManager* sessions, StateStore* store, const PeerRegistry* peers)
+      : sessions_(sessions), store_(store), peers_(peers) {}
   grpc::Status List(grpc::ServerContext* context, const v1::ListVmsRequest* request,
                     v1::ListVmsResponse* response) override;
   grpc::Status Hosts(grpc::ServerContext* context, const v1::ListHostsRequest* request,
                      v1::ListHostsResponse* response) override;
+  grpc::Status CollectBlobs(grpc::ServerContext* context, const v1::CollectBlobsRequest* request,
+                            v1::BlobCollection* response) override;
 
  private:
   SessionManager* sessions_;
+  StateStore* store_;
   const PeerRegistry* peers_;
 };
 

@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
   airlock::VolumesService volumes_service(&sessions, &peers, paths);
   airlock::WorkspacesService workspaces_service(&sessions, store->get(), &peers, &uploads,
                                                 paths.scratch);
-  airlock::VmsService vms_service(&sessions, &peers);
+  airlock::VmsService vms_service(&sessions, store->get(), &peers);
   airlock::ImagesService images_service(paths, &sessions, store->get(), &peers);
   images_service.RemoveBuildLeftovers();
   airlock::NetworkService network_service(&sessions, store->get(), &peers);

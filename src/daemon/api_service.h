@@ -13,7 +13,7 @@ namespace airlock {
 
 // The API level this airlockd serves: grows by one with each addition to airlock.proto that a
 // client may rely on, with a line for it in the proto's list of levels.
-inline constexpr uint32_t kApiLevel = 1;
+inline constexpr uint32_t kApiLevel = 2;
 // Clients built for a level below this are refused (none yet: v1 only ever grows).
 inline constexpr uint32_t kOldestClientLevel = 1;
 

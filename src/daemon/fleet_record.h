@@ -29,6 +29,14 @@ struct FleetRecord {
   SessionRecord record;
 };
 
+// The field lines of a session's published snapshot record (SessionHandoff::Publish): the host
+// that took it, its manifest's blob, its image's blobs, and its generation.
+inline const std::vector<std::string>& PublishedRecordFields() {
+  static const auto* fields =
+      new std::vector<std::string>{"host", "manifest", "image-blobs", "generation"};
+  return *fields;
+}
+
 // header: one line, ending in '\n'. Field names hold no tab or newline.
 std::string SignFleetRecord(absl::string_view header,
                             const std::vector<std::pair<std::string, std::string>>& fields,

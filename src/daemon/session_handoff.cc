@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -31,8 +32,6 @@
 namespace airlock {
 namespace {
 
-// The first line of a published record; the HMAC covers everything before its own line.
-constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
 // An entry of the fleet's session index.
 constexpr char kIndexHeader[] = "airlock-session-index 1\n";
 // An image's metadata (image.json: its run config and where it came from).
@@ -279,7 +278,11 @@ absl::Status SessionHandoff::Claim(const std::string& id) {
 
 absl::Status SessionHandoff::Release(const std::string& id) { return lease()->ReleaseSession(id); }
 
-absl::Status SessionHandoff::PutBytes(const std::string& digest, const std::string& bytes) {
+absl::Status SessionHandoff::PutBytes(const std::string& digest, const std::string& bytes,
+                                      std::vector<std::string>* pins) {
+  if (absl::Status st = Pin(digest, pins); !st.ok()) return st;
+  absl::StatusOr<uint64_t> present = blobs_->Stat(digest);
+  if (present.ok() && *present == bytes.size()) return absl::OkStatus();
   UniqueFd fd(memfd_create("airlock-blob", MFD_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("memfd_create");
   if (absl::Status st = WriteAll(fd.get(), bytes); !st.ok()) return st;
@@ -309,7 +312,9 @@ absl::StatusOr<std::string> SessionHandoff::GetBytes(const std::string& digest, 
   return bytes;
 }
 
-absl::Status SessionHandoff::PutFile(const std::string& digest, const std::string& path) {
+absl::Status SessionHandoff::PutFile(const std::string& digest, const std::string& path,
+                                     std::vector<std::string>* pins) {
+  if (absl::Status st = Pin(digest, pins); !st.ok()) return st;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return ErrnoStatus("open", path);
   absl::StatusOr<PackLayout> layout = MeasurePack(fd.get());
@@ -330,14 +335,23 @@ absl::Status SessionHandoff::PutFile(const std::string& digest, const std::strin
   return written;
 }
 
-absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageInfo& image) {
-  {
-    absl::MutexLock lock(&images_mu_);
-    if (auto it = images_.find(image.digest); it != images_.end()) return it->second;
-  }
+absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(
+    const ImageInfo& image, std::vector<std::string>* pins) {
   absl::StatusOr<std::string> meta =
       ReadFileToString(DirName(image.rootfs_path) + "/image.json", kMaxImageMeta);
   if (!meta.ok()) return meta.status();
+  std::optional<ImageBlobs> known;
+  {
+    absl::MutexLock lock(&images_mu_);
+    if (auto it = images_.find(image.digest); it != images_.end()) known = it->second;
+  }
+  if (known) {
+    // Uploaded by this run already, but a collection may have removed it since: pinned and
+    // looked for again (sent again only if it is gone).
+    if (absl::Status put = PutFile(known->rootfs, image.rootfs_path, pins); !put.ok()) return put;
+    if (absl::Status put = PutBytes(known->meta, *meta, pins); !put.ok()) return put;
+    return *known;
+  }
   UniqueFd fd(open(image.rootfs_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return ErrnoStatus("open", image.rootfs_path);
   struct stat st;
@@ -356,8 +370,8 @@ absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageI
   ImageBlobs blobs{.rootfs = absl::StrCat("sha256:", *hex),
                    .rootfs_size = static_cast<uint64_t>(st.st_size),
                    .meta = absl::StrCat("sha256:", Sha256Hex(*meta))};
-  if (absl::Status put = PutFile(blobs.rootfs, image.rootfs_path); !put.ok()) return put;
-  if (absl::Status put = PutBytes(blobs.meta, *meta); !put.ok()) return put;
+  if (absl::Status put = PutFile(blobs.rootfs, image.rootfs_path, pins); !put.ok()) return put;
+  if (absl::Status put = PutBytes(blobs.meta, *meta, pins); !put.ok()) return put;
   absl::MutexLock lock(&images_mu_);
   images_[image.digest] = blobs;
   return blobs;
@@ -370,16 +384,20 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
   if (!text.ok()) return text.status();
   absl::StatusOr<SnapshotManifest> manifest = VerifyManifest(*text, key_);
   if (!manifest.ok()) return manifest.status();
+  // Pinned until the record names them (or the publishing failed: then a collection may take
+  // them).
+  std::vector<std::string> pins;
+  absl::Cleanup unpin = [&] { Unpin(pins); };
   for (const SnapshotFile& file : manifest->files) {
     if (absl::Status st =
-            PutFile(absl::StrCat("sha256:", file.sha256), absl::StrCat(dir, "/", file.name));
+            PutFile(absl::StrCat("sha256:", file.sha256), absl::StrCat(dir, "/", file.name), &pins);
         !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("uploading ", file.name, ": ", st.message()));
     }
   }
   std::string manifest_digest = absl::StrCat("sha256:", Sha256Hex(*text));
-  if (absl::Status st = PutBytes(manifest_digest, *text); !st.ok()) return st;
-  absl::StatusOr<ImageBlobs> image_blobs = PutImage(image);
+  if (absl::Status st = PutBytes(manifest_digest, *text, &pins); !st.ok()) return st;
+  absl::StatusOr<ImageBlobs> image_blobs = PutImage(image, &pins);
   if (!image_blobs.ok()) {
     return absl::Status(
         image_blobs.status().code(),
@@ -413,8 +431,8 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
     return absl::DataLossError(
         absl::StrCat("the published snapshot of session ", id, " is refused: ", why));
   };
-  absl::StatusOr<FleetRecord> verified = VerifyFleetRecord(
-      (*kv)->value, kRecordHeader, {"host", "manifest", "image-blobs", "generation"}, key_);
+  absl::StatusOr<FleetRecord> verified =
+      VerifyFleetRecord((*kv)->value, kRecordHeader, PublishedRecordFields(), key_);
   if (!verified.ok()) return refuse(verified.status().message());
   Published published;
   if (auto it = verified->fields.find("generation");

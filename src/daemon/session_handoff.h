@@ -11,6 +11,11 @@
 //   <prefix>/index/<tenant>/<id>       the fleet's session index: the session's record, state
 //                                      and host as its holder last wrote them, signed; the
 //                                      tenant in hex
+//   <prefix>/blob-pins/<digest>/<pin>  a blob a publishing relies on before its record names
+//                                      it, bound to the publishing host's lease
+//   <prefix>/blob-gc/lock              the host collecting blobs now, bound to its lease
+//   <prefix>/blob-gc/marks/<digest>    when a collection first found the blob named by nothing
+//   <prefix>/blob-gc/removing/<digest> a blob being removed, bound to the collector's lease
 //
 // The rules SessionManager follows:
 //   - A pause publishes: each file of the snapshot is uploaded packed (snapshot_pack.h) under its
@@ -33,6 +38,15 @@
 //     the published one (SessionLayout::UnpublishedMarker): a resume here uses it, never the
 //     older published one, and a failed resume keeps the claim.
 //
+//   - Blobs are collected in two phases (CollectBlobs): a run marks the blobs no published
+//     record names, and a run at least the grace later removes those still named by none. A
+//     publishing pins each blob before it looks whether the store has it, and unpins them once
+//     its record names them; a collection marks a blob as being removed before it reads the
+//     pins and then the records, and a publishing that finds that mark waits for the removal to
+//     end and uploads the blob again. Whichever writes first, the other sees it (etcd is
+//     linearizable): a blob a record names or is about to name is never removed. Templates and
+//     volumes are each host's own and never in the blob store.
+//
 // Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
 // manifest names, and the manifest and the record are signed with the host key, so every host of
 // a fleet must have the same host key ($AIRLOCK_HOME/host.key). A changed blob, manifest or
@@ -49,6 +63,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +72,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "src/daemon/records.h"
 #include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
@@ -156,6 +172,27 @@ class SessionHandoff {
   [[nodiscard]] absl::StatusOr<IndexEntry> ReadIndex(const std::string& tenant,
                                                      const std::string& id) const;
 
+  struct BlobCollection {
+    uint64_t blobs = 0;               // in the store
+    uint64_t referenced = 0;          // named by a published record
+    uint64_t records = 0;             // published records read
+    uint64_t pinned = 0;              // named by none, but a publishing relies on them: kept
+    uint64_t waiting = 0;             // marked by an earlier run, within the grace: kept for now
+    std::vector<std::string> marked;  // named by none, marked by this run
+    struct Removed {
+      std::string digest;
+      uint64_t bytes = 0;
+    };
+    std::vector<Removed> removed;  // past the grace and named by none (dry run: would be)
+    uint64_t removed_bytes = 0;
+  };
+  // One run of the blob collection (see the rules above): marks what no record names, and
+  // removes what an earlier run marked at least `grace` ago and is still named by none. With
+  // dry_run it only says what it would do. One host at a time (FailedPrecondition naming the
+  // one that runs it); nothing is removed when a record cannot be verified (DataLoss naming
+  // it) or the fleet has more records than one read holds.
+  [[nodiscard]] absl::StatusOr<BlobCollection> CollectBlobs(absl::Duration grace, bool dry_run);
+
   struct HostInfo {
     std::string id;
     std::string capacity_json;
@@ -173,6 +210,9 @@ class SessionHandoff {
         options_(std::move(options)),
         key_(std::move(key)) {}
 
+  // The first line of a published record; the HMAC covers everything before its own line.
+  static constexpr char kRecordHeader[] = "airlock-session-handoff 1\n";
+
   std::shared_ptr<providers::HostLease> lease() const {
     absl::MutexLock lock(&lease_mu_);
     return lease_;
@@ -187,8 +227,17 @@ class SessionHandoff {
   uint64_t SeenGeneration(const std::string& id) const;
   // Remembers a newer one (an older one changes nothing).
   absl::Status RaiseGeneration(const std::string& id, uint64_t generation);
-  absl::Status PutFile(const std::string& digest, const std::string& path);
-  absl::Status PutBytes(const std::string& digest, const std::string& bytes);
+  // Pins the blob for a publishing (its key added to pins), and waits while a collection
+  // removes it.
+  absl::Status Pin(const std::string& digest, std::vector<std::string>* pins);
+  void Unpin(const std::vector<std::string>& pins);
+  // The blob digests the published records name, and how many records there are.
+  absl::StatusOr<std::set<std::string>> ReferencedBlobs(uint64_t* records);
+  // Pin first, then upload unless the store has the blob already.
+  absl::Status PutFile(const std::string& digest, const std::string& path,
+                       std::vector<std::string>* pins);
+  absl::Status PutBytes(const std::string& digest, const std::string& bytes,
+                        std::vector<std::string>* pins);
   absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);
   // Downloads a blob PutFile stored into out (at most max_size bytes once unpacked).
   absl::Status GetFile(const std::string& digest, uint64_t max_size, int out);
@@ -197,8 +246,9 @@ class SessionHandoff {
     uint64_t rootfs_size = 0;
     std::string meta;
   };
-  // Uploads an image's root filesystem and metadata, once per image digest.
-  absl::StatusOr<ImageBlobs> PutImage(const ImageInfo& image);
+  // Uploads an image's root filesystem and metadata unless the store has them (hashed once
+  // per image digest).
+  absl::StatusOr<ImageBlobs> PutImage(const ImageInfo& image, std::vector<std::string>* pins);
 
   const std::unique_ptr<providers::BlobStore> blobs_;
   const std::unique_ptr<providers::EtcdClient> etcd_;

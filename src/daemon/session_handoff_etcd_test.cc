@@ -5,12 +5,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/common/file_util.h"
+#include "src/common/sha256.h"
 #include "src/daemon/session_handoff.h"
 #include "src/daemon/state_store_testing.h"
 #include "src/image/image_store.h"
 #include "src/providers/blob_store.h"
+#include "src/providers/etcd_client.h"
 #include "src/testing/etcd_server.h"
 #include "src/testing/test_util.h"
 #include "src/vm/snapshot.h"
@@ -295,6 +301,113 @@ TEST_F(SessionHandoffTest, AHostThatWasAwayClaimsItsSessionBackOnlyIfNobodyPubli
   EXPECT_TRUE(absl::IsFailedPrecondition(behind)) << behind;
   EXPECT_NE(behind.message().find("taken over by host host-b"), std::string::npos) << behind;
   EXPECT_TRUE(b->Claim(kId).ok());  // given up again
+}
+
+// Blobs no published record names are marked by one collection and removed by a later one past
+// the grace; what a record names, or a pause is uploading, is kept; a removal in progress holds
+// a publishing back until it has ended; a record that cannot be verified stops the collection.
+TEST_F(SessionHandoffTest, CollectionRemovesOnlyBlobsNoRecordNamesPastTheGrace) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  auto store = providers::OpenBlobStore({.url = "file://" + dir_.File("blobs")});
+  ASSERT_TRUE(store.ok());
+  auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+  ASSERT_TRUE(etcd.ok());
+  auto put_blob = [&](const std::string& bytes) {
+    std::string digest = "sha256:" + Sha256Hex(bytes);
+    std::string path = dir_.File("blob-" + Sha256Hex(bytes));
+    EXPECT_TRUE(WriteFileAtomically(path, bytes, 0600).ok());
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_TRUE((*store)->Put(digest, fd, bytes.size()).ok());
+    close(fd);
+    return digest;
+  };
+  std::string snapshot = Snapshot(key_);
+  ASSERT_TRUE(a->Publish(Record(), snapshot, image_).ok());
+  std::string stray = put_blob("left by a pause that failed");
+
+  // A dry run changes nothing; a run marks the stray blob only; within the grace it stays.
+  absl::StatusOr<SessionHandoff::BlobCollection> run = b->CollectBlobs(absl::Hours(1), true);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->blobs, 6u);
+  EXPECT_EQ(run->referenced, 5u);
+  EXPECT_EQ(run->records, 1u);
+  EXPECT_EQ(run->marked, std::vector<std::string>{stray});
+  run = b->CollectBlobs(absl::Hours(1), false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->marked, std::vector<std::string>{stray});  // the dry run marked nothing
+  run = a->CollectBlobs(absl::Hours(1), false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->marked.empty());
+  EXPECT_EQ(run->waiting, 1u);
+  EXPECT_TRUE(run->removed.empty());
+  EXPECT_TRUE((*store)->Stat(stray).ok());
+
+  // Past the grace, but a pause is uploading it (pinned): kept. Unpinned: removed.
+  std::string pin = "/airlock/blob-pins/" + stray + "/host-c-1";
+  ASSERT_TRUE((*etcd)->Put(pin, "host-c").ok());
+  run = a->CollectBlobs(absl::ZeroDuration(), false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->pinned, 1u);
+  EXPECT_TRUE(run->removed.empty());
+  ASSERT_TRUE((*etcd)->Delete(pin).ok());
+  run = a->CollectBlobs(absl::ZeroDuration(), false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->removed.size(), 1u);
+  EXPECT_EQ(run->removed[0].digest, stray);
+  EXPECT_EQ(run->removed[0].bytes, 27u);
+  EXPECT_TRUE(absl::IsNotFound((*store)->Stat(stray).status()));
+  EXPECT_EQ((*store)->List()->size(), 5u);  // the published session's, all there
+
+  // One collector at a time.
+  ASSERT_TRUE((*etcd)->Put("/airlock/blob-gc/lock", "host-c").ok());
+  absl::Status busy = a->CollectBlobs(absl::ZeroDuration(), false).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(busy)) << busy;
+  EXPECT_NE(busy.message().find("host host-c is collecting"), std::string::npos) << busy;
+  ASSERT_TRUE((*etcd)->Delete("/airlock/blob-gc/lock").ok());
+
+  // A publishing that finds a blob it needs being removed waits for the removal to end, and
+  // then uploads it again.
+  ASSERT_TRUE(a->Forget(kId).ok());
+  ASSERT_TRUE(a->CollectBlobs(absl::ZeroDuration(), false).ok());  // marks all five
+  std::vector<std::string> all = *(*store)->List();
+  ASSERT_EQ(all.size(), 5u);
+  std::string removing = "/airlock/blob-gc/removing/" + all[0];
+  ASSERT_TRUE((*etcd)->Put(removing, "host-c").ok());
+  ASSERT_TRUE((*store)->Delete(all[0]).ok());
+  std::atomic<bool> removal_ended = false;
+  std::thread remover([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    removal_ended = true;
+    EXPECT_TRUE((*etcd)->Delete(removing).ok());
+  });
+  ASSERT_TRUE(b->Publish(Record(), snapshot, image_).ok());
+  EXPECT_TRUE(removal_ended);  // it waited
+  remover.join();
+  EXPECT_EQ(*(*store)->List(), all);                   // and sent the removed one again
+  run = a->CollectBlobs(absl::ZeroDuration(), false);  // named again: the marks go
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->referenced, 5u);
+  EXPECT_TRUE(run->removed.empty());
+  EXPECT_TRUE((*etcd)->GetPrefix("/airlock/blob-gc/marks/", 100)->empty());
+  EXPECT_TRUE((*etcd)->GetPrefix("/airlock/blob-pins/", 100)->empty());  // unpinned
+
+  // A record that cannot be verified: nothing is removed, and the error says what to do.
+  ASSERT_TRUE((*etcd)->Put("/airlock/sessions/0123456789ac/snapshot", "forged").ok());
+  ASSERT_TRUE(b->Forget(kId).ok());
+  ASSERT_TRUE(a->CollectBlobs(absl::ZeroDuration(), false).status().code() ==
+              absl::StatusCode::kDataLoss);
+  absl::Status refused = a->CollectBlobs(absl::ZeroDuration(), false).status();
+  EXPECT_TRUE(absl::IsDataLoss(refused)) << refused;
+  EXPECT_NE(refused.message().find("airlock rm 0123456789ac"), std::string::npos) << refused;
+  EXPECT_EQ((*store)->List()->size(), 5u);
+  // Removed, they go: marked by one run, removed by the next.
+  ASSERT_TRUE((*etcd)->Delete("/airlock/sessions/0123456789ac/snapshot").ok());
+  ASSERT_TRUE(a->CollectBlobs(absl::ZeroDuration(), false).ok());
+  run = a->CollectBlobs(absl::ZeroDuration(), false);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->removed.size(), 5u);
+  EXPECT_TRUE((*store)->List()->empty());
 }
 
 }  // namespace
