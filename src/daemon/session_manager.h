@@ -351,8 +351,9 @@ class SessionManager {
   std::shared_ptr<LiveSession> Use(const std::shared_ptr<LiveSession>& live,
                                    std::function<void()> cut = nullptr);
   // Under the session's lock, before a snapshot of it: cuts the uses that give way (Live's
-  // `cut`) and waits for them to end; FAILED_PRECONDITION if another use holds the session,
-  // saying to `wait_to` once it ended.
+  // `cut`) and waits for them to end; FAILED_PRECONDITION if another use still holds the
+  // session after a second (one that has just ended is let go by then), saying to `wait_to`
+  // once it ended.
   absl::Status GiveWay(LiveSession& live, const std::string& wait_to);
   void WatchLoop();
   // Ends a live session that died or expired: state, reason, files.
