@@ -279,7 +279,7 @@ absl::Status SessionHandoff::Claim(const std::string& id) {
 absl::Status SessionHandoff::Release(const std::string& id) { return lease()->ReleaseSession(id); }
 
 absl::Status SessionHandoff::PutBytes(const std::string& digest, const std::string& bytes,
-                                      std::vector<std::string>* pins) {
+                                      Pins* pins) {
   if (absl::Status st = Pin(digest, pins); !st.ok()) return st;
   absl::StatusOr<uint64_t> present = blobs_->Stat(digest);
   if (present.ok() && *present == bytes.size()) return absl::OkStatus();
@@ -313,7 +313,7 @@ absl::StatusOr<std::string> SessionHandoff::GetBytes(const std::string& digest, 
 }
 
 absl::Status SessionHandoff::PutFile(const std::string& digest, const std::string& path,
-                                     std::vector<std::string>* pins) {
+                                     Pins* pins) {
   if (absl::Status st = Pin(digest, pins); !st.ok()) return st;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return ErrnoStatus("open", path);
@@ -335,8 +335,8 @@ absl::Status SessionHandoff::PutFile(const std::string& digest, const std::strin
   return written;
 }
 
-absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(
-    const ImageInfo& image, std::vector<std::string>* pins) {
+absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageInfo& image,
+                                                                    Pins* pins) {
   absl::StatusOr<std::string> meta =
       ReadFileToString(DirName(image.rootfs_path) + "/image.json", kMaxImageMeta);
   if (!meta.ok()) return meta.status();
@@ -386,7 +386,7 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
   if (!manifest.ok()) return manifest.status();
   // Pinned until the record names them (or the publishing failed: then a collection may take
   // them).
-  std::vector<std::string> pins;
+  Pins pins{.lease = lease()->lease_id()};
   absl::Cleanup unpin = [&] { Unpin(pins); };
   for (const SnapshotFile& file : manifest->files) {
     if (absl::Status st =
@@ -412,7 +412,16 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
         absl::StrCat(image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t", image_blobs->meta)},
        {"generation", absl::StrCat(generation)}},
       record, key_);
-  if (absl::Status st = etcd_->Put(SnapshotKey(record.id), value); !st.ok()) return st;
+  // Only while the pins hold (they go with the lease they were made under): a host that lost
+  // its lease during a long upload may have had a blob removed under it.
+  absl::StatusOr<bool> written =
+      etcd_->PutWhile(pins.keys.front(), host_id(), SnapshotKey(record.id), value);
+  if (!written.ok()) return written.status();
+  if (!*written) {
+    return absl::UnavailableError(absl::StrCat(
+        "host ", host_id(), " lost its etcd lease while it uploaded session ", record.id,
+        "'s snapshot, so its blobs were not kept for it; the snapshot stays here"));
+  }
   // Published: what follows only remembers and tells, and never fails the publishing.
   LogIfFailed(RaiseGeneration(record.id, generation),
               absl::StrCat("session ", record.id, ": its generation not remembered"));

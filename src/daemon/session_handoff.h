@@ -44,8 +44,12 @@
 //     its record names them; a collection marks a blob as being removed before it reads the
 //     pins and then the records, and a publishing that finds that mark waits for the removal to
 //     end and uploads the blob again. Whichever writes first, the other sees it (etcd is
-//     linearizable): a blob a record names or is about to name is never removed. Templates and
-//     volumes are each host's own and never in the blob store.
+//     linearizable): a blob a record names or is about to name is never removed. The pins go
+//     with the lease the publishing started under, and its record is written only while they
+//     hold (a host that lost its lease mid-upload does not publish); a collection's marks go
+//     with a lease of its own, and it removes nothing once that is lost. Hosts of versions
+//     without pins are protected by the grace alone. Templates and volumes are each host's own
+//     and never in the blob store.
 //
 // Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
 // manifest names, and the manifest and the record are signed with the host key, so every host of
@@ -188,9 +192,11 @@ class SessionHandoff {
   };
   // One run of the blob collection (see the rules above): marks what no record names, and
   // removes what an earlier run marked at least `grace` ago and is still named by none. With
-  // dry_run it only says what it would do. One host at a time (FailedPrecondition naming the
-  // one that runs it); nothing is removed when a record cannot be verified (DataLoss naming
-  // it) or the fleet has more records than one read holds.
+  // dry_run it only says what it would do. One run at a time in the fleet (FailedPrecondition
+  // naming the one that runs), its lock and removal marks bound to a lease of its own; nothing
+  // is removed when a record cannot be verified (DataLoss naming it), a manifest cannot be read
+  // for another reason than being gone or changed, or the fleet has more records than one read
+  // holds.
   [[nodiscard]] absl::StatusOr<BlobCollection> CollectBlobs(absl::Duration grace, bool dry_run);
 
   struct HostInfo {
@@ -227,17 +233,21 @@ class SessionHandoff {
   uint64_t SeenGeneration(const std::string& id) const;
   // Remembers a newer one (an older one changes nothing).
   absl::Status RaiseGeneration(const std::string& id, uint64_t generation);
-  // Pins the blob for a publishing (its key added to pins), and waits while a collection
-  // removes it.
-  absl::Status Pin(const std::string& digest, std::vector<std::string>* pins);
-  void Unpin(const std::vector<std::string>& pins);
-  // The blob digests the published records name, and how many records there are.
-  absl::StatusOr<std::set<std::string>> ReferencedBlobs(uint64_t* records);
+  // The blobs one publishing relies on: keys bound to the lease it started with.
+  struct Pins {
+    int64_t lease = 0;
+    std::vector<std::string> keys;
+  };
+  // Pins the blob for a publishing, and waits while a collection removes it.
+  absl::Status Pin(const std::string& digest, Pins* pins);
+  void Unpin(const Pins& pins);
+  // The blob digests the published records name, and how many records there are. manifests:
+  // the files of each manifest read so far, by its digest (manifests never change).
+  absl::StatusOr<std::set<std::string>> ReferencedBlobs(
+      uint64_t* records, std::map<std::string, std::vector<std::string>>* manifests);
   // Pin first, then upload unless the store has the blob already.
-  absl::Status PutFile(const std::string& digest, const std::string& path,
-                       std::vector<std::string>* pins);
-  absl::Status PutBytes(const std::string& digest, const std::string& bytes,
-                        std::vector<std::string>* pins);
+  absl::Status PutFile(const std::string& digest, const std::string& path, Pins* pins);
+  absl::Status PutBytes(const std::string& digest, const std::string& bytes, Pins* pins);
   absl::StatusOr<std::string> GetBytes(const std::string& digest, size_t max_bytes);
   // Downloads a blob PutFile stored into out (at most max_size bytes once unpacked).
   absl::Status GetFile(const std::string& digest, uint64_t max_size, int out);
@@ -248,7 +258,7 @@ class SessionHandoff {
   };
   // Uploads an image's root filesystem and metadata unless the store has them (hashed once
   // per image digest).
-  absl::StatusOr<ImageBlobs> PutImage(const ImageInfo& image, std::vector<std::string>* pins);
+  absl::StatusOr<ImageBlobs> PutImage(const ImageInfo& image, Pins* pins);
 
   const std::unique_ptr<providers::BlobStore> blobs_;
   const std::unique_ptr<providers::EtcdClient> etcd_;
