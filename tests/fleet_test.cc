@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
@@ -122,6 +123,22 @@ class Host {
     pid_ = 0;
   }
 
+  // `airlock watch --json` on this host, its output into `out`, until killed.
+  pid_t StartWatch(const std::string& out) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      if (entry.rfind("AIRLOCK_HOME=", 0) == 0 || entry.rfind("AIRLOCK_SOCKET=", 0) == 0) continue;
+      env_strings.push_back(entry);
+    }
+    env_strings.push_back("AIRLOCK_HOME=" + home_);
+    env_strings.push_back("AIRLOCK_SOCKET=" + socket());
+    std::vector<char*> env;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    return testing::StartLogged({AIRLOCK_BINARY, "watch", "--json"}, out, env.data());
+  }
+
   Result Run(const std::vector<std::string>& args) {
     std::string home = getenv("AIRLOCK_HOME"), sock = getenv("AIRLOCK_SOCKET");
     setenv("AIRLOCK_HOME", home_.c_str(), 1);
@@ -220,6 +237,12 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   r = a.Run({"pause", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
 
+  // A watches: it hears of the session on B below from the fleet's index.
+  std::string watched = dir.File("watch-a.jsonl");
+  pid_t watcher = a.StartWatch(watched);
+  ASSERT_GT(watcher, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // its first read of the index
+
   // Host B has never heard of the session, nor has it its image: resuming it there brings both
   // over.
   r = b.Run({"resume", id});
@@ -251,8 +274,35 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   ASSERT_EQ(b.Run({"exec", id, "--", "sh", "-c", "echo from-b >> /root/kept"}).exit_code, 0);
   r = b.Run({"pause", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  // A's watcher hears of the pause before A takes the session back (so its order is known).
+  for (int i = 0; i < 300; ++i) {
+    std::string text = ReadFileToString(watched, 1 << 20).value_or("");
+    if (text.find("\"host\":\"host-b\"") != std::string::npos &&
+        text.find("\"state\":\"paused\"") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   r = a.Run({"exec", id, "--", "cat", "/root/kept"});
   EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err << a.Log();
+  // A's watcher saw it run and pause on B, and come back here (its own events).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(watcher, SIGTERM);
+  waitpid(watcher, nullptr, 0);
+  std::vector<std::string> seen;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFileToString(watched, 1 << 20).value_or(""), '\n', absl::SkipEmpty())) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_object() && e.value("session_id", "") == id && e.value("kind", "") == "state") {
+      seen.push_back(e.value("state", "") + "@" + e.value("host", ""));
+    }
+  }
+  auto at = [&](const std::string& what) {
+    return std::find(seen.begin(), seen.end(), what) - seen.begin();
+  };
+  EXPECT_LT(at("running@host-b"), at("paused@host-b")) << absl::StrJoin(seen, " ");
+  EXPECT_LT(at("paused@host-b"), at("running@")) << absl::StrJoin(seen, " ");
+  EXPECT_LT(at("running@"), static_cast<long>(seen.size())) << absl::StrJoin(seen, " ");
 
   // A changed blob in the store is refused, and nothing is loaded; put back, it is accepted.
   r = a.Run({"pause", id});

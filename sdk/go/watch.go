@@ -12,7 +12,8 @@ import (
 // Event is something that happened to a session (Client.Watch). Kind is "state" (the session
 // is now in State, for Reason), "exec_start" (ExecID, Argv), "exec_exit" (ExecID, ExitCode,
 // Reason), "denied" (egress refused Destination, for Reason) or "removed". Lost counts events
-// this watcher missed just before this one (it fell behind).
+// this watcher missed just before this one (it fell behind). Host: in a fleet, the other host
+// that has the session ("": airlockd's own host).
 type Event struct {
 	Kind        string
 	Time        time.Time
@@ -24,6 +25,7 @@ type Event struct {
 	ExitCode    int
 	Destination string
 	Lost        uint64
+	Host        string
 }
 
 var eventKinds = map[airlockv1.SessionEvent_Kind]string{
@@ -64,7 +66,7 @@ func (w *Watcher) Recv() (Event, error) {
 	}
 	out := Event{Kind: kind, Time: time.UnixMilli(e.UnixMs), SessionID: e.SessionId,
 		Reason: e.Reason, ExecID: e.ExecId, Argv: e.Argv, ExitCode: int(e.ExitCode),
-		Destination: e.Destination, Lost: e.Lost}
+		Destination: e.Destination, Lost: e.Lost, Host: e.Host}
 	if kind == "state" {
 		out.State = states[e.State]
 	}

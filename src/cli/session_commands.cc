@@ -538,7 +538,8 @@ constexpr char kWatchFooter[] =
     "interrupted: state changes with their reason, commands starting and ending, egress\n"
     "denials, removals. --json prints each event as a JSON object on its own line.\n"
     "--all-tenants (root and read-only operators): every tenant's sessions, each line naming\n"
-    "the tenant after the session.";
+    "the tenant after the session. In a fleet, sessions other hosts have too: their state\n"
+    "changes (\"on host NAME\") and their end there, within about a second.";
 
 int Watch(const v1::WatchRequest& request, bool json) {
   std::optional<DaemonClient> client = Connect();
@@ -567,6 +568,7 @@ int Watch(const v1::WatchRequest& request, bool json) {
       if (e.kind() == v1::SessionEvent::KIND_EXEC_EXIT) out["exit_code"] = e.exit_code();
       if (!e.destination().empty()) out["destination"] = e.destination();
       if (e.lost() != 0) out["lost"] = e.lost();
+      if (!e.host().empty()) out["host"] = e.host();
       std::printf("%s\n",
                   out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
@@ -589,7 +591,7 @@ int Watch(const v1::WatchRequest& request, bool json) {
           what = absl::StrCat("denied ", e.destination(), ": ", e.reason());
           break;
         case v1::SessionEvent::KIND_REMOVED:
-          what = "removed";
+          what = absl::StrCat("removed", e.reason().empty() ? "" : ": ", e.reason());
           break;
         default:
           what = "an event this airlock does not know (upgrade it)";

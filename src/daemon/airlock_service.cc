@@ -298,11 +298,14 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
   if (every_tenant && !who->SeesEveryTenant()) return EveryTenantDenied();
   std::string tenant = every_tenant ? SessionEventHub::kEveryTenant
                                     : TenantForLookup(*who, *store_, request->session_id());
-  // Subscribed before the check, so that nothing between the two is missed.
+  // Subscribed before the check, so that nothing between the two is missed; in a fleet, other
+  // hosts' sessions too (from the fleet's index).
   std::shared_ptr<SessionEventHub::Subscription> events =
       events_->Subscribe(tenant, request->session_id());
+  std::shared_ptr<void> fleet = sessions_->WatchFleet();
   if (!request->session_id().empty()) {
-    absl::StatusOr<SessionRecord> session = store_->sessions().Get(tenant, request->session_id());
+    absl::StatusOr<SessionManager::ListedSession> session =
+        sessions_->Find(tenant, request->session_id());
     if (!session.ok()) return ToGrpc(session.status());
   }
   while (!context->IsCancelled()) {
@@ -322,6 +325,7 @@ grpc::Status SessionsService::Watch(grpc::ServerContext* context, const v1::Watc
     out.set_destination(e->destination);
     out.set_lost(e->lost);
     out.set_tenant(e->tenant);
+    out.set_host(e->host);
     if (!writer->Write(out)) break;
   }
   return grpc::Status::OK;

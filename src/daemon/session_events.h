@@ -32,6 +32,9 @@ struct SessionEvent {
   std::string message;                           // kExecExit: why Airlock ended it, if it did
   std::string destination;                       // kDenied: "name:port" or "address:port"
   uint64_t lost = 0;  // set on delivery: events this watcher lost just before this one
+  // In a fleet, for a session another host has: that host (the event comes from the fleet's
+  // index, SessionManager::WatchFleet). Empty: this host's own session.
+  std::string host;
 };
 
 // Thread-safe. Publishing costs a lock and a copy per matching watcher; nothing blocks on a

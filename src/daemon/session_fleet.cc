@@ -170,6 +170,8 @@ namespace {
 
 // How often the index thread writes all this host's entries again (and removes its stale ones).
 constexpr absl::Duration kIndexPass = absl::Seconds(30);
+// How often the fleet's index is read while someone watches other hosts' sessions.
+constexpr absl::Duration kFleetWatchEvery = absl::Seconds(1);
 
 }  // namespace
 
@@ -247,14 +249,91 @@ void SessionManager::IndexLoop() {
       next_pass = absl::Now() + kIndexPass;
     }
     std::optional<SessionEvent> e = events->Next(absl::Now() + absl::Milliseconds(500));
-    if (!e) continue;
-    if (e->lost > 0) IndexHeld();  // it fell behind: what it missed
+    if (!e || !e->host.empty()) continue;  // (another host's session, from FleetWatchLoop)
+    if (e->lost > 0) IndexHeld();          // it fell behind: what it missed
     if (e->kind == SessionEvent::Kind::kRemoved) {
       LogIfFailed(handoff_->Unindex(e->tenant, e->session_id),
                   absl::StrCat("fleet index: session ", e->session_id, " not removed"));
     } else if (e->kind == SessionEvent::Kind::kState) {
       IndexOne(e->tenant, e->session_id);  // as it is now (a later event brings what follows)
     }
+  }
+}
+
+std::shared_ptr<void> SessionManager::WatchFleet() {
+  if (handoff_ == nullptr || store_->events() == nullptr) return nullptr;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    ++fleet_watchers_;
+  }
+  return std::shared_ptr<void>(new int(0), [this](void* token) {
+    delete static_cast<int*>(token);
+    absl::MutexLock lock(&watch_mu_);
+    --fleet_watchers_;
+  });
+}
+
+void SessionManager::FleetWatchLoop() {
+  // What the fleet's other hosts had at the last read, by session id.
+  struct Seen {
+    std::string tenant;
+    SessionState state;
+    std::string host;
+  };
+  std::map<std::string, Seen> seen;
+  bool have_read = false;  // `seen` is a read made while someone watched
+  for (;;) {
+    {
+      absl::MutexLock lock(&watch_mu_);
+      watch_mu_.AwaitWithTimeout(absl::Condition(&stopping_), kFleetWatchEvery);
+      if (stopping_) return;
+      if (fleet_watchers_ == 0) {
+        have_read = false;
+        continue;
+      }
+    }
+    absl::StatusOr<std::vector<SessionHandoff::IndexEntry>> index = handoff_->ReadIndex("");
+    if (!index.ok()) continue;  // (airlock ls says why)
+    const std::string& here = handoff_->host_id();
+    std::map<std::string, Seen> now;
+    std::set<std::string> mine;
+    for (const SessionHandoff::IndexEntry& e : *index) {
+      if (e.host == here) {
+        mine.insert(e.record.id);
+      } else {
+        now[e.record.id] = {.tenant = e.record.tenant, .state = e.record.state, .host = e.host};
+      }
+    }
+    if (have_read) {
+      int64_t unix_ms = absl::ToUnixMillis(absl::Now());
+      for (const auto& [id, s] : now) {
+        auto before = seen.find(id);
+        if (before != seen.end() && before->second.state == s.state &&
+            before->second.host == s.host) {
+          continue;
+        }
+        SessionEvent e{.kind = SessionEvent::Kind::kState,
+                       .tenant = s.tenant,
+                       .session_id = id,
+                       .unix_ms = unix_ms,
+                       .state = s.state,
+                       .reason = absl::StrCat("on host ", s.host),
+                       .host = s.host};
+        store_->events()->Publish(e);
+      }
+      for (const auto& [id, s] : seen) {
+        // Gone from the other hosts: here now (this host's own events say so), or ended there.
+        if (now.contains(id) || mine.contains(id)) continue;
+        store_->events()->Publish({.kind = SessionEvent::Kind::kRemoved,
+                                   .tenant = s.tenant,
+                                   .session_id = id,
+                                   .unix_ms = unix_ms,
+                                   .reason = absl::StrCat("ended on host ", s.host),
+                                   .host = s.host});
+      }
+    }
+    seen = std::move(now);
+    have_read = true;
   }
 }
 

@@ -97,6 +97,7 @@ SessionManager::~SessionManager() {
   if (watcher_.joinable()) watcher_.join();
   if (apart_thread_.joinable()) apart_thread_.join();
   if (index_thread_.joinable()) index_thread_.join();
+  if (fleet_watch_thread_.joinable()) fleet_watch_thread_.join();
 }
 
 absl::StatusOr<SessionLimits> SessionManager::ResolveLimits(const SessionLimits& r) {

@@ -224,6 +224,11 @@ class SessionManager {
   // One of them, by id, the same way.
   [[nodiscard]] absl::StatusOr<ListedSession> Find(const std::string& tenant,
                                                    const std::string& id);
+  // With a fleet: while the returned token lives, what happens to the sessions the fleet's
+  // other hosts have (their state as the fleet's index says, read every second, and their
+  // leaving it) is published to the state store's event hub, each event with its host.
+  // nullptr without a fleet.
+  [[nodiscard]] std::shared_ptr<void> WatchFleet();
   // The hosts VMs run on, each with the sessions it runs (this host's from what runs here).
   [[nodiscard]] absl::StatusOr<std::vector<providers::HostInfo>> Hosts();
   std::string host_id() const { return hosts_->host_id(); }
@@ -322,6 +327,9 @@ class SessionManager {
   // With a fleet: keeps the fleet's index of sessions up to date with this host's, from the
   // state store's events (IndexHeld first, and again after events were lost).
   void IndexLoop();
+  // With a fleet: while WatchFleet has watchers, reads the fleet's index every second and
+  // publishes what changed on other hosts.
+  void FleetWatchLoop();
   // Pauses a running session whose time to live ran out and that asked to be paused then (tried
   // again each round while it is in use).
   void PauseAtTimeToLive(LiveSession& live, const std::string& why);
@@ -419,6 +427,8 @@ class SessionManager {
   absl::CondVar apart_cv_;
   std::thread apart_thread_;
   std::thread index_thread_;
+  int fleet_watchers_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  std::thread fleet_watch_thread_;
 };
 
 // The system principal that acts for airlockd itself (TTL expiry, recovery, VM death, idleness).

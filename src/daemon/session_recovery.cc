@@ -187,6 +187,7 @@ absl::Status SessionManager::Recover() {
   apart_thread_ = std::thread([this] { ApartLoop(); });
   if (handoff_ != nullptr && store_->events() != nullptr) {
     index_thread_ = std::thread([this] { IndexLoop(); });
+    fleet_watch_thread_ = std::thread([this] { FleetWatchLoop(); });
   }
   return absl::OkStatus();
 }

@@ -374,7 +374,7 @@ export function sessionEvent(e: SessionEvent__Output): SessionEvent {
     kind, time: new Date(e.unixMs), sessionId: e.sessionId,
     ...(kind === 'state' ? { state: states[e.state as string] ?? 'unknown' } : {}),
     reason: e.reason, execId: e.execId, argv: e.argv, exitCode: e.exitCode,
-    destination: e.destination, lost: e.lost,
+    destination: e.destination, lost: e.lost, host: e.host,
   };
 }
 

@@ -250,6 +250,8 @@ export interface SessionEvent {
   exitCode: number;
   destination: string;
   lost: number;
+  /** In a fleet, the other host that has the session ("": airlockd's own host). */
+  host: string;
 }
 
 /** What airlockd speaks (Client.version): its API level, the oldest it serves, its release. */

@@ -705,7 +705,8 @@ class Event:
     """Something that happened to a session (Client.watch): ``kind`` is "state" (the session is
     now in ``state``, for ``reason``), "exec_start" (``exec_id``, ``argv``), "exec_exit"
     (``exec_id``, ``exit_code``, ``reason``), "denied" (egress refused ``destination``, for
-    ``reason``) or "removed". ``lost``: events this watcher missed just before (it fell behind)."""
+    ``reason``) or "removed". ``lost``: events this watcher missed just before (it fell behind).
+    ``host``: in a fleet, the other host that has the session ("": airlockd's own host)."""
     kind: str
     time: datetime.datetime
     session_id: str
@@ -716,6 +717,7 @@ class Event:
     exit_code: int = 0
     destination: str = ""
     lost: int = 0
+    host: str = ""
 
 
 _EVENT_KINDS = {1: "state", 2: "exec_start", 3: "exec_exit", 4: "denied", 5: "removed"}
@@ -726,7 +728,7 @@ def event(e: pb.SessionEvent) -> Event:
     return Event(kind=kind, time=_time(e.unix_ms), session_id=e.session_id,
                  state=_STATES.get(e.state, "") if kind == "state" else "", reason=e.reason,
                  exec_id=e.exec_id, argv=tuple(e.argv), exit_code=e.exit_code,
-                 destination=e.destination, lost=e.lost)
+                 destination=e.destination, lost=e.lost, host=e.host)
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,8 @@ pub struct Event {
     pub destination: String,
     /// Events this watcher lost just before this one (it fell more than 1024 behind).
     pub lost: u64,
+    /// In a fleet, the other host that has the session ("": airlockd's own host).
+    pub host: String,
 }
 
 /// A stream of [`Event`]s ([`Client::watch`]); dropping it ends the watch.
@@ -319,6 +321,7 @@ impl Watcher {
             exit_code: e.exit_code,
             destination: e.destination,
             lost: e.lost,
+            host: e.host,
         }))
     }
 }
