@@ -29,9 +29,6 @@ using session_internal::ShapeOf;
 
 namespace {
 
-// How many 10 ms rounds a pause or fork waits for a use that has just ended to let go (1 s).
-constexpr int kJustEndedWaits = 100;
-
 // The operator's settings with what they leave out: the default ceiling, and a connection
 // ledger sized by this process's open-file limit.
 EgressSettings WithDefaults(EgressSettings settings) {
@@ -497,11 +494,12 @@ std::shared_ptr<LiveSession> SessionManager::Use(const std::shared_ptr<LiveSessi
                                       });
 }
 
-absl::Status SessionManager::GiveWay(LiveSession& live, const std::string& wait_to) {
+absl::Status SessionManager::GiveWay(LiveSession& live, const std::string& wait_to,
+                                     absl::Duration just_ended) {
   // A use that has just ended may not be released yet: a command's last message reaches its
   // client before the call lets go of the session, so a client that pauses or forks right
   // after gets here first. Such a one is waited for, briefly.
-  for (int i = 0; i < kJustEndedWaits; ++i) {
+  for (absl::Time until = absl::Now() + just_ended; absl::Now() < until;) {
     {
       absl::MutexLock lock(&live.yield_mu);
       if (live.users <= static_cast<int>(live.yielders.size())) break;

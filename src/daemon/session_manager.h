@@ -299,8 +299,10 @@ class SessionManager {
                                                        const ImageInfo& image);
   // at_ttl: it is paused because its time to live ran out (pause_at_ttl): its TTL is cleared
   // once it is paused, before it is published (whoever resumes it, anywhere, gives it a new one).
+  // just_ended: how long to wait for a use that has just ended (GiveWay): a client's pause.
   absl::StatusOr<SessionRecord> PauseLocked(const Principal& who, const SessionRecord& record,
-                                            const std::string& reason, bool at_ttl = false);
+                                            const std::string& reason, bool at_ttl = false,
+                                            absl::Duration just_ended = absl::ZeroDuration());
   // Writes beside the session's snapshot in dir one that keeps the RAM apart
   // (PrepareSnapshotMemoryApart), whose restores map the memory.
   absl::StatusOr<SnapshotMemoryApart> PrepareMemoryApart(const SessionRecord& record,
@@ -360,9 +362,9 @@ class SessionManager {
                                    std::function<void()> cut = nullptr);
   // Under the session's lock, before a snapshot of it: cuts the uses that give way (Live's
   // `cut`) and waits for them to end; FAILED_PRECONDITION if another use still holds the
-  // session after a second (one that has just ended is let go by then), saying to `wait_to`
-  // once it ended.
-  absl::Status GiveWay(LiveSession& live, const std::string& wait_to);
+  // session after `just_ended` (a client's pause or fork waits so for a command whose last
+  // message it has just read, still letting go), saying to `wait_to` once it ended.
+  absl::Status GiveWay(LiveSession& live, const std::string& wait_to, absl::Duration just_ended);
   void WatchLoop();
   // Ends a live session that died or expired: state, reason, files.
   void Retire(const std::string& id, SessionState state, const std::string& reason);

@@ -27,6 +27,9 @@ using session_internal::PlacementOf;
 
 namespace {
 
+// How long a client's pause or fork waits for a use that has just ended to let go (GiveWay).
+constexpr absl::Duration kJustEndedGrace = absl::Seconds(1);
+
 constexpr uint32_t kMaxForks = 64;
 // How long after a pause its snapshot's RAM is set apart: a resume that soon is not slowed by
 // it (and uses the snapshot as it is).
@@ -46,7 +49,8 @@ absl::StatusOr<SessionRecord> SessionManager::Pause(const Principal& who, const 
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who.Tenant(), id);
   if (!record.ok()) return record.status();
   if (record->state == SessionState::kPaused) return record;
-  return PauseLocked(who, *record, absl::StrCat("paused by ", who.Name()));
+  return PauseLocked(who, *record, absl::StrCat("paused by ", who.Name()), /*at_ttl=*/false,
+                     kJustEndedGrace);
 }
 
 absl::StatusOr<SnapshotMemoryApart> SessionManager::PrepareMemoryApart(
@@ -113,7 +117,8 @@ void SessionManager::ApartLoop() {
 
 absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                           const SessionRecord& record,
-                                                          const std::string& reason, bool at_ttl) {
+                                                          const std::string& reason, bool at_ttl,
+                                                          absl::Duration just_ended) {
   std::shared_ptr<LiveSession> live = FindLive(record.tenant, record.id);
   if (!live) {
     return absl::FailedPreconditionError(absl::StrCat("session ", record.id, " is ",
@@ -121,7 +126,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
                                                       "; only a running session "
                                                       "can be paused"));
   }
-  if (absl::Status s = GiveWay(*live, "pause"); !s.ok()) return s;
+  if (absl::Status s = GiveWay(*live, "pause", just_ended); !s.ok()) return s;
   SnapshotManifest manifest =
       DescribeVm(paths_, record.id, record.image_digest, record.limits.vcpus,
                  record.limits.memory_bytes, *live->vm);
@@ -370,7 +375,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
         absl::StrCat("session ", id, " is ", SessionStateName(record->state),
                      "; only a running or paused session can be forked"));
   }
-  if (absl::Status s = GiveWay(*live, "fork"); !s.ok()) return s;
+  if (absl::Status s = GiveWay(*live, "fork", kJustEndedGrace); !s.ok()) return s;
   // Snapshot the running session with a copy of its disk, then let it go on.
   SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
                                          record->limits.memory_bytes, *live->vm);
