@@ -241,7 +241,7 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   std::string watched = dir.File("watch-a.jsonl");
   pid_t watcher = a.StartWatch(watched);
   ASSERT_GT(watcher, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // its first read of the index
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // it has connected (its first read)
 
   // Host B has never heard of the session, nor has it its image: resuming it there brings both
   // over.
@@ -262,8 +262,24 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   EXPECT_EQ(hosts[0]["id"], "host-a");
   EXPECT_EQ(hosts[0]["this_host"], true);
   EXPECT_EQ(hosts[1]["sessions"], nlohmann::json::array({id})) << r.out;
-  // Either host lists it as running on B (A's own record still says paused).
+  // Either host lists it as running on B (A's own record still says paused), and A's watcher
+  // has said so.
   for (Host* h : {&a, &b}) EXPECT_EQ(WaitListed(*h, id, "running@host-b"), "running@host-b");
+  auto watch_says = [&](const std::string& state) {
+    for (int i = 0; i < 300; ++i) {
+      for (absl::string_view line : absl::StrSplit(ReadFileToString(watched, 1 << 20).value_or(""),
+                                                   '\n', absl::SkipEmpty())) {
+        nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_object() && e.value("session_id", "") == id && e.value("state", "") == state &&
+            e.value("host", "") == "host-b") {
+          return true;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  EXPECT_TRUE(watch_says("running"));
   EXPECT_NE(LsLine(a, id).find("host-b"), std::string::npos) << LsLine(a, id);
   // While B runs it, A may not.
   r = a.Run({"resume", id});
@@ -275,14 +291,7 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   r = b.Run({"pause", id});
   ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
   // A's watcher hears of the pause before A takes the session back (so its order is known).
-  for (int i = 0; i < 300; ++i) {
-    std::string text = ReadFileToString(watched, 1 << 20).value_or("");
-    if (text.find("\"host\":\"host-b\"") != std::string::npos &&
-        text.find("\"state\":\"paused\"") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  EXPECT_TRUE(watch_says("paused"));
   r = a.Run({"exec", id, "--", "cat", "/root/kept"});
   EXPECT_EQ(r.out, "kept\nfrom-b\n") << r.err << a.Log();
   // A's watcher saw it run and pause on B, and come back here (its own events).

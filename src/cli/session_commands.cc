@@ -539,7 +539,7 @@ constexpr char kWatchFooter[] =
     "denials, removals. --json prints each event as a JSON object on its own line.\n"
     "--all-tenants (root and read-only operators): every tenant's sessions, each line naming\n"
     "the tenant after the session. In a fleet, sessions other hosts have too: their state\n"
-    "changes (\"on host NAME\") and their end there, within about a second.";
+    "changes and their end there, each line saying (on host NAME), within about a second.";
 
 int Watch(const v1::WatchRequest& request, bool json) {
   std::optional<DaemonClient> client = Connect();
@@ -578,7 +578,9 @@ int Watch(const v1::WatchRequest& request, bool json) {
       std::string what;
       switch (e.kind()) {
         case v1::SessionEvent::KIND_STATE:
-          what = absl::StrCat(StateName(e.state()), e.reason().empty() ? "" : ": ", e.reason());
+          what = absl::StrCat(StateName(e.state()), e.reason().empty() ? "" : ": ", e.reason(),
+                              e.host().empty() ? "" : " (on host ", e.host(),
+                              e.host().empty() ? "" : ")");
           break;
         case v1::SessionEvent::KIND_EXEC_START:
           what = absl::StrCat("exec ", e.exec_id(), " started: ", argv);
@@ -591,7 +593,9 @@ int Watch(const v1::WatchRequest& request, bool json) {
           what = absl::StrCat("denied ", e.destination(), ": ", e.reason());
           break;
         case v1::SessionEvent::KIND_REMOVED:
-          what = absl::StrCat("removed", e.reason().empty() ? "" : ": ", e.reason());
+          what = absl::StrCat("removed", e.reason().empty() ? "" : ": ", e.reason(),
+                              e.host().empty() ? "" : " (on host ", e.host(),
+                              e.host().empty() ? "" : ")");
           break;
         default:
           what = "an event this airlock does not know (upgrade it)";

@@ -249,8 +249,9 @@ void SessionManager::IndexLoop() {
       next_pass = absl::Now() + kIndexPass;
     }
     std::optional<SessionEvent> e = events->Next(absl::Now() + absl::Milliseconds(500));
-    if (!e || !e->host.empty()) continue;  // (another host's session, from FleetWatchLoop)
-    if (e->lost > 0) IndexHeld();          // it fell behind: what it missed
+    if (!e) continue;
+    if (e->lost > 0) IndexHeld();    // it fell behind: what it missed
+    if (!e->host.empty()) continue;  // another host's session (FleetWatchLoop's)
     if (e->kind == SessionEvent::Kind::kRemoved) {
       LogIfFailed(handoff_->Unindex(e->tenant, e->session_id),
                   absl::StrCat("fleet index: session ", e->session_id, " not removed"));
@@ -264,7 +265,8 @@ std::shared_ptr<void> SessionManager::WatchFleet() {
   if (handoff_ == nullptr || store_->events() == nullptr) return nullptr;
   {
     absl::MutexLock lock(&watch_mu_);
-    ++fleet_watchers_;
+    // The first watcher: the index is read at once, so that what changes from now on is told.
+    if (fleet_watchers_++ == 0) fleet_watch_wanted_ = true;
   }
   return std::shared_ptr<void>(new int(0), [this](void* token) {
     delete static_cast<int*>(token);
@@ -279,14 +281,22 @@ void SessionManager::FleetWatchLoop() {
     std::string tenant;
     SessionState state;
     std::string host;
+    std::string reason;
   };
   std::map<std::string, Seen> seen;
   bool have_read = false;  // `seen` is a read made while someone watched
   for (;;) {
     {
       absl::MutexLock lock(&watch_mu_);
-      watch_mu_.AwaitWithTimeout(absl::Condition(&stopping_), kFleetWatchEvery);
+      watch_mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](SessionManager* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->watch_mu_) {
+                return m->stopping_ || m->fleet_watch_wanted_;
+              },
+              this),
+          kFleetWatchEvery);
       if (stopping_) return;
+      fleet_watch_wanted_ = false;
       if (fleet_watchers_ == 0) {
         have_read = false;
         continue;
@@ -301,7 +311,10 @@ void SessionManager::FleetWatchLoop() {
       if (e.host == here) {
         mine.insert(e.record.id);
       } else {
-        now[e.record.id] = {.tenant = e.record.tenant, .state = e.record.state, .host = e.host};
+        now[e.record.id] = {.tenant = e.record.tenant,
+                            .state = e.record.state,
+                            .host = e.host,
+                            .reason = e.record.reason};
       }
     }
     if (have_read) {
@@ -317,7 +330,7 @@ void SessionManager::FleetWatchLoop() {
                        .session_id = id,
                        .unix_ms = unix_ms,
                        .state = s.state,
-                       .reason = absl::StrCat("on host ", s.host),
+                       .reason = s.reason,
                        .host = s.host};
         store_->events()->Publish(e);
       }
@@ -328,7 +341,7 @@ void SessionManager::FleetWatchLoop() {
                                    .tenant = s.tenant,
                                    .session_id = id,
                                    .unix_ms = unix_ms,
-                                   .reason = absl::StrCat("ended on host ", s.host),
+                                   .reason = "it ended there (its record stays on that host)",
                                    .host = s.host});
       }
     }

@@ -430,6 +430,7 @@ class SessionManager {
   std::thread apart_thread_;
   std::thread index_thread_;
   int fleet_watchers_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  bool fleet_watch_wanted_ ABSL_GUARDED_BY(watch_mu_) = false;  // a first watcher came
   std::thread fleet_watch_thread_;
 };
 
