@@ -72,19 +72,25 @@ class Host {
   const std::string& home() const { return home_; }
   std::string socket() const { return home_ + "/airlockd.sock"; }
 
-  void Start(const std::string& s3, const std::string& etcd,
-             const std::vector<std::string>& extra = {}) {
-    unlink(socket().c_str());  // one a killed daemon left
-    std::vector<std::string> env_strings;
+  // This process's environment with this host's home and socket, and `more`.
+  std::vector<std::string> Environment(const std::vector<std::string>& more) const {
+    std::vector<std::string> out;
     for (char** e = environ; *e != nullptr; ++e) {
       std::string entry = *e;
       if (entry.rfind("AIRLOCK_HOME=", 0) == 0 || entry.rfind("AIRLOCK_SOCKET=", 0) == 0) continue;
-      env_strings.push_back(entry);
+      out.push_back(entry);
     }
-    env_strings.push_back("AIRLOCK_HOME=" + home_);
-    env_strings.push_back("AIRLOCK_SOCKET=" + socket());
-    env_strings.push_back("AWS_ACCESS_KEY_ID=S3RVER");
-    env_strings.push_back("AWS_SECRET_ACCESS_KEY=S3RVER");
+    out.push_back("AIRLOCK_HOME=" + home_);
+    out.push_back("AIRLOCK_SOCKET=" + socket());
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+  }
+
+  void Start(const std::string& s3, const std::string& etcd,
+             const std::vector<std::string>& extra = {}) {
+    unlink(socket().c_str());  // one a killed daemon left
+    std::vector<std::string> env_strings =
+        Environment({"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
     std::vector<char*> env;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
@@ -125,14 +131,7 @@ class Host {
 
   // `airlock watch --json` on this host, its output into `out`, until killed.
   pid_t StartWatch(const std::string& out) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string entry = *e;
-      if (entry.rfind("AIRLOCK_HOME=", 0) == 0 || entry.rfind("AIRLOCK_SOCKET=", 0) == 0) continue;
-      env_strings.push_back(entry);
-    }
-    env_strings.push_back("AIRLOCK_HOME=" + home_);
-    env_strings.push_back("AIRLOCK_SOCKET=" + socket());
+    std::vector<std::string> env_strings = Environment({});
     std::vector<char*> env;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
