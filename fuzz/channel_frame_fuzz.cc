@@ -60,6 +60,12 @@ void DecodeAll(const std::string& payload) {
     for (const WatchRecord& r : watch) again += EncodeWatchRecord(r);
     if (again != payload) __builtin_trap();
   }
+  std::vector<ActivityRecord> activity;
+  if (DecodeActivityRecords(payload, &activity, &error)) {
+    std::string again;
+    for (const ActivityRecord& r : activity) again += EncodeActivityRecord(r);
+    if (again != payload) __builtin_trap();
+  }
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // egress proxy (the test resolver maps the name to the loopback), and the proxy puts the real
 // key into its requests: the fake checks it got that key, and the guest only ever held a
 // placeholder. Afterwards `airlock diff` shows the file and `airlock log --json` has the
-// prompt, the tool call, its result and the command the agent ran in.
+// prompt, the tool call, its result and the command the agent ran in, and beside them the
+// activity record's write of the file by that command, which the agent's call names.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -159,7 +160,7 @@ TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
   ASSERT_EQ(log.exit_code, 0) << log.err;
   nlohmann::json events = nlohmann::json::parse(log.out);
   uint64_t agent_exec = 0;
-  bool prompt = false, call = false, result = false, message = false;
+  bool prompt = false, call = false, result = false, message = false, recorded = false;
   for (const nlohmann::json& e : events) {
     std::string kind = e["kind"];
     if (kind == "exec" && e["argv"][0] == "claude") agent_exec = e["exec_id"];
@@ -172,12 +173,19 @@ TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
     if (kind == "agent.tool_result" && e.value("tool_id", "") == kToolId) result = true;
     if (kind == "agent.message" && absl::StrContains(e.value("text", ""), "Done: the note"))
       message = true;
+    // The activity record saw the file written, by the agent's command, and the agent said so.
+    if (absl::StartsWith(kind, "activity.") && (e.value("path", "") == "/workspace/NOTES.md" ||
+                                                e.value("path_to", "") == "/workspace/NOTES.md")) {
+      recorded = recorded || (e.value("exec_id", 0ull) == agent_exec && agent_exec != 0 &&
+                              !e.value("unmentioned", true));
+    }
   }
   EXPECT_NE(agent_exec, 0u) << log.out;
   EXPECT_TRUE(prompt) << log.out;
   EXPECT_TRUE(call) << log.out;
   EXPECT_TRUE(result) << log.out;
   EXPECT_TRUE(message) << log.out;
+  EXPECT_TRUE(recorded) << log.out;
   RunAirlock({"rm", id});
 }
 

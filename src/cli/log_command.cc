@@ -19,13 +19,19 @@ constexpr char kLogFooter[] =
     "Everything session ID did, oldest first: created, paused, resumed, forked, removed or\n"
     "failed; each command (who ran it, as whom, where, how long, its exit and output); files\n"
     "written and read through the API; egress allowed and denied and secrets sent; workspace\n"
-    "sync and promote; and what coding agents in it said and did. Kept after the session is\n"
+    "sync and promote; what coding agents in it said and did; and its activity record, kept\n"
+    "by the guest's PID 1 rather than by anything the agent runs: every program started and\n"
+    "how it ended, and every file under /workspace, /root and /home read, written, made,\n"
+    "removed or renamed, each with its process and the command (#N) it descends from.\n"
+    "`--unmentioned` shows only the record's events of an agent's command that none of the\n"
+    "agent's own events names (marked ! in the text form). Kept after the session is\n"
     "removed. (`airlock logs ID` is the raw output of its commands.) The HTML page loads\n"
     "nothing and runs nothing but its own script.";
 
 struct LogArgs {
   v1::TimelineRequest request;
   bool json = false, open = false;
+  bool unmentioned = false, no_activity = false;
   std::string html;
   size_t lines = 20;
 };
@@ -56,12 +62,17 @@ int Log(const LogArgs& args) {
       client->sessions->Timeline(&context, request);
   std::vector<v1::TimelineEvent> events;
   v1::TimelineEvent event;
-  while (reader->Read(&event)) events.push_back(std::move(event));
+  while (reader->Read(&event)) {
+    bool activity = event.kind().rfind("activity.", 0) == 0;
+    if ((args.unmentioned && !event.unmentioned()) || (args.no_activity && activity)) continue;
+    events.push_back(std::move(event));
+  }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return DaemonError(status);
   if (json) {
+    // ASCII only: a guest's C1 controls and DEL reach the terminal as \u escapes.
     std::printf("%s\n", TimelineToJson(events)
-                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .dump(2, ' ', true, nlohmann::json::error_handler_t::replace)
                             .c_str());
     return 0;
   }
@@ -99,6 +110,12 @@ void AddLogCommand(Cli& cli) {
                           ->excludes(json);
   app->add_flag("--open", args->open, "show the --html page in a browser if this machine has one")
       ->needs(html);
+  CLI::Option* unmentioned = app->add_flag(
+      "--unmentioned", args->unmentioned,
+      "only the activity record's events of an agent's command that the agent did not mention");
+  app->add_flag("--no-activity", args->no_activity,
+                "leave out the activity record (processes and files the guest saw)")
+      ->excludes(unmentioned);
   AddCountOption(
       app, "--lines", [args](uint32_t n) { args->lines = n; }, 0, 1u << 30,
       "output lines shown per command in the text form (default 20)");

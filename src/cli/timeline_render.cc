@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +46,8 @@ main { padding: 8px 20px 40px; }
 .ev.exec { border-left-color: #2f6fde; }
 .ev.agent { border-left-color: #8a4fd8; }
 .ev.net, .ev.network { border-left-color: #1a9c7a; }
+.ev.activity { border-left-color: #b26b00; }
+.ev.unmentioned .kind::after { content: " (not mentioned by the agent)"; color: #b32d2e; }
 .ev.failed { border-left-color: #d63638; background: #fff7f7; }
 .ev.target { outline: 2px solid #f0b429; }
 .head { display: flex; gap: 10px; align-items: baseline; flex-wrap: wrap; }
@@ -70,6 +73,7 @@ constexpr char kScript[] = R"js(
   var q = document.getElementById('q');
   var kinds = document.getElementById('kinds');
   var execSel = document.getElementById('exec');
+  var unmentioned = document.getElementById('unmentioned');
   var count = document.getElementById('count');
   var CHUNK = 200;
   var shown = [];
@@ -102,7 +106,8 @@ constexpr char kScript[] = R"js(
   });
   var hay = events.map(function (e) {
     return [e.kind, e.summary, e.actor || '', (e.argv || []).join(' '), e.output || '',
-            e.text || '', e.tool || '', e.tool_id || ''].join('\n').toLowerCase();
+            e.text || '', e.tool || '', e.tool_id || '', e.path || '', e.path_to || '',
+            e.process || ''].join('\n').toLowerCase();
   });
 
   function link(text, seq) {
@@ -127,7 +132,8 @@ constexpr char kScript[] = R"js(
   }
   function render(i) {
     var e = events[i];
-    var row = el('article', 'ev ' + group(e.kind) + (e.failed ? ' failed' : ''));
+    var row = el('article', 'ev ' + group(e.kind) + (e.failed ? ' failed' : '') +
+                 (e.unmentioned ? ' unmentioned' : ''));
     row.id = 'ev-' + e.seq;
     var head = el('div', 'head');
     head.appendChild(el('time', null, fmtTime(e.unix_ms)));
@@ -151,6 +157,12 @@ constexpr char kScript[] = R"js(
       if (e.text) row.appendChild(el('div', 'meta', e.text));
     } else if (e.text) {
       textBlock(row, (e.tool ? e.tool + ': ' : '') + e.text.length + ' characters', e.text, false);
+    }
+    if (group(e.kind) === 'activity' && e.kind !== 'activity.lost') {
+      var facts = ['pid ' + e.pid];
+      if (e.parent_pid) facts.push('parent ' + e.parent_pid);
+      if (e.argv && e.argv.length) facts.push('argv ' + JSON.stringify(e.argv));
+      row.appendChild(el('div', 'meta', facts.join(' \u00b7 ')));
     }
     var links = el('div', 'links');
     if (e.exec_id && e.kind !== 'exec' && execSeq[e.exec_id]) {
@@ -179,6 +191,7 @@ constexpr char kScript[] = R"js(
       var e = events[i];
       if (!enabled[group(e.kind)]) continue;
       if (exec && String(e.exec_id) !== exec) continue;
+      if (unmentioned.checked && !e.unmentioned) continue;
       var ok = true;
       for (var w = 0; w < words.length && ok; w++) ok = hay[i].indexOf(words[w]) >= 0;
       if (ok) shown.push(i);
@@ -194,6 +207,7 @@ constexpr char kScript[] = R"js(
     if (at < 0) {
       q.value = '';
       execSel.value = '';
+      unmentioned.checked = false;
       Object.keys(enabled).forEach(function (g) { enabled[g] = true; });
       Array.prototype.forEach.call(kinds.querySelectorAll('input'), function (b) { b.checked = true; });
       refilter();
@@ -239,6 +253,7 @@ constexpr char kScript[] = R"js(
     timer = setTimeout(refilter, 100);
   });
   execSel.addEventListener('change', refilter);
+  unmentioned.addEventListener('change', refilter);
   new IntersectionObserver(function (entries) {
     if (entries[0].isIntersecting && rendered < shown.length) renderMore();
   }, {rootMargin: '800px'}).observe(more);
@@ -285,6 +300,10 @@ std::string RenderTimelineText(const std::vector<v1::TimelineEvent>& events, siz
   std::string out;
   for (const v1::TimelineEvent& e : events) {
     std::string kind = e.kind() == "exec" ? absl::StrCat("exec #", e.exec_id()) : e.kind();
+    if (absl::StartsWith(e.kind(), "activity.") && e.exec_id() != 0) {
+      absl::StrAppend(&kind, " #", e.exec_id());
+    }
+    if (e.unmentioned()) absl::StrAppend(&kind, " !");
     absl::StrAppendFormat(&out, "%s  %-18s %-12s %s\n", IsoTime(e.unix_ms()), kind,
                           TerminalSafe(e.actor()), TerminalSafe(e.summary()));
     std::string detail;
@@ -331,6 +350,20 @@ nlohmann::json TimelineToJson(const std::vector<v1::TimelineEvent>& events) {
       j["output_total"] = e.output_total();
       j["output_truncated"] = e.output_total() > e.output().size();
     }
+    if (absl::StartsWith(e.kind(), "activity.")) {
+      j["pid"] = e.pid();
+      if (e.parent_pid() != 0) j["parent_pid"] = e.parent_pid();
+      j["process"] = Utf8(e.process());
+      if (!e.path().empty()) j["path"] = Utf8(e.path());
+      if (!e.path_to().empty()) j["path_to"] = Utf8(e.path_to());
+      if (e.argv_size() > 0) {
+        nlohmann::json argv = nlohmann::json::array();
+        for (const std::string& a : e.argv()) argv.push_back(Utf8(a));
+        j["argv"] = argv;
+      }
+      if (e.kind() == "activity.exit") j["exit_code"] = e.exit_code();
+      j["unmentioned"] = e.unmentioned();
+    }
     if (!e.tool_id().empty()) j["tool_id"] = Utf8(e.tool_id());
     if (!e.tool().empty()) j["tool"] = Utf8(e.tool());
     if (!e.text().empty()) j["text"] = Utf8(e.text());
@@ -367,7 +400,9 @@ std::string RenderTimelineHtml(const std::string& title,
       "</p></header>\n<div id=\"controls\"><input id=\"q\" type=\"search\" "
       "placeholder=\"Search commands, output, messages\" aria-label=\"Search\">"
       "<span id=\"kinds\"></span><select id=\"exec\" aria-label=\"Command\">"
-      "<option value=\"\">every command</option></select><span id=\"count\"></span></div>\n"
+      "<option value=\"\">every command</option></select><label><input id=\"unmentioned\" "
+      "type=\"checkbox\"> only activity the agent did not mention</label>"
+      "<span id=\"count\"></span></div>\n"
       "<main><div id=\"events\"></div><div id=\"more\"></div></main>\n"
       "<script type=\"application/json\" id=\"timeline-data\">",
       json, "</script>\n<script>", kScript, "</script>\n</body>\n</html>\n");

@@ -55,6 +55,29 @@ TEST(TimelineRenderTest, JsonIsValidUtf8WithTheBytesEscaped) {
   EXPECT_EQ(j[1]["tool_id"], "\"><script>alert(4)</script>");
 }
 
+TEST(TimelineRenderTest, TheActivityRecordNamesItsCommandAndStaysText) {
+  v1::TimelineEvent e;
+  e.set_seq(1);
+  e.set_kind("activity.write");
+  e.set_actor("guest");
+  e.set_exec_id(12);
+  e.set_pid(34);
+  e.set_process("py\x1b[2J");
+  e.set_path("/root/.bashrc\n\x1b]0;x\x07\xff");
+  e.set_summary("write /root/.bashrc\n\x1b]0;x\x07 by py\x1b[2J (pid 34)");
+  e.set_unmentioned(true);
+  std::string text = RenderTimelineText({e}, 20);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_NE(text.find("activity.write #12 !"), std::string::npos) << text;
+  nlohmann::json j = TimelineToJson({e});
+  j.dump();  // valid UTF-8
+  EXPECT_EQ(j[0]["pid"], 34);
+  EXPECT_EQ(j[0]["process"], "py\x1b[2J");
+  EXPECT_EQ(j[0]["path"], "/root/.bashrc\n\x1b]0;x\x07\\xff");
+  EXPECT_EQ(j[0]["unmentioned"], true);
+  EXPECT_FALSE(j[0].contains("path_to"));
+}
+
 TEST(TimelineRenderTest, ThePageHoldsGuestStringsOnlyAsEscapedData) {
   std::string html = RenderTimelineHtml("abc<def>", Hostile());
   // Exactly the page's two script elements (data and code), no markup from the events.

@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 11;
+inline constexpr uint8_t kProtocolVersion = 12;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -65,7 +65,8 @@ enum class FrameType : uint8_t {
   // Host -> guest, opens a stream: strings argv, strings env, string cwd, u32 flags, string
   // user (empty: root; else NAME or UID, optionally :GROUP or :GID, looked up in the guest's
   // /etc/passwd and /etc/group), u32 rows, u32 cols (the terminal's size with kExecFlagTty,
-  // else 0). The guest sets HOME from the user's entry if env has none.
+  // else 0), u64 exec id (the host's number for the command, which the activity record names
+  // its processes by; 0: none). The guest sets HOME from the user's entry if env has none.
   kExecStart = 4,
   // Host -> guest: bytes for the stream's input (stdin, or a file's content).
   kInput = 5,
@@ -165,8 +166,16 @@ enum class FrameType : uint8_t {
   // kernel reports it. Any kSignal ends it (kExit kFailed, ECANCELED); so do the directory's
   // removal (kExited) and lost events (kFailed, EOVERFLOW: the host fell behind).
   kWatchDir = 30,
+  // Host -> guest, opens a stream, empty: the session's activity record (src/guest/
+  // activity_recorder.h). The guest starts recording (once; it goes on when the stream ends)
+  // and answers kStdout, each payload whole ActivityRecords, sent at most a second after the
+  // first of them happened, and all of them before any command's kExit. A second
+  // kWatchActivity ends the first (kExit kExited); any kSignal ends it (kExit kFailed,
+  // ECANCELED); kPause forgets it (no frame: records wait for the next reader); a guest that
+  // cannot record answers kExit kFailed with the errno.
+  kWatchActivity = 31,
 };
-inline constexpr uint8_t kMaxFrameType = 30;
+inline constexpr uint8_t kMaxFrameType = 31;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.

@@ -107,14 +107,15 @@ bool DecodePayload(std::string_view payload, ReadyMessage* m) {
 std::string EncodePayload(const ExecStartMessage& m) {
   PayloadWriter w;
   w.StrList(m.argv).StrList(m.env).Str(m.cwd).U32(m.flags).Str(m.user).U32(m.rows).U32(m.cols);
+  w.U64(m.exec_id);
   return w.bytes();
 }
 
 bool DecodePayload(std::string_view payload, ExecStartMessage* m) {
   PayloadReader r(payload);
   return r.StrList(&m->argv) && r.StrList(&m->env) && r.Str(&m->cwd) && r.U32(&m->flags) &&
-         r.Str(&m->user) && r.U32(&m->rows) && r.U32(&m->cols) && r.AtEnd() && !m->argv.empty() &&
-         m->argv.size() + m->env.size() <= kMaxListItems &&
+         r.Str(&m->user) && r.U32(&m->rows) && r.U32(&m->cols) && r.U64(&m->exec_id) && r.AtEnd() &&
+         !m->argv.empty() && m->argv.size() + m->env.size() <= kMaxListItems &&
          ((m->flags & kExecFlagTty) == 0 || ValidTerminal(m->rows, m->cols)) &&
          ((m->flags & kExecFlagDetach) == 0 || (m->flags & (kExecFlagTty | kExecFlagStdin)) == 0);
 }
@@ -529,6 +530,57 @@ bool DecodeWatchRecords(std::string_view payload, std::vector<WatchRecord>* out,
     }
     record.has_entry = has_entry == 1;
     if (record.has_entry && !ReadFsEntry(r, &record.entry, error)) return false;
+    out->push_back(std::move(record));
+  }
+  return true;
+}
+
+std::string EncodeActivityRecord(const ActivityRecord& r) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(r.kind)).I64(r.unix_ms).U64(r.exec_id).U32(r.pid).U32(r.parent);
+  w.I32(r.code).Str(r.process).Str(r.path).Str(r.target).StrList(r.argv);
+  return w.bytes();
+}
+
+bool DecodeActivityRecords(std::string_view payload, std::vector<ActivityRecord>* out,
+                           std::string* error) {
+  out->clear();
+  PayloadReader r(payload);
+  while (!r.AtEnd()) {
+    ActivityRecord record;
+    uint32_t kind;
+    if (!(r.U32(&kind) && r.I64(&record.unix_ms) && r.U64(&record.exec_id) && r.U32(&record.pid) &&
+          r.U32(&record.parent) && r.I32(&record.code) && r.Str(&record.process) &&
+          r.Str(&record.path) && r.Str(&record.target) && r.StrList(&record.argv))) {
+      *error = "an activity record is cut short";
+      return false;
+    }
+    if (kind > kMaxActivityKind) {
+      *error = "an activity record's kind is unknown";
+      return false;
+    }
+    record.kind = static_cast<ActivityKind>(kind);
+    bool rename = record.kind == ActivityKind::kRename;
+    // A file's path is absolute; a program's too, or empty (it was gone before it was read).
+    bool absolute = !record.path.empty() && record.path[0] == '/';
+    bool path_ok = record.kind == ActivityKind::kLost           ? !record.path.empty()
+                   : record.kind == ActivityKind::kProcessExit  ? record.path.empty()
+                   : record.kind == ActivityKind::kProcessStart ? record.path.empty() || absolute
+                                                                : absolute;
+    if (record.path.size() > kMaxFsPathBytes || record.target.size() > kMaxFsPathBytes ||
+        !path_ok ||
+        (rename ? record.target.empty() || record.target[0] != '/' : !record.target.empty())) {
+      *error = "an activity record's path is not what its kind needs, or is too long";
+      return false;
+    }
+    size_t argv_bytes = 0;
+    for (const std::string& a : record.argv) argv_bytes += a.size();
+    if (record.process.size() > kMaxActivityProcessBytes || record.argv.size() > kMaxActivityArgs ||
+        argv_bytes > kMaxActivityArgvBytes ||
+        (!record.argv.empty() && record.kind != ActivityKind::kProcessStart)) {
+      *error = "an activity record's name or arguments are over their caps";
+      return false;
+    }
     out->push_back(std::move(record));
   }
   return true;

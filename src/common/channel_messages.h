@@ -82,6 +82,7 @@ struct ExecStartMessage {
   uint32_t flags = 0;  // kExecFlag*
   std::string user;    // empty: root
   uint32_t rows = 0, cols = 0;
+  uint64_t exec_id = 0;  // the host's; the activity record attributes the command's processes
   bool operator==(const ExecStartMessage&) const = default;
 };
 
@@ -408,6 +409,48 @@ std::string EncodeWatchRecord(const WatchRecord& r);
 // entry.
 bool DecodeWatchRecords(std::string_view payload, std::vector<WatchRecord>* out,
                         std::string* error);
+
+// What a kWatchActivity record says happened in the guest.
+enum class ActivityKind : uint32_t {
+  kProcessStart = 0,  // a program was executed: pid, parent, argv
+  kProcessExit = 1,   // a process whose start was recorded ended: code
+  kRead = 2,          // a file opened for reading only was closed
+  kWrite = 3,         // a file opened for writing was closed
+  kCreate = 4,        // a file or directory was made
+  kRemove = 5,        // a file or directory was removed
+  kRename = 6,        // path was renamed to target
+  kLost = 7,          // code events the recorder could not keep; path says why
+};
+inline constexpr uint32_t kMaxActivityKind = 7;
+// Caps of one record: argv items, their bytes in all, and a process's name (the kernel's comm).
+inline constexpr size_t kMaxActivityArgs = 64;
+inline constexpr size_t kMaxActivityArgvBytes = 4096;
+inline constexpr size_t kMaxActivityProcessBytes = 16;
+struct ActivityRecord {
+  ActivityKind kind = ActivityKind::kProcessStart;
+  int64_t unix_ms = 0;  // the guest's clock
+  uint64_t exec_id =
+      0;  // the command (ExecStartMessage.exec_id) whose process tree did it; 0: none
+  uint32_t pid = 0;
+  uint32_t parent = 0;  // kProcessStart: the parent's pid
+  // kProcessExit: the exit status (0..255), or minus the signal that ended it; kLost: a count.
+  int32_t code = 0;
+  std::string process;  // the process's name (at most kMaxActivityProcessBytes)
+  // Absolute, at most kMaxFsPathBytes: the file, or the program for kProcessStart (empty if it
+  // ended before it was read); kProcessExit: empty; kLost: why.
+  std::string path;
+  std::string target;             // kRename: the new path
+  std::vector<std::string> argv;  // kProcessStart, cut at the caps
+  bool operator==(const ActivityRecord&) const = default;
+};
+// u32 kind, i64 unix_ms, u64 exec_id, u32 pid, u32 parent, i32 code, string process, string
+// path, string target, strings argv.
+std::string EncodeActivityRecord(const ActivityRecord& r);
+// One kStdout payload of a kWatchActivity stream (whole records): false, with why, on a record
+// cut short, an unknown kind, a path its kind does not allow or over kMaxFsPathBytes, a target
+// on a kind other than kRename, or argv or a name over the caps.
+bool DecodeActivityRecords(std::string_view payload, std::vector<ActivityRecord>* out,
+                           std::string* error);
 
 }  // namespace airlock
 

@@ -309,3 +309,68 @@ TEST(ChannelMessagesTest, AMessageFrameCarriesItsType) {
 
 }  // namespace
 }  // namespace airlock
+
+namespace airlock {
+namespace {
+
+TEST(ChannelMessagesTest, ActivityRecordsRoundTripWithTheGuestsBytesAsTheyAre) {
+  ActivityRecord start{.kind = ActivityKind::kProcessStart,
+                       .unix_ms = 1700000000123,
+                       .exec_id = 12,
+                       .pid = 301,
+                       .parent = 300,
+                       .process = "python3",
+                       .path = "/usr/bin/python3.11",
+                       .argv = {"python3", "-c", "print(1)"}};
+  ActivityRecord write{.kind = ActivityKind::kWrite,
+                       .pid = 301,
+                       .process = "python3",
+                       .path = std::string("/workspace/a\x1b[31m\nb\xff", 18)};
+  ActivityRecord rename{
+      .kind = ActivityKind::kRename, .pid = 9, .path = "/root/x", .target = "/root/y"};
+  ActivityRecord exit{.kind = ActivityKind::kProcessExit, .pid = 301, .code = -9};
+  ActivityRecord lost{.kind = ActivityKind::kLost, .code = 5, .path = "the queue overflowed"};
+  std::vector<ActivityRecord> records;
+  std::string error;
+  ASSERT_TRUE(DecodeActivityRecords(EncodeActivityRecord(start) + EncodeActivityRecord(write) +
+                                        EncodeActivityRecord(rename) + EncodeActivityRecord(exit) +
+                                        EncodeActivityRecord(lost),
+                                    &records, &error))
+      << error;
+  EXPECT_EQ(records, (std::vector<ActivityRecord>{start, write, rename, exit, lost}));
+  ExecStartMessage exec{.argv = {"true"}, .exec_id = 77};
+  ExecStartMessage decoded;
+  ASSERT_TRUE(DecodePayload(EncodePayload(exec), &decoded));
+  EXPECT_EQ(decoded.exec_id, 77u);
+}
+
+TEST(ChannelMessagesTest, ActivityRecordsOutsideTheirShapeAreRefused) {
+  std::vector<ActivityRecord> records;
+  std::string error;
+  auto refused = [&](const ActivityRecord& r) {
+    return !DecodeActivityRecords(EncodeActivityRecord(r), &records, &error);
+  };
+  EXPECT_TRUE(refused({.kind = static_cast<ActivityKind>(kMaxActivityKind + 1), .path = "/x"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kWrite, .path = "relative"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kWrite, .path = ""}));
+  EXPECT_TRUE(
+      refused({.kind = ActivityKind::kWrite, .path = "/" + std::string(kMaxFsPathBytes, 'a')}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kWrite, .path = "/x", .target = "/y"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kRename, .path = "/x", .target = "y"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kProcessExit, .path = "/x"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kLost, .path = ""}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kWrite, .path = "/x", .argv = {"a"}}));
+  EXPECT_TRUE(
+      refused({.kind = ActivityKind::kRead, .process = std::string(17, 'p'), .path = "/x"}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kProcessStart,
+                       .argv = std::vector<std::string>(kMaxActivityArgs + 1, "a")}));
+  EXPECT_TRUE(refused({.kind = ActivityKind::kProcessStart,
+                       .argv = {std::string(kMaxActivityArgvBytes + 1, 'a')}}));
+  // A program gone before it could be read has no path.
+  EXPECT_FALSE(refused({.kind = ActivityKind::kProcessStart, .path = ""}));
+  std::string cut = EncodeActivityRecord({.kind = ActivityKind::kRead, .path = "/x"});
+  EXPECT_FALSE(DecodeActivityRecords(cut.substr(0, cut.size() - 1), &records, &error));
+}
+
+}  // namespace
+}  // namespace airlock

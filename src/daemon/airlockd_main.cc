@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
                                          .hosts = hosts,
                                          .handoff = handoff.get(),
                                          .use_templates = flags.templates,
+                                         .activity_record = flags.activity_record,
                                          .pool = pool};
   const char* registry_internal = std::getenv("AIRLOCK_REGISTRY_ALLOW_INTERNAL");
   options.registry_internal = registry_internal != nullptr && std::string(registry_internal) == "1";

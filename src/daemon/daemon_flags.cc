@@ -76,6 +76,10 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
       "--no-templates", [&f](int64_t) { f.templates = false; },
       "boot every VM instead of restoring the image's ready snapshot\n"
       "(slower; for measuring cold boots and for debugging)");
+  app.add_flag_function(
+      "--no-activity-record", [&f](int64_t) { f.activity_record = false; },
+      "keep no activity record (the programs and files each session's\n"
+      "guest sees, in `airlock log`); for measuring its cost");
   app.add_option("--pool", f.pool,
                  "keep up to N VMs per image and shape restored ahead of need, so a\n"
                  "create or `airlock run` takes one that already runs (0: no pool).\n"

@@ -21,6 +21,7 @@ struct DaemonFlags {
   uint64_t log_cap = 16ull << 20;
   std::string log_level = "info";
   bool templates = true;
+  bool activity_record = true;     // each session's guest records what its programs do
   int pool = 2;                    // VMs per kind in the warm pool
   uint64_t pool_memory_bytes = 0;  // 0: an eighth of the host's memory
   uint64_t vmm_memory_bytes = 0;   // 0: QemuDriver's default

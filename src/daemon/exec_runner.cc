@@ -285,6 +285,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   record.tty = request.tty;
   absl::StatusOr<int64_t> exec_id = store_->commands().Start(who, (*live)->record, record);
   if (!exec_id.ok()) return (exec_id.status());
+  request.exec_id = static_cast<uint64_t>(*exec_id);
   absl::StatusOr<std::unique_ptr<ExecStream>> started = (*live)->vm->channel().StartExec(request);
   if (!started.ok()) {
     LogIfFailed(store_->commands().End((*live)->record, *exec_id, kExitAirlockError,

@@ -53,6 +53,7 @@ SessionManager::SessionManager(SessionManagerOptions options)
       network_(options.network),
       handoff_(options.handoff),
       use_templates_(options.use_templates),
+      activity_record_(options.activity_record),
       pool_options_(options.pool),
       egress_(WithDefaults(std::move(options.egress))),
       secrets_(std::move(options.secrets)),
@@ -287,6 +288,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::MakeLive(const Sess
   if (!egress.ok()) return egress.status();
   live->egress = *std::move(egress);
   live->egress_expires_ms = EarliestExpiry(record.egress);
+  if (activity_record_) {
+    live->activity =
+        std::make_unique<ActivityCollector>(store_, record, live->vm->channel().shared_from_this());
+  }
   return live;
 }
 

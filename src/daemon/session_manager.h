@@ -34,6 +34,7 @@
 #include "src/common/host_paths.h"
 #include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
+#include "src/daemon/activity_collector.h"
 #include "src/daemon/image_service.h"
 #include "src/daemon/quota_admission.h"
 #include "src/daemon/quotas.h"
@@ -83,6 +84,8 @@ struct LiveSession {
   std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
   std::atomic<bool> ttl_pause_said{false};    // its pause at its TTL was refused, and it was said
   std::atomic<int64_t> ttl_pause_next_ms{0};  // when that pause is tried again
+  // Reads the guest's activity record while the VM runs; declared last, so it stops first.
+  std::unique_ptr<ActivityCollector> activity;
 };
 
 // What airlockd's operator decided about egress for every session.
@@ -112,6 +115,8 @@ struct SessionManagerOptions {
   Clock* clock = &SystemClock();
   // Off: every new session boots (no template, and so no warm pool).
   bool use_templates = true;
+  // Off: no session's guest is asked for its activity record.
+  bool activity_record = true;
   VmPoolOptions pool;
   EgressSettings egress;
   // The tenants' quotas (quotas.h): checked before a create, resume or fork, and the pull and
@@ -385,6 +390,7 @@ class SessionManager {
   std::unique_ptr<Templates> templates_;
   SessionHandoff* handoff_;
   bool use_templates_;
+  bool activity_record_;
   // Restores a VM from a template (counted, with a span); `session` names it in the span.
   absl::StatusOr<LaunchedVm> RestoreTemplate(VmDriver& driver, const Templates::Template& tpl,
                                              const ImageInfo& image, const LaunchOptions& options,

@@ -344,6 +344,8 @@ absl::Status SessionRepository::Delete(const Principal& who, const std::string& 
                           "DELETE FROM output WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM net_events WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM agent_events WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM activity WHERE session_id = ? AND tenant = ?",
+                          "DELETE FROM activity_usage WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM execs WHERE session_id = ? AND tenant = ?",
                           "DELETE FROM sessions WHERE id = ? AND tenant = ?"}) {
     Stmt q(db, sql);

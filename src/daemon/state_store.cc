@@ -197,6 +197,34 @@ ALTER TABLE sessions ADD COLUMN volumes TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE sessions ADD COLUMN pause_at_ttl INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // Version 16: the activity record (what the guest's PID 1 saw programs do: processes
+    // started and ended, files read, written, made, removed and renamed), argv NUL-terminated
+    // each, and the bytes each row counts against its session's cap; and per session, what it
+    // holds and how many records its caps dropped.
+    R"sql(
+CREATE TABLE activity(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  session_id TEXT NOT NULL REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  unix_ms INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  exec_id INTEGER NOT NULL,
+  pid INTEGER NOT NULL,
+  parent INTEGER NOT NULL,
+  code INTEGER NOT NULL,
+  process BLOB NOT NULL,
+  path BLOB NOT NULL,
+  target BLOB NOT NULL,
+  argv BLOB NOT NULL,
+  size INTEGER NOT NULL);
+CREATE INDEX activity_by_session ON activity(session_id, seq);
+CREATE TABLE activity_usage(
+  session_id TEXT PRIMARY KEY REFERENCES sessions(id),
+  tenant TEXT NOT NULL,
+  rows INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  dropped INTEGER NOT NULL);
+)sql",
 };
 
 // Version 8 chains the audit records already there (AuditLog::ChainExisting) right after its
@@ -225,7 +253,8 @@ StateStore::StateStore(std::unique_ptr<SqliteDb> db, uint64_t log_cap_bytes)
       audit_(*db_),
       exposures_(*db_),
       api_keys_(*db_),
-      volumes_(*db_) {}
+      volumes_(*db_),
+      activity_(*db_) {}
 
 void StateStore::set_events(SessionEventHub* events) {
   events_ = events;

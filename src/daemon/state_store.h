@@ -2,9 +2,9 @@
 // IMMEDIATE transactions, a versioned schema migrated at open) and the repositories over its
 // tables: sessions (with their egress grants, secret bindings and workspace), commands (execs,
 // their output, agents' events), network events, and the audit log (append-only, a hash
-// chain), and the guest ports exposed through the HTTP gateway. Every query of user data names the
-// tenant, so one tenant can never read another's rows; a state change and the audit record of it
-// commit in the same transaction. Thread-safe (one connection behind a lock).
+// chain), the guest ports exposed through the HTTP gateway, and the activity record. Every query of
+// user data names the tenant, so one tenant can never read another's rows; a state change and the
+// audit record of it commit in the same transaction. Thread-safe (one connection behind a lock).
 #ifndef AIRLOCK_DAEMON_STATE_STORE_H_
 #define AIRLOCK_DAEMON_STATE_STORE_H_
 
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/daemon/activity_log.h"
 #include "src/daemon/api_key_repository.h"
 #include "src/daemon/audit_log.h"
 #include "src/daemon/command_log.h"
@@ -31,7 +32,7 @@ class SessionEventHub;
 class StateStore {
  public:
   // The database's version (PRAGMA user_version) once migrated: one per migration.
-  static constexpr int kSchemaVersion = 15;
+  static constexpr int kSchemaVersion = 16;
 
   // Opens (creating and migrating) the database at path; the file is 0600. log_cap_bytes: what
   // one session's output may take.
@@ -45,6 +46,7 @@ class StateStore {
   ExposureRepository& exposures() { return exposures_; }
   ApiKeyRepository& api_keys() { return api_keys_; }
   VolumeRepository& volumes() { return volumes_; }
+  ActivityLog& activity() { return activity_; }
 
   // Where committed changes are published for Sessions.Watch (state changes, commands starting
   // and ending, egress denials, removals); unset: nowhere. Call before the store is shared.
@@ -65,6 +67,7 @@ class StateStore {
   ExposureRepository exposures_;
   ApiKeyRepository api_keys_;
   VolumeRepository volumes_;
+  ActivityLog activity_;
   SessionEventHub* events_ = nullptr;
 };
 

@@ -347,6 +347,7 @@ TEST(StateStoreTest, AuditRecordsFromBeforeTheChainAreChainedOnUpgrade) {
                    "last_ms; DROP TABLE exposures; DROP TABLE api_keys; DROP TABLE e2b_sandboxes; "
                    "DROP TABLE volumes; ALTER TABLE sessions DROP COLUMN volumes; "
                    "ALTER TABLE sessions DROP COLUMN pause_at_ttl; "
+                   "DROP TABLE activity; DROP TABLE activity_usage; "
                    "PRAGMA user_version = 7;",
                    nullptr, nullptr, nullptr),
       SQLITE_OK)

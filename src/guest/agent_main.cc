@@ -65,8 +65,10 @@ int main(int argc, char** argv) {
       usleep(10000);
     }
   }
+  // The activity record starts when the host first asks for it and goes on across hosts.
+  static airlock::guest::ActivityRecorder recorder;
   for (;;) {
-    airlock::guest::AgentServer server(channel, sigchld_fd);
+    airlock::guest::AgentServer server(channel, sigchld_fd, &recorder);
     airlock::guest::ConsoleLog("channel: " + server.Serve() + "; serving again");
     usleep(100000);
   }

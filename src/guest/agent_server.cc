@@ -234,7 +234,7 @@ void MakeParents(const std::string& path) {
 }  // namespace
 
 struct AgentServer::Stream {
-  enum class Kind { kExec, kFileWrite, kFileRead, kBuffer, kWatch };
+  enum class Kind { kExec, kFileWrite, kFileRead, kBuffer, kWatch, kActivity };
   Kind kind = Kind::kExec;
   pid_t pid = -1;
   int stdin_fd = -1;
@@ -265,9 +265,10 @@ struct AgentServer::Stream {
   bool watch_over = false;  // the directory is gone: the stream ends once records are sent
 };
 
-AgentServer::AgentServer(int channel_fd, int sigchld_fd)
+AgentServer::AgentServer(int channel_fd, int sigchld_fd, ActivityRecorder* recorder)
     : channel_fd_(channel_fd),
       sigchld_fd_(sigchld_fd),
+      recorder_(recorder),
       net_([this](FrameType type, uint32_t stream, std::string_view payload) {
         Send(type, stream, payload);
       }) {}
@@ -487,6 +488,7 @@ void AgentServer::StartExec(uint32_t id, const std::string& payload) {
     return;
   }
   s.pid = pid;
+  if (recorder_ != nullptr && recorder_->started()) recorder_->NoteCommand(pid, request.exec_id);
   s.oom_kills_at_start = CommandOomKills();
   s.started_us = MonotonicMicros();
   // The report pipe closes on a successful exec; otherwise it carries {errno, stage}.
@@ -784,6 +786,55 @@ void AgentServer::StartWatchDir(uint32_t id, const std::string& payload) {
   s.records_bytes = s.records.back().size();
 }
 
+void AgentServer::StartWatchActivity(uint32_t id, const std::string& payload) {
+  // Opened by a host that then paused us: it forgot the stream at the pause, and nothing may
+  // be sent now; the next reader asks again.
+  if (paused_) return;
+  auto stream = std::make_unique<Stream>();
+  stream->kind = Stream::Kind::kActivity;
+  streams_[id] = std::move(stream);
+  if (!payload.empty()) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "malformed activity request");
+    return;
+  }
+  // One host reader at a time: a new one takes over from the last.
+  for (auto& [other, s] : streams_) {
+    if (other != id && s->kind == Stream::Kind::kActivity) {
+      FinishStream(other, ExitKind::kExited, 0, "");
+      break;
+    }
+  }
+  std::string error = recorder_ == nullptr ? "no recorder" : recorder_->Start(SessionDiskRoot());
+  if (!error.empty()) {
+    int e = errno != 0 ? errno : EIO;
+    ConsoleLog("activity record: " + error);
+    FinishStream(id, ExitKind::kFailed, e, error);
+  }
+}
+
+void AgentServer::FlushActivity() {
+  if (recorder_ == nullptr || !recorder_->started() || paused_) return;
+  recorder_->ReadReady();
+  for (auto& [id, s] : streams_) {
+    if (s->kind != Stream::Kind::kActivity) continue;
+    for (;;) {
+      std::string payload = recorder_->Take(std::min<uint64_t>(s->window.sendable(), kMaxPayload));
+      if (payload.empty()) return;
+      Send(FrameType::kStdout, id, payload);
+      s->window.Sent(payload.size());
+    }
+  }
+}
+
+void AgentServer::PumpActivity(uint32_t id, Stream& s) {
+  while (recorder_->MillisUntilDue(MonotonicMicros()) == 0 && out_bytes_ < kOutQueueCap) {
+    std::string payload = recorder_->Take(std::min<uint64_t>(s.window.sendable(), kMaxPayload));
+    if (payload.empty()) return;  // waits for the window
+    Send(FrameType::kStdout, id, payload);
+    s.window.Sent(payload.size());
+  }
+}
+
 void AgentServer::ReadWatch(uint32_t id, Stream& s) {
   size_t before = s.records.size();
   FsResult result;
@@ -873,6 +924,7 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
       {FrameType::kOpenPort, &AgentServer::StartPortConnection},
       {FrameType::kFsRequest, &AgentServer::StartFsRequest},
       {FrameType::kWatchDir, &AgentServer::StartWatchDir},
+      {FrameType::kWatchActivity, &AgentServer::StartWatchActivity},
   };
   return *openers;
 }
@@ -937,6 +989,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         ConsoleLog("volumes: " + volumes);
         problem += (problem.empty() ? "" : "; ") + volumes;
       }
+      // A workspace mounted just now is recorded too, once recording has started.
+      if (recorder_ != nullptr && recorder_->started()) {
+        if (std::string e = recorder_->Start(SessionDiskRoot()); !e.empty()) {
+          ConsoleLog("activity record: " + e);
+        }
+      }
       paused_ = false;
       SendMessage(0, ReadyMessage{.highest_stream = max_stream_seen_,
                                   .highest_guest_stream = net_.highest_stream(),
@@ -949,6 +1007,12 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
         return false;
       }
       net_.DropAll();  // the host forgot them already: connections end with a pause
+      // The activity record's reader takes what the window allows now (it reads what came
+      // before kPaused), and is forgotten: the rest waits in the recorder for the next one.
+      FlushActivity();
+      std::erase_if(streams_, [](const auto& entry) {
+        return entry.second->kind == Stream::Kind::kActivity;
+      });
       FreezeVolumes();
       Send(FrameType::kPaused, 0, "");
       paused_ = true;
@@ -969,7 +1033,8 @@ bool AgentServer::HandleFrame(const Frame& frame, std::string* error) {
       int sig = signal.signal;
       if (it == streams_.end()) return true;
       if (it->second->kind == Stream::Kind::kFileWrite ||
-          it->second->kind == Stream::Kind::kFileRead || it->second->kind == Stream::Kind::kWatch) {
+          it->second->kind == Stream::Kind::kFileRead || it->second->kind == Stream::Kind::kWatch ||
+          it->second->kind == Stream::Kind::kActivity) {
         // The host gave up on a file operation: nothing is written, the file is let go.
         FinishStream(frame.stream, ExitKind::kFailed, ECANCELED, "cancelled by the host");
       } else if (it->second->pid > 0 && !it->second->exited) {
@@ -1151,9 +1216,19 @@ std::string AgentServer::Serve() {
     fds.push_back({channel_fd_, static_cast<short>(POLLIN | (waiting ? POLLOUT : 0)), 0});
     fds.push_back({sigchld_fd_, POLLIN, 0});
     int timeout = -1;
+    size_t recorder_fds = fds.size();
+    if (recorder_ != nullptr) recorder_->AddPollFds(&fds);
+    recorder_fds = fds.size() - recorder_fds;
     for (auto& [id, s] : streams_) {
       if (paused_) break;  // output waits in its pipes until the host is back
       bool can_send = s->window.sendable() > 0 && out_bytes_ < kOutQueueCap;
+      if (s->kind == Stream::Kind::kActivity) {
+        // Due records wait for a window that holds the oldest of them (kWindow wakes us).
+        int due = recorder_->MillisUntilDue(MonotonicMicros());
+        bool fits = out_bytes_ < kOutQueueCap && s->window.sendable() >= recorder_->FrontBytes();
+        if (due >= 0 && (due > 0 || fits) && (timeout < 0 || due < timeout)) timeout = due;
+        continue;
+      }
       if ((s->kind == Stream::Kind::kFileRead || s->kind == Stream::Kind::kBuffer) && can_send) {
         timeout = 0;
       }
@@ -1220,8 +1295,14 @@ std::string AgentServer::Serve() {
     }
     Reap();  // cheap, and also catches a SIGCHLD that raced with the pipes
     net_.HandlePoll(fds, can_send && !paused_);
+    for (size_t i = 0; i < recorder_fds; ++i) {
+      if (fds[2 + i].revents != 0) {
+        recorder_->ReadReady();
+        break;
+      }
+    }
     for (size_t i = 0; i < owners.size(); ++i) {
-      const pollfd& p = fds[i + 2];
+      const pollfd& p = fds[i + 2 + recorder_fds];
       auto it = streams_.find(owners[i].id);
       if (p.revents == 0 || it == streams_.end()) continue;
       if (owners[i].which == 3) {
@@ -1252,6 +1333,10 @@ std::string AgentServer::Serve() {
         PumpWatch(id, s);
         continue;
       }
+      if (s.kind == Stream::Kind::kActivity) {
+        PumpActivity(id, s);
+        continue;
+      }
       if (s.kind != Stream::Kind::kExec) {
         GrantInput(id, s, false);
         continue;
@@ -1262,6 +1347,7 @@ std::string AgentServer::Serve() {
       PumpOutput(id, s, 0, true);
       PumpOutput(id, s, 1, true);
       if (s.out_fd[0] < 0 && s.out_fd[1] < 0) {
+        FlushActivity();  // what the command did reaches the host before its exit does
         uint64_t oom_kills = CommandOomKills() - s.oom_kills_at_start;
         if (WIFSIGNALED(s.wait_status)) {
           bool oom = WTERMSIG(s.wait_status) == SIGKILL && oom_kills > 0;

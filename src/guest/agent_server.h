@@ -17,14 +17,16 @@
 #include <string_view>
 
 #include "src/common/channel_messages.h"
+#include "src/guest/activity_recorder.h"
 #include "src/guest/agent_net.h"
 
 namespace airlock::guest {
 
 class AgentServer {
  public:
-  // channel_fd: the non-blocking port; sigchld_fd: a signalfd for SIGCHLD (blocked).
-  AgentServer(int channel_fd, int sigchld_fd);
+  // channel_fd: the non-blocking port; sigchld_fd: a signalfd for SIGCHLD (blocked); recorder:
+  // the session's activity record, which outlives each server (not owned; may be null).
+  AgentServer(int channel_fd, int sigchld_fd, ActivityRecorder* recorder);
   ~AgentServer();
 
   // Serves until the channel fails; returns why. PID 1 then reopens the port and serves again.
@@ -54,6 +56,11 @@ class AgentServer {
   void StartTailFiles(uint32_t id, const std::string& payload);
   void StartFsRequest(uint32_t id, const std::string& payload);
   void StartWatchDir(uint32_t id, const std::string& payload);
+  void StartWatchActivity(uint32_t id, const std::string& payload);
+  void PumpActivity(uint32_t id, Stream& s);
+  // Sends every record the recorder has, as far as the stream's window goes (before a
+  // command's exit).
+  void FlushActivity();
   void ReadWatch(uint32_t id, Stream& s);
   void PumpWatch(uint32_t id, Stream& s);
   using Opener = void (AgentServer::*)(uint32_t id, const std::string& payload);
@@ -74,6 +81,7 @@ class AgentServer {
 
   int channel_fd_;
   int sigchld_fd_;
+  ActivityRecorder* recorder_;
   FrameParser parser_;
   // Between kPause and the next kSync the agent sends nothing (a snapshot is being taken).
   bool paused_ = false;

@@ -237,6 +237,9 @@ absl::Status GuestChannel::HandleFrame(Frame& frame, std::function<void()>* afte
       case FrameType::kPaused:
         if (!quiescing_) return violation("pause answer nobody asked for");
         paused_ = true;
+        // The guest has forgotten its background streams: their readers end once they have
+        // what it sent before this.
+        for (auto& [id, s] : streams_) s.interrupted = s.interrupted || s.quiesced;
         break;
       case FrameType::kProtocolError: {
         ProtocolErrorMessage error;
@@ -562,15 +565,29 @@ absl::Status GuestChannel::Send(FrameType type, uint32_t stream, std::string_vie
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> GuestChannel::OpenStream() {
+absl::StatusOr<uint32_t> GuestChannel::OpenStream(bool background) {
   absl::MutexLock lock(&mu_);
   if (quiescing_) {
     return absl::UnavailableError("the session is being snapshotted; try again in a moment");
   }
   uint32_t id = next_stream_;
   next_stream_ += 2;
-  streams_[id];
+  streams_[id].background = background;
   return id;
+}
+
+void GuestChannel::InterruptStream(uint32_t id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = streams_.find(id); it != streams_.end()) it->second.interrupted = true;
+  }
+  cv_.SignalAll();
+}
+
+bool GuestChannel::GuestHoldsStream(uint32_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(id);
+  return it != streams_.end() && !it->second.done && !it->second.quiesced;
 }
 
 void GuestChannel::CloseStream(uint32_t id) {
@@ -640,12 +657,15 @@ absl::Status GuestChannel::Quiesce(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     if (!failure_.ok()) return failure_;
-    if (!streams_.empty()) {
+    size_t running = 0;
+    for (const auto& [id, s] : streams_) running += !s.background;
+    if (running > 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat(streams_.size(),
+          absl::StrCat(running,
                        " command(s) or file operation(s) are still running; "
                        "wait for them to end (or stop them) and try again"));
     }
+    for (auto& [id, s] : streams_) s.quiesced = s.quiesced || s.background;
     quiescing_ = true;
     paused_ = false;
     ready_ = false;
@@ -683,6 +703,9 @@ absl::StatusOr<ExecEvent> GuestChannel::NextEvent(uint32_t id, absl::Time deadli
       }
       if (!failure_.ok()) return failure_;
       if (s.done) return absl::FailedPreconditionError("stream already ended");
+      if (s.interrupted) {
+        return absl::CancelledError("the reader was interrupted, or the session snapshotted");
+      }
       if (cv_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
         return absl::DeadlineExceededError("deadline passed");
       }
@@ -750,7 +773,8 @@ absl::StatusOr<std::unique_ptr<ExecStream>> GuestChannel::StartExec(const ExecRe
                (request.detach ? kExecFlagDetach : 0),
       .user = request.user,
       .rows = request.tty ? request.rows : 0,
-      .cols = request.tty ? request.cols : 0});
+      .cols = request.tty ? request.cols : 0,
+      .exec_id = request.exec_id});
   if (payload.size() > kMaxPayload || request.argv.size() + request.env.size() > kMaxListItems) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the command line and environment together exceed ", kMaxPayload / 1024, " KiB"));
@@ -989,32 +1013,75 @@ GuestWatch::~GuestWatch() {
   channel_->CloseStream(id_);
 }
 
-absl::StatusOr<std::vector<WatchRecord>> GuestWatch::Next(absl::Time deadline) {
-  if (done_) return absl::FailedPreconditionError("the watch has ended");
+template <typename Record>
+absl::StatusOr<std::vector<Record>> GuestChannel::NextRecords(
+    uint32_t id, absl::Time deadline, bool* done,
+    bool (*decode)(std::string_view, std::vector<Record>*, std::string*),
+    const std::function<absl::Status(const ExecEvent&)>& ended, const char* what) {
   for (;;) {
-    absl::StatusOr<ExecEvent> event = channel_->NextEvent(id_, deadline);
+    absl::StatusOr<ExecEvent> event = NextEvent(id, deadline);
     if (!event.ok()) return event.status();
     if (event->type == ExecEvent::Type::kExit) {
-      done_ = true;
-      if (event->exit_kind == ExitKind::kExited) {
-        return absl::OutOfRangeError(absl::StrCat(path_, " was removed or moved in the guest"));
-      }
-      if (event->exit_kind == ExitKind::kFailed && event->code == EOVERFLOW) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("watch ", path_, " in the guest: ", event->message));
-      }
-      return GuestChannel::FileExitStatus(*event, "watch " + path_);
+      *done = true;
+      return ended(*event);
     }
-    std::vector<WatchRecord> records;
+    std::vector<Record> records;
     std::string error;
-    if (!DecodeWatchRecords(event->data, &records, &error)) {
+    if (!decode(event->data, &records, &error)) {
       absl::Status status =
-          absl::DataLossError(absl::StrCat("the guest sent a bad watch record: ", error));
-      channel_->Fail(status);
+          absl::DataLossError(absl::StrCat("the guest sent a bad ", what, ": ", error));
+      Fail(status);
       return status;
     }
     if (!records.empty()) return records;
   }
+}
+
+absl::StatusOr<std::vector<WatchRecord>> GuestWatch::Next(absl::Time deadline) {
+  if (done_) return absl::FailedPreconditionError("the watch has ended");
+  return channel_->NextRecords<WatchRecord>(
+      id_, deadline, &done_, DecodeWatchRecords,
+      [this](const ExecEvent& exit) {
+        if (exit.exit_kind == ExitKind::kExited) {
+          return absl::OutOfRangeError(absl::StrCat(path_, " was removed or moved in the guest"));
+        }
+        if (exit.exit_kind == ExitKind::kFailed && exit.code == EOVERFLOW) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("watch ", path_, " in the guest: ", exit.message));
+        }
+        return GuestChannel::FileExitStatus(exit, "watch " + path_);
+      },
+      "watch record");
+}
+
+absl::StatusOr<std::unique_ptr<GuestActivity>> GuestChannel::StartActivity() {
+  if (absl::Status s = status(); !s.ok()) return s;
+  absl::StatusOr<uint32_t> opened = OpenStream(/*background=*/true);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<GuestActivity> activity(new GuestActivity(shared_from_this(), *opened));
+  if (absl::Status s = Send(FrameType::kWatchActivity, *opened, ""); !s.ok()) return s;
+  return activity;
+}
+
+GuestActivity::~GuestActivity() {
+  // A stream a snapshot closed is not cancelled: the guest forgot it at kPause.
+  if (!done_ && channel_->GuestHoldsStream(id_)) channel_->CancelFileStream(id_);
+  channel_->CloseStream(id_);
+}
+
+void GuestActivity::Interrupt() { channel_->InterruptStream(id_); }
+
+absl::StatusOr<std::vector<ActivityRecord>> GuestActivity::Next(absl::Time deadline) {
+  if (done_) return absl::FailedPreconditionError("the activity record's reading has ended");
+  return channel_->NextRecords<ActivityRecord>(
+      id_, deadline, &done_, DecodeActivityRecords,
+      [](const ExecEvent& exit) {
+        if (exit.exit_kind == ExitKind::kExited) {
+          return absl::CancelledError("another reader took over the activity record");
+        }
+        return GuestChannel::FileExitStatus(exit, "record the guest's activity");
+      },
+      "activity record");
 }
 
 absl::StatusOr<GuestMetrics> GuestChannel::Metrics(absl::Time deadline) {

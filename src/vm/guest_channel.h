@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,8 @@ struct ExecRequest {
   uint32_t rows = 24, cols = 80;
   // Runs on by itself (kExecFlagDetach): the exit comes at once, with its pid and log.
   bool detach = false;
+  // The command's number in the session's log, which the activity record names its processes by.
+  uint64_t exec_id = 0;
 };
 
 // One event of a running command.
@@ -184,6 +187,27 @@ class GuestWatch {
   bool done_ = false;
 };
 
+// The guest's activity record being read (kWatchActivity). Destroyed, the reading ends in the
+// guest (recording goes on there, and a later reader gets what waited).
+class GuestActivity {
+ public:
+  ~GuestActivity();
+  // The next records, waiting until deadline (DeadlineExceeded, after which Next may be called
+  // again). Once over: Cancelled when another reader took over, else the guest's failure or the
+  // channel's. A malformed record fails the channel.
+  [[nodiscard]] absl::StatusOr<std::vector<ActivityRecord>> Next(absl::Time deadline);
+  // From another thread: Next returns what has come, then CANCELLED at once.
+  void Interrupt();
+
+ private:
+  friend class GuestChannel;
+  GuestActivity(std::shared_ptr<GuestChannel> channel, uint32_t id)
+      : channel_(std::move(channel)), id_(id) {}
+  std::shared_ptr<GuestChannel> channel_;
+  uint32_t id_;
+  bool done_ = false;
+};
+
 class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
  public:
   using FailureCallback = std::function<void(const absl::Status&)>;
@@ -233,6 +257,8 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // Watches a directory of the guest (kWatchDir); see GuestWatch.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestWatch>> StartWatch(
       const WatchDirMessage& request);
+  // Reads the guest's activity record (kWatchActivity); see GuestActivity.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<GuestActivity>> StartActivity();
 
   // Who serves the streams of one kind the guest opens (`opens`: kDnsQuery or kConnect); nullptr
   // stops serving new ones. A kind nobody serves is refused stream by stream (a DNS question
@@ -282,6 +308,7 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   friend class GuestFileWrite;
   friend class GuestFileRead;
   friend class GuestWatch;
+  friend class GuestActivity;
   void AbandonStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends one kSync and waits for its kReady.
   absl::Status SyncOnce(absl::Time deadline, const GuestSync& sync) ABSL_LOCKS_EXCLUDED(mu_);
@@ -294,6 +321,13 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
     StreamWindow window;     // input the guest will accept, output it sent
     bool done = false;       // kExit (or kMetrics) arrived
     bool abandoned = false;  // the host stopped waiting on it (ExecStream::Abandon)
+    // Reads that go on for the VM's life (the activity record): a snapshot does not wait for
+    // them, it closes them (their reader sees the stream closed, and opens a new one after).
+    bool background = false;
+    bool interrupted = false;  // InterruptStream: a reader gets what came, then Cancelled
+    // A background stream at a snapshot: the guest forgets it at kPause, after sending what it
+    // had; its reader gets that (once kPaused came), then Cancelled; it is never cancelled.
+    bool quiesced = false;
     std::string metrics;
   };
 
@@ -327,9 +361,23 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   absl::Status SendMessage(uint32_t stream, const Message& m) {
     return Send(Message::kType, stream, EncodePayload(m));
   }
-  absl::StatusOr<uint32_t> OpenStream() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint32_t> OpenStream(bool background = false) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the guest still has the stream open as far as the host knows (not ended, not
+  // forgotten at a snapshot): only then is there anything to cancel.
+  bool GuestHoldsStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes whoever waits on a stream: it gets what has come, then CANCELLED.
+  void InterruptStream(uint32_t id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ExecEvent> NextEvent(uint32_t id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // The next records of a stream of whole records (kWatchDir, kWatchActivity): decoded by
+  // `decode` (a bad one fails the channel), or, at its end (*done set), what `ended` makes of
+  // the exit.
+  template <typename Record>
+  absl::StatusOr<std::vector<Record>> NextRecords(
+      uint32_t id, absl::Time deadline, bool* done,
+      bool (*decode)(std::string_view, std::vector<Record>*, std::string*),
+      const std::function<absl::Status(const ExecEvent&)>& ended, const char* what)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Opens a stream with one frame and gathers its kStdout until its kExit (at most max_bytes).
   absl::StatusOr<std::string> Collect(FrameType type, const std::string& payload, size_t max_bytes,
                                       const std::string& what, absl::Time deadline);
