@@ -57,6 +57,18 @@ int main(int argc, char** argv) {
         e.set_summary(e.text());
         break;
       case 3:
+        if (i % 10 == 3) {
+          // The activity record: a write the agent did not mention, every tenth event.
+          e.set_kind("activity.write");
+          e.set_actor("guest");
+          e.set_exec_id(exec_id);
+          e.set_pid(100 + i);
+          e.set_process("python3");
+          e.set_path(absl::StrCat("/root/.bashrc-", i, "\x1b[31m<b>"));
+          e.set_summary(absl::StrCat("write /root/.bashrc-", i, "\\x1b[31m<b> by python3"));
+          e.set_unmentioned(true);
+          break;
+        }
         e.set_kind("net.dns");
         e.set_actor("guest");
         e.set_failed(true);

@@ -19,11 +19,12 @@ struct ExecStartFields {
   std::vector<std::string> argv, env;
   std::string cwd, user;
   uint32_t flags = 0, rows = 0, cols = 0;
+  uint64_t exec_id = 0;
 };
 bool ParseExecStart(const std::string& payload, ExecStartFields* f) {
   PayloadReader r(payload);
   return r.StrList(&f->argv) && r.StrList(&f->env) && r.Str(&f->cwd) && r.U32(&f->flags) &&
-         r.Str(&f->user) && r.U32(&f->rows) && r.U32(&f->cols) && r.AtEnd();
+         r.Str(&f->user) && r.U32(&f->rows) && r.U32(&f->cols) && r.U64(&f->exec_id) && r.AtEnd();
 }
 
 TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
@@ -39,7 +40,7 @@ TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
   ASSERT_EQ(start.type, FrameType::kExecStart);
   ExecStartFields f;
   ASSERT_TRUE(ParseExecStart(start.payload, &f));
-  auto& [argv, env, cwd, user, flags, rows, cols] = f;
+  auto& [argv, env, cwd, user, flags, rows, cols, exec_id] = f;
   EXPECT_EQ(flags, kExecFlagStdin | kExecFlagTty);
   EXPECT_EQ(rows, 50u);
   EXPECT_EQ(cols, 132u);
@@ -57,19 +58,21 @@ TEST(GuestChannelTest, ACommandOnATerminalCarriesItsSizeAndResizes) {
 TEST(GuestChannelTest, RunsACommandWithSeparateStreams) {
   FakeGuest g;
   g.Handshake();
-  auto stream = g.channel_->StartExec({.argv = {"echo", "hi"}, .cwd = "/w", .user = "app:staff"});
+  auto stream = g.channel_->StartExec(
+      {.argv = {"echo", "hi"}, .cwd = "/w", .user = "app:staff", .exec_id = 42});
   ASSERT_TRUE(stream.ok());
   Frame start = g.Receive();
   ASSERT_EQ(start.type, FrameType::kExecStart);
   ExecStartFields f;
   ASSERT_TRUE(ParseExecStart(start.payload, &f));
-  auto& [argv, env, cwd, user, flags, rows, cols] = f;
+  auto& [argv, env, cwd, user, flags, rows, cols, exec_id] = f;
   EXPECT_EQ(argv[1], "hi");
   EXPECT_EQ(cwd, "/w");
   EXPECT_EQ(flags, 0u);
   EXPECT_EQ(rows, 0u);  // no terminal
   EXPECT_EQ(cols, 0u);
   EXPECT_EQ(user, "app:staff");
+  EXPECT_EQ(exec_id, 42u);  // the activity record names the command's processes by it
   g.Send(FrameType::kStdout, start.stream, "out");
   g.Send(FrameType::kStderr, start.stream, "err");
   g.Send(FrameType::kExit, start.stream, PayloadWriter().U32(0).I32(3).Str("").bytes());

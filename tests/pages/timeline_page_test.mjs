@@ -129,6 +129,12 @@ test('10,000 events: the page renders lazily and search still works', async () =
   await page.waitForFunction(() => document.getElementById('count').textContent.startsWith('2 of'));
   await page.click('article.agent .links a');
   await page.waitForSelector('article.target');
+  // Only what the agent did not mention: the fixture's activity writes (every tenth event).
+  await page.$eval('#q', (q) => { q.value = ''; q.dispatchEvent(new Event('input')); });
+  await page.click('#unmentioned');
+  await page.waitForFunction(() => document.getElementById('count').textContent.startsWith('1000 of'));
+  const flagged = await page.$$eval('article', (as) => as.map((a) => a.className));
+  assert.ok(flagged.every((c) => c.includes('activity') && c.includes('unmentioned')), flagged[0]);
   assert.equal(await page.$$eval('img', (x) => x.length), 0);
   assert.deepEqual(trouble, []);
   await page.close();
