@@ -32,6 +32,7 @@ void DecodeAll(const std::string& payload) {
   RoundTrip<FileWriteMessage>(payload);
   RoundTrip<FileReadMessage>(payload);
   RoundTrip<TailFilesMessage>(payload);
+  RoundTrip<AgentStoreMessage>(payload);
   RoundTrip<ProtocolErrorMessage>(payload);
   RoundTrip<DnsQueryMessage>(payload);
   RoundTrip<DnsAnswerMessage>(payload);
@@ -59,6 +60,14 @@ void DecodeAll(const std::string& payload) {
     std::string again;
     for (const WatchRecord& r : watch) again += EncodeWatchRecord(r);
     if (again != payload) __builtin_trap();
+  }
+  AgentStoreMessage store{.max_rows = kMaxStoreRows, .max_bytes = kMaxStoreBytes};
+  std::vector<StoreRow> rows;
+  int number = 0;
+  std::string what;
+  if (DecodeStoreAnswer(payload, store, &number, &what, &rows, &error) &&
+      EncodeStoreAnswer(number, what, rows) != payload) {
+    __builtin_trap();
   }
   std::vector<ActivityRecord> activity;
   if (DecodeActivityRecords(payload, &activity, &error)) {

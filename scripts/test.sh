@@ -104,9 +104,11 @@ phase "build (plain): VM tests, SDKs"
 ninja --quiet -C build
 (cd sdk/js && npm run --silent build && npm run --silent doc >/dev/null)
 
-phase "the agent image for the Claude Code test (npm's package, its scripts run in a build VM)"
+phase "the agent images for the Claude Code and OpenCode tests (npm's packages, their scripts run in build VMs)"
 build/airlock image build --debian bookworm --packages git \
   --npm "@anthropic-ai/claude-code@${AIRLOCK_TEST_CLAUDE_CODE:-2.1.197}" --tag airlock/claude >/dev/null
+build/airlock image build --debian bookworm --packages git,ripgrep \
+  --npm "opencode-ai@${AIRLOCK_TEST_OPENCODE:-1.18.33}" --tag airlock/opencode >/dev/null
 
 vm_jobs=${AIRLOCK_VM_TEST_JOBS:-$((jobs * 2))}
 phase "VM tests, $vm_jobs suites at once (the CLI, airlock mcp, pages in Chromium, the SDKs)"

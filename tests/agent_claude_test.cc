@@ -17,8 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
-#include "tests/loopback_http_server.h"
-#include "tests/test_certs.h"
+#include "tests/fake_messages_api.h"
 
 namespace airlock {
 namespace {
@@ -27,123 +26,25 @@ constexpr char kRealKey[] = "sk-ant-api03-airlock-test-real-key-0123456789";
 constexpr char kPrompt[] = "Write a note for the reviewers into /workspace/NOTES.md";
 constexpr char kToolId[] = "toolu_01AirlockTestWrite";
 
-std::string Event(const std::string& type, const nlohmann::json& data) {
-  return absl::StrCat("event: ", type, "\ndata: ", data.dump(), "\n\n");
-}
-
-// One streamed Messages API answer: a tool call, or text.
-std::string StreamedMessage(const std::string& id, bool tool_call) {
-  nlohmann::json message = {{"id", id},
-                            {"type", "message"},
-                            {"role", "assistant"},
-                            {"model", "claude-sonnet-4-5-20250929"},
-                            {"content", nlohmann::json::array()},
-                            {"stop_reason", nullptr},
-                            {"stop_sequence", nullptr},
-                            {"usage", {{"input_tokens", 12}, {"output_tokens", 1}}}};
-  std::string body = Event("message_start", {{"type", "message_start"}, {"message", message}});
-  if (tool_call) {
-    body += Event("content_block_start", {{"type", "content_block_start"},
-                                          {"index", 0},
-                                          {"content_block",
-                                           {{"type", "tool_use"},
-                                            {"id", kToolId},
-                                            {"name", "Write"},
-                                            {"input", nlohmann::json::object()}}}});
-    nlohmann::json input = {{"file_path", "/workspace/NOTES.md"},
-                            {"content", "Reviewed by the agent in the airlock.\n"}};
-    body += Event("content_block_delta",
-                  {{"type", "content_block_delta"},
-                   {"index", 0},
-                   {"delta", {{"type", "input_json_delta"}, {"partial_json", input.dump()}}}});
-  } else {
-    body += Event("content_block_start", {{"type", "content_block_start"},
-                                          {"index", 0},
-                                          {"content_block", {{"type", "text"}, {"text", ""}}}});
-    body +=
-        Event("content_block_delta",
-              {{"type", "content_block_delta"},
-               {"index", 0},
-               {"delta", {{"type", "text_delta"}, {"text", "Done: the note is in NOTES.md."}}}});
-  }
-  body += Event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
-  body +=
-      Event("message_delta",
-            {{"type", "message_delta"},
-             {"delta",
-              {{"stop_reason", tool_call ? "tool_use" : "end_turn"}, {"stop_sequence", nullptr}}},
-             {"usage", {{"output_tokens", 20}}}});
-  body += Event("message_stop", {{"type", "message_stop"}});
-  return absl::StrCat(
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-      "Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
-      body);
-}
-
-std::string JsonReply(int code, const nlohmann::json& body) {
-  std::string text = body.dump();
-  return absl::StrCat("HTTP/1.1 ", code, code == 200 ? " OK" : " Not Found",
-                      "\r\nContent-Type: application/json\r\nContent-Length: ", text.size(),
-                      "\r\nConnection: close\r\n\r\n", text);
-}
-
 TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
-  // The fake API, with a certificate for api.anthropic.com from the CA airlockd trusts as the
-  // operator's (AIRLOCK_UPSTREAM_CA), on the port the agent dials.
-  std::string upstream = std::getenv("AIRLOCK_TEST_UPSTREAM");
-  Issue(upstream, "anthropic", "api.anthropic.com");
-  std::vector<std::string> keys;
-  std::mutex keys_mu;
-  LoopbackHttpServer* server_ptr = nullptr;
-  LoopbackHttpServer api(
-      LoopbackHttpServer::RequestHandler(
-          [&](const std::string& path, const std::string& head) -> std::optional<std::string> {
-            std::string lower = absl::AsciiStrToLower(head);
-            if (size_t at = lower.find("\r\nx-api-key:"); at != std::string::npos) {
-              size_t start = head.find_first_not_of(' ', at + 12);
-              std::lock_guard<std::mutex> lock(keys_mu);
-              keys.push_back(head.substr(start, head.find("\r\n", start) - start));
-            }
-            if (path != "/v1/messages") {
-              return JsonReply(404, {{"type", "error"},
-                                     {"error", {{"type", "not_found_error"}, {"message", path}}}});
-            }
-            std::string body = server_ptr->bodies().back();
-            bool answered = absl::StrContains(body, kToolId);
-            nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
-            if (request.is_object() && request.value("stream", false)) {
-              return StreamedMessage(answered ? "msg_02" : "msg_01", !answered);
-            }
-            // A request that does not stream (e.g. a title for the conversation).
-            return JsonReply(200, {{"id", "msg_00"},
-                                   {"type", "message"},
-                                   {"role", "assistant"},
-                                   {"model", "claude-haiku-4-5"},
-                                   {"content", {{{"type", "text"}, {"text", "A note"}}}},
-                                   {"stop_reason", "end_turn"},
-                                   {"usage", {{"input_tokens", 5}, {"output_tokens", 2}}}});
-          }),
-      443, upstream, "anthropic");
-  server_ptr = &api;
+  FakeMessagesApi api("Write",
+                      {{"file_path", "/workspace/NOTES.md"},
+                       {"content", "Reviewed by the agent in the airlock.\n"}},
+                      kToolId, "Done: the note is in NOTES.md.");
 
   TestDir project;
   ASSERT_TRUE(WriteFileAtomically(project.path + "/README.md", "# A project\n", 0644).ok());
-  setenv("ANTHROPIC_API_KEY", kRealKey, 1);
-  Result r = RunAirlock({"agent", "claude", "--workspace", project.path, "--", "-p", kPrompt,
-                         "--dangerously-skip-permissions"});
-  unsetenv("ANTHROPIC_API_KEY");
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  Result r;
+  std::string id = RunAgent({"agent", "claude", "--workspace", project.path, "--", "-p", kPrompt,
+                             "--dangerously-skip-permissions"},
+                            kRealKey, &r);
+  ASSERT_FALSE(id.empty()) << r.err;
   EXPECT_NE(r.out.find("Done: the note is in NOTES.md."), std::string::npos) << r.out << r.err;
-  size_t at = r.err.find("airlock agent: session ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  std::string id = r.err.substr(at + 23, 12);
 
   // The API got the real key every time; the guest held a placeholder.
-  {
-    std::lock_guard<std::mutex> lock(keys_mu);
-    ASSERT_FALSE(keys.empty());
-    for (const std::string& k : keys) EXPECT_EQ(k, kRealKey);
-  }
+  std::vector<std::string> keys = api.keys();
+  ASSERT_FALSE(keys.empty());
+  for (const std::string& k : keys) EXPECT_EQ(k, kRealKey);
   Result env = RunAirlock({"exec", id, "--", "sh", "-c", "echo $ANTHROPIC_API_KEY"});
   EXPECT_EQ(env.out.find(kRealKey), std::string::npos);
   EXPECT_NE(env.out.find("AIRLOCK_PLACEHOLDER_"), std::string::npos) << env.out;
@@ -159,33 +60,9 @@ TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
   Result log = RunAirlock({"log", id, "--json"});
   ASSERT_EQ(log.exit_code, 0) << log.err;
   nlohmann::json events = nlohmann::json::parse(log.out);
-  uint64_t agent_exec = 0;
-  bool prompt = false, call = false, result = false, message = false, recorded = false;
-  for (const nlohmann::json& e : events) {
-    std::string kind = e["kind"];
-    if (kind == "exec" && e["argv"][0] == "claude") agent_exec = e["exec_id"];
-    if (kind == "agent.prompt" && absl::StrContains(e.value("text", ""), kPrompt)) prompt = true;
-    if (kind == "agent.tool_call" && e.value("tool_id", "") == kToolId) {
-      call = e.value("tool", "") == "Write" &&
-             absl::StrContains(e.value("text", ""), "/workspace/NOTES.md") &&
-             e.value("exec_id", 0ull) == agent_exec && agent_exec != 0;
-    }
-    if (kind == "agent.tool_result" && e.value("tool_id", "") == kToolId) result = true;
-    if (kind == "agent.message" && absl::StrContains(e.value("text", ""), "Done: the note"))
-      message = true;
-    // The activity record saw the file written, by the agent's command, and the agent said so.
-    if (absl::StartsWith(kind, "activity.") && (e.value("path", "") == "/workspace/NOTES.md" ||
-                                                e.value("path_to", "") == "/workspace/NOTES.md")) {
-      recorded = recorded || (e.value("exec_id", 0ull) == agent_exec && agent_exec != 0 &&
-                              !e.value("unmentioned", true));
-    }
-  }
-  EXPECT_NE(agent_exec, 0u) << log.out;
-  EXPECT_TRUE(prompt) << log.out;
-  EXPECT_TRUE(call) << log.out;
-  EXPECT_TRUE(result) << log.out;
-  EXPECT_TRUE(message) << log.out;
-  EXPECT_TRUE(recorded) << log.out;
+  AgentRun run = FindAgentRun(events, "claude", kPrompt, "Write", kToolId, "/workspace/NOTES.md",
+                              "Done: the note");
+  ExpectWholeRun(run, log.out);
   RunAirlock({"rm", id});
 }
 

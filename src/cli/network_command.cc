@@ -187,7 +187,7 @@ void AddNetworkCommand(Cli& cli) {
             return s;
           },
           "the hosts of an ecosystem: pypi, npm, github, debian, huggingface, crates, golang, "
-          "anthropic, openai")
+          "anthropic, openai, openrouter")
           ->type_name("NAME");
     }
   }

@@ -47,7 +47,7 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
       app, "--allow-preset", &o->allow_presets,
       [](const std::string& v) { return net::PresetRules(v).status(); },
       "the hosts of an ecosystem: pypi, npm, github, debian, huggingface, crates, golang, "
-      "anthropic, openai")
+      "anthropic, openai, openrouter")
       ->type_name("NAME");
   AddCheckedList(
       app, "--secret", &o->secrets,

@@ -26,7 +26,7 @@
 
 namespace airlock {
 
-inline constexpr uint8_t kProtocolVersion = 12;
+inline constexpr uint8_t kProtocolVersion = 13;
 inline constexpr size_t kFrameHeaderSize = 12;
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes of data frames a receiver accepts on a new stream before it grants more (kWindow).
@@ -174,8 +174,18 @@ enum class FrameType : uint8_t {
   // ECANCELED); kPause forgets it (no frame: records wait for the next reader); a guest that
   // cannot record answers kExit kFailed with the errno.
   kWatchActivity = 31,
+  // Host -> guest, opens a stream: rows of a coding agent's own store, a SQLite database the
+  // guest writes (AgentStoreMessage: u32 AgentStore, string user, string path relative to
+  // that user's home, i64 after_ms, string after_id, u32 max_rows, u32 max_bytes). A child of
+  // PID 1 reads the database (read-only, with caps on time, memory and work: the file is the
+  // guest's to make) and the stream is that child's, as a command's: kStdout carries the
+  // answer, u32 errno (0: read; ENOENT: no store yet; EBUSY: locked; EPROTO: not a store of
+  // that agent), string what failed, then StoreRows changed after (after_ms, after_id) in that
+  // order, at most max_rows and max_bytes of data; kExit ends it (kSignaled: the reader was
+  // stopped, e.g. past its time). A kSignal stops the reader.
+  kReadAgentStore = 32,
 };
-inline constexpr uint8_t kMaxFrameType = 31;
+inline constexpr uint8_t kMaxFrameType = 32;
 
 // How many guest-opened streams (DNS questions and connections) may be open at once. The host
 // refuses more (kReset / a failed kDnsAnswer); the guest queues DNS questions beyond its own cap.

@@ -255,6 +255,22 @@ bool DecodePayload(std::string_view payload, TailFilesMessage* m) {
   return r.AtEnd();
 }
 
+std::string EncodePayload(const AgentStoreMessage& m) {
+  PayloadWriter w;
+  w.U32(m.store).Str(m.user).Str(m.path).I64(m.after_ms).Str(m.after_id).U32(m.max_rows);
+  w.U32(m.max_bytes);
+  return w.bytes();
+}
+
+bool DecodePayload(std::string_view payload, AgentStoreMessage* m) {
+  PayloadReader r(payload);
+  return r.U32(&m->store) && r.Str(&m->user) && r.Str(&m->path) && r.I64(&m->after_ms) &&
+         r.Str(&m->after_id) && r.U32(&m->max_rows) && r.U32(&m->max_bytes) && r.AtEnd() &&
+         m->store == static_cast<uint32_t>(AgentStore::kOpenCode) && IsCleanRelativePath(m->path) &&
+         m->after_id.size() <= kMaxStoreIdBytes && m->max_rows <= kMaxStoreRows &&
+         m->max_bytes >= kMaxStoreRowBytes && m->max_bytes <= kMaxStoreBytes;
+}
+
 std::string EncodePayload(const FsRequestMessage& m) {
   PayloadWriter w;
   w.U32(static_cast<uint32_t>(m.op)).Str(m.user).Str(m.path).Str(m.target).U32(m.depth);
@@ -582,6 +598,70 @@ bool DecodeActivityRecords(std::string_view payload, std::vector<ActivityRecord>
       return false;
     }
     out->push_back(std::move(record));
+  }
+  return true;
+}
+
+std::string EncodeStoreAnswer(int error, std::string_view what, const std::vector<StoreRow>& rows) {
+  PayloadWriter w;
+  w.U32(static_cast<uint32_t>(error)).Str(what);
+  for (const StoreRow& row : rows) {
+    w.Str(row.id).Str(row.message_id).Str(row.session_id).Str(row.role).I64(row.updated_ms);
+    w.U64(row.data_size).Str(row.data);
+  }
+  return w.bytes();
+}
+
+bool DecodeStoreAnswer(std::string_view answer, const AgentStoreMessage& request, int* error_number,
+                       std::string* what, std::vector<StoreRow>* out, std::string* error) {
+  out->clear();
+  PayloadReader r(answer);
+  uint32_t number = 0;
+  if (!r.U32(&number) || !r.Str(what) || what->size() > kMaxReasonBytes || number > 4095) {
+    *error = "the answer's status is cut short, too long or no errno";
+    return false;
+  }
+  *error_number = static_cast<int>(number);
+  if (*error_number != 0 && !r.AtEnd()) {
+    *error = "a failed reading has rows";
+    return false;
+  }
+  uint64_t data = 0;
+  int64_t last_ms = request.after_ms;
+  std::string last_id = request.after_id;
+  while (!r.AtEnd()) {
+    StoreRow row;
+    if (!(r.Str(&row.id) && r.Str(&row.message_id) && r.Str(&row.session_id) && r.Str(&row.role) &&
+          r.I64(&row.updated_ms) && r.U64(&row.data_size) && r.Str(&row.data))) {
+      *error = "a row is cut short";
+      return false;
+    }
+    if (out->size() == request.max_rows) {
+      *error = "more rows than asked for";
+      return false;
+    }
+    if (row.id.empty() || row.id.size() > kMaxStoreIdBytes ||
+        row.message_id.size() > kMaxStoreIdBytes || row.session_id.size() > kMaxStoreIdBytes ||
+        row.role.size() > kMaxStoreIdBytes) {
+      *error = "an id is empty or too long";
+      return false;
+    }
+    if (!row.data.empty() && row.data.size() != row.data_size) {
+      *error = "a row has part of its data";
+      return false;
+    }
+    if (row.updated_ms < last_ms || (row.updated_ms == last_ms && row.id <= last_id)) {
+      *error = "rows out of order";
+      return false;
+    }
+    data += row.data.size();
+    if (data > request.max_bytes) {
+      *error = "more data than asked for";
+      return false;
+    }
+    last_ms = row.updated_ms;
+    last_id = row.id;
+    out->push_back(std::move(row));
   }
   return true;
 }

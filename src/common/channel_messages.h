@@ -164,6 +164,31 @@ struct TailFilesMessage {
   bool operator==(const TailFilesMessage&) const = default;
 };
 
+// kReadAgentStore: the stores the guest knows how to read.
+enum class AgentStore : uint32_t {
+  kOpenCode = 1,  // OpenCode's SQLite database: its `part` table, with each part's message role
+};
+// kReadAgentStore's limits: rows per answer, their data in all, one row's data (a larger row
+// comes without its data, its size said), and an id.
+inline constexpr uint32_t kMaxStoreRows = 1024;
+inline constexpr uint32_t kMaxStoreBytes = 4 << 20;
+inline constexpr uint32_t kMaxStoreRowBytes = 1 << 20;
+inline constexpr size_t kMaxStoreIdBytes = 256;
+
+// kReadAgentStore: path a clean relative path (of the database, under user's home), max_rows
+// at most kMaxStoreRows, max_bytes at least kMaxStoreRowBytes and at most kMaxStoreBytes.
+struct AgentStoreMessage {
+  static constexpr FrameType kType = FrameType::kReadAgentStore;
+  uint32_t store = 0;  // AgentStore
+  std::string user;
+  std::string path;
+  int64_t after_ms = 0;  // rows changed after (after_ms, after_id), in that order
+  std::string after_id;
+  uint32_t max_rows = 0;
+  uint32_t max_bytes = 0;
+  bool operator==(const AgentStoreMessage&) const = default;
+};
+
 // kFsRequest's operations.
 enum class FsOp : uint32_t {
   kStat = 1,
@@ -300,6 +325,7 @@ std::string EncodePayload(const ResizeMessage& m);
 std::string EncodePayload(const FileWriteMessage& m);
 std::string EncodePayload(const FileReadMessage& m);
 std::string EncodePayload(const TailFilesMessage& m);
+std::string EncodePayload(const AgentStoreMessage& m);
 std::string EncodePayload(const FsRequestMessage& m);
 std::string EncodePayload(const WatchDirMessage& m);
 std::string EncodePayload(const ProtocolErrorMessage& m);
@@ -321,6 +347,7 @@ std::string EncodePayload(const GuestMetrics& m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, FileWriteMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, FileReadMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, TailFilesMessage* m);
+[[nodiscard]] bool DecodePayload(std::string_view payload, AgentStoreMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, FsRequestMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, WatchDirMessage* m);
 [[nodiscard]] bool DecodePayload(std::string_view payload, ProtocolErrorMessage* m);
@@ -451,6 +478,27 @@ std::string EncodeActivityRecord(const ActivityRecord& r);
 // on a kind other than kRename, or argv or a name over the caps.
 bool DecodeActivityRecords(std::string_view payload, std::vector<ActivityRecord>* out,
                            std::string* error);
+
+// One row of an agent's store (kReadAgentStore): OpenCode's part, with its message's role.
+struct StoreRow {
+  std::string id;
+  std::string message_id;
+  std::string session_id;
+  std::string role;        // of the row's message ("user", "assistant"); empty if unknown
+  int64_t updated_ms = 0;  // the store's time_updated
+  uint64_t data_size = 0;  // of the row's data in the store
+  std::string data;        // all of it (JSON, as the store has it), or none when over the cap
+  bool operator==(const StoreRow&) const = default;
+};
+// A kReadAgentStore answer: u32 errno, string what failed, then rows, each string id, string
+// message_id, string session_id, string role, i64 updated_ms, u64 data_size, string data.
+std::string EncodeStoreAnswer(int error, std::string_view what, const std::vector<StoreRow>& rows);
+// False, with why, on an answer cut short, more rows or data than asked for, an id empty or
+// over kMaxStoreIdBytes, an errno over 4095, data that is neither all nor none of data_size,
+// or rows out of order or not after the request's cursor. *error_number and *what: the guest's
+// failure (0: none).
+bool DecodeStoreAnswer(std::string_view answer, const AgentStoreMessage& request, int* error_number,
+                       std::string* what, std::vector<StoreRow>* out, std::string* error);
 
 }  // namespace airlock
 

@@ -1,5 +1,6 @@
 #include "src/common/channel_messages.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -370,6 +371,65 @@ TEST(ChannelMessagesTest, ActivityRecordsOutsideTheirShapeAreRefused) {
   EXPECT_FALSE(refused({.kind = ActivityKind::kProcessStart, .path = ""}));
   std::string cut = EncodeActivityRecord({.kind = ActivityKind::kRead, .path = "/x"});
   EXPECT_FALSE(DecodeActivityRecords(cut.substr(0, cut.size() - 1), &records, &error));
+}
+
+TEST(ChannelMessagesTest, AgentStoreRequestsAndAnswersRoundTripAndOddOnesAreRefused) {
+  AgentStoreMessage request{.store = static_cast<uint32_t>(AgentStore::kOpenCode),
+                            .user = "dev",
+                            .path = ".local/share/opencode/opencode.db",
+                            .after_ms = 100,
+                            .after_id = "prt_b",
+                            .max_rows = 2,
+                            .max_bytes = kMaxStoreRowBytes};
+  AgentStoreMessage decoded;
+  ASSERT_TRUE(DecodePayload(EncodePayload(request), &decoded));
+  EXPECT_EQ(decoded, request);
+  for (auto bad : {AgentStoreMessage{.store = 2, .path = "a", .max_bytes = kMaxStoreRowBytes},
+                   AgentStoreMessage{.store = 1, .path = "../a", .max_bytes = kMaxStoreRowBytes},
+                   AgentStoreMessage{.store = 1, .path = "a", .max_bytes = 1},
+                   AgentStoreMessage{.store = 1,
+                   .path = "a",
+                   .max_rows = kMaxStoreRows + 1,
+                   .max_bytes = kMaxStoreRowBytes}}) {
+    EXPECT_FALSE(DecodePayload(EncodePayload(bad), &decoded)) << bad.path;
+  }
+
+  auto row = [](std::string id, int64_t ms, std::string data) {
+    StoreRow r{.id = std::move(id), .message_id = "m", .role = "user", .updated_ms = ms};
+    r.data_size = data.size();
+    r.data = std::move(data);
+    return r;
+  };
+  std::vector<StoreRow> rows = {row("prt_c", 100, "{}"), row("prt_a", 101, "")};
+  rows[1].data_size = kMaxStoreRowBytes + 1;  // too large: sent without its data
+  int number = -1;
+  std::string what, error;
+  std::vector<StoreRow> out;
+  ASSERT_TRUE(
+      DecodeStoreAnswer(EncodeStoreAnswer(0, "", rows), request, &number, &what, &out, &error))
+      << error;
+  EXPECT_EQ(number, 0);
+  EXPECT_EQ(out, rows);
+  ASSERT_TRUE(DecodeStoreAnswer(EncodeStoreAnswer(ENOENT, "no store", {}), request, &number, &what,
+                                &out, &error));
+  EXPECT_EQ(number, ENOENT);
+  EXPECT_EQ(what, "no store");
+
+  auto refused = [&](const std::string& answer) {
+    return !DecodeStoreAnswer(answer, request, &number, &what, &out, &error);
+  };
+  EXPECT_TRUE(refused(EncodeStoreAnswer(0, "", {row("prt_a", 100, "{}")})));  // not after
+  EXPECT_TRUE(refused(EncodeStoreAnswer(0, "", {row("x", 200, "{}"), row("w", 200, "{}")})));
+  EXPECT_TRUE(refused(EncodeStoreAnswer(
+      0, "", {row("x", 200, ""), row("y", 201, ""), row("z", 202, "")})));  // more than asked
+  EXPECT_TRUE(refused(EncodeStoreAnswer(0, "", {row("", 200, "{}")})));
+  StoreRow part = row("x", 200, "{}");
+  part.data_size = 3;
+  EXPECT_TRUE(refused(EncodeStoreAnswer(0, "", {part})));
+  EXPECT_TRUE(refused(EncodeStoreAnswer(5000, "", {})));
+  EXPECT_TRUE(refused(EncodeStoreAnswer(EIO, "", {row("x", 200, "{}")})));
+  std::string cut = EncodeStoreAnswer(0, "", {row("x", 200, "{}")});
+  EXPECT_TRUE(refused(cut.substr(0, cut.size() - 1)));
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "src/common/log.h"
-#include "src/common/utf8.h"
+#include "src/daemon/agent_json.h"
+#include "src/daemon/opencode_store.h"
 #include "src/daemon/timeline.h"
 
 namespace airlock {
@@ -14,51 +15,10 @@ namespace {
 
 const std::vector<AgentKind>& Agents() {
   static const auto* agents = new std::vector<AgentKind>{
-      {"claude", ".claude/projects", ".jsonl", 1},
+      {"claude", AgentKind::Record::kJsonLines, ".claude/projects", ".jsonl", 1},
+      {"opencode", AgentKind::Record::kOpenCodeStore, ".local/share/opencode", "opencode.db"},
   };
   return *agents;
-}
-
-// How deeply the JSON text nests, counting brackets outside strings; stops counting past cap.
-int Nesting(std::string_view text, int cap) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > cap) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-std::string Cut(std::string text) {
-  if (text.size() > kAgentTextBytes) {
-    text.resize(kAgentTextBytes);
-    text += "\n[cut: the rest of this text is not kept]";
-  }
-  return text;
-}
-
-const nlohmann::json* Member(const nlohmann::json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string StringOr(const nlohmann::json* j, std::string fallback = "") {
-  return j != nullptr && j->is_string() ? j->get<std::string>() : fallback;
 }
 
 // A tool result's content: a string, or blocks of which the text ones are kept.
@@ -68,9 +28,9 @@ std::string ResultText(const nlohmann::json* content) {
   std::string out;
   if (content->is_array()) {
     for (const nlohmann::json& block : *content) {
-      std::string type = StringOr(Member(block, "type"));
+      std::string type = JsonString(JsonMember(block, "type"));
       if (type == "text") {
-        absl::StrAppend(&out, out.empty() ? "" : "\n", StringOr(Member(block, "text")));
+        absl::StrAppend(&out, out.empty() ? "" : "\n", JsonString(JsonMember(block, "text")));
       } else if (!type.empty()) {
         absl::StrAppend(&out, out.empty() ? "" : "\n", "[", type, "]");
       }
@@ -110,23 +70,18 @@ std::string KnownAgents() {
 std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, int64_t earliest_ms,
                                         int64_t now_ms) {
   std::vector<AgentEvent> out;
-  if (line.size() > kMaxTranscriptLine ||
-      Nesting(line, kMaxTranscriptNesting) > kMaxTranscriptNesting) {
-    return out;
-  }
-  // Invalid UTF-8 would make the whole line unreadable JSON: it is kept, as \xNN.
-  nlohmann::json j = nlohmann::json::parse(EscapeInvalidUtf8(line, nullptr, "\\\\x"), nullptr,
-                                           /*allow_exceptions=*/false);
+  if (line.size() > kMaxTranscriptLine) return out;
+  nlohmann::json j = ParseAgentJson(line);
   if (!j.is_object()) return out;
-  std::string type = StringOr(Member(j, "type"));
-  const nlohmann::json* meta = Member(j, "isMeta");
+  std::string type = JsonString(JsonMember(j, "type"));
+  const nlohmann::json* meta = JsonMember(j, "isMeta");
   if ((type != "user" && type != "assistant") ||
       (meta != nullptr && meta->is_boolean() && meta->get<bool>())) {
     return out;
   }
-  int64_t when = TimeOf(Member(j, "timestamp"), earliest_ms, now_ms);
-  const nlohmann::json* message = Member(j, "message");
-  const nlohmann::json* content = message != nullptr ? Member(*message, "content") : nullptr;
+  int64_t when = TimeOf(JsonMember(j, "timestamp"), earliest_ms, now_ms);
+  const nlohmann::json* message = JsonMember(j, "message");
+  const nlohmann::json* content = message != nullptr ? JsonMember(*message, "content") : nullptr;
   auto add = [&](const char* kind, std::string text, std::string tool_id = "",
                  std::string tool = "") {
     AgentEvent e;
@@ -134,9 +89,9 @@ std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, 
     e.kind = kind;
     e.agent = "claude";
     e.exec_id = exec_id;
-    e.tool_id = Cut(std::move(tool_id)).substr(0, 256);
-    e.tool = Cut(std::move(tool)).substr(0, 256);
-    e.text = Cut(std::move(text));
+    e.tool_id = CutAgentText(std::move(tool_id)).substr(0, 256);
+    e.tool = CutAgentText(std::move(tool)).substr(0, 256);
+    e.text = CutAgentText(std::move(text));
     out.push_back(std::move(e));
   };
   if (content == nullptr) return out;
@@ -147,24 +102,32 @@ std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, 
   if (!content->is_array()) return out;
   for (const nlohmann::json& block : *content) {
     if (out.size() >= 64) break;  // one line stands for a handful of events, not thousands
-    std::string block_type = StringOr(Member(block, "type"));
+    std::string block_type = JsonString(JsonMember(block, "type"));
     if (block_type == "text") {
-      add(type == "user" ? "agent.prompt" : "agent.message", StringOr(Member(block, "text")));
+      add(type == "user" ? "agent.prompt" : "agent.message", JsonString(JsonMember(block, "text")));
     } else if (block_type == "tool_use") {
-      const nlohmann::json* input = Member(block, "input");
+      const nlohmann::json* input = JsonMember(block, "input");
       add("agent.tool_call",
           input != nullptr ? input->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                            : "",
-          StringOr(Member(block, "id")), StringOr(Member(block, "name")));
+          JsonString(JsonMember(block, "id")), JsonString(JsonMember(block, "name")));
     } else if (block_type == "tool_result") {
-      const nlohmann::json* error = Member(block, "is_error");
+      const nlohmann::json* error = JsonMember(block, "is_error");
       bool failed = error != nullptr && error->is_boolean() && error->get<bool>();
       add("agent.tool_result",
-          absl::StrCat(failed ? "[error] " : "", ResultText(Member(block, "content"))),
-          StringOr(Member(block, "tool_use_id")));
+          absl::StrCat(failed ? "[error] " : "", ResultText(JsonMember(block, "content"))),
+          JsonString(JsonMember(block, "tool_use_id")));
     }
   }
   return out;
+}
+
+std::unique_ptr<AgentFollower> MakeAgentFollower(const AgentKind& kind, std::string user,
+                                                 int64_t exec_id, int64_t started_ms) {
+  if (kind.record == AgentKind::Record::kOpenCodeStore) {
+    return std::make_unique<OpenCodeFollower>(kind, std::move(user), exec_id, started_ms);
+  }
+  return std::make_unique<TranscriptFollower>(kind, std::move(user), exec_id, started_ms);
 }
 
 TranscriptFollower::TranscriptFollower(const AgentKind& kind, std::string user, int64_t exec_id,
@@ -256,7 +219,7 @@ TranscriptCollector::TranscriptCollector(StateStore* store, SessionRecord sessio
     : store_(store),
       session_(std::move(session)),
       channel_(std::move(channel)),
-      follower_(kind, std::move(user), exec_id, NowUnixMs()),
+      follower_(MakeAgentFollower(kind, std::move(user), exec_id, NowUnixMs())),
       interval_(interval) {
   thread_ = std::thread([this] {
     absl::MutexLock lock(&mu_);
@@ -266,7 +229,7 @@ TranscriptCollector::TranscriptCollector(StateStore* store, SessionRecord sessio
       }
       if (stopping_) break;
       mu_.Unlock();
-      Poll();
+      Poll(/*last=*/false);
       mu_.Lock();
     }
   });
@@ -282,15 +245,19 @@ void TranscriptCollector::Stop() {
   }
   cv_.SignalAll();
   thread_.join();
-  Poll();  // what was written just before the command ended
+  Poll(/*last=*/true);  // what was written just before the command ended
 }
 
-void TranscriptCollector::Poll() {
+std::vector<AgentEvent> TranscriptFollower::Poll(GuestChannel& channel, int64_t now_ms, bool) {
   absl::StatusOr<std::vector<TailRecord>> records =
-      channel_->TailFiles(follower_.NextRequest(), absl::Now() + absl::Seconds(10));
+      channel.TailFiles(NextRequest(), absl::Now() + absl::Seconds(10));
   // No directory yet (the agent has written nothing), or the VM is going: nothing to add.
-  if (!records.ok()) return;
-  std::vector<AgentEvent> events = follower_.Take(*records, NowUnixMs());
+  if (!records.ok()) return {};
+  return Take(*records, now_ms);
+}
+
+void TranscriptCollector::Poll(bool last) {
+  std::vector<AgentEvent> events = follower_->Poll(*channel_, NowUnixMs(), last);
   // The command goes on either way.
   LogIfFailed(store_->commands().AppendAgentEvents(session_, events),
               absl::StrCat("session ", session_.id, ": agent events not stored"));

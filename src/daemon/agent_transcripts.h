@@ -1,9 +1,10 @@
-// Coding agents' own transcripts, read from the guest while the agent runs and turned into
+// Coding agents' own records, read from the guest while the agent runs and turned into
 // timeline events: what the user asked, what the agent said, each tool call and its result.
 //
 // Claude Code appends one JSON object per line to ~/.claude/projects/<project>/<session>.jsonl.
 // The host asks the agent for what those files grew by (kTailFiles) every couple of seconds,
-// keeps the unfinished last line of each, and parses complete lines. Everything in them is
+// keeps the unfinished last line of each, and parses complete lines. OpenCode keeps a SQLite
+// database instead, read by rows (src/daemon/opencode_store.h). Everything in them is
 // hostile: lines are capped (longer ones are skipped, and the timeline says so), nesting is
 // bounded before any JSON is parsed, texts are cut at kAgentTextBytes, a timestamp outside the
 // command's run is replaced by the time it was read, and symbolic links are never followed.
@@ -25,11 +26,13 @@
 
 namespace airlock {
 
-// An agent whose transcripts airlockd can read: where it keeps them under its user's home.
+// An agent whose own record airlockd can read: where it keeps it under its user's home.
 struct AgentKind {
-  std::string name;    // as ExecStart.agent says it
+  enum class Record { kJsonLines, kOpenCodeStore };
+  std::string name;  // as ExecStart.agent says it
+  Record record = Record::kJsonLines;
   std::string dir;     // relative to the home of the user the agent runs as
-  std::string suffix;  // of its transcript files
+  std::string suffix;  // kJsonLines: of its transcript files; kOpenCodeStore: the database
   uint32_t depth = 0;  // subdirectories below dir
 };
 
@@ -40,8 +43,6 @@ std::string KnownAgents();
 
 // A line longer than this is skipped whole.
 inline constexpr size_t kMaxTranscriptLine = 1 << 20;
-// Deeper JSON is not parsed.
-inline constexpr int kMaxTranscriptNesting = 64;
 // Events kept from one file in one reading (every two seconds): a file that floods does not
 // crowd out the others; its lines beyond are counted, not kept.
 inline constexpr size_t kMaxAgentEventsPerFile = 500;
@@ -52,14 +53,29 @@ inline constexpr size_t kMaxAgentEventsPerFile = 500;
 std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, int64_t earliest_ms,
                                         int64_t now_ms);
 
-// One agent's transcript files in one guest, followed incrementally: which bytes of each file
-// were seen, and the unfinished line at the end of each. Not thread-safe.
-class TranscriptFollower {
+// One agent's record in one guest, followed incrementally. Not thread-safe.
+class AgentFollower {
+ public:
+  virtual ~AgentFollower() = default;
+  // Reads what is new in the guest: the events it adds (none when the agent has written
+  // nothing yet, or the VM is going). last: the command has ended, nothing will be finished
+  // later.
+  virtual std::vector<AgentEvent> Poll(GuestChannel& channel, int64_t now_ms, bool last) = 0;
+};
+
+// The follower of kind's record for a command (exec_id) that started at started_ms.
+std::unique_ptr<AgentFollower> MakeAgentFollower(const AgentKind& kind, std::string user,
+                                                 int64_t exec_id, int64_t started_ms);
+
+// Claude Code's transcript files in one guest: which bytes of each file were seen, and the
+// unfinished line at the end of each.
+class TranscriptFollower : public AgentFollower {
  public:
   TranscriptFollower(const AgentKind& kind, std::string user, int64_t exec_id, int64_t started_ms);
   TailRequest NextRequest() const;
   // The events of the lines the answer completes.
   std::vector<AgentEvent> Take(const std::vector<TailRecord>& records, int64_t now_ms);
+  std::vector<AgentEvent> Poll(GuestChannel& channel, int64_t now_ms, bool last) override;
 
  private:
   struct FileState {
@@ -77,8 +93,8 @@ class TranscriptFollower {
   uint64_t lines_over_ = 0;
 };
 
-// Follows an agent's transcripts while its command runs: a thread polls every interval and
-// stores what it found as the session's agent events; Stop polls a last time and joins.
+// Follows an agent's record while its command runs: a thread polls every interval and stores
+// what it found as the session's agent events; Stop polls a last time and joins.
 class TranscriptCollector {
  public:
   TranscriptCollector(StateStore* store, SessionRecord session,
@@ -89,12 +105,12 @@ class TranscriptCollector {
   void Stop();
 
  private:
-  void Poll();
+  void Poll(bool last);
 
   StateStore* store_;
   SessionRecord session_;
   std::shared_ptr<GuestChannel> channel_;
-  TranscriptFollower follower_;
+  std::unique_ptr<AgentFollower> follower_;
   absl::Duration interval_;
   absl::Mutex mu_;
   absl::CondVar cv_;

@@ -222,6 +222,19 @@ void ActivityRecorder::NoteCommand(pid_t pid, uint64_t exec_id) {
   p.parent = 1;
 }
 
+void ActivityRecorder::NoteAgentOwn(pid_t pid) {
+  if (!Track(static_cast<uint32_t>(pid))) return;
+  Process& p = processes_[static_cast<uint32_t>(pid)];
+  p = Process{};
+  p.own = true;
+  p.parent = 1;
+}
+
+bool ActivityRecorder::IsOwn(uint32_t pid) const {
+  auto it = processes_.find(pid);
+  return it != processes_.end() && it->second.own;
+}
+
 uint64_t ActivityRecorder::ExecOf(uint32_t pid) const {
   auto it = processes_.find(pid);
   return it == processes_.end() ? 0 : it->second.exec_id;
@@ -294,9 +307,14 @@ void ActivityRecorder::ReadProcessEvents() {
           if (!Track(child)) break;
           Process& p = processes_[child];
           uint32_t parent = static_cast<uint32_t>(f.parent_tgid);
-          // A command's own process was noted when the agent forked it: keep its command.
-          bool noted = parent == 1 && p.parent == 1 && p.exec_id != 0 && p.exited_us == 0;
-          if (!noted) p.exec_id = ExecOf(parent);
+          // A command's own process (or a helper of the agent's) was noted when the agent
+          // forked it: keep what it is.
+          bool noted =
+              parent == 1 && p.parent == 1 && (p.exec_id != 0 || p.own) && p.exited_us == 0;
+          if (!noted) {
+            p.exec_id = ExecOf(parent);
+            p.own = false;
+          }
           p.parent = parent;
           p.name.clear();
           p.recorded = false;
@@ -371,7 +389,8 @@ void ActivityRecorder::ReadFileEvents() {
       if (m->fd < 0) return;
       uint32_t pid = static_cast<uint32_t>(m->pid);
       std::string path;
-      if (pid != 1) path = FdPath(m->fd);  // the agent's own reads and writes are not a program's
+      // The agent's own reads and writes are not a program's.
+      if (pid != 1 && !IsOwn(pid)) path = FdPath(m->fd);
       close(m->fd);
       constexpr std::string_view kDeleted = " (deleted)";
       if (path.size() > kDeleted.size() &&
@@ -410,7 +429,7 @@ void ActivityRecorder::ReadEntryEvents() {
     if (n <= 0) return;
     int overflows = ForEachFanotifyEvent(buf, n, [&](fanotify_event_metadata* m) {
       uint32_t pid = static_cast<uint32_t>(m->pid);
-      if (pid == 1) return;
+      if (pid == 1 || IsOwn(pid)) return;
       EntryName from, to;
       char* info = reinterpret_cast<char*>(m) + m->metadata_len;
       char* end = reinterpret_cast<char*>(m) + m->event_len;

@@ -71,6 +71,9 @@ class ActivityRecorder {
 
   // The agent forked command exec_id's process.
   void NoteCommand(pid_t pid, uint64_t exec_id);
+  // The agent forked a helper of its own (a reader of an agent's store): what it does is not
+  // recorded.
+  void NoteAgentOwn(pid_t pid);
 
   // Milliseconds until records are due for the host (0: now; -1: none wait).
   int MillisUntilDue(uint64_t now_us) const;
@@ -88,6 +91,7 @@ class ActivityRecorder {
     uint32_t parent = 0;
     std::string name;
     bool recorded = false;   // its start is in the record (so its exit will be)
+    bool own = false;        // the agent's helper: nothing it does is recorded
     uint64_t exited_us = 0;  // CLOCK_MONOTONIC of its exit; 0: running
   };
   // Whether pid may be followed (room, after forgetting the ended if need be).
@@ -100,6 +104,7 @@ class ActivityRecorder {
   void FlushLost();
   std::string NameOf(uint32_t pid);
   uint64_t ExecOf(uint32_t pid) const;
+  bool IsOwn(uint32_t pid) const;
   void StartOf(uint32_t pid);
 
   int proc_fd_ = -1;         // netlink, the process events connector

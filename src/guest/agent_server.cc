@@ -25,6 +25,7 @@
 
 #include "src/common/workspace_change.h"  // IsCleanRelativePath
 #include "src/guest/agent_files.h"
+#include "src/guest/agent_store.h"
 #include "src/guest/guest_boot.h"
 #include "src/guest/guest_volumes.h"
 #include "src/guest/guest_workspace.h"
@@ -752,6 +753,47 @@ constexpr size_t kMaxWatchBacklog = 1 << 20;
 
 }  // namespace
 
+void AgentServer::StartReadAgentStore(uint32_t id, const std::string& payload) {
+  AgentStoreMessage request;
+  bool ok = DecodePayload(payload, &request);
+  streams_[id] = std::make_unique<Stream>();
+  if (!ok) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, "malformed agent store request");
+    return;
+  }
+  Identity who;
+  std::string who_error;
+  if (!ResolveUser(request.user, ReadSmallFile("/etc/passwd"), ReadSmallFile("/etc/group"), &who,
+                   &who_error)) {
+    FinishStream(id, ExitKind::kFailed, EINVAL, who_error);
+    return;
+  }
+  // The stream is the reader's, as a command's: its answer is its output, and its end (or the
+  // signal that ended it) the stream's.
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    FinishStream(id, ExitKind::kFailed, errno, "pipe");
+    return;
+  }
+  pid_t pid = StartStoreReader(request, who.home + "/" + request.path, out[1]);
+  int fork_errno = errno;
+  CloseFd(&out[1]);
+  Stream& s = *streams_[id];
+  if (pid < 0) {
+    CloseFd(&out[0]);
+    FinishStream(id, ExitKind::kFailed, fork_errno, "fork");
+    return;
+  }
+  // What it opens is the agent's own reading, not the session's activity.
+  if (recorder_ != nullptr && recorder_->started()) recorder_->NoteAgentOwn(pid);
+  s.pid = pid;
+  s.input_ended = true;
+  s.out_fd[0] = out[0];
+  SetNonBlocking(out[0]);
+  s.oom_kills_at_start = CommandOomKills();
+  s.started_us = MonotonicMicros();
+}
+
 void AgentServer::StartFsRequest(uint32_t id, const std::string& payload) {
   FsRequestMessage request;
   auto stream = std::make_unique<Stream>();
@@ -920,6 +962,7 @@ const std::map<FrameType, AgentServer::Opener>& AgentServer::Openers() {
       {FrameType::kFileWrite, &AgentServer::StartFileWrite},
       {FrameType::kFileRead, &AgentServer::StartFileRead},
       {FrameType::kTailFiles, &AgentServer::StartTailFiles},
+      {FrameType::kReadAgentStore, &AgentServer::StartReadAgentStore},
       {FrameType::kMetricsRequest, &AgentServer::StartMetrics},
       {FrameType::kOpenPort, &AgentServer::StartPortConnection},
       {FrameType::kFsRequest, &AgentServer::StartFsRequest},

@@ -54,6 +54,7 @@ class AgentServer {
   void StartMetrics(uint32_t id, const std::string& payload);
   void StartPortConnection(uint32_t id, const std::string& payload);
   void StartTailFiles(uint32_t id, const std::string& payload);
+  void StartReadAgentStore(uint32_t id, const std::string& payload);
   void StartFsRequest(uint32_t id, const std::string& payload);
   void StartWatchDir(uint32_t id, const std::string& payload);
   void StartWatchActivity(uint32_t id, const std::string& payload);

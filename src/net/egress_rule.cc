@@ -252,6 +252,7 @@ const std::vector<Preset>& Presets() {
       {"huggingface", {"huggingface.co", "*.huggingface.co", "*.hf.co"}},
       {"npm", {"registry.npmjs.org", "registry.yarnpkg.com"}},
       {"openai", {"api.openai.com"}},
+      {"openrouter", {"openrouter.ai"}},
       {"pypi", {"pypi.org", "files.pythonhosted.org"}},
   };
   return *presets;

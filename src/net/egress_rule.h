@@ -97,11 +97,10 @@ struct EgressRule {
 std::string QuoteForMessage(std::string_view text);
 
 // The rules of a preset for a common ecosystem, with the CDN hosts it downloads from: "pypi",
-// "npm", "github", "debian", "huggingface", "crates", "golang", "anthropic", "openai". An
-// unknown preset is InvalidArgument naming the known ones.
-// A rule for a session (--allow) that the guest can serve: ParseEgressRule, and its ports
-// listed, since the guest can only listen on named ports ("api.x.com:*" is refused with a
-// message saying to name the port).
+// "npm", "github", "debian", "huggingface", "crates", "golang", "anthropic", "openai",
+// "openrouter". An unknown preset is InvalidArgument naming the known ones. A rule for a session
+// (--allow) that the guest can serve: ParseEgressRule, and its ports listed, since the guest can
+// only listen on named ports ("api.x.com:*" is refused with a message saying to name the port).
 [[nodiscard]] absl::StatusOr<EgressRule> ParseSessionRule(std::string_view text);
 
 [[nodiscard]] absl::StatusOr<std::vector<EgressRule>> PresetRules(std::string_view preset);

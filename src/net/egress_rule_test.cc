@@ -367,8 +367,9 @@ TEST(EgressRuleTest, RawRulesAreForNamesOfSessions) {
 
 TEST(EgressRuleTest, Presets) {
   std::vector<std::string> names = PresetNames();
-  EXPECT_EQ(names, (std::vector<std::string>{"anthropic", "crates", "debian", "github", "golang",
-                                             "huggingface", "npm", "openai", "pypi"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"anthropic", "crates", "debian", "github", "golang",
+                                      "huggingface", "npm", "openai", "openrouter", "pypi"}));
   for (const std::string& name : names) {
     absl::StatusOr<std::vector<EgressRule>> rules = PresetRules(name);
     ASSERT_TRUE(rules.ok()) << name;
@@ -393,7 +394,7 @@ TEST(EgressRuleTest, Presets) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.status().message(),
             "unknown preset \"pip\"; the presets are anthropic, crates, debian, github, golang, "
-            "huggingface, npm, openai, pypi");
+            "huggingface, npm, openai, openrouter, pypi");
 }
 
 }  // namespace

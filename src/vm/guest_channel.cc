@@ -973,6 +973,34 @@ absl::StatusOr<std::vector<TailRecord>> GuestChannel::TailFiles(const TailReques
   return records;
 }
 
+absl::StatusOr<std::vector<StoreRow>> GuestChannel::ReadAgentStore(const AgentStoreMessage& request,
+                                                                   absl::Time deadline) {
+  std::string payload = EncodePayload(request);
+  AgentStoreMessage checked;
+  if (payload.size() > kMaxPayload || !DecodePayload(payload, &checked)) {
+    return absl::InvalidArgumentError("agent store request over the protocol's limits");
+  }
+  // Each row adds at most four ids and 28 bytes of framing to the data asked for.
+  absl::StatusOr<std::string> answer =
+      Collect(FrameType::kReadAgentStore, payload,
+              request.max_bytes + kMaxReasonBytes + 8 +
+                  static_cast<size_t>(request.max_rows) * (4 * (kMaxStoreIdBytes + 4) + 28),
+              "the agent's store", deadline);
+  if (!answer.ok()) return answer.status();
+  int number = 0;
+  std::string what, error;
+  std::vector<StoreRow> rows;
+  if (!DecodeStoreAnswer(*answer, request, &number, &what, &rows, &error)) {
+    absl::Status status =
+        absl::DataLossError(absl::StrCat("the guest sent a bad agent store answer: ", error));
+    Fail(status);
+    return status;
+  }
+  if (number == ENOENT) return absl::NotFoundError(what);
+  if (number != 0) return absl::UnavailableError(what);
+  return rows;
+}
+
 absl::StatusOr<std::vector<FsEntry>> GuestChannel::FsRequest(const FsRequestMessage& request,
                                                              absl::Time deadline) {
   std::string payload = EncodePayload(request);

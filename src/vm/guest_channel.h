@@ -248,6 +248,11 @@ class GuestChannel : public std::enable_shared_from_this<GuestChannel> {
   // malformed answer fails the channel.
   [[nodiscard]] absl::StatusOr<std::vector<TailRecord>> TailFiles(const TailRequest& request,
                                                                   absl::Time deadline);
+  // Rows of a coding agent's own store changed after the request's cursor (kReadAgentStore):
+  // UNAVAILABLE with the guest's reason when it could not read them (NOT_FOUND: no store yet).
+  // A malformed answer fails the channel.
+  [[nodiscard]] absl::StatusOr<std::vector<StoreRow>> ReadAgentStore(
+      const AgentStoreMessage& request, absl::Time deadline);
   [[nodiscard]] absl::StatusOr<GuestMetrics> Metrics(absl::Time deadline);
   // One operation on the guest's files (kFsRequest): the entries it answers. The guest's
   // errno becomes the status (NOT_FOUND, ALREADY_EXISTS, ...); a malformed answer fails the
