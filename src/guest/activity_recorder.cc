@@ -198,10 +198,14 @@ std::string ActivityRecorder::Start(int session_disk_root) {
   return "";
 }
 
-void ActivityRecorder::AddPollFds(std::vector<pollfd>* fds) const {
-  for (int fd : {proc_fd_, files_fd_, entries_fd_}) {
+int ActivityRecorder::AddPollFds(std::vector<pollfd>* fds, uint64_t now_us) const {
+  if (proc_fd_ >= 0) fds->push_back({proc_fd_, POLLIN, 0});
+  uint64_t due = files_read_us_ + kFileReadPauseMicros;
+  if (now_us < due) return static_cast<int>((due - now_us + 999) / 1000);
+  for (int fd : {files_fd_, entries_fd_}) {
     if (fd >= 0) fds->push_back({fd, POLLIN, 0});
   }
+  return -1;
 }
 
 void ActivityRecorder::ReadReady() {
@@ -210,6 +214,7 @@ void ActivityRecorder::ReadReady() {
   if (proc_fd_ >= 0) ReadProcessEvents();
   if (files_fd_ >= 0) ReadFileEvents();
   if (entries_fd_ >= 0) ReadEntryEvents();
+  files_read_us_ = NowMonotonicMicros();
   ForgetEnded();
   FlushLost();
 }

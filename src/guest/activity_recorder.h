@@ -44,6 +44,8 @@ inline constexpr uint64_t kEndedProcessMicros = 5 * 1000 * 1000;
 // Reads of one kernel source per wake-up of the agent: a guest that floods events does not keep
 // PID 1 from its channel (the kernel's queue overflows instead, and that is counted).
 inline constexpr int kMaxReadsPerSource = 16;
+// How long file events wait in the kernel's queue after a reading of them.
+inline constexpr uint64_t kFileReadPauseMicros = 20000;
 
 // Whether a guest path is one the record keeps file events of.
 bool IsRecordedPath(std::string_view path);
@@ -64,8 +66,13 @@ class ActivityRecorder {
   std::string Start(int session_disk_root);
   bool started() const { return proc_fd_ >= 0; }
 
-  // The descriptors to poll for input (none before Start).
-  void AddPollFds(std::vector<pollfd>* fds) const;
+  // The descriptors to poll for input (none before Start). File events are read in batches:
+  // for kFileReadPauseMicros after a reading their descriptors are left out (the kernel queues
+  // what comes meanwhile), so that a program writing many files does not wake PID 1, and lose
+  // its CPU, once per file. Process events are read at once (a short-lived program's argv is
+  // read from /proc while it lives). Returns the milliseconds until the file descriptors are
+  // polled again, or -1 when they are polled now.
+  int AddPollFds(std::vector<pollfd>* fds, uint64_t now_us) const;
   // Reads whatever the kernel has ready on them.
   void ReadReady();
 
@@ -107,11 +114,12 @@ class ActivityRecorder {
   bool IsOwn(uint32_t pid) const;
   void StartOf(uint32_t pid);
 
-  int proc_fd_ = -1;         // netlink, the process events connector
-  int files_fd_ = -1;        // fanotify, closes (with a descriptor per event)
-  int entries_fd_ = -1;      // fanotify, directory entries (by file handle)
-  int disk_fd_ = -1;         // the session disk's root, open for reading
-  std::string disk_prefix_;  // what readlink says for it
+  int proc_fd_ = -1;            // netlink, the process events connector
+  int files_fd_ = -1;           // fanotify, closes (with a descriptor per event)
+  int entries_fd_ = -1;         // fanotify, directory entries (by file handle)
+  int disk_fd_ = -1;            // the session disk's root, open for reading
+  uint64_t files_read_us_ = 0;  // CLOCK_MONOTONIC of the last reading of file events
+  std::string disk_prefix_;     // what readlink says for it
   std::map<uint32_t, Process> processes_;
   std::deque<std::string> backlog_;  // encoded records
   size_t backlog_bytes_ = 0;

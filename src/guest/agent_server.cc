@@ -1260,7 +1260,7 @@ std::string AgentServer::Serve() {
     fds.push_back({sigchld_fd_, POLLIN, 0});
     int timeout = -1;
     size_t recorder_fds = fds.size();
-    if (recorder_ != nullptr) recorder_->AddPollFds(&fds);
+    int recorder_wait = recorder_ != nullptr ? recorder_->AddPollFds(&fds, MonotonicMicros()) : -1;
     recorder_fds = fds.size() - recorder_fds;
     for (auto& [id, s] : streams_) {
       if (paused_) break;  // output waits in its pipes until the host is back
@@ -1299,6 +1299,7 @@ std::string AgentServer::Serve() {
     bool can_send = !paused_ && out_bytes_ < kOutQueueCap;
     int net_timeout = net_.AddPollFds(&fds, can_send);
     if (net_timeout >= 0 && (timeout < 0 || net_timeout < timeout)) timeout = net_timeout;
+    if (recorder_wait >= 0 && (timeout < 0 || recorder_wait < timeout)) timeout = recorder_wait;
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       return std::string("poll: ") + strerror(errno);
     }
