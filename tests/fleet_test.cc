@@ -129,14 +129,19 @@ class Host {
     pid_ = 0;
   }
 
-  // `airlock watch --json` on this host, its output into `out`, until killed.
-  pid_t StartWatch(const std::string& out) {
+  // `airlock ARGS` on this host in a process of its own (this process's environment is not
+  // touched, so other threads may Run meanwhile), its output into `out`.
+  pid_t StartCli(const std::vector<std::string>& args, const std::string& out) {
     std::vector<std::string> env_strings = Environment({});
     std::vector<char*> env;
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
-    return testing::StartLogged({AIRLOCK_BINARY, "watch", "--json"}, out, env.data());
+    std::vector<std::string> argv = {AIRLOCK_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::StartLogged(argv, out, env.data());
   }
+  // `airlock watch --json` on this host, its output into `out`, until killed.
+  pid_t StartWatch(const std::string& out) { return StartCli({"watch", "--json"}, out); }
 
   Result Run(const std::vector<std::string>& args) {
     std::string home = getenv("AIRLOCK_HOME"), sock = getenv("AIRLOCK_SOCKET");
@@ -404,6 +409,95 @@ Result RunUntilOk(Host& host, const std::vector<std::string>& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return r;
+}
+
+// `airlock hosts drain`: asked on A, B stops taking work and pauses its sessions for the
+// others (one running a command waits for the command to end); A resumes them; the drain
+// lasts until undone.
+TEST(FleetTest, ADrainedHostTakesNothingNewAndPausesItsSessionsForTheOthers) {
+  testing::TempDir dir;
+  testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
+  ASSERT_TRUE(s3.running()) << s3.Log();
+  testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
+  ASSERT_TRUE(etcd.running()) << etcd.Log();
+  Host a("host-a", dir.path()), b("host-b", dir.path());
+  a.Start(s3.Endpoint(), etcd.Endpoint());
+  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.Start(s3.Endpoint(), etcd.Endpoint());
+
+  Result r = b.Run({"session", "create"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
+  std::string idle(absl::StripTrailingAsciiWhitespace(r.out));
+  ASSERT_EQ(b.Run({"exec", idle, "--", "sh", "-c", "echo kept > /root/kept"}).exit_code, 0);
+  r = b.Run({"session", "create"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string busy(absl::StripTrailingAsciiWhitespace(r.out));
+  // A command that runs on while the drain starts, until the test lets it end.
+  pid_t command =
+      b.StartCli({"exec", busy, "--", "sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.2; done"},
+                 dir.File("command.log"));
+  ASSERT_GT(command, 0);
+  for (int i = 0; i < 100 && b.Run({"exec", busy, "--", "pgrep", "-f", "/tmp/go"}).exit_code != 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  r = a.Run({"hosts", "drain", "host-b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  EXPECT_NE(r.out.find("host host-b is draining"), std::string::npos) << r.out;
+  // B refuses new work at once, saying what to do.
+  for (int i = 0; i < 20 && b.Run({"session", "create"}).exit_code == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  r = b.Run({"session", "create"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("host host-b is being drained and does not take new sessions"),
+            std::string::npos)
+      << r.err;
+  // The idle session is paused for the others; the busy one once its command ends.
+  EXPECT_EQ(WaitListed(a, idle, "paused@host-b"), "paused@host-b");
+  EXPECT_EQ(Listed(a, busy), "running@host-b");
+  // A running session still takes commands (only a resume is refused).
+  ASSERT_EQ(b.Run({"exec", busy, "--", "touch", "/tmp/go"}).exit_code, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(command, &status, 0), command);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(WaitListed(a, busy, "paused@host-b"), "paused@host-b");
+  r = b.Run({"logs", idle});
+  EXPECT_NE(r.out.find("host-b is being drained"), std::string::npos) << r.out;
+  r = a.Run({"hosts", "--json"});
+  nlohmann::json hosts = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(hosts.is_array() && hosts.size() == 2) << r.out;
+  EXPECT_EQ(hosts[1]["id"], "host-b");
+  EXPECT_EQ(hosts[1]["draining"], true) << r.out;
+  EXPECT_EQ(hosts[0]["draining"], false) << r.out;
+  EXPECT_NE(a.Run({"hosts"}).out.find("draining"), std::string::npos);
+
+  // A runs them now; B may not resume them.
+  r = b.Run({"resume", idle});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("does not resume sessions"), std::string::npos) << r.err;
+  r = a.Run({"exec", idle, "--", "cat", "/root/kept"});
+  EXPECT_EQ(r.out, "kept\n") << r.err << a.Log();
+  EXPECT_EQ(WaitListed(b, idle, "running@host-a"), "running@host-a");
+
+  // Only root drains; a drain of no host id is refused; undone, B takes sessions again.
+  EXPECT_NE(a.Run({"hosts", "drain", "no/such"}).exit_code, 0);
+  r = a.Run({"hosts", "drain", "--undo", "host-b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("host host-b takes sessions again"), std::string::npos) << r.out;
+  bool created = false;
+  for (int i = 0; i < 20 && !created; ++i) {
+    r = b.Run({"session", "create"});
+    created = r.exit_code == 0;
+    if (!created) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_TRUE(created) << r.err;
+  r = a.Run({"audit", "--json"});
+  EXPECT_NE(r.out.find("host.drain"), std::string::npos);
+  EXPECT_NE(r.out.find("host.undrain"), std::string::npos);
 }
 
 TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {

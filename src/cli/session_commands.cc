@@ -171,6 +171,8 @@ int Hosts(bool json) {
     for (const v1::Host& host : response.hosts()) {
       out.push_back({{"id", host.id()},
                      {"this_host", host.this_host()},
+                     {"up", host.up()},
+                     {"draining", host.draining()},
                      {"vcpus", host.vcpus()},
                      {"memory_bytes", host.memory_bytes()},
                      {"sessions", host.session_ids()}});
@@ -178,16 +180,45 @@ int Hosts(bool json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%-24s  %-5s  %-8s  %-8s  %s\n", "HOST", "VCPUS", "MEMORY", "SESSIONS", "RUNNING");
+  std::printf("%-24s  %-14s  %-5s  %-8s  %-8s  %s\n", "HOST", "STATE", "VCPUS", "MEMORY",
+              "SESSIONS", "RUNNING");
   for (const v1::Host& host : response.hosts()) {
     std::string running;
     for (const std::string& id : host.session_ids())
       absl::StrAppend(&running, running.empty() ? "" : " ", id);
-    std::printf("%-24s  %-5u  %-8s  %-8d  %s\n",
-                (host.id() + (host.this_host() ? " *" : "")).c_str(), host.vcpus(),
+    std::string state = host.up() ? (host.draining() ? "draining" : "up")
+                                  : (host.draining() ? "down, draining" : "down");
+    std::printf("%-24s  %-14s  %-5u  %-8s  %-8d  %s\n",
+                (host.id() + (host.this_host() ? " *" : "")).c_str(), state.c_str(), host.vcpus(),
                 FormatBytes(host.memory_bytes()).c_str(), host.session_ids_size(), running.c_str());
   }
   if (!response.fleet()) std::printf("one host: airlockd runs without --blob-store and --etcd\n");
+  return 0;
+}
+
+int DrainHost(const v1::DrainHostRequest& request) {
+  std::optional<DaemonClient> client = Connect();
+  if (!client) return 1;
+  grpc::ClientContext context;
+  v1::Host host;
+  grpc::Status status = client->vms->DrainHost(&context, request, &host);
+  if (!status.ok()) return DaemonError(status);
+  if (request.undo()) {
+    std::printf("host %s takes sessions again\n", host.id().c_str());
+    return 0;
+  }
+  std::string running;
+  for (const std::string& id : host.session_ids())
+    absl::StrAppend(&running, running.empty() ? "" : " ", id);
+  std::printf(
+      "host %s is draining: it takes no new session, resume or fork, and pauses each running "
+      "session once no command runs in it, for the other hosts to resume%s\n",
+      host.id().c_str(),
+      !host.up()        ? " (it is down now: it takes nothing when it comes back)"
+      : running.empty() ? " (it runs none now)"
+                        : absl::StrCat(" (running now: ", running, ")").c_str());
+  std::printf("follow it with `airlock hosts`; end it with `airlock hosts drain --undo %s`\n",
+              host.id().c_str());
   return 0;
 }
 
@@ -679,10 +710,27 @@ void AddSessionCommands(Cli& cli) {
                         [hosts_json] { return Hosts(*hosts_json); });
   h->footer(
       "Lists the hosts that share sessions with this one (airlockd --blob-store and --etcd),\n"
-      "with their CPUs and memory and the sessions each runs now; without a fleet, this host\n"
-      "alone. For root and read-only operators. A session paused on one host resumes on any\n"
-      "other: `airlock resume ID` there.");
+      "with their state (up, draining, down), CPUs and memory and the sessions each runs now;\n"
+      "without a fleet, this host alone. For root and read-only operators. A session paused on\n"
+      "one host resumes on any other: `airlock resume ID` there.");
   AddJsonFlag(h, hosts_json.get());
+  auto drain = std::make_shared<v1::DrainHostRequest>();
+  CLI::App* dr = cli.Add(h, "drain", "move a host's sessions off it: it takes nothing new",
+                         [drain] { return DrainHost(*drain); });
+  dr->footer(
+      "Marks HOST draining, in the fleet's etcd (it lasts across the host's restarts): it takes\n"
+      "no new session, resume or fork (they are refused, naming the host), and pauses each of\n"
+      "its running sessions once no command runs in it, publishing it to the blob store; the\n"
+      "next resume, exec or request on another host runs it there. Sessions with volumes are\n"
+      "paused but stay on HOST (volumes do not travel yet). `airlock hosts` shows the drain;\n"
+      "--undo ends it. Root only; audited.");
+  dr->add_option_function<std::string>(
+        "HOST", [drain](const std::string& h) { drain->set_host(h); },
+        "the host, as `airlock hosts` lists it")
+      ->required();
+  dr->add_flag_function(
+      "--undo", [drain](int64_t) { drain->set_undo(true); },
+      "end the drain: the host takes sessions again");
 
   CLI::App* blobs = cli.Group("blobs", "the fleet's blob store: blobs gc");
   struct GcArgs {

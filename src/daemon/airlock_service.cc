@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -688,6 +689,21 @@ grpc::Status VmsService::List(grpc::ServerContext* context, const v1::ListVmsReq
   return grpc::Status::OK;
 }
 
+namespace {
+
+void HostToProto(const providers::HostInfo& info, v1::Host* host) {
+  host->set_id(info.id);
+  host->set_this_host(info.this_host);
+  host->set_vcpus(info.capacity.vcpus);
+  host->set_memory_bytes(info.capacity.memory_bytes);
+  host->clear_session_ids();
+  for (const std::string& id : info.sessions) host->add_session_ids(id);
+  host->set_draining(info.draining);
+  host->set_up(info.up);
+}
+
+}  // namespace
+
 grpc::Status VmsService::Hosts(grpc::ServerContext* context, const v1::ListHostsRequest*,
                                v1::ListHostsResponse* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
@@ -700,13 +716,50 @@ grpc::Status VmsService::Hosts(grpc::ServerContext* context, const v1::ListHosts
   absl::StatusOr<std::vector<providers::HostInfo>> hosts = sessions_->Hosts();
   if (!hosts.ok()) return ToGrpc(hosts.status());
   response->set_fleet(sessions_->handoff() != nullptr);
+  for (const providers::HostInfo& info : *hosts) HostToProto(info, response->add_hosts());
+  return grpc::Status::OK;
+}
+
+grpc::Status VmsService::DrainHost(grpc::ServerContext* context,
+                                   const v1::DrainHostRequest* request, v1::Host* response) {
+  absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (!who->SeesEveryTenant()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "only root may drain a host: it pauses every tenant's sessions there");
+  }
+  SessionHandoff* handoff = sessions_->handoff();
+  if (handoff == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this airlockd has no fleet (airlockd --etcd and --blob-store): a "
+                        "single host has nowhere to send its sessions; pause them with "
+                        "`airlock pause`");
+  }
+  const std::string& host = request->host();
+  bool id_ok =
+      !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+               c == '.';
+      });
+  if (!id_ok) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "give a host id as `airlock hosts` lists it (letters, digits, '-', '_', "
+                        "'.'; at most 253)");
+  }
+  absl::Status set = handoff->SetDraining(host, !request->undo(), who->Name());
+  LogIfFailed(
+      store_->audit().Audit(*who, who->Tenant(), request->undo() ? "host.undrain" : "host.drain",
+                            host, set.ok() ? "ok" : std::string(set.message())),
+      "host drain: not audited");
+  if (!set.ok()) return ToGrpc(set);
+  if (host == handoff->host_id()) sessions_->RefreshDraining();
+  absl::StatusOr<std::vector<providers::HostInfo>> hosts = sessions_->Hosts();
+  if (!hosts.ok()) return ToGrpc(hosts.status());
+  response->set_id(host);
+  response->set_draining(!request->undo());
+  response->set_up(false);
   for (const providers::HostInfo& info : *hosts) {
-    v1::Host* host = response->add_hosts();
-    host->set_id(info.id);
-    host->set_this_host(info.this_host);
-    host->set_vcpus(info.capacity.vcpus);
-    host->set_memory_bytes(info.capacity.memory_bytes);
-    for (const std::string& id : info.sessions) host->add_session_ids(id);
+    if (info.id == host) HostToProto(info, response);
   }
   return grpc::Status::OK;
 }

@@ -135,6 +135,8 @@ class VmsService final : public v1::Vms::Service {
                     v1::ListVmsResponse* response) override;
   grpc::Status Hosts(grpc::ServerContext* context, const v1::ListHostsRequest* request,
                      v1::ListHostsResponse* response) override;
+  grpc::Status DrainHost(grpc::ServerContext* context, const v1::DrainHostRequest* request,
+                         v1::Host* response) override;
   grpc::Status CollectBlobs(grpc::ServerContext* context, const v1::CollectBlobsRequest* request,
                             v1::BlobCollection* response) override;
 

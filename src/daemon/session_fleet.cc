@@ -172,6 +172,8 @@ namespace {
 constexpr absl::Duration kIndexPass = absl::Seconds(30);
 // How often the fleet's index is read while someone watches other hosts' sessions.
 constexpr absl::Duration kFleetWatchEvery = absl::Seconds(1);
+// How often a host looks whether it is marked draining.
+constexpr absl::Duration kDrainLookEvery = absl::Seconds(2);
 
 }  // namespace
 
@@ -232,15 +234,41 @@ void SessionManager::IndexHeld() {
   }
 }
 
+void SessionManager::RefreshDraining() {
+  if (handoff_ == nullptr) return;
+  absl::StatusOr<bool> draining = handoff_->Draining(handoff_->host_id());
+  if (!draining.ok()) return;  // etcd unreachable a moment: as it was
+  if (draining_.exchange(*draining) != *draining) {
+    LogInfo(absl::StrCat("host ", handoff_->host_id(),
+                         *draining ? " is draining: it takes nothing new and pauses its sessions"
+                                   : " is no longer draining"));
+  }
+}
+
+absl::Status SessionManager::DrainingRefusal(const std::string& what) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "host ", handoff_ != nullptr ? handoff_->host_id() : "", " is being drained and does not ",
+      what,
+      ": ask another host of the fleet (airlock hosts), or end the drain with `airlock "
+      "hosts drain --undo ",
+      handoff_ != nullptr ? handoff_->host_id() : "", "`"));
+}
+
 void SessionManager::IndexLoop() {
   std::shared_ptr<SessionEventHub::Subscription> events =
       store_->events()->Subscribe(SessionEventHub::kEveryTenant, "");
   IndexHeld();
+  RefreshDraining();
   absl::Time next_pass = absl::Now() + kIndexPass;
+  absl::Time next_drain_look = absl::Now() + kDrainLookEvery;
   for (;;) {
     {
       absl::MutexLock lock(&watch_mu_);
       if (stopping_) return;
+    }
+    if (absl::Now() >= next_drain_look) {
+      RefreshDraining();
+      next_drain_look = absl::Now() + kDrainLookEvery;
     }
     if (absl::Now() >= next_pass) {
       // Every so often all of it again: writes that failed (etcd unreachable a moment) are

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
@@ -571,6 +572,21 @@ absl::Status SessionHandoff::Forget(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status SessionHandoff::SetDraining(const std::string& host, bool draining,
+                                         const std::string& by) {
+  std::string key = absl::StrCat(options_.prefix, "/drain/", host);
+  if (!draining) return etcd_->Delete(key);
+  nlohmann::json mark = {{"by", by}, {"unix_ms", absl::ToUnixMillis(absl::Now())}};
+  return etcd_->Put(key, mark.dump());
+}
+
+absl::StatusOr<bool> SessionHandoff::Draining(const std::string& host) const {
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> mark =
+      etcd_->Get(absl::StrCat(options_.prefix, "/drain/", host));
+  if (!mark.ok()) return mark.status();
+  return mark->has_value();
+}
+
 absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() const {
   std::string hosts_prefix = absl::StrCat(options_.prefix, "/hosts/");
   absl::StatusOr<std::vector<providers::EtcdKeyValue>> hosts =
@@ -591,6 +607,16 @@ absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() co
     auto it = by_id.find(kv.value);
     if (it != by_id.end()) it->second.sessions.emplace_back(rest);
   }
+  std::string drain_prefix = absl::StrCat(options_.prefix, "/drain/");
+  absl::StatusOr<std::vector<providers::EtcdKeyValue>> drains =
+      etcd_->GetPrefix(drain_prefix, providers::kMaxEtcdEntries);
+  if (!drains.ok()) return drains.status();
+  for (const providers::EtcdKeyValue& kv : *drains) {
+    std::string id = kv.key.substr(drain_prefix.size());
+    auto it = by_id.find(id);
+    if (it == by_id.end()) it = by_id.emplace(id, HostInfo{.id = id, .up = false}).first;
+    it->second.draining = true;
+  }
   std::vector<HostInfo> out;
   for (auto& [id, info] : by_id) out.push_back(std::move(info));
   return out;
@@ -604,7 +630,9 @@ absl::StatusOr<std::vector<providers::HostInfo>> FleetHosts::Hosts() {
     out.push_back({.id = host.id,
                    .capacity = providers::ParseHostCapacity(host.capacity_json),
                    .sessions = std::move(host.sessions),
-                   .this_host = host.id == handoff_->host_id()});
+                   .this_host = host.id == handoff_->host_id(),
+                   .draining = host.draining,
+                   .up = host.up});
   }
   return out;
 }

@@ -4,6 +4,8 @@
 //
 // Keys under the fleet's etcd prefix:
 //   <prefix>/hosts/<host>              a host and its capacity, bound to its lease (HostLease)
+//   <prefix>/drain/<host>              a host being drained (airlock hosts drain): who asked and
+//                                      when; not bound to a lease, so it outlasts restarts
 //   <prefix>/sessions/<id>/owner       the host running the session, bound to its lease
 //   <prefix>/sessions/<id>/snapshot    the session's last published snapshot: the host that took
 //                                      it, the session's record, the manifest's blob digest,
@@ -37,6 +39,9 @@
 //   - A pause whose publishing fails keeps the claim, and marks the snapshot here as newer than
 //     the published one (SessionLayout::UnpublishedMarker): a resume here uses it, never the
 //     older published one, and a failed resume keeps the claim.
+//
+//   - A host marked draining takes no new session, resume or fork, and pauses (publishes) each
+//     of its running sessions once no command runs in it, for the other hosts to resume.
 //
 //   - Blobs are collected in two phases (CollectBlobs): a run marks the blobs no published
 //     record names, and a run at least the grace later removes those still named by none. A
@@ -203,9 +208,18 @@ class SessionHandoff {
     std::string id;
     std::string capacity_json;
     std::vector<std::string> sessions;  // those it runs now
+    bool draining = false;
+    bool up = true;  // registered now (a host that is down is listed when it is drained)
   };
-  // Every host registered now, by id.
+  // Every host registered now, and every host marked draining, by id.
   [[nodiscard]] absl::StatusOr<std::vector<HostInfo>> Hosts() const;
+
+  // Marks a host of the fleet draining, or ends that (airlock hosts drain); `by` says who asked.
+  // The host need not be up: a host drained while down takes nothing when it comes back.
+  [[nodiscard]] absl::Status SetDraining(const std::string& host, bool draining,
+                                         const std::string& by);
+  // Whether a host is marked draining.
+  [[nodiscard]] absl::StatusOr<bool> Draining(const std::string& host) const;
 
  private:
   SessionHandoff(std::unique_ptr<providers::BlobStore> blobs,

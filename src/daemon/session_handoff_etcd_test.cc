@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -301,6 +302,27 @@ TEST_F(SessionHandoffTest, AHostThatWasAwayClaimsItsSessionBackOnlyIfNobodyPubli
   EXPECT_TRUE(absl::IsFailedPrecondition(behind)) << behind;
   EXPECT_NE(behind.message().find("taken over by host host-b"), std::string::npos) << behind;
   EXPECT_TRUE(b->Claim(kId).ok());  // given up again
+}
+
+TEST_F(SessionHandoffTest, ADrainMarkIsSeenByEveryHostAndOutlivesTheHost) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->SetDraining("host-b", true, "root").ok());
+  EXPECT_TRUE(*b->Draining("host-b"));
+  EXPECT_FALSE(*b->Draining("host-a"));
+  // A host that is down is listed while it is drained.
+  ASSERT_TRUE(a->SetDraining("host-gone", true, "root").ok());
+  absl::StatusOr<std::vector<SessionHandoff::HostInfo>> hosts = b->Hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  std::map<std::string, std::pair<bool, bool>> seen;  // draining, up
+  for (const SessionHandoff::HostInfo& h : *hosts) seen[h.id] = {h.draining, h.up};
+  EXPECT_EQ(seen["host-a"], std::make_pair(false, true));
+  EXPECT_EQ(seen["host-b"], std::make_pair(true, true));
+  EXPECT_EQ(seen["host-gone"], std::make_pair(true, false));
+  b.reset();  // its lease goes; the mark stays
+  EXPECT_TRUE(*a->Draining("host-b"));
+  ASSERT_TRUE(a->SetDraining("host-b", false, "root").ok());
+  EXPECT_FALSE(*a->Draining("host-b"));
 }
 
 // Blobs no published record names are marked by one collection and removed by a later one past

@@ -358,6 +358,7 @@ absl::StatusOr<SessionRecord> SessionManager::Create(const Principal& who, const
                                                      const std::vector<SecretRequest>& secrets,
                                                      PendingWorkspace* workspace, bool one_shot,
                                                      const std::vector<VolumeRequest>& volumes) {
+  if (draining()) return DrainingRefusal("take new sessions");
   absl::StatusOr<SessionLimits> limits = ResolveLimits(requested);
   if (!limits.ok()) return limits.status();
   absl::StatusOr<std::vector<VolumeAttachment>> attached = volumes_.Resolve(who, volumes);

@@ -79,6 +79,7 @@ struct LiveSession {
   uint64_t next_yielder ABSL_GUARDED_BY(yield_mu) = 0;
   std::atomic<int64_t> egress_expires_ms{0};  // the earliest expiry of its grants; 0: none
   std::atomic<int64_t> last_used_ms{0};
+  std::atomic<int64_t> last_drain_try_ms{0};  // when a drain last failed to pause it
   // Its --net-rate over connections into the guest (port-forward, the HTTP gateway), each way.
   std::unique_ptr<ByteRate> ingress_to_guest, ingress_from_guest;
   std::atomic<bool> waiting_for_disk{false};  // its VM is stopped for disk space, and it was said
@@ -216,6 +217,11 @@ class SessionManager {
       const std::vector<std::string>& rules, const std::vector<std::string>& presets,
       const std::string& source) const;
   SessionHandoff* handoff() const { return handoff_; }
+  // Whether this host is being drained (airlock hosts drain): it takes no new session, resume or
+  // fork, and pauses each running session once no command runs in it. Read from the fleet's
+  // etcd every two seconds and by RefreshDraining.
+  bool draining() const { return draining_.load(); }
+  void RefreshDraining();
   // A session as `ls` shows it: with the host that has it ("" outside a fleet).
   struct ListedSession {
     SessionRecord record;
@@ -438,6 +444,9 @@ class SessionManager {
   int fleet_watchers_ ABSL_GUARDED_BY(watch_mu_) = 0;
   bool fleet_watch_wanted_ ABSL_GUARDED_BY(watch_mu_) = false;  // a first watcher came
   std::thread fleet_watch_thread_;
+  std::atomic<bool> draining_{false};
+  // FAILED_PRECONDITION saying what a draining host does not do (`what`), and where to go.
+  absl::Status DrainingRefusal(const std::string& what) const;
 };
 
 // The system principal that acts for airlockd itself (TTL expiry, recovery, VM death, idleness).

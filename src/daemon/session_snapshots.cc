@@ -210,6 +210,7 @@ absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const
   if (record.ok() && record->state == SessionState::kRunning && FindLive(who.Tenant(), id)) {
     return record;
   }
+  if (draining()) return DrainingRefusal("resume sessions");
   if (handoff_ != nullptr) record = TakeOver(who, id, std::move(record));
   if (!record.ok()) return record.status();
   absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeLocked(who, *record);
@@ -219,7 +220,8 @@ absl::StatusOr<SessionRecord> SessionManager::Resume(const Principal& who, const
 
 absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeLocked(
     const Principal& who, const SessionRecord& record) {
-  absl::StatusOr<std::shared_ptr<LiveSession>> live = ResumeHere(who, record);
+  absl::StatusOr<std::shared_ptr<LiveSession>> live =
+      draining() ? DrainingRefusal("resume sessions") : ResumeHere(who, record);
   // A claim TakeOver made is given back: another host may resume it (from its published
   // snapshot; not when this host has a newer one it could not publish).
   if (!live.ok() && handoff_ != nullptr &&
@@ -340,6 +342,7 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
 absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal& who,
                                                                 const std::string& id,
                                                                 uint32_t count) {
+  if (draining()) return DrainingRefusal("fork sessions");
   if (count == 0) count = 1;
   if (count > kMaxForks) {
     return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxForks, " forks at once"));

@@ -226,18 +226,30 @@ void SessionManager::WatchLoop() {
         } else {
           Retire(r.id, SessionState::kStopped, why);
         }
-      } else if (r.limits.idle_timeout_seconds > 0 && OnlyYieldingUses(*live) &&
-                 now >= live->last_used_ms +
-                            static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000) {
+      } else if (OnlyYieldingUses(*live) &&
+                 (draining() ||
+                  (r.limits.idle_timeout_seconds > 0 &&
+                   now >= live->last_used_ms +
+                              static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000))) {
+        // Idle, or its host is being drained (then once no command runs in it: a command's
+        // client would lose it, so a drain waits for it to end).
         TrySessionLock guard(SessionLock(r.id));
         if (!guard.held() || !OnlyYieldingUses(*live) || !FindLive(r.tenant, r.id)) continue;
         absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
         if (!record.ok()) continue;
+        bool drain = draining();
+        if (drain && now < live->last_drain_try_ms + 5000) continue;
         absl::StatusOr<SessionRecord> paused = PauseLocked(
             kDaemonPrincipal, *record,
-            absl::StrCat("idle for ",
-                         absl::FormatDuration(absl::Seconds(r.limits.idle_timeout_seconds))));
-        if (!paused.ok()) live->last_used_ms = NowMs();  // try again a timeout later
+            drain ? absl::StrCat("its host ", handoff_ != nullptr ? handoff_->host_id() : "",
+                                 " is being drained: resume it on another host")
+                  : absl::StrCat("idle for ", absl::FormatDuration(
+                                                  absl::Seconds(r.limits.idle_timeout_seconds))));
+        if (!paused.ok()) {
+          // Try again a timeout (or, draining, five seconds) later.
+          live->last_used_ms = NowMs();
+          live->last_drain_try_ms = NowMs();
+        }
       }
     }
     // VMs are asked whether they wait for disk space (a QMP round trip each, under their

@@ -30,6 +30,8 @@ struct HostInfo {
   HostCapacity capacity;
   std::vector<std::string> sessions;  // those it runs now, when the provider knows them
   bool this_host = false;
+  bool draining = false;  // being drained (airlock hosts drain): it takes nothing new
+  bool up = true;         // registered with the fleet now
 };
 
 // What a VM to be placed needs.
