@@ -6,7 +6,8 @@
 // key into its requests: the fake checks it got that key, and the guest only ever held a
 // placeholder. Afterwards `airlock diff` shows the file and `airlock log --json` has the
 // prompt, the tool call, its result and the command the agent ran in, and beside them the
-// activity record's write of the file by that command, which the agent's call names.
+// activity record's write of the file by that command, which the agent's call names. A second
+// run in the same session adds its own events only.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -63,6 +64,22 @@ TEST(AgentClaudeTest, ClaudeCodeWorksInASessionAndItsTimelineShowsWhatItDid) {
   AgentRun run = FindAgentRun(events, "claude", kPrompt, "Write", kToolId, "/workspace/NOTES.md",
                               "Done: the note");
   ExpectWholeRun(run, log.out);
+
+  // Again in the same session: the transcript is read from its start, and the first run's
+  // events are not stored a second time.
+  Result again;
+  RunAgent({"agent", "claude", "--session", id, "--", "-p", "Say it again",
+            "--dangerously-skip-permissions"},
+           kRealKey, &again);
+  log = RunAirlock({"log", id, "--json"});
+  int first = 0, second = 0;
+  for (const nlohmann::json& e : nlohmann::json::parse(log.out)) {
+    if (e["kind"] != "agent.prompt") continue;
+    first += absl::StrContains(e.value("text", ""), kPrompt);
+    second += absl::StrContains(e.value("text", ""), "Say it again");
+  }
+  EXPECT_EQ(first, 1) << log.out;
+  EXPECT_EQ(second, 1) << log.out;
   RunAirlock({"rm", id});
 }
 

@@ -1,5 +1,8 @@
 #include "src/daemon/agent_transcripts.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -40,8 +43,9 @@ std::string ResultText(const nlohmann::json* content) {
   return out;
 }
 
-// "2026-12-01T09:30:00.123Z" in milliseconds, if it is within [earliest, now]; else now.
-int64_t TimeOf(const nlohmann::json* stamp, int64_t earliest_ms, int64_t now_ms) {
+// "2026-12-01T09:30:00.123Z" in milliseconds, if it is within [earliest, now]; now when it is
+// later or not a time; nullopt when it is earlier.
+std::optional<int64_t> TimeOf(const nlohmann::json* stamp, int64_t earliest_ms, int64_t now_ms) {
   absl::Time t;
   std::string err;
   if (stamp == nullptr || !stamp->is_string() ||
@@ -49,7 +53,8 @@ int64_t TimeOf(const nlohmann::json* stamp, int64_t earliest_ms, int64_t now_ms)
     return now_ms;
   }
   int64_t ms = absl::ToUnixMillis(t);
-  return ms >= earliest_ms && ms <= now_ms ? ms : now_ms;
+  if (ms < earliest_ms) return std::nullopt;
+  return std::min(ms, now_ms);
 }
 
 }  // namespace
@@ -79,7 +84,9 @@ std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, 
       (meta != nullptr && meta->is_boolean() && meta->get<bool>())) {
     return out;
   }
-  int64_t when = TimeOf(JsonMember(j, "timestamp"), earliest_ms, now_ms);
+  std::optional<int64_t> stamped = TimeOf(JsonMember(j, "timestamp"), earliest_ms, now_ms);
+  if (!stamped) return out;  // written before this command: an earlier one took it
+  int64_t when = *stamped;
   const nlohmann::json* message = JsonMember(j, "message");
   const nlohmann::json* content = message != nullptr ? JsonMember(*message, "content") : nullptr;
   auto add = [&](const char* kind, std::string text, std::string tool_id = "",
@@ -122,6 +129,18 @@ std::vector<AgentEvent> ParseClaudeLine(std::string_view line, int64_t exec_id, 
   return out;
 }
 
+std::optional<AgentPosition> AgentPositions::Get(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = positions_.find(key);
+  if (it == positions_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AgentPositions::Put(const std::string& key, AgentPosition position) {
+  absl::MutexLock lock(&mu_);
+  positions_[key] = std::move(position);
+}
+
 std::unique_ptr<AgentFollower> MakeAgentFollower(const AgentKind& kind, std::string user,
                                                  int64_t exec_id, int64_t started_ms) {
   if (kind.record == AgentKind::Record::kOpenCodeStore) {
@@ -133,6 +152,22 @@ std::unique_ptr<AgentFollower> MakeAgentFollower(const AgentKind& kind, std::str
 TranscriptFollower::TranscriptFollower(const AgentKind& kind, std::string user, int64_t exec_id,
                                        int64_t started_ms)
     : kind_(kind), user_(std::move(user)), exec_id_(exec_id), started_ms_(started_ms) {}
+
+AgentPosition TranscriptFollower::Position() const {
+  AgentPosition p;
+  for (const auto& [name, state] : files_) {
+    // Whole lines only: an unfinished one is read again, from its start, by the next follower.
+    p.offsets[name] = state.skipping ? state.offset : state.offset - state.partial.size();
+  }
+  return p;
+}
+
+void TranscriptFollower::StartAt(const AgentPosition& position) {
+  for (const auto& [name, offset] : position.offsets) {
+    if (files_.size() >= kMaxTailFiles) break;
+    files_[name].offset = offset;
+  }
+}
 
 TailRequest TranscriptFollower::NextRequest() const {
   TailRequest r;
@@ -151,7 +186,8 @@ void TranscriptFollower::Line(std::string_view line, int64_t now_ms, std::vector
     ++lines_over_;  // a flood: counted, said once below
     return;
   }
-  std::vector<AgentEvent> events = ParseClaudeLine(line, exec_id_, started_ms_ - 60000, now_ms);
+  std::vector<AgentEvent> events = ParseClaudeLine(
+      line, exec_id_, std::max<int64_t>(0, started_ms_ - kTranscriptClockSlackMs), now_ms);
   *kept += events.size();
   for (AgentEvent& e : events) out->push_back(std::move(e));
 }
@@ -215,12 +251,17 @@ std::vector<AgentEvent> TranscriptFollower::Take(const std::vector<TailRecord>& 
 TranscriptCollector::TranscriptCollector(StateStore* store, SessionRecord session,
                                          std::shared_ptr<GuestChannel> channel,
                                          const AgentKind& kind, std::string user, int64_t exec_id,
-                                         absl::Duration interval)
+                                         AgentPositions* positions, absl::Duration interval)
     : store_(store),
       session_(std::move(session)),
       channel_(std::move(channel)),
-      follower_(MakeAgentFollower(kind, std::move(user), exec_id, NowUnixMs())),
+      follower_(MakeAgentFollower(kind, user, exec_id, NowUnixMs())),
+      positions_(positions),
+      position_key_(absl::StrCat(kind.name, "/", user)),
       interval_(interval) {
+  if (positions_ != nullptr) {
+    if (std::optional<AgentPosition> p = positions_->Get(position_key_)) follower_->StartAt(*p);
+  }
   thread_ = std::thread([this] {
     absl::MutexLock lock(&mu_);
     while (!stopping_) {
@@ -246,6 +287,7 @@ void TranscriptCollector::Stop() {
   cv_.SignalAll();
   thread_.join();
   Poll(/*last=*/true);  // what was written just before the command ended
+  if (positions_ != nullptr) positions_->Put(position_key_, follower_->Position());
 }
 
 std::vector<AgentEvent> TranscriptFollower::Poll(GuestChannel& channel, int64_t now_ms, bool) {

@@ -61,6 +61,19 @@ TEST(AgentTranscriptsTest, ClaudeLinesBecomePromptsMessagesToolCallsAndResults) 
         Line({{"type", "assistant"}, {"message", {{"content", 42}}}})}) {
     EXPECT_TRUE(ParseClaudeLine(line, 7, 0, now).empty()) << line.substr(0, 80);
   }
+  // A line stamped before the command started was an earlier command's; a later command that
+  // reads the transcript again from its start leaves it.
+  EXPECT_TRUE(ParseClaudeLine(Line({{"type", "user"},
+                                    {"timestamp", "2026-12-01T09:30:00.500Z"},
+                                    {"message", {{"content", "an earlier run"}}}}),
+                              7, 1796117400501, now)
+                  .empty());
+  EXPECT_EQ(ParseClaudeLine(Line({{"type", "user"},
+                                  {"timestamp", "2026-12-01T09:30:00.500Z"},
+                                  {"message", {{"content", "this run"}}}}),
+                            7, 1796117400500, now)
+                .size(),
+            1u);
   // Long texts are cut.
   auto long_text = ParseClaudeLine(
       Line({{"type", "user"}, {"message", {{"content", std::string(100000, 'a')}}}}), 7, 0, now);
@@ -98,6 +111,25 @@ TEST(AgentTranscriptsTest, TheFollowerKeepsUnfinishedLinesAndSkipsHugeOnes) {
   got = follower.Take({{"p/s.jsonl", b.size(), 0, b}}, 1000);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].text, "two");
+}
+
+// The next command in a session goes on where the last one's follower stopped: whole lines
+// are not read again, an unfinished one is read again from its start.
+TEST(AgentTranscriptsTest, TheNextCommandGoesOnWhereTheLastOneStopped) {
+  AgentPositions positions;
+  std::string a = Line({{"type", "user"}, {"message", {{"content", "one"}}}});
+  std::string b = Line({{"type", "user"}, {"message", {{"content", "two"}}}});
+  TranscriptFollower first(*FindAgent("claude"), "", 3, 0);
+  ASSERT_EQ(first.Take({{"p/s.jsonl", 100, 0, a + b.substr(0, 10)}}, 1000).size(), 1u);
+  positions.Put("claude/", first.Position());
+  TranscriptFollower second(*FindAgent("claude"), "", 4, 0);
+  second.StartAt(*positions.Get("claude/"));
+  EXPECT_EQ(second.NextRequest().offsets.at("p/s.jsonl"), a.size());
+  std::vector<AgentEvent> got = second.Take({{"p/s.jsonl", 100, a.size(), b}}, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].text, "two");
+  EXPECT_EQ(got[0].exec_id, 4);
+  EXPECT_FALSE(positions.Get("opencode/").has_value());
 }
 
 TEST(AgentTranscriptsTest, AFloodingFileDoesNotCrowdOutTheOthers) {

@@ -312,7 +312,7 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
   std::optional<TranscriptCollector> transcripts;
   if (const AgentKind* agent = FindAgent(start.agent()); agent != nullptr) {
     transcripts.emplace(store_, (*live)->record, (*live)->vm->channel().shared_from_this(), *agent,
-                        request.user, *exec_id);
+                        request.user, *exec_id, &(*live)->agent_positions);
   }
   logs.Add(LogStream::kEvent, absl::StrCat("$ ", absl::StrJoin(argv, " ")));
 

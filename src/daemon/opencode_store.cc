@@ -33,6 +33,19 @@ OpenCodeFollower::OpenCodeFollower(const AgentKind& kind, std::string user, int6
       started_ms_(started_ms),
       after_ms_(started_ms - kClockSlackMs) {}
 
+AgentPosition OpenCodeFollower::Position() const {
+  return AgentPosition{.after_ms = after_ms_, .after_id = after_id_};
+}
+
+void OpenCodeFollower::StartAt(const AgentPosition& position) {
+  // Only forward: what an earlier command read is its own.
+  if (position.after_ms > after_ms_ ||
+      (position.after_ms == after_ms_ && position.after_id > after_id_)) {
+    after_ms_ = position.after_ms;
+    after_id_ = position.after_id;
+  }
+}
+
 AgentStoreMessage OpenCodeFollower::NextRequest() const {
   return AgentStoreMessage{.store = static_cast<uint32_t>(AgentStore::kOpenCode),
                            .user = user_,

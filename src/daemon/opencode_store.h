@@ -34,6 +34,8 @@ class OpenCodeFollower : public AgentFollower {
   // it is, and a call never run as called.
   std::vector<AgentEvent> Take(const std::vector<StoreRow>& rows, int64_t now_ms, bool last);
   std::vector<AgentEvent> Poll(GuestChannel& channel, int64_t now_ms, bool last) override;
+  AgentPosition Position() const override;
+  void StartAt(const AgentPosition& position) override;
 
  private:
   // What was said of a part, and what waits to be said at the end.

@@ -107,6 +107,21 @@ TEST(OpenCodeFollowerTest, FailuresUnfinishedTextsAndOversizedPartsAreSaid) {
   EXPECT_EQ(events[0].text, "half a sent");
 }
 
+TEST(OpenCodeFollowerTest, TheNextCommandGoesOnFromTheLastOnesCursorNeverBack) {
+  OpenCodeFollower first(*FindAgent("opencode"), "", 1, kStart);
+  first.Take({Part("prt_1", "user", kStart + 10, R"({"type":"text","text":"hi"})")}, kStart + 20,
+             true);
+  // A command long after: its own start is later than where the last one stopped.
+  OpenCodeFollower second(*FindAgent("opencode"), "", 2, kStart + 100000);
+  second.StartAt(first.Position());
+  EXPECT_EQ(second.NextRequest().after_ms, kStart + 100000 - 5000);
+  // A command right after: it goes on from the last one's cursor.
+  OpenCodeFollower third(*FindAgent("opencode"), "", 3, kStart);
+  third.StartAt(first.Position());
+  EXPECT_EQ(third.NextRequest().after_ms, kStart + 10);
+  EXPECT_EQ(third.NextRequest().after_id, "prt_1");
+}
+
 TEST(OpenCodeFollowerTest, HostileTextsStayWithinTheCaps) {
   OpenCodeFollower follower(*FindAgent("opencode"), "", 1, kStart);
   std::string deep(100, '[');

@@ -35,6 +35,7 @@
 #include "src/common/sha256.h"
 #include "src/common/unique_fd.h"
 #include "src/daemon/activity_collector.h"
+#include "src/daemon/agent_transcripts.h"
 #include "src/daemon/image_service.h"
 #include "src/daemon/quota_admission.h"
 #include "src/daemon/quotas.h"
@@ -70,7 +71,8 @@ struct LiveSession {
   std::shared_ptr<net::EgressPath> egress;  // its DNS and connections (NetworkProvider)
   std::shared_ptr<net::SessionCa> ca;       // set once the session has secrets
   UniqueFd disk;                            // the VM's writable disk (unnamed)
-  OciRunConfig run;  // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
+  OciRunConfig run;                // the image's Env, WorkingDir and Entrypoint/Cmd (OCI images)
+  AgentPositions agent_positions;  // where its agents' records were read up to
   std::atomic<int> users{0};
   // Uses that give way to a pause or fork (the HTTP gateway's connections), counted in `users`
   // too: each is cut and the pause goes on once they ended (SessionManager::GiveWay).
