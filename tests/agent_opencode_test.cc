@@ -59,7 +59,9 @@ TEST(AgentOpenCodeTest, OpenCodeWorksInASessionAndItsStoreReachesTheTimeline) {
   ExpectWholeRun(run, log.out);
   for (const nlohmann::json& e : events) {
     std::string kind = e["kind"];
-    if (kind.rfind("agent.", 0) == 0) EXPECT_EQ(e.value("actor", ""), "opencode") << e.dump();
+    if (kind.rfind("agent.", 0) == 0) {
+      EXPECT_EQ(e.value("actor", ""), "opencode") << e.dump();
+    }
   }
   RunAirlock({"rm", id});
 }

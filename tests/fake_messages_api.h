@@ -8,6 +8,7 @@
 #ifndef AIRLOCK_TESTS_FAKE_MESSAGES_API_H_
 #define AIRLOCK_TESTS_FAKE_MESSAGES_API_H_
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
 #include "tests/loopback_http_server.h"
 #include "tests/test_certs.h"
 
@@ -188,8 +190,12 @@ inline void ExpectWholeRun(const AgentRun& run, const std::string& log) {
 // the session it made ("" if it said none), and what it printed in *r.
 inline std::string RunAgent(const std::vector<std::string>& args, const char* key, Result* r) {
   setenv("ANTHROPIC_API_KEY", key, 1);
-  *r = RunAirlock(args);
+  Airlock agent(args);
   unsetenv("ANTHROPIC_API_KEY");
+  // An agent's run is long (a JavaScript agent starting in a VM, under TCG, beside other suites):
+  // a hang is what outlasts eight minutes.
+  EXPECT_TRUE(agent.ReadUntil([] { return false; }, std::chrono::minutes(8))) << "the agent hung";
+  *r = agent.Finish();
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
   size_t at = r->err.find("airlock agent: session ");
   return at == std::string::npos ? "" : r->err.substr(at + 23, 12);

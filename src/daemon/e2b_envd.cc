@@ -1,6 +1,8 @@
 #include "src/daemon/e2b_envd.h"
 
+#include <functional>
 #include <optional>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -133,6 +135,10 @@ struct E2bEnvd::Call {
   E2bSandboxRecord sandbox;
   Principal who;
   std::string user;  // the user the call names; empty: the image's
+  // Gives the tenant's connection place back; once only, at the latest when the call ends. A
+  // stream calls it before it writes its command's end, so that a client that goes on at once
+  // finds the place free.
+  std::function<void()> give_place = [] {};
 };
 
 void E2bEnvd::Serve(const std::string& id, const gateway::GatewayRequest& request,
@@ -248,7 +254,11 @@ void E2bEnvd::Serve(const std::string& id, const gateway::GatewayRequest& reques
     }
     return;
   }
-  absl::Cleanup give = [&] { sessions_->GiveConnection(sandbox.tenant); };
+  bool holds_place = true;
+  call.give_place = [&] {
+    if (std::exchange(holds_place, false)) sessions_->GiveConnection(sandbox.tenant);
+  };
+  absl::Cleanup give = [&] { call.give_place(); };
   if (op == e2b::EnvdOp::kFilesRead) return ReadFile(call);
   if (op == e2b::EnvdOp::kFilesWrite) return WriteFiles(call);
   ServeRpc(call, op, rpc);
@@ -378,6 +388,7 @@ void E2bEnvd::ServeStream(Call& call, e2b::EnvdOp op, const std::string& message
                        : event->end ? e2b::EndEventJson(event->exit_code, event->exited,
                                                         event->status, event->error)
                                     : e2b::DataEventJson(event->output, event->data);
+    if (event && event->end) call.give_place();
     if (!c.Write(e2b::Envelope(json))) return;
     if (event && event->end) break;
   }
