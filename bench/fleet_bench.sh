@@ -10,19 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-command -v etcd >/dev/null || { echo "fleet_bench.sh: needs etcd (apt-get install etcd-server)" >&2; exit 1; }
 . bench/private_daemon.sh
 . bench/timing.sh
+. bench/loopback_etcd.sh
 
-port=$((20000 + RANDOM % 20000))
-etcd --name bench --data-dir "$work/etcd" --listen-client-urls "http://127.0.0.1:$port" \
-  --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-  --initial-cluster "bench=http://127.0.0.1:$((port + 1))" >"$work/etcd.log" 2>&1 &
-etcd_pid=$!
-trap 'kill $etcd_pid 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
-fleet=(--blob-store "file://$work/blobs" --etcd "http://127.0.0.1:$port" --host-lease-ttl 5)
+fleet=(--blob-store "file://$work/blobs" --etcd "$etcd_url" --host-lease-ttl 5)
 
 # A session holding 128 MiB of random data in its RAM (tmpfs); prints its id.
 filled_session() {

@@ -93,6 +93,18 @@ std::optional<Principal> Caller(grpc::ServerContext* context, const PeerRegistry
                                 std::vector<std::string>* groups) {
   if (std::optional<Principal> unix_peer = peers->Lookup(context->peer())) return unix_peer;
   std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  // A fleet host forwards calls for their callers, whom it names; it never calls for itself.
+  if (const FleetPeers* fleet = peers->fleet(); fleet != nullptr && auth) {
+    if (std::optional<std::string> host = fleet->HostOf(*auth)) {
+      auto header = context->client_metadata().find(kFleetCallerHeader);
+      if (header == context->client_metadata().end()) return std::nullopt;
+      absl::StatusOr<Principal> p =
+          DecodeFleetCaller(std::string_view(header->second.data(), header->second.size()), groups);
+      if (!p.ok()) return std::nullopt;
+      p->via_host = *host;
+      return *std::move(p);
+    }
+  }
   // A bearer token names the caller of this call, even on a connection with a client
   // certificate (a connection may carry calls of several token holders). OidcAuthenticator
   // refused bad tokens before the call reached here, saying why.
@@ -129,6 +141,7 @@ absl::StatusOr<Principal> Authorize(grpc::ServerContext* context, const PeerRegi
     return absl::UnauthenticatedError("airlockd could not identify the caller of this connection");
   }
   who->read_only_operator = peers->operators().Names(*who, groups);
+  who->groups = std::move(groups);
   if (access == Access::kChange && who->read_only_operator) {
     return absl::PermissionDeniedError(
         absl::StrCat(who->Tenant(),
@@ -229,6 +242,10 @@ grpc::Status SessionsService::Remove(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f = ForwardElsewhere(
+          fleet_, context, *who, request->id(), &v1::Sessions::Stub::Remove, *request, response)) {
+    return *f;
+  }
   return ToGrpc(sessions_->Remove(*who, request->id()));
 }
 
@@ -237,6 +254,10 @@ grpc::Status SessionsService::Pause(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f = ForwardElsewhere(
+          fleet_, context, *who, request->id(), &v1::Sessions::Stub::Pause, *request, response)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> session = sessions_->Pause(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
@@ -249,6 +270,10 @@ grpc::Status SessionsService::Resume(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f = ForwardElsewhere(
+          fleet_, context, *who, request->id(), &v1::Sessions::Stub::Resume, *request, response)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> session = sessions_->Resume(*who, request->id());
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
@@ -261,6 +286,10 @@ grpc::Status SessionsService::Fork(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f = ForwardElsewhere(
+          fleet_, context, *who, request->id(), &v1::Sessions::Stub::Fork, *request, response)) {
+    return *f;
+  }
   absl::StatusOr<std::vector<SessionRecord>> forks =
       sessions_->Fork(*who, request->id(), request->count());
   if (!forks.ok()) return ToGrpc(forks.status());
@@ -274,6 +303,11 @@ grpc::Status SessionsService::Timeline(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::Timeline, *request, writer)) {
+    return *f;
+  }
   if (request->output_bytes() > kTimelineMaxOutputBytes) {
     return ToGrpc(absl::InvalidArgumentError(
         absl::StrCat("output_bytes is at most ", kTimelineMaxOutputBytes, " (1 MiB)")));
@@ -363,6 +397,11 @@ grpc::Status SessionsService::WriteFile(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::WriteFile, *request, response)) {
+    return *f;
+  }
   if (request->content().size() > kMaxFileBytes) {
     return ToGrpc(absl::InvalidArgumentError(
         "WriteFile takes at most 3 MiB; use WriteFileStream (the SDKs' files.write) for more"));
@@ -390,6 +429,11 @@ grpc::Status SessionsService::WriteFileStream(grpc::ServerContext* context,
         "WriteFileStream starts with a message naming the session and the file"));
   }
   if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, chunk.session_id(),
+                           &v1::Sessions::Stub::WriteFileStream, chunk, reader, response)) {
+    return *f;
+  }
   UploadMessages<v1::WriteFileChunk> messages(context, reader, "the file was left as it was");
   bool first = true;
   absl::StatusOr<uint64_t> written = files_.Write(
@@ -418,6 +462,11 @@ grpc::Status SessionsService::ReadFile(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::ReadFile, *request, response)) {
+    return *f;
+  }
   uint64_t max = request->max_bytes() == 0
                      ? kMaxFileBytes
                      : std::min<uint64_t>(request->max_bytes(), kMaxFileBytes);
@@ -437,6 +486,11 @@ grpc::Status SessionsService::ReadFileStream(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::ReadFileStream, *request, writer)) {
+    return *f;
+  }
   v1::ReadFileChunk chunk;
   absl::StatusOr<uint64_t> read =
       files_.Read(*who, request->session_id(), request->path(), request->max_bytes(),
@@ -483,6 +537,11 @@ grpc::Status SessionsService::Exec(
                         "the first message of Exec must be an ExecStart");
   }
   if (absl::Status s = ValidateExecStart(first.start()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, first.start().session_id(),
+                           &v1::Sessions::Stub::Exec, first, stream)) {
+    return *f;
+  }
   StreamClient<ExecClient, v1::ExecResponse, v1::ExecRequest> client(context, stream);
   return ToGrpc(exec_.Run(*who, first.start(), client));
 }
@@ -496,6 +555,11 @@ grpc::Status SessionsService::ForwardPort(
   if (!stream->Read(&first) || !first.has_start()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of ForwardPort must be a PortForwardStart");
+  }
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, first.start().session_id(),
+                           &v1::Sessions::Stub::ForwardPort, first, stream)) {
+    return *f;
   }
   StreamClient<PortForwardClient, v1::PortForwardResponse, v1::PortForwardRequest> client(context,
                                                                                           stream);
@@ -527,6 +591,12 @@ grpc::Status SessionsService::Expose(grpc::ServerContext* context, const v1::Exp
                                      v1::Exposure* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
+  // A port's URL is served by the gateway of the host that runs the session.
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::Expose, *request, response)) {
+    return *f;
+  }
   absl::StatusOr<ExposureView> view =
       exposures_->Expose(*who, request->session_id(), request->port(), request->public_());
   if (!view.ok()) return ToGrpc(view.status());
@@ -539,6 +609,13 @@ grpc::Status SessionsService::ListExposures(grpc::ServerContext* context,
                                             v1::ListExposuresResponse* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
+  if (!request->session_id().empty()) {
+    if (std::optional<grpc::Status> f =
+            ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                             &v1::Sessions::Stub::ListExposures, *request, response)) {
+      return *f;
+    }
+  }
   absl::StatusOr<std::vector<ExposureView>> views = exposures_->List(*who, request->session_id());
   if (!views.ok()) return ToGrpc(views.status());
   for (const ExposureView& view : *views) FillExposure(view, response->add_exposures());
@@ -546,9 +623,15 @@ grpc::Status SessionsService::ListExposures(grpc::ServerContext* context,
 }
 
 grpc::Status SessionsService::Unexpose(grpc::ServerContext* context,
-                                       const v1::UnexposeRequest* request, v1::UnexposeResponse*) {
+                                       const v1::UnexposeRequest* request,
+                                       v1::UnexposeResponse* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::Unexpose, *request, response)) {
+    return *f;
+  }
   return ToGrpc(exposures_->Unexpose(*who, request->session_id(), request->port()));
 }
 
@@ -557,6 +640,11 @@ grpc::Status SessionsService::Logs(grpc::ServerContext* context, const v1::LogsR
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Sessions::Stub::Logs,
+                           *request, writer)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> session =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());
@@ -606,6 +694,11 @@ grpc::Status SessionsService::Metrics(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Sessions::Stub::Metrics, *request, writer)) {
+    return *f;
+  }
   uint32_t interval = request->interval_ms() == 0 ? 1000 : std::max(100u, request->interval_ms());
   // Another tenant's session (for root and operators) is only looked at: never woken from a
   // pause, and its idle clock keeps running.

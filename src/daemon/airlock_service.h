@@ -8,6 +8,7 @@
 #include "src/common/host_paths.h"
 #include "src/daemon/exec_runner.h"
 #include "src/daemon/exposures.h"
+#include "src/daemon/fleet_forward.h"
 #include "src/daemon/image_builds.h"
 #include "src/daemon/port_forward.h"
 #include "src/daemon/session_events.h"
@@ -80,6 +81,9 @@ class SessionsService final : public v1::Sessions::Service {
 
   // Guest ports as URLs; before serving (required).
   void set_exposures(Exposures* exposures) { exposures_ = exposures; }
+  // In a fleet, calls for a session another host runs go there (fleet_forward.h); before
+  // serving.
+  void set_fleet(FleetForwarder* fleet) { fleet_ = fleet; }
 
  private:
   SessionManager* sessions_;
@@ -91,6 +95,7 @@ class SessionsService final : public v1::Sessions::Service {
   ExecRunner exec_;
   PortForwarder forwarder_;
   Exposures* exposures_ = nullptr;
+  FleetForwarder* fleet_ = nullptr;
 };
 
 // Workspaces: uploads of captured projects, and a session's changes, bundles and syncs, thin
@@ -117,6 +122,9 @@ class WorkspacesService final : public v1::Workspaces::Service {
                     grpc::ServerReader<v1::WorkspaceSyncChunk>* reader,
                     v1::WorkspaceSyncReply* response) override;
 
+  // In a fleet, calls for a session another host runs go there (fleet_forward.h).
+  void set_fleet(FleetForwarder* fleet) { fleet_ = fleet; }
+
  private:
   // The session's record and its base manifest (NOT_FOUND / FAILED_PRECONDITION without one).
   absl::StatusOr<v1::WorkspaceInfo> LoadBase(const SessionRecord& record);
@@ -125,6 +133,7 @@ class WorkspacesService final : public v1::Workspaces::Service {
   const PeerRegistry* peers_;
   WorkspaceUploads* uploads_;
   std::string scratch_;
+  FleetForwarder* fleet_ = nullptr;
 };
 
 class VmsService final : public v1::Vms::Service {
@@ -203,11 +212,15 @@ class NetworkService final : public v1::Network::Service {
   grpc::Status Log(grpc::ServerContext* context, const v1::NetworkLogRequest* request,
                    grpc::ServerWriter<v1::NetworkEvent>* writer) override;
 
+  // In a fleet, calls for a session another host runs go there (fleet_forward.h).
+  void set_fleet(FleetForwarder* fleet) { fleet_ = fleet; }
+
  private:
   void Fill(const SessionRecord& record, v1::NetworkPolicy* out) const;
   SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
+  FleetForwarder* fleet_ = nullptr;
 };
 
 // Secrets of a session: names, sources, hosts and placeholders (never values), thin over
@@ -223,12 +236,16 @@ class SecretsService final : public v1::Secrets::Service {
   grpc::Status Remove(grpc::ServerContext* context, const v1::RemoveSecretsRequest* request,
                       v1::ListSecretsResponse* response) override;
 
+  // In a fleet, calls for a session another host runs go there (fleet_forward.h).
+  void set_fleet(FleetForwarder* fleet) { fleet_ = fleet; }
+
  private:
   grpc::Status Fill(const Principal& who, const SessionRecord& record,
                     v1::ListSecretsResponse* out) const;
   SessionManager* sessions_;
   StateStore* store_;
   const PeerRegistry* peers_;
+  FleetForwarder* fleet_ = nullptr;
 };
 
 // The host's audit log, for root over the socket: thin over the state store's chain.

@@ -188,8 +188,9 @@ int main(int argc, char** argv) {
     if (!etcd.ok()) return Fail(absl::StrCat("--etcd: ", etcd.status().message()));
     absl::StatusOr<std::string> host_key = airlock::LoadOrCreateHostKey(paths.home + "/host.key");
     if (!host_key.ok()) return Fail(std::string(host_key.status().message()));
-    handoff_options.capacity_json =
-        airlock::providers::EncodeHostCapacity(airlock::providers::MachineCapacity());
+    airlock::providers::HostCapacity capacity = airlock::providers::MachineCapacity();
+    capacity.address = flags.fleet_listen;
+    handoff_options.capacity_json = airlock::providers::EncodeHostCapacity(capacity);
     handoff_options.generations_dir = paths.home + "/fleet-generations";
     absl::StatusOr<std::unique_ptr<airlock::SessionHandoff>> started =
         airlock::SessionHandoff::Start(*std::move(blobs), *std::move(etcd), handoff_options,
@@ -257,6 +258,33 @@ int main(int argc, char** argv) {
   airlock::SessionsService sessions_service(&sessions, store->get(), &peers, &uploads, &events);
   airlock::Exposures exposures(&sessions, store->get(), flags.http_public == "allow");
   sessions_service.set_exposures(&exposures);
+  // Forwarding between the hosts of a fleet: this host's certificate, and the fleet's CA.
+  airlock::FleetForwarder::Credentials fleet_credentials;
+  std::unique_ptr<airlock::FleetForwarder> fleet_forwarder;
+  if (!flags.fleet_listen.empty()) {
+    absl::StatusOr<std::string> cert_pem = airlock::ReadFileToString(flags.fleet_cert, 1 << 20);
+    absl::StatusOr<std::string> key_pem = airlock::ReadFileToString(flags.fleet_key, 1 << 20);
+    absl::StatusOr<std::string> ca_pem = airlock::ReadFileToString(flags.fleet_ca, 1 << 20);
+    for (const auto* pem : {&cert_pem, &key_pem, &ca_pem}) {
+      if (!pem->ok()) return Fail(absl::StrCat("--fleet-*: ", pem->status().message()));
+    }
+    if (!client_ca.empty()) {
+      absl::StatusOr<std::string> tenants_ca = airlock::ReadFileToString(client_ca, 1 << 20);
+      if (tenants_ca.ok() && *tenants_ca == *ca_pem) {
+        return Fail(
+            "--fleet-ca is the CA of the tenants' certificates (--client-ca): a tenant could act "
+            "as a host, for anyone. Give the fleet a CA of its own");
+      }
+    }
+    absl::StatusOr<std::unique_ptr<airlock::FleetPeers>> fleet_peers =
+        airlock::FleetPeers::Create(*ca_pem);
+    if (!fleet_peers.ok()) return Fail(std::string(fleet_peers.status().message()));
+    peers.set_fleet(*std::move(fleet_peers));
+    fleet_credentials = {.cert_pem = *cert_pem, .key_pem = *key_pem, .ca_pem = *ca_pem};
+    fleet_forwarder =
+        std::make_unique<airlock::FleetForwarder>(handoff.get(), &sessions, fleet_credentials);
+    sessions_service.set_fleet(fleet_forwarder.get());
+  }
   airlock::E2bSandboxes e2b(&sessions, store->get(), &uploads);
   e2b.set_domain(flags.http_domain);
   if (!flags.e2b_templates.empty()) {
@@ -282,6 +310,9 @@ int main(int argc, char** argv) {
   images_service.RemoveBuildLeftovers();
   airlock::NetworkService network_service(&sessions, store->get(), &peers);
   airlock::SecretsService secrets_service(&sessions, store->get(), &peers);
+  workspaces_service.set_fleet(fleet_forwarder.get());
+  network_service.set_fleet(fleet_forwarder.get());
+  secrets_service.set_fleet(fleet_forwarder.get());
   airlock::AuditService audit_service(store->get(), &peers);
   airlock::ApiService api_service(&peers, AIRLOCK_VERSION);
   grpc::ServerBuilder builder;
@@ -334,6 +365,13 @@ int main(int argc, char** argv) {
       peers.set_oidc(*authenticator);
     }
     builder.AddListeningPort(tcp, credentials);
+  }
+  if (!flags.fleet_listen.empty()) {
+    grpc::SslServerCredentialsOptions tls(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = fleet_credentials.ca_pem;
+    tls.pem_key_cert_pairs.push_back({fleet_credentials.key_pem, fleet_credentials.cert_pem});
+    builder.AddListeningPort(flags.fleet_listen, grpc::SslServerCredentials(tls));
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail("could not start the gRPC server");

@@ -243,12 +243,36 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
                  "sessions to the others")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_option("--fleet-listen", f.fleet_listen,
+                 "HOST:PORT where the other hosts of the fleet pass this one\n"
+                 "the calls for sessions it runs (mutual TLS between hosts; a call\n"
+                 "on any host reaches the session wherever it runs). Needs\n"
+                 "--fleet-cert, --fleet-key and --fleet-ca");
+  app.add_option("--fleet-cert", f.fleet_cert,
+                 "this host's certificate (PEM) for the other hosts: signed by\n"
+                 "--fleet-ca, naming the host id (CN and DNS subjectAltName)");
+  app.add_option("--fleet-key", f.fleet_key, "its private key (PEM)");
+  app.add_option("--fleet-ca", f.fleet_ca,
+                 "the fleet's own CA (PEM), which signs the hosts' certificates and\n"
+                 "nothing else: a peer it signed may act for any caller");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; what was wrong is said on stderr
   }
 
+  bool fleet_given = !f.fleet_listen.empty() || !f.fleet_cert.empty() || !f.fleet_key.empty() ||
+                     !f.fleet_ca.empty();
+  bool fleet_whole = !f.fleet_listen.empty() && !f.fleet_cert.empty() && !f.fleet_key.empty() &&
+                     !f.fleet_ca.empty();
+  if (fleet_given && !fleet_whole) {
+    return Refuse(
+        "--fleet-listen, --fleet-cert, --fleet-key and --fleet-ca go together: where the other "
+        "hosts reach this one, its certificate and key, and the CA that signs the hosts'");
+  }
+  if (fleet_given && f.etcd.empty()) {
+    return Refuse("--fleet-listen is for a fleet: give --etcd and --blob-store too");
+  }
   f.http_listen_given =
       app.get_option("--http-listen")->count() > 0 || std::getenv("AIRLOCK_HTTP_LISTEN") != nullptr;
   f.http_domain = absl::AsciiStrToLower(f.http_domain);

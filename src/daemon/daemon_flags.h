@@ -53,6 +53,9 @@ struct DaemonFlags {
   std::string etcd_prefix = "/airlock";
   std::string host_id;  // empty: the host name
   int host_lease_ttl_seconds = 10;
+  // Forwarding between hosts (fleet_forward.h): where the others reach this one, with mutual
+  // TLS under the fleet's own CA.
+  std::string fleet_listen, fleet_cert, fleet_key, fleet_ca;
 };
 
 // The flags of argv, and of the environment for those not given (see the help), or the exit

@@ -50,17 +50,21 @@ TEST(DaemonFlagsTest, FlagsThenTheirVariablesThenTheDefaults) {
 }
 
 TEST(DaemonFlagsTest, WrongFlagsAndValuesAreRefused) {
-  for (std::vector<const char*> args :
-       std::vector<std::vector<const char*>>{{"--nope"},
-                                             {"--pool", "65"},
-                                             {"--pool"},
-                                             {"--log-cap", "100"},
-                                             {"--log-level", "loud"},
-                                             {"--vmm-memory", "1m"},
-                                             {"--egress-idle-timeout", "forever"},
-                                             {"--otlp-header", "novalue"},
-                                             {"--guest-ca-for", "uid:1000"},
-                                             {"--host-lease-ttl", "0"}}) {
+  for (std::vector<const char*> args : std::vector<std::vector<const char*>>{
+           {"--nope"},
+           {"--pool", "65"},
+           {"--pool"},
+           {"--log-cap", "100"},
+           {"--log-level", "loud"},
+           {"--vmm-memory", "1m"},
+           {"--egress-idle-timeout", "forever"},
+           {"--otlp-header", "novalue"},
+           {"--guest-ca-for", "uid:1000"},
+           {"--host-lease-ttl", "0"},
+           // Forwarding needs all four, and a fleet.
+           {"--fleet-listen", "127.0.0.1:7443"},
+           {"--fleet-listen", "127.0.0.1:7443", "--fleet-cert", "a.pem", "--fleet-key", "a.key",
+            "--fleet-ca", "ca.pem"}}) {
     std::variant<DaemonFlags, int> parsed = Parse(args);
     ASSERT_TRUE(std::holds_alternative<int>(parsed)) << args[0];
     EXPECT_NE(std::get<int>(parsed), 0) << args[0];

@@ -31,6 +31,11 @@ grpc::Status NetworkService::Get(grpc::ServerContext* context, const v1::GetNetw
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Network::Stub::Get,
+                           *request, response)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> record =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -44,6 +49,11 @@ grpc::Status NetworkService::Change(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Network::Stub::Change,
+                           *request, response)) {
+    return *f;
+  }
   double ttl = request->ttl_seconds();
   if (!std::isfinite(ttl) || ttl < 0 || ttl > 366.0 * 24 * 3600) {
     return ToGrpc(absl::InvalidArgumentError("--ttl needs a duration between 1s and 366 days"));
@@ -80,6 +90,10 @@ grpc::Status NetworkService::Log(grpc::ServerContext* context, const v1::Network
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f = ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                                                       &v1::Network::Stub::Log, *request, writer)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> session =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!session.ok()) return ToGrpc(session.status());

@@ -28,6 +28,10 @@ struct Principal {
   // The name of the API key that authenticated the caller (the HTTP gateway's E2B-compatible
   // API): it acts as the key's tenant, never with that tenant's host privileges.
   std::string api_key;
+  // The groups a bearer token named (what --operator may name), as the call carried them.
+  std::vector<std::string> groups;
+  // The fleet host that forwarded the call (fleet_forward.h); empty: called on this host.
+  std::string via_host;
   // A caller over the Unix socket, named by its uid.
   bool Local() const { return certificate.empty() && oidc.empty(); }
   // "uid:1000", "cert:NAME" or "oidc:ISSUER#SUBJECT"; every principal is its own tenant.

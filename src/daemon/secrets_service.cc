@@ -30,6 +30,11 @@ grpc::Status SecretsService::List(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Secrets::Stub::List,
+                           *request, response)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> record =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -41,6 +46,11 @@ grpc::Status SecretsService::Set(grpc::ServerContext* context, const v1::SetSecr
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Secrets::Stub::Set,
+                           *request, response)) {
+    return *f;
+  }
   if (request->secrets().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to set: NAME=SOURCE@HOST"));
   }
@@ -56,6 +66,11 @@ grpc::Status SecretsService::Remove(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Secrets::Stub::Remove,
+                           *request, response)) {
+    return *f;
+  }
   if (request->names().empty()) {
     return ToGrpc(absl::InvalidArgumentError("name a secret to remove"));
   }

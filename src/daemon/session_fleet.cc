@@ -234,6 +234,11 @@ void SessionManager::IndexHeld() {
   }
 }
 
+bool SessionManager::RunsHere(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return live_.count(id) > 0;
+}
+
 void SessionManager::RefreshDraining() {
   if (handoff_ == nullptr) return;
   absl::StatusOr<bool> draining = handoff_->Draining(handoff_->host_id());

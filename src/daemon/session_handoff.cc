@@ -587,6 +587,20 @@ absl::StatusOr<bool> SessionHandoff::Draining(const std::string& host) const {
   return mark->has_value();
 }
 
+absl::StatusOr<std::optional<std::string>> SessionHandoff::Owner(const std::string& id) const {
+  return lease()->Owner(id);
+}
+
+absl::StatusOr<std::string> SessionHandoff::AddressOf(const std::string& host) const {
+  absl::StatusOr<std::optional<providers::EtcdKeyValue>> kv =
+      etcd_->Get(absl::StrCat(options_.prefix, "/hosts/", host));
+  if (!kv.ok()) return kv.status();
+  if (!kv->has_value()) {
+    return absl::NotFoundError(absl::StrCat("host ", host, " is not registered with the fleet"));
+  }
+  return providers::ParseHostCapacity((*kv)->value).address;
+}
+
 absl::StatusOr<std::vector<SessionHandoff::HostInfo>> SessionHandoff::Hosts() const {
   std::string hosts_prefix = absl::StrCat(options_.prefix, "/hosts/");
   absl::StatusOr<std::vector<providers::EtcdKeyValue>> hosts =

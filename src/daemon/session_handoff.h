@@ -221,6 +221,12 @@ class SessionHandoff {
   // Whether a host is marked draining.
   [[nodiscard]] absl::StatusOr<bool> Draining(const std::string& host) const;
 
+  // The host that owns session id now (its claim), or nullopt when none does.
+  [[nodiscard]] absl::StatusOr<std::optional<std::string>> Owner(const std::string& id) const;
+  // Where a registered host takes forwarded calls (its airlockd --fleet-listen); "" when it
+  // takes none; NotFound when it is not registered (down).
+  [[nodiscard]] absl::StatusOr<std::string> AddressOf(const std::string& host) const;
+
  private:
   SessionHandoff(std::unique_ptr<providers::BlobStore> blobs,
                  std::unique_ptr<providers::EtcdClient> etcd, HandoffOptions options,

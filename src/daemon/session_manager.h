@@ -219,6 +219,8 @@ class SessionManager {
       const std::vector<std::string>& rules, const std::vector<std::string>& presets,
       const std::string& source) const;
   SessionHandoff* handoff() const { return handoff_; }
+  // Whether this host has a VM for the session now (any tenant's; no use counted).
+  bool RunsHere(const std::string& id);
   // Whether this host is being drained (airlock hosts drain): it takes no new session, resume or
   // fork, and pauses each running session once no command runs in it. Read from the fleet's
   // etcd every two seconds and by RefreshDraining.

@@ -24,6 +24,7 @@ namespace airlock {
 // Credentials of each connection gRPC serves, by descriptor. A descriptor stays open (and so
 // cannot be reused by another connection) while any call on it runs. Thread-safe.
 class OidcAuthenticator;
+class FleetPeers;
 
 class PeerRegistry {
  public:
@@ -36,12 +37,17 @@ class PeerRegistry {
   // The read-only operators (operators.h; set before serving).
   void set_operators(OperatorList operators) { operators_ = std::move(operators); }
   const OperatorList& operators() const { return operators_; }
+  // The fleet's CA (fleet_forward.h): a peer it signed may forward calls for others (set before
+  // serving; none outside a fleet that forwards).
+  void set_fleet(std::shared_ptr<const FleetPeers> fleet) { fleet_ = std::move(fleet); }
+  const FleetPeers* fleet() const { return fleet_.get(); }
 
  private:
   mutable absl::Mutex mu_;
   std::map<int, Principal> peers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<OidcAuthenticator> oidc_;
   OperatorList operators_;
+  std::shared_ptr<const FleetPeers> fleet_;
 };
 
 class UnixListener {

@@ -167,6 +167,11 @@ grpc::Status WorkspacesService::Get(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(), &v1::Workspaces::Stub::Get,
+                           *request, response)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> record =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -183,6 +188,11 @@ grpc::Status WorkspacesService::Diff(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Workspaces::Stub::Diff, *request, writer)) {
+    return *f;
+  }
   absl::StatusOr<SessionRecord> record =
       store_->sessions().Get(who->Tenant(), request->session_id());
   if (!record.ok()) return ToGrpc(record.status());
@@ -213,6 +223,11 @@ grpc::Status WorkspacesService::Bundle(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kRead);
   if (!who.ok()) return ToGrpc(who.status());
   if (absl::Status s = CheckSessionId(request->session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, request->session_id(),
+                           &v1::Workspaces::Stub::Bundle, *request, writer)) {
+    return *f;
+  }
   if (request->branch().size() > 255) {
     return ToGrpc(absl::InvalidArgumentError("the branch name is over 255 bytes"));
   }
@@ -258,6 +273,11 @@ grpc::Status WorkspacesService::Sync(grpc::ServerContext* context,
     return ToGrpc(absl::InvalidArgumentError("a sync starts with the session and the project"));
   }
   if (absl::Status s = CheckSessionId(chunk.session_id()); !s.ok()) return ToGrpc(s);
+  if (std::optional<grpc::Status> f =
+          ForwardElsewhere(fleet_, context, *who, chunk.session_id(), &v1::Workspaces::Stub::Sync,
+                           chunk, reader, response)) {
+    return *f;
+  }
   if (absl::Status s = CheckBase(chunk.base()); !s.ok()) return ToGrpc(s);
   bool dry_run = chunk.dry_run();
   absl::StatusOr<SessionRecord> record = store_->sessions().Get(who->Tenant(), chunk.session_id());

@@ -21,7 +21,9 @@ HostCapacity MachineCapacity() {
 }
 
 std::string EncodeHostCapacity(const HostCapacity& capacity) {
-  return nlohmann::json{{"vcpus", capacity.vcpus}, {"memory_bytes", capacity.memory_bytes}}.dump();
+  nlohmann::json out{{"vcpus", capacity.vcpus}, {"memory_bytes", capacity.memory_bytes}};
+  if (!capacity.address.empty()) out["address"] = capacity.address;
+  return out.dump();
 }
 
 HostCapacity ParseHostCapacity(std::string_view json) {
@@ -33,6 +35,13 @@ HostCapacity ParseHostCapacity(std::string_view json) {
   }
   if (auto it = parsed.find("memory_bytes"); it != parsed.end() && it->is_number_unsigned()) {
     capacity.memory_bytes = it->get<uint64_t>();
+  }
+  if (auto it = parsed.find("address"); it != parsed.end() && it->is_string()) {
+    std::string address = it->get<std::string>();
+    bool printable =
+        address.size() <= kMaxHostAddress &&
+        std::all_of(address.begin(), address.end(), [](char c) { return c > ' ' && c < 0x7f; });
+    if (printable) capacity.address = std::move(address);
   }
   return capacity;
 }

@@ -18,11 +18,14 @@
 namespace airlock::providers {
 
 inline constexpr uint32_t kMaxHostVcpus = 1u << 20;
+inline constexpr size_t kMaxHostAddress = 256;
 
 // What a host offers VMs.
 struct HostCapacity {
   uint32_t vcpus = 0;
   uint64_t memory_bytes = 0;
+  // Where the other hosts of a fleet forward calls to it (airlockd --fleet-listen); empty: none.
+  std::string address;
 };
 
 struct HostInfo {
