@@ -3,7 +3,7 @@
 # against the same command on the host that runs the session, in this run: two airlockd on
 # loopback with a blob store directory, an etcd and a fleet CA of their own; host B runs the
 # session, and `airlock exec ID -- true` is timed on B and on A (forwarded to B over mutual
-# TLS), alternately; then a 16 MiB stdout each way, the stream's cost.
+# TLS), alternately; then 16 MiB of stdout each way, the stream's cost.
 # Usage: bench/forward_bench.sh [ROUNDS]   (after scripts/test.sh has installed etcd-server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ host() {
   ln -sfn "$images" "$home/images"
   ln -sf "$kernel" "$home/kernel/vmlinux"
   [ "$1" = a ] || cp "$work/a/host.key" "$home/host.key"
-  "$root/build/airlockd" --socket "$home/airlockd.sock" --pool 0 --http-listen off \
+  AIRLOCK_HOME=$home "$root/build/airlockd" --socket "$home/airlockd.sock" --pool 0 --http-listen off \
     --blob-store "file://$work/blobs" --etcd "$etcd_url" --host-id "$1" \
     --fleet-listen "127.0.0.1:$2" --fleet-cert "$ca/$1.pem" --fleet-key "$ca/$1.key" \
     --fleet-ca "$ca/ca.pem" 2>>"$work/airlockd-$1.log" &
@@ -49,8 +49,12 @@ for _ in $(seq "$rounds"); do
   local_ms+=("$(time_ms on b exec "$id" -- true)")
   forwarded_ms+=("$(time_ms on a exec "$id" -- true)")
 done
-stream_local=$(time_ms on b exec "$id" -- head -c 16777216 /dev/zero)
-stream_forwarded=$(time_ms on a exec "$id" -- head -c 16777216 /dev/zero)
+stream_local_ms=() stream_forwarded_ms=()
+for _ in 1 2 3 4 5; do
+  stream_local_ms+=("$(time_ms on b exec "$id" -- head -c 16777216 /dev/zero)")
+  stream_forwarded_ms+=("$(time_ms on a exec "$id" -- head -c 16777216 /dev/zero)")
+done
+stream_local=$(med "${stream_local_ms[@]}") stream_forwarded=$(med "${stream_forwarded_ms[@]}")
 [ "$(on a ls --json | grep -c '"host": *"b"')" -ge 1 ] || { echo "the session left host b" >&2; exit 1; }
 on b rm "$id" >/dev/null
 
@@ -59,5 +63,5 @@ row() { printf '%-52s %10s   %s\n' "$1" "$2" "$3"; }
 row "measure ($accel, median of $rounds)" "measured" "ratio"
 row "exec true on the host that runs the session" "$l ms" "-"
 row "exec true through another host (forwarded)" "$f ms" "$(ratio "$f" "$l")x local (+$((f - l)) ms)"
-row "16 MiB of stdout, on its host" "$stream_local ms" "-"
-row "16 MiB of stdout, forwarded" "$stream_forwarded ms" "$(ratio "$stream_forwarded" "$stream_local")x local"
+row "16 MiB of stdout, on its host (median of 5)" "$stream_local ms" "-"
+row "16 MiB of stdout, forwarded (median of 5)" "$stream_forwarded ms" "$(ratio "$stream_forwarded" "$stream_local")x local"
