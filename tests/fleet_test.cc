@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -43,6 +44,8 @@ namespace {
 
 constexpr char kBucket[] = "fleet";
 constexpr int kLeaseTtl = 5;
+const std::vector<std::string> kS3Keys = {"AWS_ACCESS_KEY_ID=S3RVER",
+                                          "AWS_SECRET_ACCESS_KEY=S3RVER"};
 
 bool Answers(const std::string& socket_path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -89,14 +92,9 @@ class Host {
     return out;
   }
 
-  void Start(const std::string& s3, const std::string& etcd,
-             const std::vector<std::string>& extra = {}) {
-    unlink(socket().c_str());  // one a killed daemon left
-    std::vector<std::string> env_strings =
-        Environment({"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=S3RVER"});
-    std::vector<char*> env;
-    for (std::string& s : env_strings) env.push_back(s.data());
-    env.push_back(nullptr);
+  // The airlockd of this host, on the blob store and etcd given, with `extra` flags.
+  std::vector<std::string> Argv(const std::string& s3, const std::string& etcd,
+                                const std::vector<std::string>& extra) const {
     std::string airlockd =
         std::string(AIRLOCK_BINARY).substr(0, std::string(AIRLOCK_BINARY).rfind('/')) + "/airlockd";
     std::vector<std::string> argv = {airlockd,
@@ -113,7 +111,17 @@ class Host {
                                      "--host-lease-ttl",
                                      absl::StrCat(kLeaseTtl)};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    pid_ = testing::StartLogged(argv, home_ + "/airlockd.log", env.data());
+    return argv;
+  }
+
+  void Start(const std::string& s3, const std::string& etcd,
+             const std::vector<std::string>& extra = {}) {
+    unlink(socket().c_str());  // one a killed daemon left
+    std::vector<std::string> env_strings = Environment(kS3Keys);
+    std::vector<char*> env;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    pid_ = testing::StartLogged(Argv(s3, etcd, extra), home_ + "/airlockd.log", env.data());
     ASSERT_GT(pid_, 0);
     // Until it answers (a restart first waits for its previous lease to expire).
     for (int i = 0; i < 600 && !Answers(socket()); ++i) {
@@ -508,7 +516,7 @@ TEST(FleetTest, ADrainedHostTakesNothingNewAndPausesItsSessionsForTheOthers) {
 // other the calls for the sessions they run. A command, its exit code, a follow of the logs, a
 // pause and a caller that goes away, each through A for a session B runs; the session stays on
 // B. A peer whose certificate another CA signed is refused at B's fleet port, and one of the
-// fleet that names no caller gets nothing.
+// fleet that names no caller gets nothing. A create goes to the host with room.
 TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   testing::TempDir dir;
   testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
@@ -530,12 +538,18 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
                                     "--fleet-key",    ca + "/" + name + ".key",
                                     "--fleet-ca",     ca + "/ca.pem"};
   };
+  // What each offers the fleet's sessions, small enough to fill.
+  auto offering = [&](const std::string& name, const std::string& memory) {
+    std::vector<std::string> flags = fleet_flags(name);
+    flags.insert(flags.end(), {"--capacity-memory", memory});
+    return flags;
+  };
   Host a("host-a", dir.path()), b("host-b", dir.path());
-  a.Start(s3.Endpoint(), etcd.Endpoint(), fleet_flags("host-a"));
+  a.Start(s3.Endpoint(), etcd.Endpoint(), offering("host-a", "1g"));
   absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
   ASSERT_TRUE(key.ok()) << key.status();
   ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
-  b.Start(s3.Endpoint(), etcd.Endpoint(), fleet_flags("host-b"));
+  b.Start(s3.Endpoint(), etcd.Endpoint(), offering("host-b", "2g"));
 
   Result r = b.Run({"session", "create"});
   ASSERT_EQ(r.exit_code, 0) << r.err << b.Log();
@@ -607,6 +621,33 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
         << cert_dir << ": " << status.error_message();
   }
 
+  // Placement: a create on A goes where there is room. A (1g) holds a 768m session asked of it,
+  // so the next goes to B (2g, 512m used), which then has 768m free; more than any host has, or
+  // a host asked for that is full, is refused saying so.
+  r = a.Run({"session", "create", "--host", "host-a", "--memory", "768m"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string on_a(absl::StripTrailingAsciiWhitespace(r.out));
+  EXPECT_EQ(Listed(b, on_a), "running@host-a");
+  r = a.Run({"session", "create", "--memory", "768m"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string placed(absl::StripTrailingAsciiWhitespace(r.out));
+  EXPECT_EQ(Listed(a, placed), "running@host-b");
+  EXPECT_EQ(b.Run({"exec", placed, "--", "true"}).exit_code, 0);
+  r = a.Run({"session", "create", "--memory", "1g"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no host of the fleet has 1.0GiB of memory free"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("on host-b"), std::string::npos) << r.err;
+  r = b.Run({"session", "create", "--host", "host-a", "--memory", "512m"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("host host-a has 256MiB of memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("leave out --host"), std::string::npos) << r.err;
+  r = a.Run({"session", "create", "--host", "no-such-host"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("host no-such-host is not in the fleet"), std::string::npos) << r.err;
+  EXPECT_EQ(a.Run({"rm", on_a}).exit_code, 0);
+  EXPECT_EQ(a.Run({"rm", placed}).exit_code, 0);
+
   // A pause through A pauses it on B, which publishes it; the next use on A takes it over.
   r = a.Run({"pause", id});
   EXPECT_EQ(r.exit_code, 0) << r.err << a.Log();
@@ -615,6 +656,97 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   EXPECT_EQ(r.out, "through-a\n") << r.err << a.Log();
   EXPECT_EQ(WaitListed(b, id, "running@host-a"), "running@host-a");
   EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
+}
+
+// Scale to zero, simulated: A's host pool (--host-pool) holds one host, pool-1, an airlockd of
+// its own on this machine. A create no host has room for starts it and goes there; once it runs
+// nothing for the pool's release_after, it is drained and stopped, and the next such create
+// starts it again.
+TEST(FleetTest, AHostOfThePoolStartsWhenNoHostHasRoomAndGoesWhenIdle) {
+  testing::TempDir dir;
+  testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
+  ASSERT_TRUE(s3.running()) << s3.Log();
+  testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
+  ASSERT_TRUE(etcd.running()) << etcd.Log();
+  std::string ca = dir.File("fleet-ca");
+  ASSERT_EQ(mkdir(ca.c_str(), 0700), 0);
+  MakeTestCa(ca);
+  auto fleet_flags = [&](const std::string& name, const std::string& memory) {
+    Issue(ca, name, name);
+    return std::vector<std::string>{"--fleet-listen",    absl::StrCat("127.0.0.1:", FreePort()),
+                                    "--fleet-cert",      ca + "/" + name + ".pem",
+                                    "--fleet-key",       ca + "/" + name + ".key",
+                                    "--fleet-ca",        ca + "/ca.pem",
+                                    "--capacity-memory", memory};
+  };
+  Host a("host-a", dir.path()), pool_host("pool-1", dir.path());
+  nlohmann::json pool = {
+      {"release_after_seconds", 3},
+      {"hosts",
+       {{{"id", "pool-1"},
+         {"home", pool_host.home()},
+         {"argv", pool_host.Argv(s3.Endpoint(), etcd.Endpoint(), fleet_flags("pool-1", "2g"))},
+         {"env", kS3Keys}}}}};
+  ASSERT_TRUE(WriteFileAtomically(dir.File("pool.json"), pool.dump(), 0600).ok());
+  std::vector<std::string> a_flags = fleet_flags("host-a", "1g");
+  a_flags.insert(a_flags.end(), {"--host-pool", dir.File("pool.json")});
+  a.Start(s3.Endpoint(), etcd.Endpoint(), a_flags);
+  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(WriteFileAtomically(pool_host.home() + "/host.key", *key, 0600).ok());
+  // Whatever happens below, the pool's host ends with the test.
+  struct StopPool {
+    std::string pid_file;
+    ~StopPool() {
+      int pid = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFileToString(pid_file, 64).value_or("")),
+                           &pid) &&
+          pid > 1) {
+        kill(pid, SIGKILL);
+      }
+    }
+  } stop_pool{pool_host.home() + "/pool.pid"};
+  auto hosts_up = [&] {
+    std::vector<std::string> up;
+    nlohmann::json hosts = nlohmann::json::parse(a.Run({"hosts", "--json"}).out, nullptr, false);
+    for (const nlohmann::json& h : hosts.is_array() ? hosts : nlohmann::json::array()) {
+      if (h.value("up", true)) up.push_back(h.value("id", ""));
+    }
+    return absl::StrJoin(up, ",");
+  };
+  EXPECT_EQ(hosts_up(), "host-a");
+
+  Result r = a.Run({"session", "create", "--memory", "768m"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  std::string on_a(absl::StripTrailingAsciiWhitespace(r.out));
+  EXPECT_EQ(Listed(a, on_a), "running@host-a");
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    // A has 256m free: the pool's host starts, joins, and makes the session.
+    r = a.Run({"session", "create", "--memory", "768m"});
+    ASSERT_EQ(r.exit_code, 0) << r.err << a.Log() << pool_host.Log();
+    std::string placed(absl::StripTrailingAsciiWhitespace(r.out));
+    EXPECT_EQ(Listed(a, placed), "running@pool-1");
+    EXPECT_EQ(hosts_up(), "host-a,pool-1");
+    r = a.Run({"exec", placed, "--", "echo", "on-the-pool"});
+    EXPECT_EQ(r.out, "on-the-pool\n") << r.err;
+    // Still busy after longer than release_after: it stays.
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    EXPECT_EQ(Listed(a, placed), "running@pool-1");
+    // Idle, it goes.
+    ASSERT_EQ(a.Run({"rm", placed}).exit_code, 0);
+    // It leaves the fleet as it stops, and its pool.pid once it has ended.
+    auto stopped = [&] { return access((pool_host.home() + "/pool.pid").c_str(), F_OK) != 0; };
+    std::string up = hosts_up();
+    for (int i = 0; i < 300 && (up != "host-a" || !stopped()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      up = hosts_up();
+    }
+    EXPECT_EQ(up, "host-a") << a.Log();
+    EXPECT_TRUE(stopped());
+    EXPECT_NE(a.Log().find("host pool: releasing host pool-1"), std::string::npos);
+  }
+  EXPECT_EQ(a.Run({"rm", on_a}).exit_code, 0);
 }
 
 TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {

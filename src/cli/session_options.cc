@@ -36,6 +36,9 @@ void AddSessionOptions(CLI::App* app, SessionOptions* o, bool durable) {
         app, "--idle-timeout", [limits](uint64_t s) { limits->set_idle_timeout_seconds(s); },
         "pause the session after this long without a command or stream (default 5m; 0: "
         "never); the next exec, logs -f or metrics resumes it");
+    app->add_option("--host", o->host,
+                    "in a fleet: make it on this host (its airlockd --host-id; airlock hosts "
+                    "lists them) rather than the one with room");
   }
   AddCheckedList(
       app, "--allow", &o->allow,
@@ -126,6 +129,7 @@ absl::Status Apply(DaemonClient& client, const SessionOptions& o, Request* reque
 
 absl::Status ApplySessionOptions(DaemonClient& client, const SessionOptions& o,
                                  v1::CreateSessionRequest* request) {
+  request->set_host(o.host);
   return Apply(client, o, request);
 }
 

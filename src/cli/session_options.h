@@ -24,6 +24,7 @@ struct SessionOptions {
   std::string workspace;             // a project directory to capture; empty: none
   uint64_t workspace_max = 0;        // 0: kDefaultWorkspaceMaxBytes
   std::vector<std::string> volumes;  // NAME:/PATH[:ro]
+  std::string host;                  // a fleet's host to make it on; empty: the one with room
 };
 
 // A --volume value: NAME:/PATH, NAME:/PATH:ro or NAME:/PATH:rw; INVALID_ARGUMENT saying the
@@ -31,8 +32,8 @@ struct SessionOptions {
 [[nodiscard]] absl::StatusOr<v1::VolumeMount> ParseVolumeMount(const std::string& spec);
 
 // Adds --cpus, --memory, --pids, --disk, --net-rate, --allow, --allow-preset, --secret,
-// --workspace, --workspace-max, --volume; `durable` adds --ttl and --idle-timeout (a session that
-// outlives one command).
+// --workspace, --workspace-max, --volume; `durable` adds --ttl, --idle-timeout and --host (a
+// session that outlives one command).
 void AddSessionOptions(CLI::App* app, SessionOptions* options, bool durable);
 
 // The parts of a request the options fill: its limits, egress, secrets (their env:/file:

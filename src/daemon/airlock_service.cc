@@ -191,6 +191,27 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
                                      v1::Session* response) {
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
+  // In a fleet, the host with room makes it (or the one asked for); a forwarded create is made
+  // where it arrived.
+  if (fleet_ != nullptr && who->via_host.empty()) {
+    absl::StatusOr<SessionLimits> limits =
+        SessionManager::ResolveLimits(FromProto(request->limits()));
+    if (!limits.ok()) return ToGrpc(limits.status());
+    bool here = !request->workspace().empty() || request->volumes_size() > 0;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> placed = fleet_->PlaceCreate(
+        request->host(), {.vcpus = limits->vcpus, .memory_bytes = limits->memory_bytes}, here);
+    if (!placed.ok()) return ToGrpc(placed.status());
+    if (*placed != nullptr) {
+      return ForwardTo(*placed, context, *who, &v1::Sessions::Stub::Create, *request, response);
+    }
+  } else if (fleet_ == nullptr && !request->host().empty() &&
+             (sessions_->handoff() == nullptr ||
+              request->host() != sessions_->handoff()->host_id())) {
+    return ToGrpc(absl::FailedPreconditionError(
+        absl::StrCat("this host makes sessions only on itself: --host ", request->host(),
+                     " needs a fleet whose hosts forward calls (airlockd --fleet-listen); leave "
+                     "it out, or call that host")));
+  }
   absl::StatusOr<std::vector<EgressGrant>> egress = sessions_->ResolveEgress(
       {request->allow().begin(), request->allow().end()},
       {request->allow_preset().begin(), request->allow_preset().end()}, "create");
@@ -203,6 +224,7 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
       workspace->get(), /*one_shot=*/false, FromProto(request->volumes()));
   if (!session.ok()) return ToGrpc(session.status());
   FillSession(*session, response);
+  if (sessions_->handoff() != nullptr) response->set_host(sessions_->handoff()->host_id());
   return grpc::Status::OK;
 }
 

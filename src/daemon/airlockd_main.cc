@@ -27,6 +27,7 @@
 #include "src/daemon/daemon_flags.h"
 #include "src/daemon/daemon_telemetry.h"
 #include "src/daemon/exposures.h"
+#include "src/daemon/fleet_scaler.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/session_handoff.h"
 #include "src/daemon/session_manager.h"
@@ -172,6 +173,10 @@ int main(int argc, char** argv) {
   (*store)->set_events(&events);
   // Before the session manager, which uses it until it is destroyed.
   std::unique_ptr<airlock::SessionHandoff> handoff;
+  // What this host offers VMs: the machine, or less (--capacity-memory, --capacity-vcpus).
+  airlock::providers::HostCapacity offered = airlock::providers::MachineCapacity();
+  if (flags.capacity_memory_bytes != 0) offered.memory_bytes = flags.capacity_memory_bytes;
+  if (flags.capacity_vcpus != 0) offered.vcpus = flags.capacity_vcpus;
   const std::string& blob_url = flags.blob_store;
   if (blob_url.empty() != etcd_config.endpoints.empty()) {
     return Fail(
@@ -188,7 +193,7 @@ int main(int argc, char** argv) {
     if (!etcd.ok()) return Fail(absl::StrCat("--etcd: ", etcd.status().message()));
     absl::StatusOr<std::string> host_key = airlock::LoadOrCreateHostKey(paths.home + "/host.key");
     if (!host_key.ok()) return Fail(std::string(host_key.status().message()));
-    airlock::providers::HostCapacity capacity = airlock::providers::MachineCapacity();
+    airlock::providers::HostCapacity capacity = offered;
     capacity.address = flags.fleet_listen;
     handoff_options.capacity_json = airlock::providers::EncodeHostCapacity(capacity);
     handoff_options.generations_dir = paths.home + "/fleet-generations";
@@ -200,8 +205,7 @@ int main(int argc, char** argv) {
     airlock::LogInfo(absl::StrCat("host ", handoff->host_id(), " joined the fleet at ", blob_url));
   }
   airlock::QemuDriver driver(paths.qemu, flags.vmm_memory_bytes);
-  airlock::providers::LocalHost machine(&driver, handoff_options.host_id,
-                                        airlock::providers::MachineCapacity());
+  airlock::providers::LocalHost machine(&driver, handoff_options.host_id, offered);
   std::unique_ptr<airlock::FleetHosts> fleet;
   if (handoff != nullptr) fleet = std::make_unique<airlock::FleetHosts>(handoff.get(), &machine);
   airlock::providers::HostProvider* hosts = &machine;
@@ -281,9 +285,28 @@ int main(int argc, char** argv) {
     if (!fleet_peers.ok()) return Fail(std::string(fleet_peers.status().message()));
     peers.set_fleet(*std::move(fleet_peers));
     fleet_credentials = {.cert_pem = *cert_pem, .key_pem = *key_pem, .ca_pem = *ca_pem};
-    fleet_forwarder =
-        std::make_unique<airlock::FleetForwarder>(handoff.get(), &sessions, fleet_credentials);
+    fleet_forwarder = std::make_unique<airlock::FleetForwarder>(
+        handoff.get(), &sessions, hosts,
+        flags.placement == "pack" ? airlock::providers::PlacementPolicy::kPack
+                                  : airlock::providers::PlacementPolicy::kSpread,
+        fleet_credentials);
     sessions_service.set_fleet(fleet_forwarder.get());
+  }
+  // Hosts started for creates no host has room for, and released when idle (--host-pool).
+  std::unique_ptr<airlock::providers::ProcessHostPool> host_pool;
+  std::unique_ptr<airlock::FleetScaler> scaler;
+  if (!flags.host_pool.empty()) {
+    absl::StatusOr<std::string> text = airlock::ReadFileToString(flags.host_pool, 1 << 20);
+    absl::StatusOr<airlock::providers::HostPoolConfig> pool =
+        text.ok() ? airlock::providers::ParseHostPool(*text)
+                  : absl::StatusOr<airlock::providers::HostPoolConfig>(text.status());
+    if (!pool.ok()) {
+      return Fail(absl::StrCat("--host-pool ", flags.host_pool, ": ", pool.status().message()));
+    }
+    host_pool = std::make_unique<airlock::providers::ProcessHostPool>(pool->hosts);
+    scaler = std::make_unique<airlock::FleetScaler>(handoff.get(), hosts, host_pool.get(),
+                                                    pool->release_after);
+    fleet_forwarder->set_scaler(scaler.get());
   }
   airlock::E2bSandboxes e2b(&sessions, store->get(), &uploads);
   e2b.set_domain(flags.http_domain);

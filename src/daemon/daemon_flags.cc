@@ -47,6 +47,7 @@ int Refuse(const std::string& message) {
 std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* argv) {
   DaemonFlags f;
   std::string pool_memory, vmm_memory, idle_timeout = "10m", otlp_interval = "10s";
+  std::string capacity_memory;
   std::string e2b_volume_size;
   std::vector<std::string> guest_ca_for, otlp_headers;
   CLI::App app(kDescription, "airlockd");
@@ -255,6 +256,22 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
   app.add_option("--fleet-ca", f.fleet_ca,
                  "the fleet's own CA (PEM), which signs the hosts' certificates and\n"
                  "nothing else: a peer it signed may act for any caller");
+  app.add_option("--placement", f.placement,
+                 "where a fleet makes a new session: spread (on the host with the\n"
+                 "most memory free) or pack (the least that still fits)")
+      ->check(CLI::IsMember({"spread", "pack"}))
+      ->capture_default_str();
+  app.add_option("--capacity-memory", capacity_memory,
+                 "the memory this host offers a fleet's sessions, like 64g\n"
+                 "(default: the machine's)");
+  app.add_option("--capacity-vcpus", f.capacity_vcpus,
+                 "the CPUs it offers them (default: the machine's); each backs\n"
+                 "up to 4 sessions' vCPUs")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--host-pool", f.host_pool,
+                 "a file of hosts this one starts (each an airlockd of the fleet) when\n"
+                 "no host has room for a create, and releases when they run nothing\n"
+                 "(see the README); needs --fleet-listen");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -270,6 +287,11 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
         "--fleet-listen, --fleet-cert, --fleet-key and --fleet-ca go together: where the other "
         "hosts reach this one, its certificate and key, and the CA that signs the hosts'");
   }
+  if (!f.host_pool.empty() && !fleet_given) {
+    return Refuse(
+        "--host-pool starts hosts that take this one's forwarded creates: give --fleet-listen, "
+        "--fleet-cert, --fleet-key and --fleet-ca too");
+  }
   if (fleet_given && f.etcd.empty()) {
     return Refuse("--fleet-listen is for a fleet: give --etcd and --blob-store too");
   }
@@ -284,6 +306,9 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
   auto byte_size = [](const std::string& text, uint64_t least, uint64_t* out) {
     return text.empty() || (ParseByteSize(text, 1, out) && *out >= least);
   };
+  if (!byte_size(capacity_memory, 64u << 20, &f.capacity_memory_bytes)) {
+    return Refuse("--capacity-memory takes a size of at least 64m, like 64g");
+  }
   if (!byte_size(pool_memory, 1, &f.pool_memory_bytes)) {
     return Refuse("--pool-memory takes a size like 2g");
   }

@@ -56,6 +56,11 @@ struct DaemonFlags {
   // Forwarding between hosts (fleet_forward.h): where the others reach this one, with mutual
   // TLS under the fleet's own CA.
   std::string fleet_listen, fleet_cert, fleet_key, fleet_ca;
+  std::string placement = "spread";  // or "pack": providers::PlacementPolicy
+  // What this host offers a fleet's sessions; 0: the machine's.
+  uint64_t capacity_memory_bytes = 0;
+  uint32_t capacity_vcpus = 0;
+  std::string host_pool;  // a pool file (providers::ParseHostPool); empty: none
 };
 
 // The flags of argv, and of the environment for those not given (see the help), or the exit

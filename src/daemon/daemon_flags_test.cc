@@ -47,6 +47,8 @@ TEST(DaemonFlagsTest, FlagsThenTheirVariablesThenTheDefaults) {
   EXPECT_EQ(f.log_level, "info");
   EXPECT_EQ(f.host_lease_ttl_seconds, 10);
   EXPECT_EQ(f.etcd_prefix, "/airlock");
+  EXPECT_EQ(f.placement, "spread");
+  EXPECT_EQ(f.capacity_memory_bytes, 0u);
 }
 
 TEST(DaemonFlagsTest, WrongFlagsAndValuesAreRefused) {
@@ -61,6 +63,10 @@ TEST(DaemonFlagsTest, WrongFlagsAndValuesAreRefused) {
            {"--otlp-header", "novalue"},
            {"--guest-ca-for", "uid:1000"},
            {"--host-lease-ttl", "0"},
+           {"--placement", "random"},
+           {"--capacity-memory", "1m"},
+           {"--capacity-vcpus", "0"},
+           {"--host-pool", "/etc/airlock/pool.json"},
            // Forwarding needs all four, and a fleet.
            {"--fleet-listen", "127.0.0.1:7443"},
            {"--fleet-listen", "127.0.0.1:7443", "--fleet-cert", "a.pem", "--fleet-key", "a.key",

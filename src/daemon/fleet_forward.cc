@@ -5,11 +5,15 @@
 #include <openssl/x509_vfy.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/daemon/fleet_scaler.h"
+#include "src/daemon/session_events.h"
 #include "src/daemon/session_handoff.h"
 #include "src/daemon/session_manager.h"
 
@@ -19,6 +23,9 @@ namespace {
 constexpr size_t kMaxCallerBytes = 8192;
 constexpr size_t kMaxCallerField = 1024;
 constexpr size_t kMaxCallerGroups = 64;
+// How long a create waits for a host of the pool to start and join the fleet.
+constexpr absl::Duration kPoolHostJoin = absl::Seconds(90);
+constexpr std::chrono::seconds kPoolHostListen(30);
 
 bool ValidHostId(const std::string& id) {
   return !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char c) {
@@ -129,8 +136,87 @@ std::optional<std::string> FleetPeers::HostOf(const grpc::AuthContext& auth) con
 }
 
 FleetForwarder::FleetForwarder(SessionHandoff* handoff, SessionManager* sessions,
+                               providers::HostProvider* hosts, providers::PlacementPolicy policy,
                                Credentials credentials)
-    : handoff_(handoff), sessions_(sessions), credentials_(std::move(credentials)) {}
+    : handoff_(handoff),
+      sessions_(sessions),
+      hosts_(hosts),
+      policy_(policy),
+      credentials_(std::move(credentials)) {}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::PlaceCreate(
+    const std::string& asked, const providers::VmPlacement& vm, bool here) {
+  const std::string& me = handoff_->host_id();
+  if (here && !asked.empty() && asked != me) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a session with a workspace or volumes is made on the host called, which has them: "
+        "leave out --host ",
+        asked, ", or call host ", asked, " with them"));
+  }
+  std::string target = here ? me : asked;
+  absl::StatusOr<std::vector<providers::HostInfo>> hosts = hosts_->Hosts();
+  if (!hosts.ok()) {
+    // Without etcd this host still makes its own sessions; it cannot reach the others.
+    if (target.empty() || target == me) return nullptr;
+    return absl::UnavailableError(absl::StrCat("the fleet's hosts could not be read from etcd (",
+                                               hosts.status().message(), "); try again"));
+  }
+  // What the running sessions of each host hold, from the fleet's index.
+  absl::StatusOr<std::vector<SessionManager::ListedSession>> listed =
+      sessions_->List(SessionEventHub::kEveryTenant);
+  if (!listed.ok()) return listed.status();
+  std::map<std::string, providers::HostUse> use;
+  for (const SessionManager::ListedSession& s : *listed) {
+    if (s.record.state != SessionState::kRunning && s.record.state != SessionState::kCreating) {
+      continue;
+    }
+    providers::HostUse& u = use[s.host.empty() ? me : s.host];
+    u.vcpus += s.record.limits.vcpus;
+    u.memory_bytes += s.record.limits.memory_bytes;
+  }
+  bool started_now = false;  // a host of the pool, started for this create
+  if (target.empty()) {
+    absl::StatusOr<std::string> placed = providers::ChooseHost(*hosts, use, vm, policy_);
+    if (!placed.ok() && scaler_ != nullptr) {
+      absl::StatusOr<std::string> started = scaler_->StartHost(kPoolHostJoin);
+      if (!started.ok()) {
+        return absl::Status(placed.status().code(),
+                            absl::StrCat(placed.status().message(),
+                                         " (and the host pool: ", started.status().message(), ")"));
+      }
+      hosts = hosts_->Hosts();
+      if (!hosts.ok()) return hosts.status();
+      placed = started;
+      started_now = true;
+    }
+    if (!placed.ok()) return placed.status();
+    target = *placed;
+  }
+  auto host = std::find_if(hosts->begin(), hosts->end(),
+                           [&](const providers::HostInfo& h) { return h.id == target; });
+  if (host == hosts->end()) {
+    return absl::NotFoundError(
+        absl::StrCat("host ", target, " is not in the fleet (airlock hosts lists them)"));
+  }
+  if (absl::Status room = providers::CheckRoom(*host, use, vm); !room.ok()) {
+    // A host being drained says so itself when it is this one.
+    if (target == me && host->draining) return nullptr;
+    return absl::Status(
+        room.code(),
+        absl::StrCat(room.message(), !asked.empty() && !here ? ": leave out --host" : ""));
+  }
+  if (target == me) return nullptr;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      ChannelTo(target, host->capacity.address);
+  // A host joins the fleet a moment before its fleet port listens.
+  if (channel.ok() && started_now &&
+      !(*channel)->WaitForConnected(std::chrono::system_clock::now() + kPoolHostListen)) {
+    return absl::UnavailableError(
+        absl::StrCat("host ", target, " of the host pool joined the fleet but its fleet port ",
+                     host->capacity.address, " does not answer (its airlockd.log says why)"));
+  }
+  return channel;
+}
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::RouteFor(const Principal& who,
                                                                         const std::string& id) {

@@ -28,8 +28,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "src/daemon/records.h"
+#include "src/providers/host_provider.h"
 
 namespace airlock {
+
+class FleetScaler;
 
 class SessionHandoff;
 class SessionManager;
@@ -65,8 +68,21 @@ class FleetForwarder {
   struct Credentials {
     std::string cert_pem, key_pem, ca_pem;
   };
-  // handoff and sessions are not owned and outlive this.
-  FleetForwarder(SessionHandoff* handoff, SessionManager* sessions, Credentials credentials);
+  // None is owned; each outlives this. hosts: the fleet's (FleetHosts).
+  FleetForwarder(SessionHandoff* handoff, SessionManager* sessions, providers::HostProvider* hosts,
+                 providers::PlacementPolicy policy, Credentials credentials);
+
+  // Where a new session of this shape is made: nullptr for this host, else the channel to the
+  // host `asked` names or, when it names none, the one placement chose (providers::ChooseHost
+  // over the hosts' published capacity and what their running sessions hold, from the fleet's
+  // index; a host of the pool started for it when none has room). `here`: it must be made on this
+  // host (its workspace upload and volumes are here).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> PlaceCreate(const std::string& asked,
+                                                             const providers::VmPlacement& vm,
+                                                             bool here);
+  // With a host pool (airlockd --host-pool): a create no host has room for starts a host of the
+  // pool and goes there. Not owned; outlives this.
+  void set_scaler(FleetScaler* scaler) { scaler_ = scaler; }
 
   // The channel to the host that runs session `id` when the call should go there: another live
   // host owns it, and `who` did not come forwarded. nullptr: serve it here (this host runs it,
@@ -83,7 +99,10 @@ class FleetForwarder {
 
   SessionHandoff* const handoff_;
   SessionManager* const sessions_;
+  providers::HostProvider* const hosts_;
+  const providers::PlacementPolicy policy_;
   const Credentials credentials_;
+  FleetScaler* scaler_ = nullptr;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
@@ -102,9 +121,19 @@ class CancelPropagation {
 
 namespace fleet_internal {
 
-// The call passed to the host that runs session `id` when another does: `relay` moves its
-// messages over the stub with the client context (the caller's principal and deadline, cancelled
-// when the caller goes away). nullopt: this host serves it.
+// `relay` moves a call's messages to the host at `channel` over the stub with the client context
+// (the caller's principal and deadline, cancelled when the caller goes away).
+template <typename Stub, typename Relay>
+grpc::Status RelayTo(std::shared_ptr<grpc::Channel> channel, grpc::ServerContext* context,
+                     const Principal& who, Relay relay) {
+  Stub stub(std::move(channel));
+  std::unique_ptr<grpc::ClientContext> client = FleetForwarder::ContextFor(context, who);
+  CancelPropagation cancel(context, client.get());
+  return relay(stub, client.get());
+}
+
+// The call passed to the host that runs session `id` when another does (RelayTo); nullopt: this
+// host serves it.
 template <typename Stub, typename Relay>
 std::optional<grpc::Status> Forward(FleetForwarder* fleet, grpc::ServerContext* context,
                                     const Principal& who, const std::string& id, Relay relay) {
@@ -115,10 +144,7 @@ std::optional<grpc::Status> Forward(FleetForwarder* fleet, grpc::ServerContext* 
                         std::string(route.status().message()));
   }
   if (*route == nullptr) return std::nullopt;
-  Stub stub(*route);
-  std::unique_ptr<grpc::ClientContext> client = FleetForwarder::ContextFor(context, who);
-  CancelPropagation cancel(context, client.get());
-  return relay(stub, client.get());
+  return RelayTo<Stub>(*std::move(route), context, who, relay);
 }
 
 }  // namespace fleet_internal
@@ -127,6 +153,19 @@ std::optional<grpc::Status> Forward(FleetForwarder* fleet, grpc::ServerContext* 
 // relayed both ways: its status; nullopt when this host serves it. `method` is the stub's; the
 // caller's messages (`first`, the one the handler read to learn the session, then the rest)
 // go up as they come, the owner's come down. One overload per shape of call.
+// A unary call passed to the host at `channel`: its status.
+template <typename Stub, typename Request, typename Response>
+grpc::Status ForwardTo(std::shared_ptr<grpc::Channel> channel, grpc::ServerContext* context,
+                       const Principal& who,
+                       grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                                    Response*),
+                       const Request& request, Response* response) {
+  return fleet_internal::RelayTo<Stub>(std::move(channel), context, who,
+                                       [&](Stub& stub, grpc::ClientContext* client) {
+                                         return (stub.*method)(client, request, response);
+                                       });
+}
+
 template <typename Stub, typename Request, typename Response>
 std::optional<grpc::Status> ForwardElsewhere(FleetForwarder* fleet, grpc::ServerContext* context,
                                              const Principal& who, const std::string& id,

@@ -46,6 +46,108 @@ HostCapacity ParseHostCapacity(std::string_view json) {
   return capacity;
 }
 
+namespace {
+
+// What a host has free: its capacity (vCPUs overcommitted) less what its sessions hold.
+HostUse FreeOn(const HostInfo& host, const std::map<std::string, HostUse>& use) {
+  HostUse used;
+  if (auto it = use.find(host.id); it != use.end()) used = it->second;
+  uint64_t vcpus = uint64_t{host.capacity.vcpus} * kVcpuOvercommit;
+  return {.vcpus = static_cast<uint32_t>(vcpus > used.vcpus ? vcpus - used.vcpus : 0),
+          .memory_bytes = host.capacity.memory_bytes > used.memory_bytes
+                              ? host.capacity.memory_bytes - used.memory_bytes
+                              : 0};
+}
+
+bool Holds(const HostUse& free, const VmPlacement& vm) {
+  return free.memory_bytes >= vm.memory_bytes && free.vcpus >= vm.vcpus;
+}
+
+bool TakesNew(const HostInfo& host) {
+  return host.up && !host.draining && (host.this_host || !host.capacity.address.empty());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ChooseHost(const std::vector<HostInfo>& hosts,
+                                       const std::map<std::string, HostUse>& use,
+                                       const VmPlacement& vm, PlacementPolicy policy) {
+  const HostInfo* chosen = nullptr;
+  uint64_t chosen_free = 0;
+  // When none holds it: which host has the most of each.
+  const HostInfo* most_memory = nullptr;
+  const HostInfo* most_vcpus = nullptr;
+  HostUse most;
+  for (const HostInfo& host : hosts) {
+    if (!TakesNew(host)) continue;
+    HostUse free = FreeOn(host, use);
+    if (most_memory == nullptr || free.memory_bytes > most.memory_bytes) {
+      most_memory = &host;
+      most.memory_bytes = free.memory_bytes;
+    }
+    if (most_vcpus == nullptr || free.vcpus > most.vcpus) {
+      most_vcpus = &host;
+      most.vcpus = free.vcpus;
+    }
+    if (!Holds(free, vm)) continue;
+    bool better = chosen == nullptr ||
+                  (policy == PlacementPolicy::kSpread ? free.memory_bytes > chosen_free
+                                                      : free.memory_bytes < chosen_free) ||
+                  (free.memory_bytes == chosen_free && host.this_host);
+    if (better) {
+      chosen = &host;
+      chosen_free = free.memory_bytes;
+    }
+  }
+  if (chosen != nullptr) return chosen->id;
+  if (most_memory == nullptr) {
+    return absl::FailedPreconditionError(
+        "no host of the fleet takes new sessions: each is down, being drained, or takes no "
+        "forwarded calls (airlock hosts)");
+  }
+  const char* kWhatToDo = "; ask for less, or end or pause sessions, or add a host";
+  if (most.memory_bytes < vm.memory_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no host of the fleet has ", FormatBytes(vm.memory_bytes),
+                     " of memory free for this session (the most: ", FormatBytes(most.memory_bytes),
+                     " on ", most_memory->id, ")", kWhatToDo, " (--memory)"));
+  }
+  if (most.vcpus < vm.vcpus) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no host of the fleet has ", vm.vcpus,
+                     " vCPUs free for this session (the most: ", most.vcpus, " on ", most_vcpus->id,
+                     ", at ", kVcpuOvercommit, " per CPU)", kWhatToDo, " (--cpus)"));
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no host of the fleet has both ", FormatBytes(vm.memory_bytes),
+                   " of memory and ", vm.vcpus, " vCPUs free for this session (", most_memory->id,
+                   " has the most memory, ", most_vcpus->id, " the most vCPUs)", kWhatToDo));
+}
+
+absl::Status CheckRoom(const HostInfo& host, const std::map<std::string, HostUse>& use,
+                       const VmPlacement& vm) {
+  if (!host.up) {
+    return absl::NotFoundError(
+        absl::StrCat("host ", host.id, " is not up in the fleet (airlock hosts lists them)"));
+  }
+  if (host.draining) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host ", host.id, " is being drained and takes no new sessions"));
+  }
+  if (!TakesNew(host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "host ", host.id,
+        " takes no forwarded calls: call it, or start its airlockd with --fleet-listen, "
+        "--fleet-cert, --fleet-key and --fleet-ca"));
+  }
+  HostUse free = FreeOn(host, use);
+  if (Holds(free, vm)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("host ", host.id, " has ", FormatBytes(free.memory_bytes), " of memory and ",
+                   free.vcpus, " vCPUs free (at ", kVcpuOvercommit, " per CPU), not the ",
+                   FormatBytes(vm.memory_bytes), " and ", vm.vcpus, " this session asks for"));
+}
+
 absl::StatusOr<VmDriver*> LocalHost::Place(const VmPlacement& vm) {
   if (capacity_.memory_bytes != 0 && vm.memory_bytes > capacity_.memory_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(

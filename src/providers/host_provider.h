@@ -8,6 +8,7 @@
 #define AIRLOCK_PROVIDERS_HOST_PROVIDER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,36 @@ struct VmPlacement {
   uint32_t vcpus = 1;
   uint64_t memory_bytes = 0;  // its guest RAM
 };
+
+// How a fleet places a new session among the hosts with room for it: kSpread on the one with
+// the most memory free (sessions spread out, each host's share of a failure small), kPack on the
+// one with the least that still fits (hosts left empty may be released).
+enum class PlacementPolicy { kSpread, kPack };
+
+// What a host's running sessions hold.
+struct HostUse {
+  uint32_t vcpus = 0;
+  uint64_t memory_bytes = 0;
+};
+
+// A CPU of a host backs this many of its sessions' vCPUs at most (guests are mostly idle; their
+// memory is the hard limit).
+inline constexpr uint32_t kVcpuOvercommit = 4;
+
+// The host a VM of this shape goes to: among `hosts` that are up, not draining and reachable
+// (this one, or one that takes forwarded calls: capacity.address), one whose memory and vCPUs
+// free (capacity less `use`, by host id) hold it, chosen by `policy`; ties go to this host, then
+// to the first in `hosts`. RESOURCE_EXHAUSTED saying which resource no host has, and the most any
+// has, when none fits; FAILED_PRECONDITION when no host takes new sessions at all.
+[[nodiscard]] absl::StatusOr<std::string> ChooseHost(const std::vector<HostInfo>& hosts,
+                                                     const std::map<std::string, HostUse>& use,
+                                                     const VmPlacement& vm, PlacementPolicy policy);
+
+// Whether `host` takes a VM of this shape: OK, or why not (not up, draining, takes no forwarded
+// calls, or what it has free against what the VM asks for), for a caller that named the host.
+[[nodiscard]] absl::Status CheckRoom(const HostInfo& host,
+                                     const std::map<std::string, HostUse>& use,
+                                     const VmPlacement& vm);
 
 // Thread-safe.
 class HostProvider {
