@@ -24,21 +24,11 @@ for h in a b; do
     -out "$ca/$h.pem" -days 1 -extfile "$ca/$h.ext" 2>/dev/null
 done
 
-# host NAME FLEET_PORT: starts airlockd for host NAME on a home of its own.
+# host NAME FLEET_PORT: a host that takes forwarded calls on that port.
 host() {
-  local home=$work/$1
-  mkdir -p "$home/kernel"
-  ln -sfn "$images" "$home/images"
-  ln -sf "$kernel" "$home/kernel/vmlinux"
-  [ "$1" = a ] || cp "$work/a/host.key" "$home/host.key"
-  AIRLOCK_HOME=$home "$root/build/airlockd" --socket "$home/airlockd.sock" --pool 0 --http-listen off \
-    --blob-store "file://$work/blobs" --etcd "$etcd_url" --host-id "$1" \
-    --fleet-listen "127.0.0.1:$2" --fleet-cert "$ca/$1.pem" --fleet-key "$ca/$1.key" \
-    --fleet-ca "$ca/ca.pem" 2>>"$work/airlockd-$1.log" &
-  bench_pids+=($!)
-  for _ in $(seq 200); do [ -S "$home/airlockd.sock" ] && break; sleep 0.05; done
+  fleet_host "$1" --fleet-listen "127.0.0.1:$2" --fleet-cert "$ca/$1.pem" --fleet-key "$ca/$1.key" \
+    --fleet-ca "$ca/ca.pem"
 }
-on() { AIRLOCK_HOME=$work/$1 AIRLOCK_SOCKET=$work/$1/airlockd.sock "$airlock" "${@:2}"; }
 host a $((etcd_port + 2))
 host b $((etcd_port + 3))
 

@@ -627,11 +627,12 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   r = a.Run({"session", "create", "--host", "host-a", "--memory", "768m"});
   ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
   std::string on_a(absl::StripTrailingAsciiWhitespace(r.out));
-  EXPECT_EQ(Listed(b, on_a), "running@host-a");
+  // Once B's view of the fleet holds it, B counts it against A.
+  EXPECT_EQ(WaitListed(b, on_a, "running@host-a"), "running@host-a");
   r = a.Run({"session", "create", "--memory", "768m"});
   ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
   std::string placed(absl::StripTrailingAsciiWhitespace(r.out));
-  EXPECT_EQ(Listed(a, placed), "running@host-b");
+  EXPECT_EQ(WaitListed(a, placed, "running@host-b"), "running@host-b");
   EXPECT_EQ(b.Run({"exec", placed, "--", "true"}).exit_code, 0);
   r = a.Run({"session", "create", "--memory", "1g"});
   EXPECT_NE(r.exit_code, 0);
@@ -726,13 +727,13 @@ TEST(FleetTest, AHostOfThePoolStartsWhenNoHostHasRoomAndGoesWhenIdle) {
     r = a.Run({"session", "create", "--memory", "768m"});
     ASSERT_EQ(r.exit_code, 0) << r.err << a.Log() << pool_host.Log();
     std::string placed(absl::StripTrailingAsciiWhitespace(r.out));
-    EXPECT_EQ(Listed(a, placed), "running@pool-1");
+    EXPECT_EQ(WaitListed(a, placed, "running@pool-1"), "running@pool-1");
     EXPECT_EQ(hosts_up(), "host-a,pool-1");
     r = a.Run({"exec", placed, "--", "echo", "on-the-pool"});
     EXPECT_EQ(r.out, "on-the-pool\n") << r.err;
     // Still busy after longer than release_after: it stays.
     std::this_thread::sleep_for(std::chrono::seconds(6));
-    EXPECT_EQ(Listed(a, placed), "running@pool-1");
+    EXPECT_EQ(WaitListed(a, placed, "running@pool-1"), "running@pool-1");
     // Idle, it goes.
     ASSERT_EQ(a.Run({"rm", placed}).exit_code, 0);
     // It leaves the fleet as it stops, and its pool.pid once it has ended.

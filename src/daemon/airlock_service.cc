@@ -192,14 +192,16 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
   absl::StatusOr<Principal> who = Authorize(context, peers_, Access::kChange);
   if (!who.ok()) return ToGrpc(who.status());
   // In a fleet, the host with room makes it (or the one asked for); a forwarded create is made
-  // where it arrived.
-  if (fleet_ != nullptr && who->via_host.empty()) {
+  // where it arrived if it still has room (another create may have come first).
+  if (fleet_ != nullptr) {
     absl::StatusOr<SessionLimits> limits =
         SessionManager::ResolveLimits(FromProto(request->limits()));
     if (!limits.ok()) return ToGrpc(limits.status());
-    bool here = !request->workspace().empty() || request->volumes_size() > 0;
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> placed = fleet_->PlaceCreate(
-        request->host(), {.vcpus = limits->vcpus, .memory_bytes = limits->memory_bytes}, here);
+    bool forwarded = !who->via_host.empty();
+    bool here = forwarded || !request->workspace().empty() || request->volumes_size() > 0;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> placed =
+        fleet_->PlaceCreate(forwarded ? sessions_->handoff()->host_id() : request->host(),
+                            {.vcpus = limits->vcpus, .memory_bytes = limits->memory_bytes}, here);
     if (!placed.ok()) return ToGrpc(placed.status());
     if (*placed != nullptr) {
       return ForwardTo(*placed, context, *who, &v1::Sessions::Stub::Create, *request, response);
