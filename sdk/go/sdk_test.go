@@ -744,6 +744,15 @@ func TestVolumesOutliveSessions(t *testing.T) {
 	if !errors.Is(err, airlock.ErrFailedPrecondition) || !strings.Contains(err.Error(), "is attached to session") {
 		t.Fatal(err)
 	}
+	// A host to make it on is a fleet's to honour: this airlockd alone refuses it.
+	_, err = c.Sessions.Create(ctx, airlock.SessionOptions{Host: "host-b"})
+	if !errors.Is(err, airlock.ErrFailedPrecondition) ||
+		!strings.Contains(err.Error(), "makes sessions only on itself: --host host-b") {
+		t.Fatal(err)
+	}
+	if _, err = c.Run(ctx, []string{"true"}, airlock.SessionOptions{Host: "host-b"}, nil); !errors.Is(err, airlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
 	if err := s.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}

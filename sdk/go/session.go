@@ -35,6 +35,9 @@ type SessionOptions struct {
 	// Volumes of the caller's to attach: "NAME:/PATH" (read-write: one session at a time) or
 	// "NAME:/PATH:ro" (read-only: any number at once).
 	Volumes []string
+	// In a fleet, the host Sessions.Create makes it on (its airlockd --host-id); "": the one with
+	// room. A one-shot Run is made on the host called and refuses it.
+	Host string
 }
 
 var sizePattern = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)[iI]?[bB]?\s*$`)
@@ -114,6 +117,9 @@ func (o SessionOptions) secrets() ([]*airlockv1.SecretBinding, error) {
 }
 
 func (o SessionOptions) fillExec(start *airlockv1.ExecStart) error {
+	if o.Host != "" {
+		return invalid("Host is for Sessions.Create: a one-shot run is made on the host called")
+	}
 	l, err := o.limits()
 	if err != nil {
 		return err
@@ -149,7 +155,7 @@ func (ss *Sessions) Create(ctx context.Context, o SessionOptions) (*Session, err
 		return nil, err
 	}
 	s, err := ss.c.sessions.Create(ctx, &airlockv1.CreateSessionRequest{Image: o.Image, Limits: l,
-		Allow: o.Allow, AllowPreset: o.Presets, Secrets: secrets, Volumes: volumes})
+		Allow: o.Allow, AllowPreset: o.Presets, Secrets: secrets, Volumes: volumes, Host: o.Host})
 	if err != nil {
 		return nil, fromRPC(err)
 	}

@@ -206,6 +206,7 @@ export class Client {
       allowPreset: c.strings(options.presets, 'presets'),
       secrets: c.secrets(options.secrets),
       volumes: c.volumeMounts(options.volumes),
+      host: c.hostId(options.host),
       ...(limits ? { limits } : {}),
     };
     const s = await call<Session__Output>((cb) => this.sessions.Create(request, cb));

@@ -168,6 +168,12 @@ export function buildRequest(o: BuildImageOptions): { suite: string; packages: s
   return { suite: o.suite, packages: strings(o.packages, 'packages'), npm: strings(o.npm, 'npm'), env, tag: o.tag };
 }
 
+export function hostId(host: unknown): string {
+  if (host === undefined) return '';
+  if (typeof host !== 'string') throw new InvalidArgument('host is a host id of the fleet (a string, like "host-b")');
+  return host;
+}
+
 export function checkOptions(o: unknown, what: string): void {
   if (o !== undefined && (typeof o !== 'object' || o === null || Array.isArray(o))) {
     throw new InvalidArgument(`${what} is an object of options`);
@@ -196,6 +202,9 @@ export function execStart(argv: unknown, o: StreamOptions | ExecOptions, session
   if (o.cwd !== undefined) start.cwd = bytes(o.cwd, 'cwd');
   if (o.user !== undefined) start.user = String(o.user);
   if (!sessionId && session) {
+    if (session.host !== undefined) {
+      throw new InvalidArgument('host is for createSession: a one-shot run is made on the host called');
+    }
     start.image = session.image ?? '';
     const l = limits(session);
     if (l) start.limits = l;

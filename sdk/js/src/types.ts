@@ -98,6 +98,11 @@ export interface SessionOptions {
    * at a time, read-only (:ro) by any number.
    */
   volumes?: string[];
+  /**
+   * In a fleet, the host createSession makes it on (its airlockd --host-id); default: the one
+   * with room. A one-shot run is made on the host called and refuses it.
+   */
+  host?: string;
 }
 
 export interface ExecOptions {

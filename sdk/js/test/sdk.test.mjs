@@ -329,6 +329,10 @@ test('volumes outlive sessions: one writer, then readers', () => withClient(asyn
     assert.deepEqual([snap.snapshot, snap.origin], [true, `snapshot of ${name}`]);
     await c.removeVolume(snap.name);
     await assert.rejects(c.createSession({ volumes: ['no-path'] }), airlock.InvalidArgument);
+    // A host to make it on is a fleet's to honour: this airlockd alone refuses it.
+    await assert.rejects(c.createSession({ host: 'host-b' }),
+      (e) => e instanceof airlock.FailedPrecondition && /makes sessions only on itself: --host host-b/.test(e.message));
+    await assert.rejects(c.run(['true'], { host: 'host-b' }), airlock.InvalidArgument);
     await assert.rejects(c.importVolume(name, Buffer.alloc(4096)), /not a tar archive/);
   } finally {
     await c.removeVolume(name);

@@ -170,11 +170,13 @@ def volume_mounts(values) -> List[pb.VolumeMount]:
 
 
 def create_request(image, limits_kwargs, allow, presets, secret_map, workspace=None,
-                   volumes=None):
+                   volumes=None, host=None):
+    if host is not None and not isinstance(host, str):
+        raise InvalidArgument("host is a host id of the fleet (a string, like \"host-b\")")
     request = pb.CreateSessionRequest(image=image or "", allow=strings(allow, "allow"),
                                       allow_preset=strings(presets, "presets"),
                                       secrets=secrets(secret_map), workspace=workspace or "",
-                                      volumes=volume_mounts(volumes))
+                                      volumes=volume_mounts(volumes), host=host or "")
     lim = limits(**limits_kwargs)
     if lim is not None:
         request.limits.CopyFrom(lim)

@@ -101,10 +101,12 @@ class Client:
 
     async def create_session(self, image: Optional[str] = None, *, allow: Iterable[str] = (),
                              presets: Iterable[str] = (), secrets=None,
-                             volumes: Iterable[str] = (), **limits) -> "Session":
+                             volumes: Iterable[str] = (), host: Optional[str] = None,
+                             **limits) -> "Session":
         """As airlock.Client.create_session (limits: vcpus, memory, disk, pids, ttl,
         idle_timeout, net_rate)."""
-        request = c.create_request(image, limits, allow, presets, secrets, volumes=volumes)
+        request = c.create_request(image, limits, allow, presets, secrets, volumes=volumes,
+                                   host=host)
         try:
             return Session(self, c.session_info(await self._sessions.Create(request)))
         except grpc.RpcError as e:

@@ -99,17 +99,18 @@ class Client:
                        net_rate: Optional[c.Size] = None, allow: Iterable[str] = (),
                        presets: Iterable[str] = (),
                        secrets: Optional[Dict[str, Union[str, bytes, None]]] = None,
-                       volumes: Iterable[str] = ()) -> "Session":
+                       volumes: Iterable[str] = (), host: Optional[str] = None) -> "Session":
         """Boots (or restores) a session and returns once it runs commands. ``image``: a name
         airlockd has (default: its default image). ``memory``/``disk``: bytes or "512m", "1g".
         ``allow``: egress rules ("pypi.org", "*.example.com:8443"); ``presets``: rule sets
         ("pypi", "npm", "github"). ``secrets``: {"NAME=env:VAR@api.host": None} binds protected
         credentials (env: and file: values are read here). ``volumes``: your volumes to attach,
-        ["data:/data", "models:/models:ro"] (read-write by one session at a time)."""
+        ["data:/data", "models:/models:ro"] (read-write by one session at a time). ``host``: in
+        a fleet, the host to make it on (its airlockd --host-id); default: the one with room."""
         request = c.create_request(
             image, dict(vcpus=vcpus, memory=memory, disk=disk, pids=pids, ttl=ttl,
                         idle_timeout=idle_timeout, net_rate=net_rate), allow, presets, secrets,
-            volumes=volumes)
+            volumes=volumes, host=host)
         with _translated():
             return Session(self, c.session_info(self._sessions.Create(request)))
 

@@ -418,6 +418,10 @@ class SessionTest(unittest.TestCase):
             self.client.remove_volume(snap.name)
             with self.assertRaises(airlock.InvalidArgument):
                 self.client.create_session(volumes=["no-path"])  # before the wire
+            # A host to make it on is a fleet's to honour: this airlockd alone refuses it.
+            with self.assertRaisesRegex(airlock.FailedPrecondition,
+                                        "makes sessions only on itself: --host host-b"):
+                self.client.create_session(host="host-b")
             with self.assertRaisesRegex(airlock.InvalidArgument, "not a tar archive"):
                 self.client.import_volume(name, b"\0" * 4096)
         finally:

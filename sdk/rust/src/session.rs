@@ -55,6 +55,10 @@ pub struct SessionOptions {
     /// a workspace with the CLI (`airlock session create --workspace DIR`, or `airlock agent`)
     /// and work on it by id ([`Session::workspace`](crate::Session::workspace)).
     pub workspace: String,
+    /// In a fleet, the host `Client::create_session` makes it on
+    /// (its airlockd --host-id); "": the one with room. A one-shot run is made on the host
+    /// called and refuses it.
+    pub host: String,
 }
 
 /// Bytes from "512m", "1g", "1GiB" or a number of bytes (binary units, as the CLI's).
@@ -113,11 +117,17 @@ impl SessionOptions {
             secrets: secret_bindings(&self.secrets)?,
             workspace: self.workspace.clone(),
             volumes: volume_mounts(&self.volumes)?,
+            host: self.host.clone(),
         })
     }
 
     /// The session's part of an ExecStart without a session (`Client::run`).
     pub(crate) fn fill_exec(&self, start: &mut pb::ExecStart) -> Result<()> {
+        if !self.host.is_empty() {
+            return Err(Error::invalid(
+                "host is for create_session: a one-shot run is made on the host called".to_string(),
+            ));
+        }
         start.image = self.image.clone();
         start.limits = Some(self.limits()?);
         start.allow = self.allow.clone();

@@ -910,6 +910,20 @@ async fn volumes_take_a_tar_and_the_quota_counts_what_is_used() {
         Err(e) => assert!(e.is_failed_precondition(), "{:?}", e),
         Ok(v) => panic!("imported into a volume a session attaches: {:?}", v),
     }
+    // A host to make it on is a fleet's to honour: this airlockd alone refuses it.
+    let elsewhere = SessionOptions { host: "host-b".to_string(), ..Default::default() };
+    match c.create_session(&elsewhere).await {
+        Err(e) => assert!(
+            e.is_failed_precondition() && e.to_string().contains("makes sessions only on itself: --host host-b"),
+            "{:?}",
+            e
+        ),
+        Ok(s) => panic!("made on this host though host-b was asked: {}", s.id()),
+    }
+    match c.run(["true"], &elsewhere, &ExecOptions::default()).await {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => panic!("{:?}", other),
+    }
 
     let quota = c.quota().await.unwrap();
     assert_eq!(quota.tenant, "uid:0");
