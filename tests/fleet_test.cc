@@ -687,7 +687,8 @@ TEST(FleetTest, AHostOfThePoolStartsWhenNoHostHasRoomAndGoesWhenIdle) {
        {{{"id", "pool-1"},
          {"home", pool_host.home()},
          {"argv", pool_host.Argv(s3.Endpoint(), etcd.Endpoint(), fleet_flags("pool-1", "2g"))},
-         {"env", kS3Keys}}}}};
+         // What the test's own daemons get from its environment: a gateway port of its own.
+         {"env", {kS3Keys[0], kS3Keys[1], "AIRLOCK_HTTP_LISTEN=127.0.0.1:0"}}}}}};
   ASSERT_TRUE(WriteFileAtomically(dir.File("pool.json"), pool.dump(), 0600).ok());
   std::vector<std::string> a_flags = fleet_flags("host-a", "1g");
   a_flags.insert(a_flags.end(), {"--host-pool", dir.File("pool.json")});

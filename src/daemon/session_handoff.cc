@@ -173,7 +173,8 @@ absl::Status SessionHandoff::Index(const SessionRecord& record) {
   std::string value = SignFleetRecord(kIndexHeader,
                                       {{"host", options_.host_id},
                                        {"state", SessionStateName(record.state)},
-                                       {"reason", record.reason}},
+                                       {"reason", record.reason},
+                                       {"generation", absl::StrCat(SeenGeneration(record.id))}},
                                       record, key_);
   absl::StatusOr<bool> written = etcd_->PutWhile(lease()->OwnerKey(record.id), options_.host_id,
                                                  IndexPrefix(record.tenant) + record.id, value);
@@ -194,13 +195,26 @@ absl::Status SessionHandoff::Unindex(const std::string& tenant, const std::strin
 absl::StatusOr<SessionHandoff::IndexEntry> SessionHandoff::VerifyIndexEntry(
     absl::string_view value) const {
   absl::StatusOr<FleetRecord> verified =
-      VerifyFleetRecord(value, kIndexHeader, {"host", "state", "reason"}, key_);
+      VerifyFleetRecord(value, kIndexHeader, {"host", "state", "reason", "generation"}, key_);
   if (!verified.ok()) return verified.status();
   std::optional<SessionState> state = ParseSessionState(verified->fields["state"]);
   if (!state || verified->fields["host"].empty()) {
     return absl::DataLossError("it names no host or no state");
   }
-  IndexEntry entry{.record = std::move(verified->record), .host = verified->fields["host"]};
+  uint64_t generation = 0;
+  if (const std::string& g = verified->fields["generation"];
+      !g.empty() && !absl::SimpleAtoi(g, &generation)) {
+    return absl::DataLossError("its generation is not a number");
+  }
+  // A host that saw a newer generation of the session knows this entry was put back.
+  if (uint64_t seen = SeenGeneration(verified->record.id); generation < seen) {
+    return absl::DataLossError(
+        absl::StrCat("it is older than the session this host saw (generation ", generation,
+                     ", this host saw ", seen, "): an older entry was put back in etcd"));
+  }
+  IndexEntry entry{.record = std::move(verified->record),
+                   .host = verified->fields["host"],
+                   .generation = generation};
   entry.record.state = *state;
   entry.record.reason = verified->fields["reason"];
   return entry;

@@ -171,8 +171,9 @@ class SessionHandoff {
   [[nodiscard]] absl::Status Unindex(const std::string& tenant, const std::string& id,
                                      bool whoever_wrote_it = false);
   struct IndexEntry {
-    SessionRecord record;  // with its state and reason
-    std::string host;      // the host that wrote it
+    SessionRecord record;     // with its state and reason
+    std::string host;         // the host that wrote it
+    uint64_t generation = 0;  // of the session's published record when it was written
   };
   // The tenant's entries, or every tenant's (tenant empty), by id. Entries whose signature or
   // form is wrong are left out and logged.

@@ -285,6 +285,51 @@ TEST_F(SessionHandoffTest, AnOlderSignedRecordPutBackIsRefusedByHostsThatSawANew
   EXPECT_TRUE(absl::IsDataLoss(b->Find(kId).status()));
 }
 
+// The index the same way: an entry written before the session's latest publishing, put back
+// after, is left out by the hosts that saw that publishing, and refused by id.
+TEST_F(SessionHandoffTest, AnOlderIndexEntryPutBackIsLeftOutByHostsThatSawANewerRecord) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_), c = Host("host-c", key_);
+  ASSERT_TRUE(a && b && c);
+  std::string snapshot = Snapshot(key_);
+  auto etcd = providers::EtcdClient::Create({.endpoints = {etcd_.Endpoint()}});
+  std::string key = absl::StrCat("/airlock/index/", "7569643a31303031/", kId);  // "uid:1001"
+  SessionRecord s = Record();
+  s.state = SessionState::kRunning;
+  ASSERT_TRUE(a->Claim(kId).ok());
+  ASSERT_TRUE(a->Index(s).ok());
+  std::string running = (*(*etcd)->Get(key))->value;
+  EXPECT_EQ(b->ReadIndex(s.tenant, kId)->generation, 0u);
+  // Paused and published (generation 1), then taken over by B, which reads it.
+  s.state = SessionState::kPaused;
+  ASSERT_TRUE(a->Publish(s, snapshot, image_).ok());
+  ASSERT_TRUE(a->Index(s).ok());
+  ASSERT_TRUE(a->Release(kId).ok());
+  EXPECT_EQ(b->Find(kId)->generation, 1u);
+  ASSERT_TRUE(b->Claim(kId).ok());
+  s.state = SessionState::kRunning;
+  ASSERT_TRUE(b->Index(s).ok());
+  absl::StatusOr<SessionHandoff::IndexEntry> now = c->ReadIndex(s.tenant, kId);
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->host, "host-b");
+  EXPECT_EQ(now->generation, 1u);
+
+  // A's first entry put back: A and B saw generation 1 and leave it out; C cannot tell.
+  ASSERT_TRUE((*etcd)->Put(key, running).ok());
+  for (SessionHandoff* host : {a.get(), b.get()}) {
+    EXPECT_TRUE(host->ReadIndex(s.tenant)->empty());
+    absl::Status refused = host->ReadIndex(s.tenant, kId).status();
+    EXPECT_TRUE(absl::IsDataLoss(refused)) << refused;
+    EXPECT_NE(refused.message().find("older than the session this host saw (generation 0, this "
+                                     "host saw 1)"),
+              std::string::npos)
+        << refused;
+  }
+  EXPECT_EQ(c->ReadIndex(s.tenant, kId)->host, "host-a");
+  // The holder's next write puts it right.
+  ASSERT_TRUE(b->Index(s).ok());
+  EXPECT_EQ(a->ReadIndex(s.tenant, kId)->host, "host-b");
+}
+
 // A host whose VM of a session ran on while it was away claims it back only if no other host
 // published the session since: one that took it over, ran it and paused it is newer.
 TEST_F(SessionHandoffTest, AHostThatWasAwayClaimsItsSessionBackOnlyIfNobodyPublishedItSince) {
