@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "proto/airlock/fleet/v1/fleet.grpc.pb.h"
 #include "proto/airlock/v1/airlock.grpc.pb.h"
 #include "src/common/file_util.h"
 #include "src/common/host_paths.h"
@@ -195,6 +197,26 @@ void FlipByte(const std::string& path, off_t at) {
   c ^= 0x20;
   ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
   close(fd);
+}
+
+// One exchange with an HTTP server on a loopback port: what it answered, until it closed.
+std::string HttpExchange(int port, const std::string& request) {
+  UniqueFd fd = testing::ConnectLoopback(static_cast<uint16_t>(port));
+  if (!fd.valid()) return "(no connection)";
+  // A server's answer ends with its close: one that never comes is a hang, not a speed.
+  timeval hang = {45, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &hang, sizeof hang);
+  for (size_t done = 0; done < request.size();) {
+    ssize_t n = send(fd.get(), request.data() + done, request.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return "(send failed)";
+    done += static_cast<size_t>(n);
+  }
+  std::string got;
+  char buf[65536];
+  ssize_t n;
+  while ((n = recv(fd.get(), buf, sizeof(buf), 0)) > 0) got.append(buf, n);
+  if (n < 0) got += "(no end after 45 s)";
+  return got;
 }
 
 // The line of `airlock ls -a` for id on host, or "".
@@ -531,12 +553,15 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   for (const char* name : {"host-a", "host-b"}) Issue(ca, name, name);
   Issue(rogue, "host-a", "host-a");
   std::map<std::string, std::string> listen;
+  std::map<std::string, int> gateway;  // each host's HTTP gateway port
   auto fleet_flags = [&](const std::string& name) {
     listen[name] = absl::StrCat("127.0.0.1:", FreePort());
+    gateway[name] = FreePort();
     return std::vector<std::string>{"--fleet-listen", listen[name],
                                     "--fleet-cert",   ca + "/" + name + ".pem",
                                     "--fleet-key",    ca + "/" + name + ".key",
-                                    "--fleet-ca",     ca + "/ca.pem"};
+                                    "--fleet-ca",     ca + "/ca.pem",
+                                    "--http-listen",  absl::StrCat("127.0.0.1:", gateway[name])};
   };
   // What each offers the fleet's sessions, small enough to fill.
   auto offering = [&](const std::string& name, const std::string& memory) {
@@ -582,6 +607,58 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   EXPECT_TRUE(seen) << ReadFileToString(follow, 1 << 20).value_or("") << a.Log();
   kill(follower, SIGTERM);
   waitpid(follower, nullptr, 0);
+
+  // A port of B's session, exposed through A (the exposure is B's), is reached through A's
+  // HTTP gateway as through B's: A passes the connection to B, which admits it by its token.
+  r = b.Run({"exec", "-d", "-w", "/srv", id, "--", "python3", "-m", "http.server", "8000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(b.Run({"exec", id, "--", "sh", "-c",
+                   "echo served-by-b > /srv/where.txt; until python3 -c \"import socket; "
+                   "socket.create_connection(('127.0.0.1', 8000))\" 2>/dev/null; do sleep "
+                   "0.2; done"})
+                .exit_code,
+            0);
+  r = a.Run({"expose", id, "8000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << a.Log();
+  ASSERT_NE(r.out.find("airlock_token="), std::string::npos) << r.out;
+  std::string token(absl::StripTrailingAsciiWhitespace(
+      r.out.substr(r.out.find("airlock_token=") + strlen("airlock_token="))));
+  // The URL names B's gateway; any host's answers for it.
+  EXPECT_NE(r.out.find(absl::StrCat(":", gateway["host-b"], "/")), std::string::npos) << r.out;
+  auto through = [&](const std::string& host, const std::string& token_header) {
+    return HttpExchange(gateway[host], absl::StrCat("GET /where.txt HTTP/1.1\r\nHost: 8000-", id,
+                                                    ".airlock.localhost:", gateway[host], "\r\n",
+                                                    token_header, "Connection: close\r\n\r\n"));
+  };
+  for (const char* host : {"host-a", "host-b"}) {
+    std::string got = through(host, "X-Airlock-Token: " + token + "\r\n");
+    EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.0 200 ")) << host << ": " << got << a.Log();
+    EXPECT_TRUE(absl::EndsWith(got, "\r\n\r\nserved-by-b\n")) << host << ": " << got;
+  }
+  std::string refused = through("host-a", "X-Airlock-Token: not-the-token\r\n");
+  EXPECT_TRUE(absl::StartsWith(refused, "HTTP/1.1 401 ")) << refused;
+  EXPECT_EQ(refused.find("served-by-b"), std::string::npos) << refused;
+  // The connection is B's to count: its audit names the gateway the client reached.
+  r = b.Run({"log", id});
+  EXPECT_NE(r.out.find("at host host-a's gateway"), std::string::npos) << r.out;
+  // FleetGateway is for fleet hosts alone: a caller on B's socket is refused.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto stub = fleet::v1::FleetGateway::NewStub(
+        grpc::CreateChannel("unix:" + b.socket(), grpc::InsecureChannelCredentials()));
+    auto stream = stub->Relay(&context);
+    fleet::v1::GatewayChunk start;
+    start.mutable_start()->set_head(
+        absl::StrCat("GET /where.txt HTTP/1.1\r\nHost: 8000-", id, ".airlock.localhost\r\n\r\n"));
+    stream->Write(start);
+    stream->WritesDone();
+    fleet::v1::GatewayChunk chunk;
+    std::string got;
+    while (stream->Read(&chunk)) got += chunk.data();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(got, "");
+  }
 
   // A caller that goes away takes its forwarded command along.
   pid_t caller = a.StartCli({"exec", id, "--", "sleep", "301"}, dir.File("caller.log"));
@@ -649,7 +726,15 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   EXPECT_EQ(a.Run({"rm", on_a}).exit_code, 0);
   EXPECT_EQ(a.Run({"rm", placed}).exit_code, 0);
 
-  // A pause through A pauses it on B, which publishes it; the next use on A takes it over.
+  // A pause through A pauses it on B, which publishes it. A request for its port through A's
+  // gateway goes to B, which paused it and keeps its exposures, and resumes it there.
+  r = a.Run({"pause", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err << a.Log();
+  EXPECT_EQ(WaitListed(a, id, "paused@host-b"), "paused@host-b");
+  std::string woke = through("host-a", "X-Airlock-Token: " + token + "\r\n");
+  EXPECT_TRUE(absl::EndsWith(woke, "\r\n\r\nserved-by-b\n")) << woke << a.Log() << b.Log();
+  EXPECT_EQ(WaitListed(a, id, "running@host-b"), "running@host-b");
+  // Paused again, the next use on A takes it over.
   r = a.Run({"pause", id});
   EXPECT_EQ(r.exit_code, 0) << r.err << a.Log();
   EXPECT_EQ(WaitListed(a, id, "paused@host-b"), "paused@host-b");

@@ -27,6 +27,7 @@
 #include "src/daemon/daemon_flags.h"
 #include "src/daemon/daemon_telemetry.h"
 #include "src/daemon/exposures.h"
+#include "src/daemon/fleet_gateway.h"
 #include "src/daemon/fleet_scaler.h"
 #include "src/daemon/oidc_auth.h"
 #include "src/daemon/session_handoff.h"
@@ -349,6 +350,16 @@ int main(int argc, char** argv) {
   builder.RegisterService(&api_keys_service);
   builder.RegisterService(&volumes_service);
   builder.RegisterService(&api_service);
+  // The HTTP gateway's connections for sessions another host of the fleet holds go there.
+  std::unique_ptr<airlock::FleetGatewayRelay> gateway_relay;
+  std::unique_ptr<airlock::FleetGatewayService> gateway_relay_service;
+  if (fleet_forwarder != nullptr) {
+    gateway_relay = std::make_unique<airlock::FleetGatewayRelay>(fleet_forwarder.get());
+    exposures.set_fleet(gateway_relay.get());
+    gateway_relay_service =
+        std::make_unique<airlock::FleetGatewayService>(peers.fleet(), &exposures);
+    builder.RegisterService(gateway_relay_service.get());
+  }
   builder.SetMaxReceiveMessageSize(4 << 20);
   if (telemetry) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> spans;

@@ -157,6 +157,11 @@ absl::Status Exposures::Unexpose(const Principal& who, const std::string& id, ui
 
 void Exposures::Serve(const gateway::GatewayRequest& request,
                       gateway::GatewayConnection& connection) {
+  if (fleet_ != nullptr &&
+      fleet_->Relay(request.session_id, gateway_ != nullptr ? gateway_->domain() : "",
+                    connection)) {
+    return;
+  }
   if (api_ != nullptr && api_->ServeEnvd(request, connection)) return;
   absl::StatusOr<std::optional<Exposure>> found =
       store_->exposures().Find(request.session_id, request.port);

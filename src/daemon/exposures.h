@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/daemon/e2b_sandboxes.h"
+#include "src/daemon/fleet_gateway.h"
 #include "src/daemon/port_forward.h"
 #include "src/daemon/session_manager.h"
 #include "src/daemon/state_store.h"
@@ -72,6 +73,9 @@ class Exposures final : public gateway::GatewayBackend {
   }
   // Before serving; nullptr: no API on the gateway.
   void set_api(E2bSandboxes* api) { api_ = api; }
+  // In a fleet: connections for a port of a session another host holds go there (its
+  // exposures are there). Before serving; nullptr: every connection is served here.
+  void set_fleet(FleetGatewayRelay* fleet) { fleet_ = fleet; }
 
   // Requests refused for a missing or wrong token since start (they are not audited one by
   // one: anyone who can reach the gateway could fill the audit log).
@@ -90,6 +94,7 @@ class Exposures final : public gateway::GatewayBackend {
   const bool allow_public_;
   const gateway::HttpGateway* gateway_ = nullptr;
   E2bSandboxes* api_ = nullptr;
+  FleetGatewayRelay* fleet_ = nullptr;
   std::atomic<uint64_t> refused_{0};
   absl::Mutex mu_;
   // Open connections by exposure (session id, port), to cut when it ends.

@@ -178,7 +178,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::PlaceCreate(
   if (target.empty()) {
     absl::StatusOr<std::string> placed = providers::ChooseHost(*hosts, use, vm, policy_);
     if (!placed.ok() && scaler_ != nullptr) {
-      absl::StatusOr<std::string> started = scaler_->StartHost(kPoolHostJoin);
+      absl::StatusOr<std::string> started = scaler_->StartHost(vm, kPoolHostJoin);
       if (!started.ok()) {
         return absl::Status(placed.status().code(),
                             absl::StrCat(placed.status().message(),
@@ -225,21 +225,45 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::RouteFor(const Pr
   // etcd cannot say, or nobody runs it (paused: it is taken over here), or this host does:
   // the local path answers, and says why when it cannot.
   if (!owner.ok() || !owner->has_value() || **owner == handoff_->host_id()) return nullptr;
-  absl::StatusOr<std::string> address = handoff_->AddressOf(**owner);
+  return ChannelToHostOf(id, **owner);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::GatewayRouteFor(
+    const std::string& id, std::string* host) {
+  if (handoff_ == nullptr || sessions_->RunsHere(id)) return nullptr;
+  absl::StatusOr<std::optional<std::string>> owner = handoff_->Owner(id);
+  if (!owner.ok()) return nullptr;  // etcd cannot say: what this host knows answers
+  if (owner->has_value()) {
+    if (**owner == handoff_->host_id()) return nullptr;
+    *host = **owner;
+  } else {
+    // Paused: the host that published it keeps its exposures and its snapshot, and resumes it
+    // for the connection; a host that is down leaves it to this one.
+    absl::StatusOr<SessionHandoff::Published> published = handoff_->Find(id);
+    if (!published.ok() || published->host == handoff_->host_id()) return nullptr;
+    if (!handoff_->AddressOf(published->host).ok()) return nullptr;
+    *host = published->host;
+  }
+  return ChannelToHostOf(id, *host);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::ChannelToHostOf(
+    const std::string& id, const std::string& owner) {
+  absl::StatusOr<std::string> address = handoff_->AddressOf(owner);
   if (!address.ok()) return nullptr;  // its host is down: the local path says whose it is
   if (address->empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("session ", id, " runs on host ", **owner,
+        absl::StrCat("session ", id, " runs on host ", owner,
                      ", which takes no forwarded calls: call that host, or start its airlockd with "
                      "--fleet-listen, --fleet-cert, --fleet-key and --fleet-ca"));
   }
   if (credentials_.cert_pem.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "session ", id, " runs on host ", **owner, " (", *address,
+        "session ", id, " runs on host ", owner, " (", *address,
         "), and this host forwards no calls: call that host, or start this airlockd with "
         "--fleet-listen, --fleet-cert, --fleet-key and --fleet-ca"));
   }
-  return ChannelTo(**owner, *address);
+  return ChannelTo(owner, *address);
 }
 
 std::shared_ptr<grpc::Channel> FleetForwarder::ChannelTo(const std::string& host,

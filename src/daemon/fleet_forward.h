@@ -90,11 +90,20 @@ class FleetForwarder {
   // cannot be reached: it publishes no address.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> RouteFor(const Principal& who,
                                                           const std::string& id);
+  // The same for a connection of the HTTP gateway, whose caller is known only to the host that
+  // holds the exposure: the host that runs session `id`, or else the live host that paused it
+  // last (it keeps the session's exposures and resumes it). nullptr: this host serves it. `host`
+  // is set to the host's id.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> GatewayRouteFor(const std::string& id,
+                                                                 std::string* host);
   // A client context for the forwarded call: the caller's principal, the call's deadline.
   static std::unique_ptr<grpc::ClientContext> ContextFor(grpc::ServerContext* context,
                                                          const Principal& who);
 
  private:
+  // The channel to `owner`, which holds session `id`; nullptr when it is down.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelToHostOf(const std::string& id,
+                                                                 const std::string& owner);
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& host, const std::string& address);
 
   SessionHandoff* const handoff_;

@@ -30,9 +30,10 @@ FleetScaler::~FleetScaler() {
   thread_.join();
 }
 
-absl::StatusOr<std::string> FleetScaler::StartHost(absl::Duration wait) {
+absl::StatusOr<std::string> FleetScaler::StartHost(const providers::VmPlacement& vm,
+                                                   absl::Duration wait) {
   absl::MutexLock start(&start_mu_);
-  absl::StatusOr<std::string> id = pool_->Start();
+  absl::StatusOr<std::string> id = pool_->Start(vm);
   if (!id.ok()) return id.status();
   LogInfo(absl::StrCat("host pool: started host ", *id, " for a session no host had room for"));
   {

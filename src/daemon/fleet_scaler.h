@@ -28,9 +28,11 @@ class FleetScaler {
               absl::Duration release_after);
   ~FleetScaler();
 
-  // Starts a host of the pool and waits, at most `wait`, until it takes forwarded calls: its id.
-  // One start at a time; RESOURCE_EXHAUSTED when every host of the pool runs already.
-  [[nodiscard]] absl::StatusOr<std::string> StartHost(absl::Duration wait);
+  // Starts a host of the pool that can hold `vm` and waits, at most `wait`, until it takes
+  // forwarded calls: its id. One start at a time; RESOURCE_EXHAUSTED when every host of the
+  // pool runs already, or none left is large enough.
+  [[nodiscard]] absl::StatusOr<std::string> StartHost(const providers::VmPlacement& vm,
+                                                      absl::Duration wait);
 
   // One pass of the loop: a pool host up and running no session (no claim in etcd) since at
   // least release_after is drained, checked again, released, and its drain mark taken away.

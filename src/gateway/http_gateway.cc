@@ -180,6 +180,8 @@ bool GatewayConnection::Write(absl::string_view bytes) {
 
 void GatewayConnection::EndWrite() { shutdown(fd_.get(), SHUT_WR); }
 
+void GatewayConnection::StopReading() { shutdown(fd_.get(), SHUT_RD); }
+
 void GatewayConnection::Cut() {
   cut_ = true;
   shutdown(fd_.get(), SHUT_RDWR);

@@ -43,6 +43,8 @@ class GatewayConnection {
   bool Write(absl::string_view bytes);
   // The client gets no more bytes (its read sees the end).
   void EndWrite();
+  // No more bytes are read from the client (a blocked Read returns 0); writes go on.
+  void StopReading();
   // Ends the connection both ways now: a blocked Read returns 0.
   void Cut();
   bool cut() const { return cut_; }
@@ -58,6 +60,10 @@ class GatewayConnection {
 
   const std::string& peer() const { return peer_; }  // "ADDRESS:PORT"
   bool tls() const { return tls_; }
+  // The fleet host whose gateway the client reached, when that host passed the connection to
+  // this one (a session this host runs); empty for this host's own clients. Never passed on.
+  const std::string& via() const { return via_; }
+  void set_via(std::string host) { via_ = std::move(host); }
 
   // The request's body after its head (Content-Length only; at most max bytes):
   // INVALID_ARGUMENT for chunked bodies or a bad length, OUT_OF_RANGE past max, UNAVAILABLE if
@@ -69,6 +75,7 @@ class GatewayConnection {
   std::string peer_;
   std::string buffered_;
   bool tls_;
+  std::string via_;
   std::atomic<bool> cut_{false};
   std::atomic<bool> wrote_{false};
 };

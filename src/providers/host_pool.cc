@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "src/common/byte_size.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/unique_fd.h"
@@ -98,6 +99,22 @@ absl::StatusOr<HostPoolConfig> ParseHostPool(std::string_view json) {
                          " is not KEY=VALUE, or sets AIRLOCK_HOME (\"home\" says that)"));
       }
     }
+    if (h.contains("memory")) {
+      const nlohmann::json& memory = h["memory"];
+      if (!memory.is_string() || !ParseByteSize(memory.get<std::string>(), 1, &host.memory_bytes) ||
+          host.memory_bytes < (64u << 20)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".memory is not a size of at least 64m, like \"64g\""));
+      }
+    }
+    if (h.contains("cpus")) {
+      const nlohmann::json& cpus = h["cpus"];
+      if (!cpus.is_number_unsigned() || cpus.get<uint64_t>() < 1 ||
+          cpus.get<uint64_t>() > (1u << 20)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".cpus is not a number of CPUs"));
+      }
+      host.cpus = static_cast<uint32_t>(cpus.get<uint64_t>());
+    }
     if (!ids.insert(host.id).second || !homes.insert(host.home).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": another host has the id ", host.id, " or the home ", host.home));
@@ -127,10 +144,18 @@ pid_t ProcessHostPool::Running(const PoolHost& host) {
   return pid;
 }
 
-absl::StatusOr<std::string> ProcessHostPool::Start() {
+absl::StatusOr<std::string> ProcessHostPool::Start(const VmPlacement& vm) {
   absl::MutexLock lock(&mu_);
+  const PoolHost* largest = nullptr;  // of those too small
+  bool any_left = false;
   for (const PoolHost& host : hosts_) {
     if (Running(host) != 0) continue;
+    any_left = true;
+    if ((host.memory_bytes != 0 && host.memory_bytes < vm.memory_bytes) ||
+        (host.cpus != 0 && uint64_t{host.cpus} * kVcpuOvercommit < vm.vcpus)) {
+      if (largest == nullptr || host.memory_bytes > largest->memory_bytes) largest = &host;
+      continue;
+    }
     if (mkdir(host.home.c_str(), 0700) != 0 && errno != EEXIST) {
       return ErrnoStatus(absl::StrCat("pool host ", host.id, ": mkdir"), host.home);
     }
@@ -169,6 +194,12 @@ absl::StatusOr<std::string> ProcessHostPool::Start() {
       return st;
     }
     return host.id;
+  }
+  if (any_left) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no host of the pool left to start holds ", FormatBytes(vm.memory_bytes),
+                     " and ", vm.vcpus, " vCPUs (the largest: ", largest->id, " with ",
+                     FormatBytes(largest->memory_bytes), " and ", largest->cpus, " CPUs)"));
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("every host of the pool (", hosts_.size(), ") runs already"));

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/providers/host_provider.h"
 
 namespace airlock::providers {
 
@@ -27,9 +28,10 @@ class HostPool {
  public:
   virtual ~HostPool() = default;
 
-  // Starts a host the pool has not started; its id. It joins the fleet by itself, a moment
-  // later. RESOURCE_EXHAUSTED when every host of the pool runs already.
-  [[nodiscard]] virtual absl::StatusOr<std::string> Start() = 0;
+  // Starts a host the pool has not started that can hold `vm` (a cloud would choose the
+  // instance's size by it); its id. It joins the fleet by itself, a moment later.
+  // RESOURCE_EXHAUSTED when every host of the pool runs already, or none left is that large.
+  [[nodiscard]] virtual absl::StatusOr<std::string> Start(const VmPlacement& vm) = 0;
   // Stops a host it started, which must run no VM by now (the caller drained it).
   [[nodiscard]] virtual absl::Status Release(const std::string& id) = 0;
   // The hosts it started that run now.
@@ -37,13 +39,16 @@ class HostPool {
 };
 
 // One host a ProcessHostPool may start: its airlockd's argv (argv[0] absolute; its --host-id
-// names `id`), its home (AIRLOCK_HOME; airlockd.log and pool.pid are kept there) and more of its
-// environment.
+// names `id`), its home (AIRLOCK_HOME; airlockd.log and pool.pid are kept there), more of its
+// environment, and what it offers the fleet's sessions once it runs (its --capacity-memory and
+// --capacity-vcpus, or its machine's), when the pool file says.
 struct PoolHost {
   std::string id;
   std::string home;
   std::vector<std::string> argv;
   std::vector<std::string> env;  // KEY=VALUE
+  uint64_t memory_bytes = 0;     // 0: not said (it is started for any session)
+  uint32_t cpus = 0;             // 0: not said; each backs kVcpuOvercommit sessions' vCPUs
 };
 
 struct HostPoolConfig {
@@ -55,7 +60,8 @@ struct HostPoolConfig {
 inline constexpr size_t kMaxPoolHosts = 64;
 
 // A pool file: {"release_after_seconds": N, "hosts": [{"id", "home", "argv": [...],
-// "env": ["K=V", ...]}, ...]}. INVALID_ARGUMENT saying what is wrong and where.
+// "env": ["K=V", ...], "memory": "64g", "cpus": 16}, ...]}. INVALID_ARGUMENT saying what is wrong
+// and where.
 [[nodiscard]] absl::StatusOr<HostPoolConfig> ParseHostPool(std::string_view json);
 
 // Hosts as airlockd processes on this machine, each in a session of its own (they outlive the
@@ -65,7 +71,7 @@ class ProcessHostPool : public HostPool {
  public:
   explicit ProcessHostPool(std::vector<PoolHost> hosts) : hosts_(std::move(hosts)) {}
 
-  absl::StatusOr<std::string> Start() override;
+  absl::StatusOr<std::string> Start(const VmPlacement& vm) override;
   absl::Status Release(const std::string& id) override;
   std::vector<std::string> Started() override;
 
