@@ -170,6 +170,13 @@ class Host {
     return ReadFileToString(home_ + "/airlockd.log", 1 << 20).value_or("(no log)");
   }
 
+  // Hosts of a fleet share the key snapshots are signed with: this one takes `from`'s.
+  void TakeKeyOf(const Host& from) {
+    absl::StatusOr<std::string> key = ReadFileToString(from.home() + "/host.key", 64);
+    ASSERT_TRUE(key.ok()) << key.status();
+    ASSERT_TRUE(WriteFileAtomically(home_ + "/host.key", *key, 0600).ok());
+  }
+
  private:
   std::string name_;
   std::string home_;
@@ -260,9 +267,7 @@ TEST(FleetTest, APausedSessionResumesOnAnotherHostAndADeadHostsSessionIsTakenOve
   Host a("host-a", dir.path()), b("host-b", dir.path(), /*shared_images=*/false);
   a.Start(s3.Endpoint(), etcd.Endpoint());
   // Hosts of a fleet share the key snapshots are signed with.
-  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
-  ASSERT_TRUE(key.ok()) << key.status();
-  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.TakeKeyOf(a);
   b.Start(s3.Endpoint(), etcd.Endpoint());
 
   Result r = a.Run({"session", "create"});
@@ -445,6 +450,67 @@ Result RunUntilOk(Host& host, const std::vector<std::string>& args) {
   return r;
 }
 
+// A session's volumes go with it: B takes over a session paused on A with the data A's
+// session wrote on its read-write volume and the content of its read-only one, and A takes it
+// back with what B wrote. A host with a volume of its own by that name refuses the session.
+TEST(FleetTest, AVolumeGoesWithItsSessionToAnotherHostAndBack) {
+  testing::TempDir dir;
+  testing::S3rver s3(AIRLOCK_NODE, AIRLOCK_S3RVER_DIR, dir.File("s3"), kBucket);
+  ASSERT_TRUE(s3.running()) << s3.Log();
+  testing::EtcdServer etcd("/usr/bin/etcd", dir.File("etcd"));
+  ASSERT_TRUE(etcd.running()) << etcd.Log();
+  Host a("host-a", dir.path()), b("host-b", dir.path());
+  a.Start(s3.Endpoint(), etcd.Endpoint());
+  b.TakeKeyOf(a);
+  b.Start(s3.Endpoint(), etcd.Endpoint());
+
+  auto ok = [](Host& h, const std::vector<std::string>& args) {
+    Result r = h.Run(args);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err << h.Log();
+    return std::string(absl::StripTrailingAsciiWhitespace(r.out));
+  };
+  ok(a, {"volume", "create", "data", "--size", "64m"});
+  ok(a, {"volume", "create", "ref", "--size", "32m"});
+  std::string in = dir.File("ref-in");
+  ASSERT_EQ(mkdir(in.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomically(in + "/hello.txt", "hello from the ref volume\n", 0644).ok());
+  ok(a, {"volume", "import", "ref", in});
+  std::string id =
+      ok(a, {"session", "create", "--volume", "data:/data", "--volume", "ref:/ref:ro"});
+  ok(a, {"exec", id, "--", "sh", "-c", "echo written-on-a > /data/f"});
+  ok(a, {"pause", id});
+
+  // B has never had the volumes: they come with the session.
+  Result r = b.Run(
+      {"exec", id, "--", "sh", "-c", "cat /data/f /ref/hello.txt; echo written-on-b >> /data/f"});
+  EXPECT_EQ(r.out, "written-on-a\nhello from the ref volume\n") << r.err << b.Log();
+  r = b.Run({"volume", "ls", "--json"});
+  nlohmann::json listed = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(listed.is_array() && listed.size() == 2) << r.out;
+  EXPECT_EQ(listed[0].value("name", ""), "data");
+  EXPECT_EQ(listed[0].value("origin", ""), "from host host-a") << r.out;
+  // A read-only attachment stays read-only there.
+  r = b.Run({"exec", id, "--", "sh", "-c", "echo x > /ref/x"});
+  EXPECT_NE(r.exit_code, 0);
+  ok(b, {"pause", id});
+
+  // Back on A, with what B wrote (A's own copy was older).
+  EXPECT_EQ(ok(a, {"exec", id, "--", "cat", "/data/f"}), "written-on-a\nwritten-on-b");
+
+  // A host whose own volume has the name of the session's is refused, and keeps its own.
+  ok(a, {"volume", "create", "clash", "--size", "16m"});
+  std::string other = ok(a, {"session", "create", "--volume", "clash:/c"});
+  ok(a, {"pause", other});
+  ok(b, {"volume", "create", "clash", "--size", "16m"});
+  r = b.Run({"exec", other, "--", "true"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("this host has another volume of that name"), std::string::npos) << r.err;
+  EXPECT_EQ(WaitListed(a, other, "paused@host-a"), "paused@host-a");
+  EXPECT_EQ(ok(a, {"exec", other, "--", "true"}), "");
+  EXPECT_EQ(a.Run({"rm", id}).exit_code, 0);
+  EXPECT_EQ(a.Run({"rm", other}).exit_code, 0);
+}
+
 // `airlock hosts drain`: asked on A, B stops taking work and pauses its sessions for the
 // others (one running a command waits for the command to end); A resumes them; the drain
 // lasts until undone.
@@ -456,9 +522,7 @@ TEST(FleetTest, ADrainedHostTakesNothingNewAndPausesItsSessionsForTheOthers) {
   ASSERT_TRUE(etcd.running()) << etcd.Log();
   Host a("host-a", dir.path()), b("host-b", dir.path());
   a.Start(s3.Endpoint(), etcd.Endpoint());
-  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
-  ASSERT_TRUE(key.ok()) << key.status();
-  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.TakeKeyOf(a);
   b.Start(s3.Endpoint(), etcd.Endpoint());
 
   Result r = b.Run({"session", "create"});
@@ -571,9 +635,7 @@ TEST(FleetTest, ACallOnAnyHostReachesTheSessionWhereItRuns) {
   };
   Host a("host-a", dir.path()), b("host-b", dir.path());
   a.Start(s3.Endpoint(), etcd.Endpoint(), offering("host-a", "1g"));
-  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
-  ASSERT_TRUE(key.ok()) << key.status();
-  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.TakeKeyOf(a);
   b.Start(s3.Endpoint(), etcd.Endpoint(), offering("host-b", "2g"));
 
   Result r = b.Run({"session", "create"});
@@ -778,9 +840,7 @@ TEST(FleetTest, AHostOfThePoolStartsWhenNoHostHasRoomAndGoesWhenIdle) {
   std::vector<std::string> a_flags = fleet_flags("host-a", "1g");
   a_flags.insert(a_flags.end(), {"--host-pool", dir.File("pool.json")});
   a.Start(s3.Endpoint(), etcd.Endpoint(), a_flags);
-  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
-  ASSERT_TRUE(key.ok()) << key.status();
-  ASSERT_TRUE(WriteFileAtomically(pool_host.home() + "/host.key", *key, 0600).ok());
+  pool_host.TakeKeyOf(a);
   // Whatever happens below, the pool's host ends with the test.
   struct StopPool {
     std::string pid_file;
@@ -847,9 +907,7 @@ TEST(FleetTest, AStoreOrEtcdThatFailsOrHangsLosesNothingAndAHostCutOffRejoins) {
   Host a("host-a", dir.path()), b("host-b", dir.path());
   const std::vector<std::string> quick = {"--blob-store-timeout", "2"};
   a.Start(a_s3.Endpoint(), etcd.Endpoint(), quick);
-  absl::StatusOr<std::string> key = ReadFileToString(a.home() + "/host.key", 64);
-  ASSERT_TRUE(key.ok()) << key.status();
-  ASSERT_TRUE(WriteFileAtomically(b.home() + "/host.key", *key, 0600).ok());
+  b.TakeKeyOf(a);
   b.Start(b_s3.Endpoint(), b_etcd.Endpoint(), quick);
 
   // A session made on A and published there runs on B, which adds to its file.

@@ -97,6 +97,16 @@ absl::StatusOr<std::set<std::string>> SessionHandoff::ReferencedBlobs(
       named.insert(parts[0]);
       named.insert(parts[2]);
     }
+    // Its volumes' disks ("DIGEST,SIZE,SNAPSHOT" each).
+    if (auto it = verified->fields.find("volume-disks");
+        it != verified->fields.end() && !it->second.empty()) {
+      for (absl::string_view line : absl::StrSplit(it->second, ' ')) {
+        std::string digest(line.substr(0, line.find(',')));
+        if (!providers::BlobDigestHex(digest).ok())
+          return refuse("its volume-disks line is malformed");
+        named.insert(std::move(digest));
+      }
+    }
     // The files its manifest names. A manifest the store no longer has, or that was changed,
     // names nothing any host would load (that session cannot be resumed); any other failure
     // to read it stops the collection, since its files are then unknown.

@@ -30,10 +30,11 @@ struct FleetRecord {
 };
 
 // The field lines of a session's published snapshot record (SessionHandoff::Publish): the host
-// that took it, its manifest's blob, its image's blobs, and its generation.
+// that took it, its manifest's blob, its image's blobs, its generation, and its volumes' disks.
+// (No name may be one of EncodeSessionRecord's fields.)
 inline const std::vector<std::string>& PublishedRecordFields() {
   static const auto* fields =
-      new std::vector<std::string>{"host", "manifest", "image-blobs", "generation"};
+      new std::vector<std::string>{"host", "manifest", "image-blobs", "generation", "volume-disks"};
   return *fields;
 }
 

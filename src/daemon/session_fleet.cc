@@ -80,10 +80,16 @@ absl::StatusOr<SessionRecord> SessionManager::TakeOver(const Principal& who, con
       st = handoff_->FetchImage(*published, images);
     }
   }
+  // Its volumes come with it, as that host last wrote them.
+  if (st.ok()) st = volumes_.Adopt(who, *published, *handoff_);
   if (st.ok()) st = store_->sessions().Import(who, published->record, published->host);
   if (!st.ok()) {
     span.SetError(std::string(st.message()));
     LogIfFailed(handoff_->Release(id), absl::StrCat("session ", id, ": not released"));
+    // What was fetched for a session this host never had is not kept.
+    if (!local.ok()) {
+      LogIfFailed(RemoveTree(layout_.Dir(id)), absl::StrCat("session ", id, ": not removed"));
+    }
     return absl::Status(st.code(), absl::StrCat("could not bring session ", id, " from host ",
                                                 published->host, ": ", st.message()));
   }
@@ -101,12 +107,23 @@ absl::Status SessionManager::Publish(const SessionRecord& record) {
   absl::StatusOr<ImageInfo> image =
       images_.Operators().ResolveDigest(record.image, record.image_digest);
   absl::Status st = image.status();
-  if (st.ok() && !record.volumes.empty()) {
-    // Volumes are this host's files: the session stays where they are.
-    st = absl::UnimplementedError(
-        "volumes do not travel between hosts yet; the session resumes on this host only");
+  // Its volumes go with it: their disks are frozen and held by it while it is paused.
+  std::vector<SessionHandoff::VolumeDisk> volumes;
+  for (const VolumeAttachment& v : record.volumes) {
+    if (!st.ok()) break;
+    absl::StatusOr<VolumeRecord> volume = store_->volumes().Get(record.tenant, v.name);
+    if (volume.ok() && volume->id != v.volume_id) {
+      volume =
+          absl::FailedPreconditionError(absl::StrCat("volume ", v.name, " is another one now"));
+    }
+    st = volume.status();
+    if (st.ok()) {
+      volumes.push_back({.path = layout_.Volume(v.volume_id),
+                         .size_bytes = volume->size_bytes,
+                         .snapshot = volume->read_only});
+    }
   }
-  if (st.ok()) st = handoff_->Publish(record, layout_.Snapshot(record.id), *image);
+  if (st.ok()) st = handoff_->Publish(record, layout_.Snapshot(record.id), *image, volumes);
   std::string unpublished = layout_.UnpublishedMarker(record.id);
   if (st.ok() && unlink(unpublished.c_str()) == 0) {
     // Gone for good before another host may take the session, or a later resume here would

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -29,6 +30,7 @@
 #include "src/vm/snapshot.h"
 #include "src/vm/snapshot_manifest.h"
 #include "src/vm/snapshot_pack.h"
+#include "src/vm/vm_driver.h"
 
 namespace airlock {
 namespace {
@@ -393,7 +395,11 @@ absl::StatusOr<SessionHandoff::ImageBlobs> SessionHandoff::PutImage(const ImageI
 }
 
 absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::string& dir,
-                                     const ImageInfo& image) {
+                                     const ImageInfo& image,
+                                     const std::vector<VolumeDisk>& volumes) {
+  if (volumes.size() != record.volumes.size()) {
+    return absl::InternalError("a publishing's volumes are not the session's");
+  }
   absl::StatusOr<std::string> text =
       ReadFileToString(absl::StrCat(dir, "/", kSnapshotManifestFile), kMaxManifestBytes);
   if (!text.ok()) return text.status();
@@ -410,6 +416,21 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
       return absl::Status(st.code(), absl::StrCat("uploading ", file.name, ": ", st.message()));
     }
   }
+  // Each volume's disk under its digest: one no session changed since is not sent again.
+  std::vector<std::string> volume_lines;
+  for (size_t slot = 0; slot < volumes.size(); ++slot) {
+    const VolumeDisk& v = volumes[slot];
+    UniqueFd fd(open(v.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return ErrnoStatus("open volume", v.path);
+    absl::StatusOr<std::string> digest = SparseSha256(fd.get());
+    if (!digest.ok()) return digest.status();
+    std::string blob = absl::StrCat("sha256:", *digest);
+    if (absl::Status st = PutFile(blob, v.path, &pins); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("uploading volume ", record.volumes[slot].name,
+                                                  ": ", st.message()));
+    }
+    volume_lines.push_back(absl::StrCat(blob, ",", v.size_bytes, ",", v.snapshot ? 1 : 0));
+  }
   std::string manifest_digest = absl::StrCat("sha256:", Sha256Hex(*text));
   if (absl::Status st = PutBytes(manifest_digest, *text, &pins); !st.ok()) return st;
   absl::StatusOr<ImageBlobs> image_blobs = PutImage(image, &pins);
@@ -425,7 +446,8 @@ absl::Status SessionHandoff::Publish(const SessionRecord& record, const std::str
        {"manifest", manifest_digest},
        {"image-blobs",
         absl::StrCat(image_blobs->rootfs, "\t", image_blobs->rootfs_size, "\t", image_blobs->meta)},
-       {"generation", absl::StrCat(generation)}},
+       {"generation", absl::StrCat(generation)},
+       {"volume-disks", absl::StrJoin(volume_lines, " ")}},
       record, key_);
   // Only while the pins hold (they go with the lease they were made under): a host that lost
   // its lease during a long upload may have had a blob removed under it.
@@ -481,8 +503,25 @@ absl::StatusOr<SessionHandoff::Published> SessionHandoff::Find(const std::string
     published.image_rootfs = parts[0];
     published.image_meta = parts[2];
   }
+  if (auto it = verified->fields.find("volume-disks");
+      it != verified->fields.end() && !it->second.empty()) {
+    for (absl::string_view line : absl::StrSplit(it->second, ' ')) {
+      std::vector<std::string> parts = absl::StrSplit(line, ',');
+      Published::Volume v;
+      if (parts.size() != 3 || !providers::BlobDigestHex(parts[0]).ok() ||
+          !absl::SimpleAtoi(parts[1], &v.size_bytes) || (parts[2] != "0" && parts[2] != "1")) {
+        return refuse("its volume-disks line is malformed");
+      }
+      v.digest = parts[0];
+      v.snapshot = parts[2] == "1";
+      published.volumes.push_back(std::move(v));
+    }
+  }
   SessionRecord& record = verified->record;
   if (record.id != id) return refuse("it is the record of another session");
+  if (published.volumes.size() != record.volumes.size()) {
+    return refuse("it names another number of volumes than the session attaches");
+  }
   if (published.host.empty() || !providers::BlobDigestHex(published.manifest).ok()) {
     return refuse("it names no host or no manifest");
   }
@@ -521,6 +560,28 @@ absl::Status SessionHandoff::GetFile(const std::string& digest, uint64_t max_siz
   pipe->write.reset();
   reader.join();
   return got.ok() ? unpacked : got;
+}
+
+absl::Status SessionHandoff::FetchVolume(const Published& published, size_t slot,
+                                         const std::string& path) {
+  if (slot >= published.volumes.size()) return absl::InternalError("no such volume slot");
+  const Published::Volume& v = published.volumes[slot];
+  UniqueFd out(open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.valid()) return ErrnoStatus("create", path);
+  absl::Status got = GetFile(v.digest, kVolumeDiskBytes, out.get());
+  absl::StatusOr<std::string> digest =
+      got.ok() ? SparseSha256(out.get()) : absl::StatusOr<std::string>(got);
+  if (digest.ok() && absl::StrCat("sha256:", *digest) != v.digest) {
+    digest = absl::DataLossError(absl::StrCat("volume ", published.record.volumes[slot].name,
+                                              " of session ", published.record.id,
+                                              " is not the disk its record names"));
+  }
+  if (digest.ok() && fsync(out.get()) != 0) digest = ErrnoStatus("fsync", path);
+  if (!digest.ok()) {
+    unlink(path.c_str());
+    return digest.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SessionHandoff::FetchImage(const Published& published, ImageStore& images) {

@@ -21,7 +21,8 @@
 //
 // The rules SessionManager follows:
 //   - A pause publishes: each file of the snapshot is uploaded packed (snapshot_pack.h) under its
-//     manifest digest (a blob present already is not sent again), then the manifest, then the
+//     manifest digest (a blob present already is not sent again), then the disks of the
+//     volumes it attaches (each packed under its sparse digest), then the manifest, then the
 //     session's image (its root filesystem, packed, and its metadata; once per image and run
 //     of airlockd), then the signed record naming them all. Then the session is released, and
 //     any host may resume it.
@@ -53,7 +54,7 @@
 //     with the lease the publishing started under, and its record is written only while they
 //     hold (a host that lost its lease mid-upload does not publish); a collection's marks go
 //     with a lease of its own, and it removes nothing once that is lost. Hosts of versions
-//     without pins are protected by the grace alone. Templates and volumes are each host's own
+//     without pins are protected by the grace alone. Templates are each host's own
 //     and never in the blob store.
 //
 // Trust: the blob store and etcd are untrusted storage. What is loaded is what the snapshot's
@@ -130,11 +131,19 @@ class SessionHandoff {
   // Gives the session up (OK if this host did not own it).
   [[nodiscard]] absl::Status Release(const std::string& id);
 
-  // Uploads the snapshot in dir (manifest.json and its files) and the session's image as this
-  // host's store has it (unless uploaded by this object already), and publishes them with the
+  // A volume the session attaches, as a publishing takes it along (by slot).
+  struct VolumeDisk {
+    std::string path;         // its disk (frozen: the session is paused and holds it)
+    uint64_t size_bytes = 0;  // its filesystem's size (VolumeRecord::size_bytes)
+    bool snapshot = false;    // a read-only volume (NAME@TAG)
+  };
+  // Uploads the snapshot in dir (manifest.json and its files), the disks of the session's
+  // volumes (by slot, each under its sparse digest) and the session's image as this host's
+  // store has it (unless uploaded by this object already), and publishes them with the
   // session's record as the session's latest.
   [[nodiscard]] absl::Status Publish(const SessionRecord& record, const std::string& dir,
-                                     const ImageInfo& image);
+                                     const ImageInfo& image,
+                                     const std::vector<VolumeDisk>& volumes = {});
 
   struct Published {
     SessionRecord record;     // state paused
@@ -146,6 +155,13 @@ class SessionHandoff {
     std::string image_rootfs;
     uint64_t image_rootfs_size = 0;
     std::string image_meta;
+    // The disks of the volumes it attaches, by slot (as many as record.volumes).
+    struct Volume {
+      std::string digest;  // "sha256:..." of the disk (SparseSha256), its blob
+      uint64_t size_bytes = 0;
+      bool snapshot = false;
+    };
+    std::vector<Volume> volumes;
   };
   // The session's last published snapshot; NotFound when there is none; DataLoss, saying so,
   // for one older than this host saw (put back in etcd).
@@ -153,6 +169,11 @@ class SessionHandoff {
   // Downloads a published snapshot into dir, replacing what is there (written beside it and
   // renamed: a crash leaves the old one or the new one whole).
   [[nodiscard]] absl::Status Fetch(const Published& published, const std::string& dir);
+  // Downloads the disk of the published session's volume in `slot` into a new file at path
+  // (0600; not there before), and checks it is the disk that was published (DATA_LOSS if not:
+  // the file is removed).
+  [[nodiscard]] absl::Status FetchVolume(const Published& published, size_t slot,
+                                         const std::string& path);
   // Installs the published session's image into `images` under the record's image digest
   // (untagged: a session names its image by digest), from the blob store. NotFound, saying to
   // pull it, when the record was published without its image.

@@ -149,6 +149,57 @@ TEST_F(SessionHandoffTest, APublishedSnapshotIsFetchedWholeOnAnotherHost) {
   EXPECT_EQ(SnapshotBytesHashed(), hashed);
 }
 
+// A session's volumes are published with it: each disk under its digest, fetched whole and
+// sparse on another host, refused when its blob was changed, and named for the collection.
+TEST_F(SessionHandoffTest, TheVolumesOfAPublishedSessionTravelWithIt) {
+  auto a = Host("host-a", key_), b = Host("host-b", key_);
+  ASSERT_TRUE(a && b);
+  std::string snapshot = Snapshot(key_);
+  std::string disk = dir_.File("volume.ext4");
+  int fd = open(disk.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  EXPECT_EQ(pwrite(fd, "volume data", 11, 4096), 11);
+  EXPECT_EQ(ftruncate(fd, 1ll << 40), 0);
+  close(fd);
+  SessionRecord record = Record();
+  record.volumes = {{.volume_id = "00112233445566ff", .name = "data", .path = "/data"}};
+  // A publishing must be given every volume the session attaches.
+  EXPECT_FALSE(a->Publish(record, snapshot, image_).ok());
+  ASSERT_TRUE(a->Publish(record, snapshot, image_, {{.path = disk, .size_bytes = 64 << 20}}).ok());
+  absl::StatusOr<SessionHandoff::Published> published = b->Find(kId);
+  ASSERT_TRUE(published.ok()) << published.status();
+  ASSERT_EQ(published->volumes.size(), 1u);
+  EXPECT_EQ(published->volumes[0].size_bytes, 64u << 20);
+  EXPECT_FALSE(published->volumes[0].snapshot);
+  std::string fetched = dir_.File("fetched.ext4");
+  ASSERT_TRUE(b->FetchVolume(*published, 0, fetched).ok());
+  struct stat st;
+  ASSERT_EQ(stat(fetched.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1ll << 40);
+  EXPECT_LT(st.st_blocks * 512, 1 << 20);
+  char got[11];
+  fd = open(fetched.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(pread(fd, got, sizeof got, 4096), 11);
+  close(fd);
+  EXPECT_EQ(std::string(got, 11), "volume data");
+  // The collection keeps its blob: no record-less blob is marked.
+  absl::StatusOr<SessionHandoff::BlobCollection> gc = a->CollectBlobs(absl::Hours(1), true);
+  ASSERT_TRUE(gc.ok()) << gc.status();
+  EXPECT_TRUE(gc->marked.empty()) << gc->marked.front();
+  // A changed blob is refused, and nothing is left where it was to go.
+  std::string hex = published->volumes[0].digest.substr(strlen("sha256:"));
+  std::string blob = dir_.File(absl::StrCat("blobs/sha256/", hex.substr(0, 2), "/", hex));
+  std::string packed = *ReadFileToString(blob, 1 << 20);
+  size_t at = packed.find("volume data");
+  ASSERT_NE(at, std::string::npos);
+  fd = open(blob.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_EQ(pwrite(fd, "V", 1, static_cast<off_t>(at)), 1);
+  close(fd);
+  std::string refused = dir_.File("refused.ext4");
+  absl::Status fetch = b->FetchVolume(*published, 0, refused);
+  EXPECT_TRUE(absl::IsDataLoss(fetch)) << fetch;
+  EXPECT_NE(access(refused.c_str(), F_OK), 0);
+}
+
 TEST_F(SessionHandoffTest, ARecordOrBlobChangedInTheStoresOrSignedWithAnotherKeyIsRefused) {
   auto a = Host("host-a", key_), b = Host("host-b", key_);
   auto stranger = Host("host-c", std::string(kHostKeyBytes, 'x'));

@@ -191,6 +191,36 @@ absl::Status VolumeRepository::Create(const Principal& who, const VolumeRecord& 
   return tx.Commit();
 }
 
+absl::Status VolumeRepository::Adopt(const Principal& who, const VolumeRecord& v,
+                                     const std::string& outcome) {
+  SqliteDb::Locked db(db_);
+  Transaction tx(db);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  Stmt have(db, "SELECT id FROM volumes WHERE tenant = ? AND name = ?");
+  have.Bind(1, v.tenant).Bind(2, v.name);
+  if (have.Step() && have.Text(0) != v.id) {
+    return absl::FailedPreconditionError(absl::StrCat("this host has another volume named ", v.name,
+                                                      " (airlock volume rm ", v.name,
+                                                      " removes it)"));
+  }
+  if (!have.ok()) return have.status();
+  Stmt drop(db, "DELETE FROM volumes WHERE id = ?");
+  drop.Bind(1, v.id);
+  drop.Step();
+  if (!drop.ok()) return drop.status();
+  Stmt q(db, absl::StrCat("INSERT INTO volumes(", kVolumeColumns, ") VALUES(?,?,?,?,?,?,?,?,'')"));
+  q.Bind(1, v.id).Bind(2, v.tenant).Bind(3, v.name).Bind(4, static_cast<int64_t>(v.size_bytes));
+  q.Bind(5, v.read_only ? 1 : 0).Bind(6, v.origin).Bind(7, v.generation).Bind(8, v.created_ms);
+  q.Step();
+  if (!q.ok()) return q.status();
+  if (absl::Status st =
+          AuditLog::Append(db, who, v.tenant, "volume.fetch", "volume " + v.name, outcome);
+      !st.ok()) {
+    return st;
+  }
+  return tx.Commit();
+}
+
 absl::StatusOr<VolumeRecord> VolumeRepository::Get(const std::string& tenant,
                                                    const std::string& name) {
   SqliteDb::Locked db(db_);

@@ -31,6 +31,11 @@ class VolumeRepository {
  public:
   explicit VolumeRepository(SqliteDb& db) : db_(db) {}
 
+  // The volume as another host of the fleet left it (its disk is in place already): replaces
+  // this host's row of it, or inserts it; audited as volume.fetch. FAILED_PRECONDITION if the
+  // tenant has another volume of that name.
+  [[nodiscard]] absl::Status Adopt(const Principal& who, const VolumeRecord& volume,
+                                   const std::string& outcome);
   // Inserts a volume, audited as `action` (volume.create, volume.snapshot, volume.fork);
   // ALREADY_EXISTS if the tenant has one of that name.
   [[nodiscard]] absl::Status Create(const Principal& who, const VolumeRecord& volume,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -19,6 +20,7 @@
 #include "src/image/ext4_writer.h"
 #include "src/image/tar_to_ext4.h"
 #include "src/vm/snapshot.h"
+#include "src/vm/snapshot_manifest.h"
 #include "src/vm/vm_driver.h"
 
 namespace airlock {
@@ -94,6 +96,80 @@ absl::Status Volumes::Recover() {
     std::string path = absl::StrCat(layout_.volumes(), "/", name);
     LogInfo(absl::StrCat("removing ", path, ": no volume names it (left by a crash)"));
     if (unlink(path.c_str()) != 0) LogWarning(absl::StrCat("could not remove ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Volumes::Adopt(const Principal& who, const SessionHandoff::Published& published,
+                            SessionHandoff& handoff) {
+  const SessionRecord& session = published.record;
+  struct Slot {
+    std::optional<VolumeRecord> here;  // this host's row of the volume
+    bool same = false;                 // this host's copy is the published disk already
+  };
+  // Every volume is checked before any changes.
+  std::vector<Slot> slots(session.volumes.size());
+  for (size_t i = 0; i < session.volumes.size(); ++i) {
+    const VolumeAttachment& a = session.volumes[i];
+    if (absl::Status s = CheckVolumeName(a.name, published.volumes[i].snapshot); !s.ok()) return s;
+    if (a.volume_id.size() != 16 ||
+        a.volume_id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return absl::DataLossError(absl::StrCat("volume ", a.name, " has a malformed id"));
+    }
+    absl::StatusOr<VolumeRecord> here = store_->volumes().Get(session.tenant, a.name);
+    if (absl::IsNotFound(here.status())) continue;
+    if (!here.ok()) return here.status();
+    if (here->id != a.volume_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", session.id, " attaches volume ", a.name, " of host ", published.host,
+          ", and this host has another volume of that name: remove this one (airlock volume rm ",
+          a.name, ") or resume the session on host ", published.host));
+    }
+    UniqueFd fd(open(layout_.Volume(a.volume_id).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    absl::StatusOr<std::string> digest =
+        fd.valid() ? SparseSha256(fd.get()) : absl::StatusOr<std::string>(absl::NotFoundError(""));
+    slots[i].same = digest.ok() && absl::StrCat("sha256:", *digest) == published.volumes[i].digest;
+    for (const std::string& h : here->holders) {
+      if (h == session.id || slots[i].same) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session ", session.id, " attaches volume ", a.name, " as host ", published.host,
+          " left it, and session ", h, " here holds this host's older copy: remove that session ",
+          "first, or resume this one on host ", published.host));
+    }
+    slots[i].here = *std::move(here);
+  }
+  for (size_t i = 0; i < session.volumes.size(); ++i) {
+    const VolumeAttachment& a = session.volumes[i];
+    const std::optional<VolumeRecord>& here = slots[i].here;
+    std::string path = layout_.Volume(a.volume_id);
+    if (!slots[i].same) {
+      std::string fetched = path + ".fetch";
+      unlink(fetched.c_str());  // one a crash left
+      if (absl::Status s = handoff.FetchVolume(published, i, fetched); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("volume ", a.name, ": ", s.message()));
+      }
+      if (rename(fetched.c_str(), path.c_str()) != 0) {
+        absl::Status s = ErrnoStatus("rename", fetched);
+        unlink(fetched.c_str());
+        return s;
+      }
+      if (absl::Status s = SyncDirectory(layout_.volumes()); !s.ok()) return s;
+    }
+    VolumeRecord v{.id = a.volume_id,
+                   .tenant = session.tenant,
+                   .name = a.name,
+                   .size_bytes = published.volumes[i].size_bytes,
+                   .read_only = published.volumes[i].snapshot,
+                   .origin = here ? here->origin : absl::StrCat("from host ", published.host),
+                   .generation = a.generation,
+                   .created_ms = here ? here->created_ms : NowUnixMs()};
+    if (absl::Status s = store_->volumes().Adopt(
+            who, v,
+            absl::StrCat("with session ", session.id, " from host ", published.host,
+                         slots[i].same ? " (this host's copy was the same)" : ""));
+        !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "src/daemon/quota_admission.h"
 #include "src/daemon/records.h"
+#include "src/daemon/session_handoff.h"
 #include "src/daemon/session_layout.h"
 #include "src/daemon/state_store.h"
 
@@ -80,6 +81,13 @@ class Volumes {
       const std::string& child_id, std::vector<std::string>* made_names);
   // The bytes the read-write volumes of a session take, each (a fork's quota).
   uint64_t ReadWriteBytes(const SessionRecord& session);
+  // For a session another host published (SessionHandoff::Published), taken over here: the
+  // disks of its volumes from the blob store, each in place of this host's copy of that volume
+  // (or as a new volume of the tenant's), as the publishing host left them. FAILED_PRECONDITION,
+  // changing nothing of that volume, when the tenant has another volume of that name here, or
+  // another session here holds the volume.
+  [[nodiscard]] absl::Status Adopt(const Principal& who, const SessionHandoff::Published& published,
+                                   SessionHandoff& handoff);
   // FAILED_PRECONDITION if a volume the paused session saw has changed since (it cannot, but a
   // resume checks rather than show a guest a disk its cache does not match).
   [[nodiscard]] absl::Status CheckUnchanged(const SessionRecord& session);
