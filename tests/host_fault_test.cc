@@ -87,6 +87,24 @@ TEST(HostFaultTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   ASSERT_EQ(statvfs(home.path().c_str(), &fs), 0);
   EXPECT_GE(static_cast<int64_t>(fs.f_bavail) * fs.f_frsize, int64_t{12} << 20);
   EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");
+  // Nor for a workspace's upload: refused with where and what to do, and nothing of it stays.
+  std::string workspace = home.path() + "-workspace";
+  ASSERT_EQ(mkdir(workspace.c_str(), 0755), 0);
+  std::string noise(40 << 20, '\0');  // that nothing can compress
+  uint64_t x = 88172645463325252ull;
+  for (char& c : noise) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  ASSERT_TRUE(WriteFileAtomically(workspace + "/big.bin", noise, 0644).ok());
+  int64_t before = home.FreeBytes();
+  r = RunAirlock({"session", "create", "--workspace", workspace});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
+  EXPECT_GE(home.FreeBytes(), before - (1 << 20));
+  EXPECT_TRUE(ListDirectory(home.path() + "/tmp").empty());
+  ASSERT_TRUE(RemoveTree(workspace).ok());
   home.Free();
   ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
   EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");

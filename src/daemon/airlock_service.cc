@@ -199,11 +199,13 @@ grpc::Status SessionsService::Create(grpc::ServerContext* context,
     if (!limits.ok()) return ToGrpc(limits.status());
     bool forwarded = !who->via_host.empty();
     bool here = forwarded || !request->workspace().empty() || request->volumes_size() > 0;
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> placed =
-        fleet_->PlaceCreate(forwarded ? sessions_->handoff()->host_id() : request->host(),
-                            {.vcpus = limits->vcpus, .memory_bytes = limits->memory_bytes}, here);
+    std::string target;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> placed = fleet_->PlaceCreate(
+        forwarded ? sessions_->handoff()->host_id() : request->host(),
+        {.vcpus = limits->vcpus, .memory_bytes = limits->memory_bytes}, here, &target);
     if (!placed.ok()) return ToGrpc(placed.status());
     if (*placed != nullptr) {
+      std::shared_ptr<void> under_way = fleet_->CreateUnderWay(target);
       return ForwardTo(*placed, context, *who, &v1::Sessions::Stub::Create, *request, response);
     }
   } else if (fleet_ == nullptr && !request->host().empty() &&

@@ -144,8 +144,15 @@ FleetForwarder::FleetForwarder(SessionHandoff* handoff, SessionManager* sessions
       policy_(policy),
       credentials_(std::move(credentials)) {}
 
+std::shared_ptr<void> FleetForwarder::CreateUnderWay(const std::string& host) {
+  if (scaler_ == nullptr) return nullptr;
+  scaler_->CreateBegins(host);
+  return std::shared_ptr<void>(nullptr,
+                               [scaler = scaler_, host](void*) { scaler->CreateEnds(host); });
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::PlaceCreate(
-    const std::string& asked, const providers::VmPlacement& vm, bool here) {
+    const std::string& asked, const providers::VmPlacement& vm, bool here, std::string* chosen) {
   const std::string& me = handoff_->host_id();
   if (here && !asked.empty() && asked != me) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -206,6 +213,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> FleetForwarder::PlaceCreate(
         absl::StrCat(room.message(), !asked.empty() && !here ? ": leave out --host" : ""));
   }
   if (target == me) return nullptr;
+  *chosen = target;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       ChannelTo(target, host->capacity.address);
   // A host joins the fleet a moment before its fleet port listens.

@@ -77,9 +77,13 @@ class FleetForwarder {
   // over the hosts' published capacity and what their running sessions hold, from the fleet's
   // index; a host of the pool started for it when none has room). `here`: it must be made on this
   // host (its workspace upload and volumes are here).
+  // `host` is set to the host chosen.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> PlaceCreate(const std::string& asked,
                                                              const providers::VmPlacement& vm,
-                                                             bool here);
+                                                             bool here, std::string* host);
+  // While the handle lives, a create this host passed on is under way on `host`: a host of the
+  // pool is not released meanwhile (its new session holds no claim yet).
+  std::shared_ptr<void> CreateUnderWay(const std::string& host);
   // With a host pool (airlockd --host-pool): a create no host has room for starts a host of the
   // pool and goes there. Not owned; outlives this.
   void set_scaler(FleetScaler* scaler) { scaler_ = scaler; }

@@ -66,6 +66,18 @@ absl::StatusOr<std::string> FleetScaler::StartHost(const providers::VmPlacement&
                    absl::FormatDuration(wait), " (its airlockd.log says why)"));
 }
 
+void FleetScaler::CreateBegins(const std::string& host) {
+  absl::MutexLock lock(&mu_);
+  ++creating_[host];
+  idle_since_.erase(host);
+}
+
+void FleetScaler::CreateEnds(const std::string& host) {
+  absl::MutexLock lock(&mu_);
+  if (--creating_[host] <= 0) creating_.erase(host);
+  idle_since_.erase(host);  // idle, if it is, from now on
+}
+
 void FleetScaler::ReleaseIdle() {
   absl::MutexLock start(&start_mu_);
   std::vector<std::string> started = pool_->Started();
@@ -82,7 +94,8 @@ void FleetScaler::ReleaseIdle() {
     for (const std::string& id : started) {
       auto host = std::find_if(hosts->begin(), hosts->end(),
                                [&](const providers::HostInfo& h) { return h.id == id; });
-      bool busy = host != hosts->end() && host->up && !host->sessions.empty();
+      bool busy =
+          (host != hosts->end() && host->up && !host->sessions.empty()) || creating_.contains(id);
       if (busy) {
         idle_since_.erase(id);
         continue;
@@ -92,8 +105,10 @@ void FleetScaler::ReleaseIdle() {
     }
   }
   for (const std::string& id : due) {
-    // Drained first, so that no create or resume lands on it while it goes.
-    if (absl::Status st = handoff_->SetDraining(id, true, kBy); !st.ok()) {
+    // Marked first, so that no create or resume lands on it while it goes; its sessions are not
+    // paused for it (one that came meanwhile keeps the host).
+    if (absl::Status st = handoff_->SetDraining(id, true, kBy, /*pause_sessions=*/false);
+        !st.ok()) {
       LogWarning(absl::StrCat("host pool: host ", id, " not drained: ", st.message()));
       continue;
     }
@@ -102,6 +117,10 @@ void FleetScaler::ReleaseIdle() {
     bool idle = again.ok();
     if (again.ok()) {
       for (const providers::HostInfo& h : *again) idle &= h.id != id || h.sessions.empty();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      idle &= !creating_.contains(id);
     }
     if (idle) {
       LogInfo(absl::StrCat("host pool: releasing host ", id, ", which ran no session for ",

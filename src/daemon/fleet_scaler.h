@@ -34,8 +34,15 @@ class FleetScaler {
   [[nodiscard]] absl::StatusOr<std::string> StartHost(const providers::VmPlacement& vm,
                                                       absl::Duration wait);
 
-  // One pass of the loop: a pool host up and running no session (no claim in etcd) since at
-  // least release_after is drained, checked again, released, and its drain mark taken away.
+  // A create this host passes to `host` begins and ends (a session being made there holds no
+  // claim yet): a pool host is busy while one is under way, and idle only from its end on.
+  void CreateBegins(const std::string& host);
+  void CreateEnds(const std::string& host);
+
+  // One pass of the loop: a pool host up, running no session (no claim in etcd) and making none
+  // for this host since at least release_after is marked draining without its sessions being
+  // paused (so nothing new lands on it), checked again, released if still idle, and its drain
+  // mark taken away.
   void ReleaseIdle();
 
  private:
@@ -48,6 +55,7 @@ class FleetScaler {
   absl::Mutex start_mu_;  // held while a host starts: a release waits for it
   absl::Mutex mu_;
   std::map<std::string, absl::Time> idle_since_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> creating_ ABSL_GUARDED_BY(mu_);  // creates under way, by host
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

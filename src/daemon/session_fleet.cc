@@ -258,12 +258,16 @@ bool SessionManager::RunsHere(const std::string& id) {
 
 void SessionManager::RefreshDraining() {
   if (handoff_ == nullptr) return;
-  absl::StatusOr<bool> draining = handoff_->Draining(handoff_->host_id());
+  bool pauses = true;
+  absl::StatusOr<bool> draining = handoff_->Draining(handoff_->host_id(), &pauses);
   if (!draining.ok()) return;  // etcd unreachable a moment: as it was
-  if (draining_.exchange(*draining) != *draining) {
+  bool pausing = *draining && pauses;
+  bool was_draining = draining_.exchange(*draining);
+  if (drain_pauses_.exchange(pausing) != pausing || was_draining != *draining) {
     LogInfo(absl::StrCat("host ", handoff_->host_id(),
-                         *draining ? " is draining: it takes nothing new and pauses its sessions"
-                                   : " is no longer draining"));
+                         !*draining ? " is no longer draining"
+                         : pausing  ? " is draining: it takes nothing new and pauses its sessions"
+                                    : " is draining: it takes nothing new"));
   }
 }
 

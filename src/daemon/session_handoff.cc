@@ -648,17 +648,26 @@ absl::Status SessionHandoff::Forget(const std::string& id) {
 }
 
 absl::Status SessionHandoff::SetDraining(const std::string& host, bool draining,
-                                         const std::string& by) {
+                                         const std::string& by, bool pause_sessions) {
   std::string key = absl::StrCat(options_.prefix, "/drain/", host);
   if (!draining) return etcd_->Delete(key);
-  nlohmann::json mark = {{"by", by}, {"unix_ms", absl::ToUnixMillis(absl::Now())}};
+  nlohmann::json mark = {
+      {"by", by}, {"unix_ms", absl::ToUnixMillis(absl::Now())}, {"pause", pause_sessions}};
   return etcd_->Put(key, mark.dump());
 }
 
-absl::StatusOr<bool> SessionHandoff::Draining(const std::string& host) const {
+absl::StatusOr<bool> SessionHandoff::Draining(const std::string& host, bool* pauses) const {
   absl::StatusOr<std::optional<providers::EtcdKeyValue>> mark =
       etcd_->Get(absl::StrCat(options_.prefix, "/drain/", host));
   if (!mark.ok()) return mark.status();
+  if (pauses != nullptr) {
+    // Any mark but one that says plainly not to pauses them (an older host's has no "pause").
+    nlohmann::json parsed = mark->has_value()
+                                ? nlohmann::json::parse((*mark)->value, nullptr, false)
+                                : nlohmann::json();
+    *pauses = !(parsed.is_object() && parsed.contains("pause") && parsed["pause"].is_boolean() &&
+                !parsed["pause"].get<bool>());
+  }
   return mark->has_value();
 }
 

@@ -238,10 +238,13 @@ class SessionHandoff {
 
   // Marks a host of the fleet draining, or ends that (airlock hosts drain); `by` says who asked.
   // The host need not be up: a host drained while down takes nothing when it comes back.
+  // pause_sessions false: the host only takes nothing new (the host pool's mark while it checks
+  // that a host it would release is idle).
   [[nodiscard]] absl::Status SetDraining(const std::string& host, bool draining,
-                                         const std::string& by);
-  // Whether a host is marked draining.
-  [[nodiscard]] absl::StatusOr<bool> Draining(const std::string& host) const;
+                                         const std::string& by, bool pause_sessions = true);
+  // Whether a host is marked draining, and (pauses) whether it pauses its sessions for it.
+  [[nodiscard]] absl::StatusOr<bool> Draining(const std::string& host,
+                                              bool* pauses = nullptr) const;
 
   // The host that owns session id now (its claim), or nullopt when none does.
   [[nodiscard]] absl::StatusOr<std::optional<std::string>> Owner(const std::string& id) const;

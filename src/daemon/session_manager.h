@@ -225,6 +225,9 @@ class SessionManager {
   // fork, and pauses each running session once no command runs in it. Read from the fleet's
   // etcd every two seconds and by RefreshDraining.
   bool draining() const { return draining_.load(); }
+  // Draining, and pausing its sessions for it (`airlock hosts drain`; not the host pool's
+  // mark while it looks whether the host is idle).
+  bool drain_pauses() const { return drain_pauses_.load(); }
   void RefreshDraining();
   // A session as `ls` shows it: with the host that has it ("" outside a fleet).
   struct ListedSession {
@@ -289,6 +292,9 @@ class SessionManager {
   // Per-session locks kept right now (they go when nobody holds them).
   size_t session_lock_count();
   const SessionSecrets& secrets() const { return *secrets_; }
+  // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "": what
+  // to add to a failure that may have been the host's disk running full.
+  std::string DiskSpaceHint() const;
 
  private:
   std::shared_ptr<absl::Mutex> SessionLock(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -296,8 +302,6 @@ class SessionManager {
   static constexpr uint64_t kDiskSpaceToGoOn = 64ull << 20;
   int disk_short_rounds_ = 0;  // the watcher's: rounds left to ask VMs about disk space
   uint64_t FreeDiskBytes() const;
-  // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "".
-  std::string DiskSpaceHint() const;
   // Why an operation on the session's VM failed: how its process ended, if it did, else `status`.
   std::string WhyVmFailed(LiveSession& live, const absl::Status& status);
   // Whether the session's VM is stopped, whole, until the host's disk has space.
@@ -449,6 +453,7 @@ class SessionManager {
   bool fleet_watch_wanted_ ABSL_GUARDED_BY(watch_mu_) = false;  // a first watcher came
   std::thread fleet_watch_thread_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> drain_pauses_{false};
   // FAILED_PRECONDITION saying what a draining host does not do (`what`), and where to go.
   absl::Status DrainingRefusal(const std::string& what) const;
 };

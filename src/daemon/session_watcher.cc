@@ -227,7 +227,7 @@ void SessionManager::WatchLoop() {
           Retire(r.id, SessionState::kStopped, why);
         }
       } else if (OnlyYieldingUses(*live) &&
-                 (draining() ||
+                 (drain_pauses() ||
                   (r.limits.idle_timeout_seconds > 0 &&
                    now >= live->last_used_ms +
                               static_cast<int64_t>(r.limits.idle_timeout_seconds) * 1000))) {
@@ -237,7 +237,7 @@ void SessionManager::WatchLoop() {
         if (!guard.held() || !OnlyYieldingUses(*live) || !FindLive(r.tenant, r.id)) continue;
         absl::StatusOr<SessionRecord> record = store_->sessions().Get(r.tenant, r.id);
         if (!record.ok()) continue;
-        bool drain = draining();
+        bool drain = drain_pauses();
         if (drain && now < live->last_drain_try_ms + 5000) continue;
         absl::StatusOr<SessionRecord> paused = PauseLocked(
             kDaemonPrincipal, *record,

@@ -95,8 +95,13 @@ grpc::Status WorkspacesService::Upload(grpc::ServerContext* context,
   }
   absl::StatusOr<UniqueFd> image = UnnamedFile(scratch_);
   if (!image.ok()) return ToGrpc(image.status());
+  // A host disk that runs full says where, and what to do.
+  auto failed = [&](const char* what) {
+    absl::Status s = ErrnoStatus(what);
+    return ToGrpc(absl::Status(s.code(), absl::StrCat(s.message(), sessions_->DiskSpaceHint())));
+  };
   if (ftruncate(image->get(), static_cast<off_t>(kWorkspaceDiskBytes)) != 0) {
-    return ToGrpc(ErrnoStatus("size a workspace image"));
+    return failed("size a workspace image");
   }
   v1::WorkspaceInfo manifest;
   *manifest.mutable_base() = chunk.base();
@@ -111,7 +116,7 @@ grpc::Status WorkspacesService::Upload(grpc::ServerContext* context,
         ssize_t n = pwrite(image->get(), data.data() + done, data.size() - done,
                            static_cast<off_t>(chunk.offset() + done));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return ToGrpc(ErrnoStatus("write a workspace image"));
+        if (n <= 0) return failed("write a workspace image");
         done += static_cast<size_t>(n);
       }
     }
