@@ -64,6 +64,17 @@ void FillHolders(const std::vector<Holder>& holders, VolumeRecord* v) {
   }
 }
 
+// Within the caller's transaction: the volume's row, and its audit row.
+absl::Status InsertAudited(SqliteDb::Locked& db, const Principal& who, const VolumeRecord& v,
+                           const std::string& action, const std::string& outcome) {
+  Stmt q(db, absl::StrCat("INSERT INTO volumes(", kVolumeColumns, ") VALUES(?,?,?,?,?,?,?,?,'')"));
+  q.Bind(1, v.id).Bind(2, v.tenant).Bind(3, v.name).Bind(4, static_cast<int64_t>(v.size_bytes));
+  q.Bind(5, v.read_only ? 1 : 0).Bind(6, v.origin).Bind(7, v.generation).Bind(8, v.created_ms);
+  q.Step();
+  if (!q.ok()) return q.status();
+  return AuditLog::Append(db, who, v.tenant, action, "volume " + v.name, outcome);
+}
+
 // "session ID (running), session ID2 (paused)".
 std::string DescribeHolders(const std::vector<Holder>& holders, const std::string& volume_id,
                             bool read_write_only) {
@@ -179,15 +190,7 @@ absl::Status VolumeRepository::Create(const Principal& who, const VolumeRecord& 
         " already: choose another name, or remove it first (airlock volume rm ", v.name, ")"));
   }
   if (!have.ok()) return have.status();
-  Stmt q(db, absl::StrCat("INSERT INTO volumes(", kVolumeColumns, ") VALUES(?,?,?,?,?,?,?,?,'')"));
-  q.Bind(1, v.id).Bind(2, v.tenant).Bind(3, v.name).Bind(4, static_cast<int64_t>(v.size_bytes));
-  q.Bind(5, v.read_only ? 1 : 0).Bind(6, v.origin).Bind(7, v.generation).Bind(8, v.created_ms);
-  q.Step();
-  if (!q.ok()) return q.status();
-  if (absl::Status st = AuditLog::Append(db, who, v.tenant, action, "volume " + v.name, outcome);
-      !st.ok()) {
-    return st;
-  }
+  if (absl::Status st = InsertAudited(db, who, v, action, outcome); !st.ok()) return st;
   return tx.Commit();
 }
 
@@ -208,16 +211,7 @@ absl::Status VolumeRepository::Adopt(const Principal& who, const VolumeRecord& v
   drop.Bind(1, v.id);
   drop.Step();
   if (!drop.ok()) return drop.status();
-  Stmt q(db, absl::StrCat("INSERT INTO volumes(", kVolumeColumns, ") VALUES(?,?,?,?,?,?,?,?,'')"));
-  q.Bind(1, v.id).Bind(2, v.tenant).Bind(3, v.name).Bind(4, static_cast<int64_t>(v.size_bytes));
-  q.Bind(5, v.read_only ? 1 : 0).Bind(6, v.origin).Bind(7, v.generation).Bind(8, v.created_ms);
-  q.Step();
-  if (!q.ok()) return q.status();
-  if (absl::Status st =
-          AuditLog::Append(db, who, v.tenant, "volume.fetch", "volume " + v.name, outcome);
-      !st.ok()) {
-    return st;
-  }
+  if (absl::Status st = InsertAudited(db, who, v, "volume.fetch", outcome); !st.ok()) return st;
   return tx.Commit();
 }
 
