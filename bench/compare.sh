@@ -2,7 +2,9 @@
 # The whole performance table (ARCHITECTURE.md, "Performance targets") in one run, each line
 # beside its target and the baselines measured in this same run: a host `sh -c true`,
 # bubblewrap (the process sandbox agents use instead), bare QEMU start-up (the floor for any
-# VM start) and a cold boot of the same VM. Runs its own airlockd on a private home.
+# VM start), a bare restore (a paused session's snapshot restored by Airlock's own launcher
+# with no daemon in the path: build/airlock-bare-restore, the floor for resume and fork) and a
+# cold boot of the same VM. Runs its own airlockd on a private home.
 # Usage: bench/compare.sh [ROUNDS]   (after scripts/setup.sh; as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,7 @@ pooled() {
   return 1
 }
 
+cmake --build build --target airlock-bare-restore >/dev/null
 bwrap_args=(bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --unshare-all --die-with-parent)
 
 # Baselines.
@@ -115,12 +118,15 @@ overhead_kib() {
 }
 sleep 2
 worked_kib=$(overhead_kib "$id")
-pause=() pause_mapped=() resume=() resume_at_once=()
+pause=() pause_mapped=() resume=() resume_at_once=() bare_restore=() bare_restore_x10=()
 for _ in $(seq "$rounds"); do
   pause_mapped+=("$(time_ms $airlock pause "$id")")  # its RAM mapped (a template's, a snapshot's)
   resume_at_once+=("$(time_ms $airlock resume "$id")")
   pause+=("$(time_ms $airlock pause "$id")")  # its RAM anonymous (copied from the state)
   apart "$id"
+  # The floors: the same snapshot restored by Airlock's launcher with no daemon in the path.
+  bare_restore+=("$("$root/build/airlock-bare-restore" "$AIRLOCK_HOME/sessions/$id/snapshot")")
+  bare_restore_x10+=("$("$root/build/airlock-bare-restore" "$AIRLOCK_HOME/sessions/$id/snapshot" 10)")
   resume+=("$(time_ms $airlock resume "$id")")
 done
 $airlock pause "$id" >/dev/null
@@ -147,6 +153,8 @@ done
 $airlock rm "$big" >/dev/null
 
 cold_ms=$(m "${cold[@]}") bare_ms=$(m "${bare[@]}") bw_py_ms=$(m "${bw_py[@]}")
+bare_restore_ms=$(m "${bare_restore[@]}") bare_restore_x10_ms=$(m "${bare_restore_x10[@]}")
+fork_ms=$(m "${fork[@]}")
 resume_ms=$(m "${resume[@]}") resume_big_ms=$(m "${resume_big[@]}") rtt_ms=$(m "${rtt[@]}")
 row() { printf '%-50s %10s   %s\n' "$1" "$2" "$3"; }
 row "measure ($accel, median of $rounds)" "measured" "target"
@@ -155,8 +163,10 @@ row "  host sh -c true" "$(m "${host_sh[@]}") ms" "-"
 row "  bwrap true" "$(m "${bw_true[@]}") ms" "-"
 row "  bwrap python3 -c pass" "$bw_py_ms ms" "-"
 row "  bare QEMU start-up, QMP, quit (floor)" "$bare_ms ms" "-"
-row "  ten of them at once (floor for fork x10)" "$(m "${bare_x10[@]}") ms" "-"
+row "  ten of them at once" "$(m "${bare_x10[@]}") ms" "-"
 row "  bare QEMU RSS beyond guest RAM (floor)" "$((bare_kib / 1024)) MiB" "-"
+row "  bare restore of a paused session (no daemon)" "$bare_restore_ms ms" "-"
+row "  ten bare restores at once (floor for fork x10)" "$bare_restore_x10_ms ms" "-"
 row "  cold boot to ready (no template)" "$cold_ms ms" "-"
 row "  airlock --version (CLI start-up, floor of a CLI exec)" "$(m "${cli[@]}") ms" "-"
 echo "airlock"
@@ -165,11 +175,12 @@ row "  run -- python3 -c pass (a pooled VM ready)" "$(m "${run_py[@]}") ms" \
   "<= 3 x bwrap = $((3 * bw_py_ms)) ms ($(ratio "$(m "${run_py[@]}")" "$bw_py_ms") x)"
 row "  session create (from the pool)" "$(m "${create[@]}") ms" "<= 100 ms"
 row "  resume of a paused session (512 MiB)" "$resume_ms ms" \
-  "<= 150 ms; <= 1/20 of cold = $((cold_ms / 20)) ms"
+  "<= 1.3 x bare restore ($(ratio "$resume_ms" "$bare_restore_ms") x); <= 150 ms; <= 1/20 of cold = $((cold_ms / 20)) ms"
 row "  resume at once after the pause (RAM in the state)" "$(m "${resume_at_once[@]}") ms" "-"
 row "  resume of a paused session (4 GiB)" "$resume_big_ms ms" \
   "within 20% of 512 MiB ($(ratio "$resume_big_ms" "$resume_ms") x)"
-row "  fork x10 of a running session" "$(m "${fork[@]}") ms" "<= 3 x resume = $((3 * resume_ms)) ms"
+row "  fork x10 of a running session" "$fork_ms ms" \
+  "<= 1.5 x ten bare restores ($(ratio "$fork_ms" "$bare_restore_x10_ms") x); <= 3 x resume = $((3 * resume_ms)) ms"
 row "  pause (snapshot to disk, VM gone; RAM anonymous)" "$(m "${pause[@]}") ms" "-"
 row "  pause of a session whose RAM is mapped" "$(m "${pause_mapped[@]}") ms" "-"
 row "  exec ID -- true, end to end" "$rtt_ms ms" "-"

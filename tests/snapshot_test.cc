@@ -43,6 +43,17 @@ std::string SessionLine(const std::string& id) {
   return ls.substr(at, ls.find('\n', at) - at);
 }
 
+// The inode of the memfd named `name` that process pid maps, or "" when it maps none.
+std::string MappedMemfd(pid_t pid, const std::string& name) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() >= 6 && absl::StrContains(fields[5], "memfd:" + name)) return fields[4];
+  }
+  return "";
+}
+
 std::string SnapshotDir(const std::string& id) {
   return DefaultHostPaths().home + "/sessions/" + id + "/snapshot";
 }
@@ -140,6 +151,10 @@ TEST(SnapshotTest, ForksAreIndependentWithTheirOwnIdentityAndRandomness) {
   std::vector<std::string> forks = absl::StrSplit(Trim(r.out), '\n');
   ASSERT_EQ(forks.size(), 2u) << r.out;
   ASSERT_NE(forks[0], forks[1]);
+  // Both map one copy of the source's RAM, made in memory for them (nothing of it on disk).
+  std::string memory = MappedMemfd(QemuPidOf(forks[0]), "airlock-fork-memory");
+  EXPECT_NE(memory, "");
+  EXPECT_EQ(MappedMemfd(QemuPidOf(forks[1]), "airlock-fork-memory"), memory);
 
   ExecScript(forks[0], "echo fork > /root/file");
   EXPECT_EQ(ExecScript(forks[0], "cat /root/file"), "fork\n");

@@ -13,10 +13,10 @@
 //   sessions/<id>/ca.key, ca.pem    the CA of a session with secrets (SessionSecrets, 0600)
 //   volumes/<id>.ext4               a volume's disk (0600; src/daemon/volumes.h), outliving
 //                                   the sessions that attach it
-//   forks/<id>-<random>/            a snapshot of a running session being forked
 //   apart/<id>/                     a paused session's snapshot while its RAM is set apart
 //
-// forks/ and apart/ hold only work in progress: what a daemon that died left there is deleted.
+// apart/ holds only work in progress: what a daemon that died left there is deleted (and
+// forks/, which older daemons used). A running session's fork snapshot is never on disk.
 // A plain value; thread-safe.
 #ifndef AIRLOCK_DAEMON_SESSION_LAYOUT_H_
 #define AIRLOCK_DAEMON_SESSION_LAYOUT_H_
@@ -54,10 +54,9 @@ class SessionLayout {
   static bool IsVmRuntime(const std::string& name) { return name == kVmRuntime; }
 
   // Work in progress, deleted when a daemon starts (see above).
+  // (Forks' snapshots of running sessions were kept here before they moved to memory: an
+  // older airlockd's may be left.)
   std::string forks() const { return home_ + "/forks"; }
-  std::string Fork(const std::string& id, const std::string& suffix) const {
-    return absl::StrCat(home_, "/forks/", id, "-", suffix);
-  }
   std::string apart() const { return home_ + "/apart"; }
   std::string Apart(const std::string& id) const { return absl::StrCat(home_, "/apart/", id); }
 

@@ -370,6 +370,11 @@ class SessionManager {
                                                       const std::string& snapshot_dir,
                                                       uint32_t count,
                                                       const std::vector<int>& volume_disks);
+  // The same from a snapshot's files as OpenSnapshot or TakeForkSnapshot gave them.
+  absl::StatusOr<std::vector<SessionRecord>> ForkFromFiles(
+      const Principal& who, const SessionRecord& source, const ImageInfo& image,
+      const SnapshotFiles& files, const SnapshotManifest& manifest, uint32_t count,
+      const std::vector<int>& volume_disks);
   std::shared_ptr<LiveSession> FindLive(const std::string& tenant, const std::string& id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A live session for a VM that is ready: its egress proxy serves the guest from now on.

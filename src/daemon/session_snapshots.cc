@@ -133,8 +133,7 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   telemetry::Span span("snapshot");
   span.SetAttribute("airlock.session.id", record.id);
   absl::StatusOr<SnapshotManifest> taken =
-      TakeSnapshot(*live->vm, live->disk.get(), layout_.Snapshot(record.id), manifest, key_,
-                   SnapshotDisk::kLink);
+      TakeSnapshot(*live->vm, live->disk.get(), layout_.Snapshot(record.id), manifest, key_);
   if (!taken.ok()) {
     span.SetError(std::string(taken.status().message()));
     // Nothing was written; the VM goes on if it still can, or waits, whole, for disk space.
@@ -379,12 +378,15 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                      "; only a running or paused session can be forked"));
   }
   if (absl::Status s = GiveWay(*live, "fork", kJustEndedGrace); !s.ok()) return s;
-  // Snapshot the running session with a copy of its disk, then let it go on.
+  absl::StatusOr<ImageInfo> image =
+      images_.Operators().ResolveDigest(record->image, record->image_digest);
+  if (!image.ok()) return image.status();
+  // Snapshot the running session with a copy of its disk, then let it go on. The snapshot is
+  // held in memory and unnamed files, only while its forks are made.
   SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
                                          record->limits.memory_bytes, *live->vm);
-  std::string dir = layout_.Fork(id, RandomHex(4));
-  absl::StatusOr<SnapshotManifest> taken =
-      TakeSnapshot(*live->vm, live->disk.get(), dir, manifest, key_, SnapshotDisk::kCopy);
+  absl::StatusOr<SnapshotFiles> taken =
+      TakeForkSnapshot(*live->vm, live->disk.get(), paths_.scratch);
   // Its read-write volumes are copied as they are now, frozen (clean) with the guest stopped.
   std::vector<UniqueFd> volumes;
   std::vector<int> volume_disks;
@@ -414,20 +416,20 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                         WhyVmFailed(*live, resumed)));
   }
   if (!taken.ok()) {
-    LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
     return absl::Status(taken.status().code(),
                         absl::StrCat("could not snapshot session ", id, ": ",
                                      taken.status().message(), DiskSpaceHint()));
   }
   counters_.snapshots++;
-  counters_.snapshot_bytes += FileBytes(dir + "/" + kSnapshotStateFile);
-  // The forks then map the RAM and share the pages they do not write.
-  absl::StatusOr<SnapshotMemoryApart> apart = PrepareMemoryApart(*record, dir, dir + ".apart");
-  LogMemoryApart(*record, apart.ok() ? CommitSnapshotMemoryApart(dir, *apart) : apart.status());
-  absl::StatusOr<std::vector<SessionRecord>> forks =
-      ForkFrom(who, *record, dir, count, volume_disks);
-  LogIfFailed(RemoveTree(dir), absl::StrCat("fork snapshot ", dir, " not removed"));
-  return forks;
+  struct stat state;
+  if (fstat(taken->state.get(), &state) == 0) counters_.snapshot_bytes += state.st_size;
+  // The forks then map one copy of the RAM and share the pages they do not write (else each
+  // copies the RAM from the state).
+  LaunchOptions options = OptionsFor(*record, layout_);
+  options.host_cgroup = absl::StrCat(id, "-apart");
+  LogMemoryApart(*record, SetForkMemoryApart(hosts_->local(), paths_, *image, manifest.memory_bytes,
+                                             &*taken, options));
+  return ForkFromFiles(who, *record, *image, *taken, manifest, count, volume_disks);
 }
 
 absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(
@@ -439,6 +441,13 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(
   absl::StatusOr<ImageInfo> image =
       images_.Operators().ResolveDigest(source.image, source.image_digest);
   if (!image.ok()) return image.status();
+  return ForkFromFiles(who, source, *image, files, *manifest, count, volume_disks);
+}
+
+absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFromFiles(
+    const Principal& who, const SessionRecord& source, const ImageInfo& image,
+    const SnapshotFiles& files, const SnapshotManifest& manifest, uint32_t count,
+    const std::vector<int>& volume_disks) {
   const UniqueFd& from = files.disk;
   QuotaAmounts each = NewSession(source.limits), all;
   each.disk_bytes += volumes_.ReadWriteBytes(source);  // each fork's copies of them
@@ -531,7 +540,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(
           vms[i] = driver.status();
           return;
         }
-        vms[i] = RestoreVm(**driver, paths_, *image, files, *manifest, *std::move(disks[i]),
+        vms[i] = RestoreVm(**driver, paths_, image, files, manifest, *std::move(disks[i]),
                            OptionsFor(records[i], layout_));
       });
     }
@@ -551,7 +560,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(
     counters_.restores++;
     s.state = SessionState::kRunning;
     s.pid = vms[i]->vm->pid();
-    absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(s, *std::move(vms[i]), *image);
+    absl::StatusOr<std::shared_ptr<LiveSession>> made = MakeLive(s, *std::move(vms[i]), image);
     if (!made.ok()) {
       LogIfFailed(
           store_->sessions().SetState(who, s.tenant, s.id, SessionState::kFailed,

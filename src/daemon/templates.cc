@@ -112,7 +112,7 @@ absl::Status Templates::Build(const std::string& dir, const ImageInfo& image,
   SnapshotManifest manifest = DescribeVm(paths_, "template", image.digest, shape.vcpus,
                                          uint64_t{shape.memory_mib} << 20, *vm->vm);
   absl::StatusOr<SnapshotManifest> taken =
-      TakeSnapshot(*vm->vm, vm->disk.get(), dir, manifest, key_, SnapshotDisk::kLink);
+      TakeSnapshot(*vm->vm, vm->disk.get(), dir, manifest, key_);
   if (!taken.ok()) return taken.status();
   counters_->snapshots++;
   return absl::OkStatus();

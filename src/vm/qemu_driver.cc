@@ -867,7 +867,8 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool dire
           ? absl::StrCat("memory-backend-ram,id=microvm.ram,size=", config.memory_mib, "M")
           : absl::StrCat("memory-backend-file,id=microvm.ram,size=", config.memory_mib,
                          "M,mem-path=/proc/self/fd/", kMemoryFd,
-                         ",share=", config.memory_shared ? "on" : "off"),
+                         ",share=", config.memory_shared ? "on" : "off",
+                         config.prealloc_memory ? ",prealloc=on" : ""),
       "-smp",
       absl::StrCat(config.vcpus),
       "-nodefaults",

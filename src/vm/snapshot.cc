@@ -36,7 +36,7 @@ constexpr absl::Duration kSaveTimeout = absl::Seconds(120);
 
 absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const std::string& tmp,
                                                     SnapshotManifest manifest,
-                                                    const std::string& key, SnapshotDisk disk) {
+                                                    const std::string& key) {
   std::string state_path = absl::StrCat(tmp, "/", kSnapshotStateFile);
   UniqueFd state(open(state_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600));
   if (!state.valid()) return ErrnoStatus("create", state_path);
@@ -45,18 +45,11 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
     return absl::Status(s.code(), absl::StrCat("saving the VM's state failed: ", s.message()));
   }
   std::string disk_path = absl::StrCat(tmp, "/", kSnapshotDiskFile);
-  if (disk == SnapshotDisk::kLink) {
-    if (absl::Status s = LinkOpenFile(disk_fd, disk_path, "link the session disk as"); !s.ok()) {
-      return s;
-    }
-  } else {
-    UniqueFd copy(open(disk_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-    if (!copy.valid()) return ErrnoStatus("create", disk_path);
-    if (absl::Status s = CopyDisk(disk_fd, copy.get()); !s.ok()) return s;
-    if (fsync(copy.get()) != 0) return ErrnoStatus("fsync", disk_path);
+  if (absl::Status s = LinkOpenFile(disk_fd, disk_path, "link the session disk as"); !s.ok()) {
+    return s;
   }
   if (fsync(state.get()) != 0) return ErrnoStatus("fsync", state_path);
-  if (disk == SnapshotDisk::kLink && fsync(disk_fd) != 0) return ErrnoStatus("fsync", disk_path);
+  if (fsync(disk_fd) != 0) return ErrnoStatus("fsync", disk_path);
   std::vector<const char*> names = {kSnapshotStateFile, kSnapshotDiskFile};
   if (vm.shared_memory_fd() >= 0) {
     // The state left the RAM out: it is the memfd's bytes.
@@ -116,25 +109,14 @@ absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& di
   if (!memfd->valid()) return ErrnoStatus("memfd_create");
   if (ftruncate(memfd->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
   if (absl::Status s = CopyDisk(file->get(), memfd->get()); !s.ok()) return s;
-  if (fcntl(memfd->get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
-      0) {
-    return ErrnoStatus("seal the guest's memory");
-  }
+  if (absl::Status s = SealGuestMemory(memfd->get()); !s.ok()) return s;
   absl::StatusOr<std::string> digest = SparseSha256(memfd->get());
   if (!digest.ok()) return digest.status();
   if (*digest != expected.sha256) {
     return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name,
                                             " does not match its hash (it was changed)"));
   }
-  // Every page is given to the memfd now, once, in airlockd's memory. A VM maps the memfd
-  // privately, and Linux gives a hole a page of the memfd's own the first time a VM touches
-  // it, charged to that VM's host cgroup on top of the VM's private copy when it writes: a
-  // guest that used all its RAM was charged nearly twice its RAM and killed by the host
-  // (issue 44). Allocated pages are shared by every VM that maps the memfd and charged to none.
-  // (Filling holes changes no byte: the seals allow it, and the checked contents hold.)
-  if (fallocate(memfd->get(), 0, 0, st.st_size) != 0) {
-    return ErrnoStatus("allocate the guest's memory (the host is short of memory)");
-  }
+  if (absl::Status s = FillGuestMemory(memfd->get(), st.st_size); !s.ok()) return s;
   if (use == SnapshotUse::kTemplate) KeepMemory(expected.sha256, memfd);
   return memfd;
 }
@@ -142,14 +124,13 @@ absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& di
 }  // namespace
 
 absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::string& dir,
-                                              SnapshotManifest manifest, const std::string& key,
-                                              SnapshotDisk disk) {
+                                              SnapshotManifest manifest, const std::string& key) {
   std::string tmp = dir + ".tmp";
   if (absl::Status s = RemoveTree(tmp); !s.ok()) return s;
   if (absl::Status s = MakeDirectories(DirName(dir), 0700); !s.ok()) return s;
   if (mkdir(tmp.c_str(), 0700) != 0) return ErrnoStatus("create", tmp);
   absl::StatusOr<SnapshotManifest> written =
-      WriteSnapshotFiles(vm, disk_fd, tmp, std::move(manifest), key, disk);
+      WriteSnapshotFiles(vm, disk_fd, tmp, std::move(manifest), key);
   if (written.ok()) {
     // Replace an older snapshot of the same name, if any (templates are rebuilt in place).
     std::string old = dir + ".old";
@@ -167,6 +148,57 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
   }
   if (!written.ok()) LogIfFailed(RemoveTree(tmp), "remove a half-written snapshot");
   return written;
+}
+
+absl::StatusOr<SnapshotFiles> TakeForkSnapshot(Vm& vm, int disk_fd,
+                                               const std::string& scratch_dir) {
+  SnapshotFiles files;
+  files.state.reset(memfd_create("airlock-fork-state", MFD_CLOEXEC));
+  if (!files.state.valid()) return ErrnoStatus("memfd_create");
+  absl::StatusOr<UniqueFd> disk = UnnamedFile(scratch_dir);
+  if (!disk.ok()) return disk.status();
+  files.disk = *std::move(disk);
+  if (absl::Status s = vm.channel().Quiesce(absl::Now() + kQuiesceTimeout); !s.ok()) return s;
+  if (absl::Status s = vm.SaveState(files.state.get(), absl::Now() + kSaveTimeout); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("saving the VM's state failed: ", s.message()));
+  }
+  if (absl::Status s = CopyDisk(disk_fd, files.disk.get()); !s.ok()) return s;
+  if (vm.shared_memory_fd() >= 0) {
+    // The state left the RAM out: a copy of the memfd's bytes, which the VM goes on writing.
+    struct stat st;
+    if (fstat(vm.shared_memory_fd(), &st) != 0) return ErrnoStatus("stat the guest's memory");
+    auto memory = std::make_shared<UniqueFd>(
+        memfd_create("airlock-fork-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!memory->valid()) return ErrnoStatus("memfd_create");
+    if (ftruncate(memory->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
+    if (absl::Status s = CopyDisk(vm.shared_memory_fd(), memory->get()); !s.ok()) return s;
+    if (absl::Status s = SealGuestMemory(memory->get()); !s.ok()) return s;
+    if (absl::Status s = FillGuestMemory(memory->get(), st.st_size); !s.ok()) return s;
+    files.memory = std::move(memory);
+  }
+  // Read from the start by whoever loads it (ReopenFile gives each its own offset).
+  if (lseek(files.state.get(), 0, SEEK_SET) != 0) return ErrnoStatus("rewind the VM's state");
+  return files;
+}
+
+absl::Status SealGuestMemory(int memfd) {
+  if (fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return ErrnoStatus("seal the guest's memory");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FillGuestMemory(int memfd, off_t size) {
+  // Every page is given to the memfd now, once, in airlockd's memory. A VM maps the memfd
+  // privately, and Linux gives a hole a page of the memfd's own the first time a VM touches
+  // it, charged to that VM's host cgroup on top of the VM's private copy when it writes: a
+  // guest that used all its RAM was charged nearly twice its RAM and killed by the host
+  // (issue 44). Allocated pages are shared by every VM that maps the memfd and charged to none.
+  // (Filling holes changes no byte: the seals allow it, and the contents hold.)
+  if (fallocate(memfd, 0, 0, size) != 0) {
+    return ErrnoStatus("allocate the guest's memory (the host is short of memory)");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteSignedManifest(const std::string& dir, const std::vector<const char*>& names,

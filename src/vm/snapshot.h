@@ -32,24 +32,6 @@ inline constexpr char kSnapshotMemoryFile[] = "memory";
 inline constexpr char kSnapshotDiskFile[] = "disk.ext4";
 inline constexpr char kSnapshotManifestFile[] = "manifest.json";
 
-enum class SnapshotDisk {
-  // The disk's inode becomes the snapshot's (a hard link): for a VM that will not run again
-  // (pause, templates).
-  kLink,
-  // The disk is copied while the guest is stopped: for a VM that goes on running (fork).
-  kCopy,
-};
-
-// Quiesces the channel, saves the VM's state and its disk into dir. `manifest` supplies the
-// description (image, kernel, shape); its files are filled in. On success the guest is stopped
-// (Continue it or destroy it); on failure nothing is left under dir and, if the guest was
-// stopped, it is still stopped.
-[[nodiscard]] absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd,
-                                                            const std::string& dir,
-                                                            SnapshotManifest manifest,
-                                                            const std::string& key,
-                                                            SnapshotDisk disk);
-
 // The files of a snapshot as OpenSnapshot checked them (read-only, at offset 0).
 struct SnapshotFiles {
   UniqueFd state;
@@ -59,6 +41,16 @@ struct SnapshotFiles {
   // snapshot share, or for kResume the memory file itself. Null when the state carries the RAM.
   std::shared_ptr<const UniqueFd> memory;
 };
+
+// Quiesces the channel, saves the VM's state and its disk into dir (the disk's inode becomes
+// the snapshot's, a hard link: for a VM that will not run again). `manifest` supplies the
+// description (image, kernel, shape); its files are filled in. On success the guest is stopped
+// (Continue it or destroy it); on failure nothing is left under dir and, if the guest was
+// stopped, it is still stopped.
+[[nodiscard]] absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd,
+                                                            const std::string& dir,
+                                                            SnapshotManifest manifest,
+                                                            const std::string& key);
 
 // Who restores a snapshot, which decides how its memory file reaches the VMs.
 enum class SnapshotUse {
@@ -70,6 +62,19 @@ enum class SnapshotUse {
   // Many VMs over time (a template): the sealed memfd is also kept for later restores.
   kTemplate,
 };
+
+// The snapshot of a VM that goes on running, for the forks made of it at once: the state (RAM
+// included, unless the VM's RAM is a shared memfd, whose copy becomes `memory`) in a memfd, and
+// a copy of the disk as an unnamed file in scratch_dir. Nothing is named, fsynced or signed: it
+// never leaves this process and is gone with its last descriptor. On success the guest is
+// stopped (Continue it); on failure it may be stopped too.
+[[nodiscard]] absl::StatusOr<SnapshotFiles> TakeForkSnapshot(Vm& vm, int disk_fd,
+                                                             const std::string& scratch_dir);
+
+// A memfd holding a guest's RAM for VMs that map it privately: sealed against every change,
+// then its holes allocated (FillGuestMemory) so that no VM is charged for the pages it reads.
+[[nodiscard]] absl::Status SealGuestMemory(int memfd);
+[[nodiscard]] absl::Status FillGuestMemory(int memfd, off_t size);
 
 // Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
 // With `files`, the state and disk it checked: load those, never the paths again. A memory file

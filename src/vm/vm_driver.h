@@ -68,6 +68,11 @@ struct VmConfig {
   // -1: anonymous RAM, carried in the saved state.
   int memory_fd = -1;
   bool memory_shared = false;
+  // With memory_shared: QEMU gives memory_fd every page when it starts, in one call for the
+  // whole range (MADV_POPULATE_WRITE): far faster than a fault for each page the guest or a
+  // restore touches, and no page is left a hole (see FillGuestMemory). For a memfd only: a file
+  // on a disk would be written whole.
+  bool prealloc_memory = false;
   // With incoming_state_fd: load the state and leave the guest stopped, never run it (the VM
   // exists only to save that state again in another form: Vm::SaveState, then destroy it).
   // WaitReady must not be called.

@@ -121,6 +121,35 @@ absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, const HostPaths& paths
   return LaunchedVm{*std::move(vm), std::move(disk)};
 }
 
+// Loads a state that carries the RAM (state_fd) into a VM of the same shape whose RAM is
+// memory_fd (sized, written by that VM), held stopped, and saves only its devices to
+// devices_fd. The helper never runs the guest: blank disks of the same sizes stand in for the
+// session's, which it never touches.
+absl::Status LoadStateApart(VmDriver& driver, const HostPaths& paths, const ImageInfo& image,
+                            int state_fd, int memory_fd, int devices_fd, off_t disk_bytes,
+                            LaunchOptions options, bool prealloc_memory = false) {
+  absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
+  if (!config.ok()) return config.status();
+  config->runtime_dir.clear();
+  config->incoming_state_fd = state_fd;
+  config->memory_fd = memory_fd;
+  config->memory_shared = true;
+  config->prealloc_memory = prealloc_memory;
+  config->hold = true;
+  absl::StatusOr<UniqueFd> blank = UnnamedFile(paths.scratch);
+  if (!blank.ok()) return blank.status();
+  if (ftruncate(blank->get(), disk_bytes) != 0) return ErrnoStatus("size a blank disk");
+  config->session_disk_fd = blank->get();
+  options.workspace_path.clear();
+  options.volumes.clear();  // placeholders in their slots
+  absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
+  if (!workspace.ok()) return workspace.status();
+  config->workspace_disk_fd = workspace->get();
+  absl::StatusOr<std::unique_ptr<Vm>> helper = driver.Start(*config);
+  if (!helper.ok()) return helper.status();
+  return (*helper)->SaveState(devices_fd, absl::Now() + absl::Seconds(120));
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchedVm> LaunchVm(VmDriver& driver, const HostPaths& paths,
@@ -198,33 +227,12 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     std::string state_path = absl::StrCat(tmp, "/", kSnapshotStateFile);
     UniqueFd state(open(state_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600));
     if (!state.valid()) return ErrnoStatus("create", state_path);
-    {
-      absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
-      if (!config.ok()) return config.status();
-      config->runtime_dir.clear();
-      config->incoming_state_fd = files.state.get();
-      config->memory_fd = memory->get();
-      config->memory_shared = true;
-      config->hold = true;
-      // The helper never runs the guest: blank disks of the same sizes stand in for the
-      // session's, which it never touches.
-      struct stat st;
-      if (fstat(files.disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
-      absl::StatusOr<UniqueFd> blank = UnnamedFile(paths.scratch);
-      if (!blank.ok()) return blank.status();
-      if (ftruncate(blank->get(), st.st_size) != 0) return ErrnoStatus("size a blank disk");
-      config->session_disk_fd = blank->get();
-      options.workspace_path.clear();
-      options.volumes.clear();  // placeholders in their slots
-      absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
-      if (!workspace.ok()) return workspace.status();
-      config->workspace_disk_fd = workspace->get();
-      absl::StatusOr<std::unique_ptr<Vm>> helper = driver.Start(*config);
-      if (!helper.ok()) return helper.status();
-      if (absl::Status s = (*helper)->SaveState(state.get(), absl::Now() + absl::Seconds(120));
-          !s.ok()) {
-        return s;
-      }
+    struct stat st;
+    if (fstat(files.disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
+    if (absl::Status s = LoadStateApart(driver, paths, image, files.state.get(), memory->get(),
+                                        state.get(), st.st_size, options);
+        !s.ok()) {
+      return s;
     }
     if (fsync(state.get()) != 0) return ErrnoStatus("fsync", state_path);
     if (fsync(memory->get()) != 0) return ErrnoStatus("fsync the guest's memory file");
@@ -255,6 +263,40 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     return written;
   }
   return apart;
+}
+
+absl::Status SetForkMemoryApart(VmDriver& driver, const HostPaths& paths, const ImageInfo& image,
+                                uint64_t memory_bytes, SnapshotFiles* files,
+                                const LaunchOptions& options) {
+  if (files->memory) return absl::OkStatus();  // apart already
+  auto memory = std::make_shared<UniqueFd>(
+      memfd_create("airlock-fork-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd devices(memfd_create("airlock-fork-state", MFD_CLOEXEC));
+  if (!memory->valid() || !devices.valid()) return ErrnoStatus("memfd_create");
+  if (ftruncate(memory->get(), static_cast<off_t>(memory_bytes)) != 0) {
+    return ErrnoStatus("size the guest's memory");
+  }
+  // Allocated before the load, not after: QEMU reads each page the state says is zero, and a
+  // read of a hole in a shared memfd allocates it page by page, far slower than at once.
+  struct stat st;
+  if (fstat(files->disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
+  absl::StatusOr<UniqueFd> state = ReopenFile(files->state.get(), /*writable=*/false);
+  if (!state.ok()) return state.status();
+  // The helper allocates every page of the memory (it reads each page the state says is zero,
+  // and a read of a hole in a shared memfd allocates it, a fault at a time), which also leaves
+  // no hole for FillGuestMemory.
+  if (absl::Status s = LoadStateApart(driver, paths, image, state->get(), memory->get(),
+                                      devices.get(), st.st_size, options,
+                                      /*prealloc_memory=*/true);
+      !s.ok()) {
+    return s;
+  }
+  // The helper has exited: no writable mapping of the memory is left, so it can be sealed.
+  if (absl::Status s = SealGuestMemory(memory->get()); !s.ok()) return s;
+  if (lseek(devices.get(), 0, SEEK_SET) != 0) return ErrnoStatus("rewind the VM's state");
+  files->state = std::move(devices);
+  files->memory = std::move(memory);
+  return absl::OkStatus();
 }
 
 absl::Status CommitSnapshotMemoryApart(const std::string& dir, const SnapshotMemoryApart& apart) {

@@ -91,6 +91,15 @@ struct SnapshotMemoryApart {
 [[nodiscard]] absl::Status CommitSnapshotMemoryApart(const std::string& dir,
                                                      const SnapshotMemoryApart& apart);
 
+// For the forks of a running VM (TakeForkSnapshot's files, whose state carries the RAM): a
+// held VM of the same shape (`options`) loads the state into a new memfd, every page of it
+// allocated (VmConfig::prealloc_memory), which is then sealed and becomes files->memory;
+// files->state becomes the devices alone. Every fork then maps the one RAM copy-on-write. Nothing
+// is written to disk. Files whose memory is apart already are left as they are.
+[[nodiscard]] absl::Status SetForkMemoryApart(VmDriver& driver, const HostPaths& paths,
+                                              const ImageInfo& image, uint64_t memory_bytes,
+                                              SnapshotFiles* files, const LaunchOptions& options);
+
 // Creates an unnamed ext4 disk of the given size in dir and returns its descriptor.
 [[nodiscard]] absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes);
 
