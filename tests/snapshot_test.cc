@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -52,6 +53,21 @@ std::string MappedMemfd(pid_t pid, const std::string& name) {
     if (fields.size() >= 6 && absl::StrContains(fields[5], "memfd:" + name)) return fields[4];
   }
   return "";
+}
+
+// The processes that map the memfd named `name`: pid -> the memfd's inode.
+std::map<pid_t, std::string> MappersOf(const std::string& name) {
+  std::map<pid_t, std::string> mappers;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return mappers;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string inode = MappedMemfd(pid, name);
+    if (!inode.empty()) mappers[pid] = inode;
+  }
+  closedir(proc);
+  return mappers;
 }
 
 std::string SnapshotDir(const std::string& id) {
@@ -359,6 +375,36 @@ TEST(SnapshotTest, ThePoolHandsEachSessionAWarmVmOfItsOwn) {
   auto [boots, restores] = BootsAndRestores();
   EXPECT_EQ(boots, 1u);  // the template, made again
   EXPECT_EQ(restores, 1u);
+}
+
+// With the pool on (off in the rest of the suite), a fork leaves a helper of its kind waiting,
+// and the next fork's RAM is the one that helper allocated ahead of need.
+TEST(SnapshotTest, AForkLeavesAHelperReadyForTheNextFork) {
+  StopDaemon();
+  setenv("AIRLOCK_POOL", "1", 1);
+  std::string source = Create();
+  Result r = RunAirlock({"fork", source});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunAirlock({"rm", Trim(r.out)});
+  std::map<pid_t, std::string> waiting;
+  for (int i = 0; i < 200 && waiting.size() != 1; ++i) {
+    usleep(50000);
+    waiting = MappersOf("airlock-fork-memory");
+  }
+  ASSERT_EQ(waiting.size(), 1u);  // the helper, and no session
+  r = RunAirlock({"fork", source, "-n", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> forks = absl::StrSplit(Trim(r.out), '\n');
+  ASSERT_EQ(forks.size(), 2u) << r.out;
+  for (const std::string& fork : forks) {
+    EXPECT_EQ(MappedMemfd(QemuPidOf(fork), "airlock-fork-memory"), waiting.begin()->second);
+    EXPECT_EQ(ExecScript(fork, "echo ok"), "ok\n");
+  }
+  EXPECT_NE(kill(waiting.begin()->first, 0), 0);  // it went with the fork that took it
+  RunAirlock({"rm", source, forks[0], forks[1]});
+  StopDaemon();
+  EXPECT_EQ(QemuLeftAfterWaiting(), 0);  // the next helper, too, goes with airlockd
+  setenv("AIRLOCK_POOL", "0", 1);
 }
 
 TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {

@@ -85,7 +85,7 @@ std::variant<DaemonFlags, int> ParseDaemonFlags(int argc, const char* const* arg
                  "keep up to N VMs per image and shape restored ahead of need, so a\n"
                  "create or `airlock run` takes one that already runs (0: no pool).\n"
                  "Each VM serves one session only; a kind nobody asks for in 5\n"
-                 "minutes is emptied")
+                 "minutes is emptied. 0 also keeps no fork helper ahead of need")
       ->envname("AIRLOCK_POOL")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();

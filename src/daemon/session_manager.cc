@@ -77,6 +77,19 @@ SessionManager::SessionManager(SessionManagerOptions options)
     return quotas.For(tenant).limits.log_bytes;
   });
   if (handoff_ != nullptr) handoff_->OnRejoined([this] { ClaimAgain(); });
+  fork_helpers_ = std::make_unique<ForkHelpers>(
+      ForkHelpersOptions{.ahead_of_need = pool_options_.max_per_kind > 0,
+                         .memory_budget_bytes = pool_options_.memory_budget_bytes},
+      [this](const ForkHelperKind& kind, bool ahead) -> absl::StatusOr<ForkHelper> {
+        LaunchOptions options;
+        options.memory_mib = static_cast<uint32_t>(kind.memory_bytes >> 20);
+        options.vcpus = kind.vcpus;
+        options.hostname = "fork-helper";
+        options.host_cgroup = "fork-helper-" + RandomHex(4);
+        options.background = ahead;  // sessions that run come first
+        return StartForkHelper(hosts_->local(), paths_, kind.image, kind.memory_bytes,
+                               kind.disk_bytes, options);
+      });
 }
 
 bool SessionManager::SecretAvailable(const std::string& id, const std::string& name) const {
@@ -86,6 +99,7 @@ bool SessionManager::SecretAvailable(const std::string& id, const std::string& n
 SessionManager::~SessionManager() {
   if (handoff_ != nullptr) handoff_->OnRejoined(nullptr);  // waits for a ClaimAgain running
   pool_.reset();  // its VMs are nobody's: they go with airlockd
+  fork_helpers_.reset();
   {
     absl::MutexLock lock(&watch_mu_);
     stopping_ = true;

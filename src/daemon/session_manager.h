@@ -36,6 +36,7 @@
 #include "src/common/unique_fd.h"
 #include "src/daemon/activity_collector.h"
 #include "src/daemon/agent_transcripts.h"
+#include "src/daemon/fork_helpers.h"
 #include "src/daemon/image_service.h"
 #include "src/daemon/quota_admission.h"
 #include "src/daemon/quotas.h"
@@ -415,7 +416,8 @@ class SessionManager {
                                              const ImageInfo& image, const LaunchOptions& options,
                                              const std::string& session);
   VmPoolOptions pool_options_;
-  std::unique_ptr<VmPool> pool_;  // after what its maker uses: it goes first
+  std::unique_ptr<VmPool> pool_;               // after what its maker uses: it goes first
+  std::unique_ptr<ForkHelpers> fork_helpers_;  // the same
   absl::StatusOr<SessionRecord> ChangeEgressOf(const Principal& who, const std::string& tenant,
                                                const std::string& id,
                                                const std::vector<EgressGrant>& add,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -385,6 +386,16 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   // held in memory and unnamed files, only while its forks are made.
   SnapshotManifest manifest = DescribeVm(paths_, id, record->image_digest, record->limits.vcpus,
                                          record->limits.memory_bytes, *live->vm);
+  // The helper that sets the RAM apart for the forks (one waits when forks of this kind came
+  // lately; else it starts while the snapshot is taken).
+  struct stat disk;
+  if (fstat(live->disk.get(), &disk) != 0) return ErrnoStatus("stat the session disk");
+  ForkHelperKind kind{.image = *image,
+                      .memory_bytes = manifest.memory_bytes,
+                      .vcpus = record->limits.vcpus,
+                      .disk_bytes = disk.st_size};
+  absl::StatusOr<ForkHelper> helper = absl::UnknownError("not started");
+  std::thread helper_thread([&] { helper = fork_helpers_->Take(kind); });
   absl::StatusOr<SnapshotFiles> taken =
       TakeForkSnapshot(*live->vm, live->disk.get(), paths_.scratch);
   // Its read-write volumes are copied as they are now, frozen (clean) with the guest stopped.
@@ -415,6 +426,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
            absl::StrCat("the VM could not go on after a snapshot for a fork: ",
                         WhyVmFailed(*live, resumed)));
   }
+  helper_thread.join();
   if (!taken.ok()) {
     return absl::Status(taken.status().code(),
                         absl::StrCat("could not snapshot session ", id, ": ",
@@ -425,11 +437,12 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (fstat(taken->state.get(), &state) == 0) counters_.snapshot_bytes += state.st_size;
   // The forks then map one copy of the RAM and share the pages they do not write (else each
   // copies the RAM from the state).
-  LaunchOptions options = OptionsFor(*record, layout_);
-  options.host_cgroup = absl::StrCat(id, "-apart");
-  LogMemoryApart(*record, SetForkMemoryApart(hosts_->local(), paths_, *image, manifest.memory_bytes,
-                                             &*taken, options));
-  return ForkFromFiles(who, *record, *image, *taken, manifest, count, volume_disks);
+  LogMemoryApart(*record,
+                 helper.ok() ? SetForkMemoryApart(*std::move(helper), &*taken) : helper.status());
+  absl::StatusOr<std::vector<SessionRecord>> forks =
+      ForkFromFiles(who, *record, *image, *taken, manifest, count, volume_disks);
+  fork_helpers_->Done(kind);
+  return forks;
 }
 
 absl::StatusOr<std::vector<SessionRecord>> SessionManager::ForkFrom(

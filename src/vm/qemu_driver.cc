@@ -534,6 +534,18 @@ class QemuVm : public Vm {
     return qmp_->Execute("cont", nlohmann::json::object(), deadline).status();
   }
 
+  absl::Status LoadState(int state_fd, absl::Time deadline) override {
+    if (absl::Status s = Restore(state_fd, incoming_ram_apart_, hold_, deadline); !s.ok()) {
+      return Explain("the snapshot could not be restored", s);
+    }
+    return absl::OkStatus();
+  }
+  // How LoadState loads (VmConfig::memory_fd and memory_shared, hold).
+  void set_incoming(bool ram_apart, bool hold) {
+    incoming_ram_apart_ = ram_apart;
+    hold_ = hold;
+  }
+
   GuestChannel& channel() override { return *channel_; }
   int shared_memory_fd() const override { return shared_memory_.get(); }
   void set_shared_memory(UniqueFd memory) { shared_memory_ = std::move(memory); }
@@ -663,6 +675,8 @@ class QemuVm : public Vm {
   std::unique_ptr<HostCgroup> cgroup_;  // removed after ~QemuVm has reaped the process
   std::optional<JailUid> jail_uid_;
   UniqueFd shared_memory_;  // the guest's RAM when it writes into a memfd
+  bool incoming_ram_apart_ = false;
+  bool hold_ = false;
 };
 
 // A guest that breaks the protocol (or whose channel dies) loses its VM at once. The callback
@@ -950,7 +964,7 @@ std::vector<std::string> QemuDriver::BuildArgv(const VmConfig& config, bool dire
         std::string("-device"), std::string("virtserialport,chardev=channel,name=airlock.0")}) {
     argv.push_back(std::move(a));
   }
-  if (config.incoming_state_fd < 0) {
+  if (config.incoming_state_fd < 0 && !config.await_state) {
     // Boot the kernel with the agent's initramfs. (A restored guest brings its kernel along in
     // its RAM, so loading one would be wasted.)
     for (const std::string& a :
@@ -1135,7 +1149,7 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   UniqueFd pidfd(PidfdOpen(pid));
   GuestSync sync = {.pids_max = config.guest_pids_max,
                     .hostname = config.hostname,
-                    .restored = config.incoming_state_fd >= 0,
+                    .restored = config.incoming_state_fd >= 0 || config.await_state,
                     .mount_workspace = config.mount_workspace};
   for (size_t slot = 0; slot < config.volumes.size(); ++slot) {
     sync.volumes.push_back({.slot = static_cast<uint32_t>(slot),
@@ -1205,12 +1219,11 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());
   vm->AttachQmp(*std::move(client));
   vm->AttachChannel(GuestChannel::Start(std::move(channel_host), KillerOf(*vm)));
+  vm->set_incoming(/*ram_apart=*/config.memory_fd >= 0 && !config.memory_shared, config.hold);
   if (config.incoming_state_fd >= 0) {
-    if (absl::Status s = vm->Restore(config.incoming_state_fd,
-                                     /*ram_apart=*/config.memory_fd >= 0 && !config.memory_shared,
-                                     config.hold, absl::Now() + absl::Seconds(60));
+    if (absl::Status s = vm->LoadState(config.incoming_state_fd, absl::Now() + absl::Seconds(60));
         !s.ok()) {
-      return vm->Explain("the snapshot could not be restored", s);
+      return s;
     }
   }
   return vm;

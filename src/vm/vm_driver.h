@@ -77,6 +77,9 @@ struct VmConfig {
   // exists only to save that state again in another form: Vm::SaveState, then destroy it).
   // WaitReady must not be called.
   bool hold = false;
+  // Start as for incoming_state_fd, but with no state yet: QEMU waits for the one that
+  // Vm::LoadState gives it later (a VM started ahead of need). incoming_state_fd stays -1.
+  bool await_state = false;
 };
 
 // A running VM. Destroying it kills the VM process, reaps it and releases every host resource
@@ -93,6 +96,11 @@ class Vm {
   // the guest wrote to its disks is on them; the guest stays stopped until Continue (or the VM is
   // destroyed).
   [[nodiscard]] virtual absl::Status SaveState(int state_fd, absl::Time deadline) = 0;
+  // For a VM started with VmConfig::await_state: loads the state saved in state_fd (as
+  // incoming_state_fd would have at the start) and runs the guest, unless VmConfig::hold.
+  [[nodiscard]] virtual absl::Status LoadState(int state_fd, absl::Time deadline) {
+    return absl::UnimplementedError("this VM loads no state after its start");
+  }
   // Runs a guest stopped by SaveState again and synchronizes its agent as after a restore.
   // Also runs a guest stopped for disk space (below) again.
   [[nodiscard]] virtual absl::Status Continue(absl::Time deadline) = 0;

@@ -121,17 +121,19 @@ absl::StatusOr<LaunchedVm> StartAndWait(VmDriver& driver, const HostPaths& paths
   return LaunchedVm{*std::move(vm), std::move(disk)};
 }
 
-// Loads a state that carries the RAM (state_fd) into a VM of the same shape whose RAM is
-// memory_fd (sized, written by that VM), held stopped, and saves only its devices to
-// devices_fd. The helper never runs the guest: blank disks of the same sizes stand in for the
-// session's, which it never touches.
-absl::Status LoadStateApart(VmDriver& driver, const HostPaths& paths, const ImageInfo& image,
-                            int state_fd, int memory_fd, int devices_fd, off_t disk_bytes,
-                            LaunchOptions options, bool prealloc_memory = false) {
+// A VM of the shape in `options` whose RAM is memory_fd (sized; the VM writes into it), held
+// stopped, that loads the state in state_fd (carrying the RAM) or, for -1, waits for one
+// (VmConfig::await_state). It never runs the guest: blank disks of the same sizes stand in for
+// the session's, which it never touches.
+absl::StatusOr<std::unique_ptr<Vm>> StartHeldHelper(VmDriver& driver, const HostPaths& paths,
+                                                    const ImageInfo& image, int state_fd,
+                                                    int memory_fd, off_t disk_bytes,
+                                                    LaunchOptions options, bool prealloc_memory) {
   absl::StatusOr<VmConfig> config = BaseConfig(paths, image, options);
   if (!config.ok()) return config.status();
   config->runtime_dir.clear();
   config->incoming_state_fd = state_fd;
+  config->await_state = state_fd < 0;
   config->memory_fd = memory_fd;
   config->memory_shared = true;
   config->prealloc_memory = prealloc_memory;
@@ -145,9 +147,7 @@ absl::Status LoadStateApart(VmDriver& driver, const HostPaths& paths, const Imag
   absl::StatusOr<UniqueFd> workspace = OpenWorkspaceDisk(paths, options);
   if (!workspace.ok()) return workspace.status();
   config->workspace_disk_fd = workspace->get();
-  absl::StatusOr<std::unique_ptr<Vm>> helper = driver.Start(*config);
-  if (!helper.ok()) return helper.status();
-  return (*helper)->SaveState(devices_fd, absl::Now() + absl::Seconds(120));
+  return driver.Start(*config);
 }
 
 }  // namespace
@@ -229,11 +229,15 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
     if (!state.valid()) return ErrnoStatus("create", state_path);
     struct stat st;
     if (fstat(files.disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
-    if (absl::Status s = LoadStateApart(driver, paths, image, files.state.get(), memory->get(),
-                                        state.get(), st.st_size, options);
+    absl::StatusOr<std::unique_ptr<Vm>> helper =
+        StartHeldHelper(driver, paths, image, files.state.get(), memory->get(), st.st_size, options,
+                        /*prealloc_memory=*/false);
+    if (!helper.ok()) return helper.status();
+    if (absl::Status s = (*helper)->SaveState(state.get(), absl::Now() + absl::Seconds(120));
         !s.ok()) {
       return s;
     }
+    helper->reset();  // the files are written only by us from here on
     if (fsync(state.get()) != 0) return ErrnoStatus("fsync", state_path);
     if (fsync(memory->get()) != 0) return ErrnoStatus("fsync the guest's memory file");
     if (fchmod(memory->get(), 0600) != 0) return ErrnoStatus("close the guest's memory file");
@@ -265,37 +269,47 @@ absl::StatusOr<SnapshotMemoryApart> PrepareSnapshotMemoryApart(
   return apart;
 }
 
-absl::Status SetForkMemoryApart(VmDriver& driver, const HostPaths& paths, const ImageInfo& image,
-                                uint64_t memory_bytes, SnapshotFiles* files,
-                                const LaunchOptions& options) {
-  if (files->memory) return absl::OkStatus();  // apart already
-  auto memory = std::make_shared<UniqueFd>(
+absl::StatusOr<ForkHelper> StartForkHelper(VmDriver& driver, const HostPaths& paths,
+                                           const ImageInfo& image, uint64_t memory_bytes,
+                                           off_t disk_bytes, const LaunchOptions& options) {
+  ForkHelper helper;
+  helper.memory = std::make_shared<UniqueFd>(
       memfd_create("airlock-fork-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  UniqueFd devices(memfd_create("airlock-fork-state", MFD_CLOEXEC));
-  if (!memory->valid() || !devices.valid()) return ErrnoStatus("memfd_create");
-  if (ftruncate(memory->get(), static_cast<off_t>(memory_bytes)) != 0) {
+  if (!helper.memory->valid()) return ErrnoStatus("memfd_create");
+  if (ftruncate(helper.memory->get(), static_cast<off_t>(memory_bytes)) != 0) {
     return ErrnoStatus("size the guest's memory");
   }
-  // Allocated before the load, not after: QEMU reads each page the state says is zero, and a
-  // read of a hole in a shared memfd allocates it page by page, far slower than at once.
-  struct stat st;
-  if (fstat(files->disk.get(), &st) != 0) return ErrnoStatus("stat the snapshot's disk");
+  // Allocated whole as QEMU starts: the load reads each page the state says is zero, and a read
+  // of a hole in a shared memfd allocates it a fault at a time; and no hole is left for a fork
+  // to be charged for (see FillGuestMemory).
+  absl::StatusOr<std::unique_ptr<Vm>> vm =
+      StartHeldHelper(driver, paths, image, /*state_fd=*/-1, helper.memory->get(), disk_bytes,
+                      options, /*prealloc_memory=*/true);
+  if (!vm.ok()) return vm.status();
+  helper.vm = *std::move(vm);
+  return helper;
+}
+
+absl::Status SetForkMemoryApart(ForkHelper helper, SnapshotFiles* files) {
+  if (files->memory) return absl::OkStatus();  // apart already
+  UniqueFd devices(memfd_create("airlock-fork-state", MFD_CLOEXEC));
+  if (!devices.valid()) return ErrnoStatus("memfd_create");
   absl::StatusOr<UniqueFd> state = ReopenFile(files->state.get(), /*writable=*/false);
   if (!state.ok()) return state.status();
-  // The helper allocates every page of the memory (it reads each page the state says is zero,
-  // and a read of a hole in a shared memfd allocates it, a fault at a time), which also leaves
-  // no hole for FillGuestMemory.
-  if (absl::Status s = LoadStateApart(driver, paths, image, state->get(), memory->get(),
-                                      devices.get(), st.st_size, options,
-                                      /*prealloc_memory=*/true);
+  if (absl::Status s = helper.vm->LoadState(state->get(), absl::Now() + absl::Seconds(60));
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = helper.vm->SaveState(devices.get(), absl::Now() + absl::Seconds(120));
+      !s.ok()) {
+    return s;
+  }
+  helper.vm.reset();
   // The helper has exited: no writable mapping of the memory is left, so it can be sealed.
-  if (absl::Status s = SealGuestMemory(memory->get()); !s.ok()) return s;
+  if (absl::Status s = SealGuestMemory(helper.memory->get()); !s.ok()) return s;
   if (lseek(devices.get(), 0, SEEK_SET) != 0) return ErrnoStatus("rewind the VM's state");
   files->state = std::move(devices);
-  files->memory = std::move(memory);
+  files->memory = std::move(helper.memory);
   return absl::OkStatus();
 }
 

@@ -91,14 +91,24 @@ struct SnapshotMemoryApart {
 [[nodiscard]] absl::Status CommitSnapshotMemoryApart(const std::string& dir,
                                                      const SnapshotMemoryApart& apart);
 
-// For the forks of a running VM (TakeForkSnapshot's files, whose state carries the RAM): a
-// held VM of the same shape (`options`) loads the state into a new memfd, every page of it
-// allocated (VmConfig::prealloc_memory), which is then sealed and becomes files->memory;
-// files->state becomes the devices alone. Every fork then maps the one RAM copy-on-write. Nothing
-// is written to disk. Files whose memory is apart already are left as they are.
-[[nodiscard]] absl::Status SetForkMemoryApart(VmDriver& driver, const HostPaths& paths,
-                                              const ImageInfo& image, uint64_t memory_bytes,
-                                              SnapshotFiles* files, const LaunchOptions& options);
+// The forks of a running VM map one copy of its RAM, made by a helper: a held VM of the same
+// shape whose RAM is a new memfd, allocated whole as QEMU starts (VmConfig::prealloc_memory),
+// waiting for a state (VmConfig::await_state). StartForkHelper starts one (ahead of need: it
+// holds nothing of anyone's until it is given a state; `options` give its shape, host cgroup
+// and CPU weight, disk_bytes the size of the session disk it stands in for).
+// SetForkMemoryApart gives it TakeForkSnapshot's state (which carries the RAM) to load, saves
+// only the devices, ends it and seals the memfd: files->memory becomes the RAM, files->state the
+// devices alone. Nothing is written to disk. Files whose memory is apart already are left as
+// they are.
+struct ForkHelper {
+  std::unique_ptr<Vm> vm;
+  std::shared_ptr<UniqueFd> memory;
+};
+[[nodiscard]] absl::StatusOr<ForkHelper> StartForkHelper(VmDriver& driver, const HostPaths& paths,
+                                                         const ImageInfo& image,
+                                                         uint64_t memory_bytes, off_t disk_bytes,
+                                                         const LaunchOptions& options);
+[[nodiscard]] absl::Status SetForkMemoryApart(ForkHelper helper, SnapshotFiles* files);
 
 // Creates an unnamed ext4 disk of the given size in dir and returns its descriptor.
 [[nodiscard]] absl::StatusOr<UniqueFd> CreateSessionDisk(const std::string& dir, uint64_t bytes);

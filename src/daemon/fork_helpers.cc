@@ -1,0 +1,110 @@
+#include "src/daemon/fork_helpers.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/common/log.h"
+
+namespace airlock {
+
+std::string ForkHelperKind::Key() const {
+  return absl::StrCat(image.digest, " ", memory_bytes, " ", vcpus, " ", disk_bytes);
+}
+
+ForkHelpers::ForkHelpers(ForkHelpersOptions options, Starter start)
+    : options_(options), start_(std::move(start)) {
+  if (options_.ahead_of_need) thread_ = std::thread([this] { Loop(); });
+}
+
+ForkHelpers::~ForkHelpers() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<ForkHelper> ForkHelpers::Take(const ForkHelperKind& kind) {
+  std::string key = kind.Key();
+  std::optional<ForkHelper> taken;
+  {
+    absl::MutexLock lock(&mu_);
+    last_taken_ = absl::Now();
+    // One of this kind on its way is sooner ready than a new one.
+    while (!stopping_ && starting_ == key) cv_.Wait(&mu_);
+    if (spare_ && spare_kind_ == key) {
+      taken = std::move(spare_);
+      spare_.reset();
+    }
+  }
+  if (taken) return *std::move(taken);
+  return start_(kind, /*ahead=*/false);
+}
+
+void ForkHelpers::Done(const ForkHelperKind& kind) {
+  if (!options_.ahead_of_need || kind.memory_bytes > options_.memory_budget_bytes) return;
+  absl::MutexLock lock(&mu_);
+  last_taken_ = absl::Now();
+  wanted_ = kind;
+  cv_.Signal();
+}
+
+std::optional<std::string> ForkHelpers::Waiting() const {
+  absl::MutexLock lock(&mu_);
+  if (!spare_) return std::nullopt;
+  return spare_kind_;
+}
+
+void ForkHelpers::Loop() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    if (stopping_) break;
+    if (spare_ && absl::Now() >= last_taken_ + options_.idle) {
+      std::optional<ForkHelper> idle = std::move(spare_);  // nobody forked its kind lately
+      spare_.reset();
+      mu_.Unlock();
+      idle.reset();
+      mu_.Lock();
+      continue;
+    }
+    if (!wanted_) {
+      absl::Time wake = spare_ ? last_taken_ + options_.idle : absl::InfiniteFuture();
+      cv_.WaitWithDeadline(&mu_, wake);
+      continue;
+    }
+    ForkHelperKind kind = *std::move(wanted_);
+    wanted_.reset();
+    if (spare_ && spare_kind_ == kind.Key()) continue;
+    std::optional<ForkHelper> replaced = std::move(spare_);  // of another kind
+    spare_.reset();
+    starting_ = kind.Key();
+    mu_.Unlock();
+    replaced.reset();
+    absl::StatusOr<ForkHelper> started = start_(kind, /*ahead=*/true);
+    mu_.Lock();
+    starting_.clear();
+    cv_.SignalAll();
+    if (!started.ok()) {
+      LogWarning(
+          absl::StrCat("a fork helper ahead of need did not start: ", started.status().message()));
+      continue;
+    }
+    if (stopping_) {
+      mu_.Unlock();
+      started = absl::CancelledError();  // ends it outside the lock
+      mu_.Lock();
+      break;
+    }
+    spare_kind_ = kind.Key();
+    spare_ = *std::move(started);
+  }
+  std::optional<ForkHelper> left = std::move(spare_);
+  spare_.reset();
+  mu_.Unlock();
+  left.reset();
+  mu_.Lock();
+}
+
+}  // namespace airlock
