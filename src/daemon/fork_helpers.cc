@@ -35,7 +35,7 @@ absl::StatusOr<ForkHelper> ForkHelpers::Take(const ForkHelperKind& kind) {
     // One of this kind on its way is sooner ready than a new one.
     while (!stopping_ && starting_ == key) cv_.Wait(&mu_);
     if (spare_ && spare_kind_ == key) {
-      taken = std::move(spare_);
+      taken = std::move(*spare_);
       spare_.reset();
     }
   }
@@ -57,16 +57,17 @@ std::optional<std::string> ForkHelpers::Waiting() const {
   return spare_kind_;
 }
 
+void ForkHelpers::EndUnlocked(std::unique_ptr<ForkHelper> helper) {
+  mu_.Unlock();
+  helper.reset();  // its QEMU is killed and reaped: not under the lock
+  mu_.Lock();
+}
+
 void ForkHelpers::Loop() {
   absl::MutexLock lock(&mu_);
-  for (;;) {
-    if (stopping_) break;
+  while (!stopping_) {
     if (spare_ && absl::Now() >= last_taken_ + options_.idle) {
-      std::optional<ForkHelper> idle = std::move(spare_);  // nobody forked its kind lately
-      spare_.reset();
-      mu_.Unlock();
-      idle.reset();
-      mu_.Lock();
+      EndUnlocked(std::move(spare_));  // nobody forked its kind lately
       continue;
     }
     if (!wanted_) {
@@ -77,11 +78,9 @@ void ForkHelpers::Loop() {
     ForkHelperKind kind = *std::move(wanted_);
     wanted_.reset();
     if (spare_ && spare_kind_ == kind.Key()) continue;
-    std::optional<ForkHelper> replaced = std::move(spare_);  // of another kind
-    spare_.reset();
     starting_ = kind.Key();
+    EndUnlocked(std::move(spare_));  // of another kind, if any
     mu_.Unlock();
-    replaced.reset();
     absl::StatusOr<ForkHelper> started = start_(kind, /*ahead=*/true);
     mu_.Lock();
     starting_.clear();
@@ -91,20 +90,10 @@ void ForkHelpers::Loop() {
           absl::StrCat("a fork helper ahead of need did not start: ", started.status().message()));
       continue;
     }
-    if (stopping_) {
-      mu_.Unlock();
-      started = absl::CancelledError();  // ends it outside the lock
-      mu_.Lock();
-      break;
-    }
     spare_kind_ = kind.Key();
-    spare_ = *std::move(started);
+    spare_ = std::make_unique<ForkHelper>(*std::move(started));
   }
-  std::optional<ForkHelper> left = std::move(spare_);
-  spare_.reset();
-  mu_.Unlock();
-  left.reset();
-  mu_.Lock();
+  EndUnlocked(std::move(spare_));
 }
 
 }  // namespace airlock

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -67,6 +68,8 @@ class ForkHelpers {
 
  private:
   void Loop();
+  // Ends helper (if any) with mu_ let go meanwhile.
+  void EndUnlocked(std::unique_ptr<ForkHelper> helper) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ForkHelpersOptions options_;
   const Starter start_;
@@ -77,7 +80,7 @@ class ForkHelpers {
   absl::Time last_taken_ ABSL_GUARDED_BY(mu_);
   std::string starting_ ABSL_GUARDED_BY(mu_);  // the kind being started, if one is
   std::string spare_kind_ ABSL_GUARDED_BY(mu_);
-  std::optional<ForkHelper> spare_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ForkHelper> spare_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
