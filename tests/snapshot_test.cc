@@ -55,14 +55,29 @@ std::string MappedMemfd(pid_t pid, const std::string& name) {
   return "";
 }
 
-// The processes that map the memfd named `name`: pid -> the memfd's inode.
-std::map<pid_t, std::string> MappersOf(const std::string& name) {
+// The parent of process pid; 0 when it is gone.
+pid_t ParentOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    pid_t parent = 0;
+    if (absl::StartsWith(line, "PPid:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(5)), &parent)) {
+      return parent;
+    }
+  }
+  return 0;
+}
+
+// The children of process `parent` that map the memfd named `name`: pid -> the memfd's inode.
+// (Other suites' airlockds may run beside this one.)
+std::map<pid_t, std::string> MappersOf(pid_t parent, const std::string& name) {
   std::map<pid_t, std::string> mappers;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return mappers;
   while (dirent* e = readdir(proc)) {
     pid_t pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    if (!absl::SimpleAtoi(e->d_name, &pid) || ParentOf(pid) != parent) continue;
     std::string inode = MappedMemfd(pid, name);
     if (!inode.empty()) mappers[pid] = inode;
   }
@@ -389,7 +404,7 @@ TEST(SnapshotTest, AForkLeavesAHelperReadyForTheNextFork) {
   std::map<pid_t, std::string> waiting;
   for (int i = 0; i < 200 && waiting.size() != 1; ++i) {
     usleep(50000);
-    waiting = MappersOf("airlock-fork-memory");
+    waiting = MappersOf(DaemonPid(), "airlock-fork-memory");
   }
   ASSERT_EQ(waiting.size(), 1u);  // the helper, and no session
   r = RunAirlock({"fork", source, "-n", "2"});
