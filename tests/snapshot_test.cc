@@ -422,6 +422,62 @@ TEST(SnapshotTest, AForkLeavesAHelperReadyForTheNextFork) {
   setenv("AIRLOCK_POOL", "0", 1);
 }
 
+// Whether process pid maps `path` shared and writable (the "rw-s" of /proc/PID/maps).
+bool MapsSharedWritable(pid_t pid, const std::string& path) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() >= 6 && fields[5] == path && fields[1] == "rw-s") return true;
+  }
+  return false;
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// A resumed session writes its RAM into its own memory file, so its next pause saves only the
+// devices and the pages it changed: no RAM in the state, the same file becomes the snapshot's
+// (issue 43). An airlockd that restarts meanwhile finds the file again through the VM.
+TEST(SnapshotTest, AResumedSessionPausesWithWhatItChangedOnly) {
+  std::string id = Create();
+  std::string sums = "sha256sum /dev/shm/a /dev/shm/b";
+  ExecScript(id, "head -c 4000000 /dev/urandom > /dev/shm/a");
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  ASSERT_TRUE(WaitForMemoryApart(id));
+  ASSERT_EQ(RunAirlock({"resume", id}).exit_code, 0);
+  std::string live_memory = DefaultHostPaths().home + "/sessions/" + id + "/memory";
+  ino_t memory = InodeOf(live_memory);
+  ASSERT_NE(memory, 0u);
+  EXPECT_TRUE(MapsSharedWritable(QemuPidOf(id), live_memory));
+  ExecScript(id, "head -c 8000000 /dev/urandom > /dev/shm/b");
+  std::string before = ExecScript(id, sums);
+  ASSERT_NE(before.find("/dev/shm/b"), std::string::npos) << before;
+
+  // airlockd dies and a new one takes the VM over; it pauses it as the first would have.
+  StopDaemon(SIGKILL);
+  EXPECT_NE(SessionLine(id).find("running"), std::string::npos);  // a new daemon
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  EXPECT_EQ(InodeOf(SnapshotDir(id) + "/memory"), memory);  // the same file, not a copy
+  EXPECT_EQ(InodeOf(live_memory), 0u);                      // the snapshot holds it now
+  for (const auto& [name, most] : {std::pair{"state", 1 << 20}, std::pair{"memory", 256 << 20}}) {
+    struct stat st;
+    ASSERT_EQ(stat((SnapshotDir(id) + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+    EXPECT_LE(st.st_blocks * 512, most) << name;
+  }
+  ASSERT_EQ(RunAirlock({"resume", id}).exit_code, 0);
+  EXPECT_EQ(ExecScript(id, sums), before);
+  // A fork of it copies that file into the forks' memory (no helper needed).
+  Result fork = RunAirlock({"fork", id});
+  ASSERT_EQ(fork.exit_code, 0) << fork.err;
+  EXPECT_EQ(ExecScript(Trim(fork.out), sums), before);
+  EXPECT_FALSE(MappedMemfd(QemuPidOf(Trim(fork.out)), "airlock-fork-memory").empty());
+  EXPECT_EQ(RunAirlock({"rm", id, Trim(fork.out)}).exit_code, 0);
+}
+
 TEST(SnapshotTest, AStoppedDaemonPausesItsSessionsAndTheyComeBack) {
   std::string id = Create();
   ExecScript(id, "echo kept > /root/file");

@@ -41,6 +41,8 @@ class SessionLayout {
   std::string UnpublishedMarker(const std::string& id) const { return File(id, "unpublished"); }
   std::string Snapshot(const std::string& id) const { return File(id, "snapshot"); }
   std::string LiveDisk(const std::string& id) const { return File(id, "disk.ext4"); }
+  // A resumed session's RAM, which its VM writes into (its snapshot's memory file until then).
+  std::string LiveMemory(const std::string& id) const { return File(id, "memory"); }
   std::string WorkspaceImage(const std::string& id) const { return File(id, "workspace.ext4"); }
   std::string WorkspaceManifest(const std::string& id) const {
     return File(id, "workspace.manifest");

@@ -153,7 +153,10 @@ absl::Status SessionManager::Recover() {
     if (!whole)
       LogIfFailed(RemoveTree(layout_.Dir(s.id)),
                   absl::StrCat("session ", s.id, ": files not removed"));
-    if (whole) unlink(layout_.LiveDisk(s.id).c_str());  // the snapshot holds the disk now
+    if (whole) {  // the snapshot holds the disk and the memory now
+      unlink(layout_.LiveDisk(s.id).c_str());
+      unlink(layout_.LiveMemory(s.id).c_str());
+    }
   }
   // Half-written snapshots and forks in progress are never loaded: delete them.
   LogIfFailed(RemoveTree(layout_.forks()), "half-made forks not removed");

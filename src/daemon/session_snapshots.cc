@@ -150,8 +150,9 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   counters_.snapshots++;
   counters_.snapshot_bytes += FileBytes(layout_.Snapshot(record.id) + "/" + kSnapshotStateFile);
   span.End();
-  // A resumed session's disk had a name of its own; the snapshot holds it now.
+  // A resumed session's disk and memory had names of their own; the snapshot holds them now.
   unlink(layout_.LiveDisk(record.id).c_str());
+  unlink(layout_.LiveMemory(record.id).c_str());
   {
     absl::MutexLock lock(&mu_);
     live_.erase(record.id);
@@ -271,14 +272,23 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   }
   absl::StatusOr<VmDriver*> driver = hosts_->Place(PlacementOf(record.limits));
   if (!driver.ok()) return driver.status();
-  // The VM takes the snapshot's disk over (it becomes the session's live disk), so the
-  // snapshot is used up from here on.
+  // The VM takes the snapshot's disk and memory file over (they become the session's live
+  // disk and RAM), so the snapshot is used up from here on.
   std::string disk_path = absl::StrCat(dir, "/", kSnapshotDiskFile);
   std::string live_path = layout_.LiveDisk(record.id);
+  std::string memory_path = absl::StrCat(dir, "/", kSnapshotMemoryFile);
+  std::string live_memory_path = layout_.LiveMemory(record.id);
   // The disk checked, made writable through its descriptor (never its path again).
   absl::StatusOr<UniqueFd> disk = ReopenFile(files.disk.get(), /*writable=*/true);
   if (!disk.ok()) return disk.status();
-  if (rename(disk_path.c_str(), live_path.c_str()) != 0) return ErrnoStatus("rename", disk_path);
+  if (files.memory_own && rename(memory_path.c_str(), live_memory_path.c_str()) != 0) {
+    return ErrnoStatus("rename", memory_path);
+  }
+  if (rename(disk_path.c_str(), live_path.c_str()) != 0) {
+    absl::Status failed = ErrnoStatus("rename", disk_path);
+    if (files.memory_own) rename(live_memory_path.c_str(), memory_path.c_str());
+    return failed;
+  }
   telemetry::Span restore("restore");
   restore.SetAttribute("airlock.session.id", record.id);
   absl::Time restore_started = absl::Now();
@@ -286,9 +296,10 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
                                             *std::move(disk), OptionsFor(record, layout_));
   if (!vm.ok()) {
     restore.SetError(std::string(vm.status().message()));
-    // Put the disk back so that the snapshot can be tried again (if the guest ran at all, the
-    // disk no longer matches and verification will refuse it).
-    if (rename(live_path.c_str(), disk_path.c_str()) != 0) {
+    // Put the disk and memory back so that the snapshot can be tried again (if the guest ran at
+    // all, they no longer match and verification will refuse it).
+    if ((files.memory_own && rename(live_memory_path.c_str(), memory_path.c_str()) != 0) ||
+        rename(live_path.c_str(), disk_path.c_str()) != 0) {
       LogIfFailed(
           store_->sessions().SetState(who, record.tenant, record.id, SessionState::kFailed,
                                       absl::StrCat("resuming failed: ", vm.status().message()), 0,
@@ -395,7 +406,11 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
                       .vcpus = record->limits.vcpus,
                       .disk_bytes = disk.st_size};
   absl::StatusOr<ForkHelper> helper = absl::UnknownError("not started");
-  std::thread helper_thread([&] { helper = fork_helpers_->Take(kind); });
+  // Not for a VM that writes its RAM into a file (a resumed session): TakeForkSnapshot copies
+  // that file, apart already.
+  bool needs_helper = live->vm->shared_memory_fd() < 0;
+  std::thread helper_thread;
+  if (needs_helper) helper_thread = std::thread([&] { helper = fork_helpers_->Take(kind); });
   absl::StatusOr<SnapshotFiles> taken =
       TakeForkSnapshot(*live->vm, live->disk.get(), paths_.scratch);
   // Its read-write volumes are copied as they are now, frozen (clean) with the guest stopped.
@@ -426,7 +441,7 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
            absl::StrCat("the VM could not go on after a snapshot for a fork: ",
                         WhyVmFailed(*live, resumed)));
   }
-  helper_thread.join();
+  if (helper_thread.joinable()) helper_thread.join();
   if (!taken.ok()) {
     return absl::Status(taken.status().code(),
                         absl::StrCat("could not snapshot session ", id, ": ",
@@ -437,11 +452,13 @@ absl::StatusOr<std::vector<SessionRecord>> SessionManager::Fork(const Principal&
   if (fstat(taken->state.get(), &state) == 0) counters_.snapshot_bytes += state.st_size;
   // The forks then map one copy of the RAM and share the pages they do not write (else each
   // copies the RAM from the state).
-  LogMemoryApart(*record,
-                 helper.ok() ? SetForkMemoryApart(*std::move(helper), &*taken) : helper.status());
+  if (needs_helper) {
+    LogMemoryApart(*record,
+                   helper.ok() ? SetForkMemoryApart(*std::move(helper), &*taken) : helper.status());
+  }
   absl::StatusOr<std::vector<SessionRecord>> forks =
       ForkFromFiles(who, *record, *image, *taken, manifest, count, volume_disks);
-  fork_helpers_->Done(kind);
+  if (needs_helper) fork_helpers_->Done(kind);
   return forks;
 }
 

@@ -149,8 +149,11 @@ class FakeVmCore {
       if (!disk_.valid()) return ErrnoStatus("dup the session disk");
     }
     if (config.memory_fd >= 0 && config.memory_shared) {
-      memory_.reset(fcntl(config.memory_fd, F_DUPFD_CLOEXEC, 0));
-      if (!memory_.valid()) return ErrnoStatus("dup the guest memory");
+      // Opened again read-write, as QEMU does (a resumed session's memory file is handed over
+      // read-only).
+      memory_.reset(
+          open(absl::StrCat("/proc/self/fd/", config.memory_fd).c_str(), O_RDWR | O_CLOEXEC));
+      if (!memory_.valid()) return ErrnoStatus("open the guest memory");
     }
     if (!runtime_dir_.empty()) {
       if (absl::Status s = MakeDirectories(runtime_dir_, 0700); !s.ok()) return s;

@@ -219,6 +219,10 @@ struct VmRecord {
   uid_t uid = 0;       // its jail's uid; 0: not jailed
   dev_t disk_dev = 0;  // the writable disk, which only the VM may still hold open
   ino_t disk_ino = 0;
+  // The file the guest's RAM is written into (VmConfig::memory_shared, a resumed session's
+  // memory file); 0: none, or one that dies with the VM.
+  dev_t memory_dev = 0;
+  ino_t memory_ino = 0;
   GuestSync sync;
 };
 
@@ -230,6 +234,8 @@ std::string EncodeRecord(const VmRecord& r) {
                       {"uid", r.uid},
                       {"disk_dev", static_cast<uint64_t>(r.disk_dev)},
                       {"disk_ino", static_cast<uint64_t>(r.disk_ino)},
+                      {"memory_dev", static_cast<uint64_t>(r.memory_dev)},
+                      {"memory_ino", static_cast<uint64_t>(r.memory_ino)},
                       {"pids_max", r.sync.pids_max},
                       {"hostname", r.sync.hostname},
                       {"mount_workspace", r.sync.mount_workspace}};
@@ -263,6 +269,8 @@ absl::StatusOr<VmRecord> ReadRecord(const std::string& runtime_dir) {
   r.uid = static_cast<uid_t>(number("uid"));
   r.disk_dev = static_cast<dev_t>(number("disk_dev"));
   r.disk_ino = static_cast<ino_t>(number("disk_ino"));
+  r.memory_dev = static_cast<dev_t>(number("memory_dev"));
+  r.memory_ino = static_cast<ino_t>(number("memory_ino"));
   r.sync.pids_max = static_cast<uint32_t>(number("pids_max"));
   r.sync.hostname = JsonText(j, "hostname");
   auto mount = j.is_object() ? j.find("mount_workspace") : j.end();
@@ -286,6 +294,27 @@ absl::StatusOr<VmRecord> ReadRecord(const std::string& runtime_dir) {
     return absl::DataLossError(absl::StrCat(path, " is not a VM record"));
   }
   return r;
+}
+
+// The file a process holds open with this device and inode, opened read-write again; invalid
+// if it holds none.
+UniqueFd OpenHeldFile(pid_t pid, dev_t dev, ino_t ino) {
+  UniqueFd file;
+  std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  if (DIR* d = opendir(fd_dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string path = absl::StrCat(fd_dir, "/", e->d_name);
+      struct stat st;
+      if (e->d_name[0] == '.' || stat(path.c_str(), &st) != 0 || st.st_dev != dev ||
+          st.st_ino != ino) {
+        continue;
+      }
+      file.reset(open(path.c_str(), O_RDWR | O_CLOEXEC));
+      if (file.valid()) break;
+    }
+    closedir(d);
+  }
+  return file;
 }
 
 // A pidfd for the recorded process if it is still the one that was recorded.
@@ -1170,6 +1199,11 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
       record.disk_dev = disk_stat.st_dev;
       record.disk_ino = disk_stat.st_ino;
     }
+    struct stat memory_stat;
+    if (config.memory_shared && fstat(config.memory_fd, &memory_stat) == 0) {
+      record.memory_dev = memory_stat.st_dev;
+      record.memory_ino = memory_stat.st_ino;
+    }
     started = record.start_time == 0
                   ? absl::InternalError("the VM process vanished before it started")
                   : WriteFileAtomically(absl::StrCat(config.runtime_dir, "/", kRecordFile),
@@ -1219,7 +1253,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuDriver::Start(const VmConfig& config) {
   if (!client.ok()) return vm->Explain("QEMU did not start", client.status());
   vm->AttachQmp(*std::move(client));
   vm->AttachChannel(GuestChannel::Start(std::move(channel_host), KillerOf(*vm)));
-  vm->set_incoming(/*ram_apart=*/config.memory_fd >= 0 && !config.memory_shared, config.hold);
+  vm->set_incoming(
+      /*ram_apart=*/config.memory_fd >= 0 && (!config.memory_shared || config.memory_holds_ram),
+      config.hold);
   if (config.incoming_state_fd >= 0) {
     if (absl::Status s = vm->LoadState(config.incoming_state_fd, absl::Now() + absl::Seconds(60));
         !s.ok()) {
@@ -1253,22 +1289,13 @@ absl::StatusOr<LaunchedVm> QemuDriver::Reattach(const std::string& runtime_dir,
   vm->AttachQmp(*std::move(client));
   if (absl::Status s = vm->EnsureRunning(deadline); !s.ok()) return s;
   // The writable disk: the descriptor QEMU holds (a new session's disk has no name).
-  UniqueFd disk;
-  std::string fd_dir = absl::StrCat("/proc/", record->pid, "/fd");
-  if (DIR* d = opendir(fd_dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string path = absl::StrCat(fd_dir, "/", e->d_name);
-      struct stat st;
-      if (e->d_name[0] == '.' || stat(path.c_str(), &st) != 0 || st.st_dev != record->disk_dev ||
-          st.st_ino != record->disk_ino) {
-        continue;
-      }
-      disk.reset(open(path.c_str(), O_RDWR | O_CLOEXEC));
-      if (disk.valid()) break;
-    }
-    closedir(d);
-  }
+  UniqueFd disk = OpenHeldFile(record->pid, record->disk_dev, record->disk_ino);
   if (!disk.valid()) return absl::NotFoundError("the VM no longer holds its writable disk");
+  if (record->memory_ino != 0) {
+    UniqueFd memory = OpenHeldFile(record->pid, record->memory_dev, record->memory_ino);
+    if (!memory.valid()) return absl::NotFoundError("the VM no longer holds its memory file");
+    vm->set_shared_memory(std::move(memory));
+  }
   // The agent starts over when the host end comes back, and says hello. If it did not notice
   // the old connection go (it came back too soon), drop the new one for a moment so it does.
   absl::Status handshake;

@@ -30,6 +30,28 @@ bool WriteAllAt(int fd, const char* data, size_t size, off_t at) {
   return true;
 }
 
+// The RAM of a VM that writes it into a file (Vm::shared_memory_fd) as the snapshot's memory
+// file in dir. A resumed session's memory file becomes the snapshot's, as its disk does: a hard
+// link after an fsync, which writes only the pages the guest changed since it was last written
+// (issue 43: a pause that costs what changed, not the RAM's size). A memfd (a template's RAM,
+// which goes on running) is copied.
+absl::Status SaveSharedMemory(int memory_fd, const std::string& dir) {
+  std::string path = absl::StrCat(dir, "/", kSnapshotMemoryFile);
+  std::string self = absl::StrCat("/proc/self/fd/", memory_fd);
+  if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+    // Openable by the VM's uid while it ran (OpenSnapshot); a snapshot file is the host's alone.
+    if (fchmod(memory_fd, 0600) != 0) return ErrnoStatus("chmod", path);
+    if (fsync(memory_fd) != 0) return ErrnoStatus("fsync", path);
+    return absl::OkStatus();
+  }
+  if (errno != EXDEV) return ErrnoStatus("link the guest's memory as", path);
+  UniqueFd memory(open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+  if (!memory.valid()) return ErrnoStatus("create", path);
+  if (absl::Status s = CopyDisk(memory_fd, memory.get()); !s.ok()) return s;
+  if (fsync(memory.get()) != 0) return ErrnoStatus("fsync", path);
+  return absl::OkStatus();
+}
+
 // How long the guest may take to stop sending and QEMU to write its state.
 constexpr absl::Duration kQuiesceTimeout = absl::Seconds(10);
 constexpr absl::Duration kSaveTimeout = absl::Seconds(120);
@@ -52,12 +74,8 @@ absl::StatusOr<SnapshotManifest> WriteSnapshotFiles(Vm& vm, int disk_fd, const s
   if (fsync(disk_fd) != 0) return ErrnoStatus("fsync", disk_path);
   std::vector<const char*> names = {kSnapshotStateFile, kSnapshotDiskFile};
   if (vm.shared_memory_fd() >= 0) {
-    // The state left the RAM out: it is the memfd's bytes.
-    std::string memory_path = absl::StrCat(tmp, "/", kSnapshotMemoryFile);
-    UniqueFd memory(open(memory_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-    if (!memory.valid()) return ErrnoStatus("create", memory_path);
-    if (absl::Status s = CopyDisk(vm.shared_memory_fd(), memory.get()); !s.ok()) return s;
-    if (fsync(memory.get()) != 0) return ErrnoStatus("fsync", memory_path);
+    // The state left the RAM out: it is that file's bytes.
+    if (absl::Status s = SaveSharedMemory(vm.shared_memory_fd(), tmp); !s.ok()) return s;
     names.push_back(kSnapshotMemoryFile);
   }
   manifest.files.clear();
@@ -92,6 +110,18 @@ void KeepMemory(const std::string& digest, std::shared_ptr<const UniqueFd> memfd
   memories->push_back({digest, std::move(memfd)});
 }
 
+// A new memfd named `name` holding the bytes of from_fd (size bytes), sealed against every
+// change.
+absl::StatusOr<std::shared_ptr<const UniqueFd>> SealedCopy(int from_fd, off_t size,
+                                                           const char* name) {
+  auto memfd = std::make_shared<UniqueFd>(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!memfd->valid()) return ErrnoStatus("memfd_create");
+  if (ftruncate(memfd->get(), size) != 0) return ErrnoStatus("size the guest's memory");
+  if (absl::Status s = CopyDisk(from_fd, memfd->get()); !s.ok()) return s;
+  if (absl::Status s = SealGuestMemory(memfd->get()); !s.ok()) return s;
+  return memfd;
+}
+
 // The bytes of a snapshot's memory file in a new memfd, sealed, then checked against the
 // manifest: what a VM maps is exactly what was checked, and no one (an escaped VM process
 // included) can change it afterwards.
@@ -104,20 +134,17 @@ absl::StatusOr<std::shared_ptr<const UniqueFd>> LoadMemory(const std::string& di
   struct stat st;
   absl::StatusOr<UniqueFd> file = OpenSnapshotFile(dir, expected, &st);
   if (!file.ok()) return file.status();
-  auto memfd = std::make_shared<UniqueFd>(
-      memfd_create("airlock-snapshot-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!memfd->valid()) return ErrnoStatus("memfd_create");
-  if (ftruncate(memfd->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
-  if (absl::Status s = CopyDisk(file->get(), memfd->get()); !s.ok()) return s;
-  if (absl::Status s = SealGuestMemory(memfd->get()); !s.ok()) return s;
-  absl::StatusOr<std::string> digest = SparseSha256(memfd->get());
+  absl::StatusOr<std::shared_ptr<const UniqueFd>> memfd =
+      SealedCopy(file->get(), st.st_size, "airlock-snapshot-memory");
+  if (!memfd.ok()) return memfd.status();
+  absl::StatusOr<std::string> digest = SparseSha256((*memfd)->get());
   if (!digest.ok()) return digest.status();
   if (*digest != expected.sha256) {
     return absl::DataLossError(absl::StrCat("snapshot refused: ", expected.name,
                                             " does not match its hash (it was changed)"));
   }
-  if (absl::Status s = FillGuestMemory(memfd->get(), st.st_size); !s.ok()) return s;
-  if (use == SnapshotUse::kTemplate) KeepMemory(expected.sha256, memfd);
+  if (absl::Status s = FillGuestMemory((*memfd)->get(), st.st_size); !s.ok()) return s;
+  if (use == SnapshotUse::kTemplate) KeepMemory(expected.sha256, *memfd);
   return memfd;
 }
 
@@ -164,17 +191,14 @@ absl::StatusOr<SnapshotFiles> TakeForkSnapshot(Vm& vm, int disk_fd,
   }
   if (absl::Status s = CopyDisk(disk_fd, files.disk.get()); !s.ok()) return s;
   if (vm.shared_memory_fd() >= 0) {
-    // The state left the RAM out: a copy of the memfd's bytes, which the VM goes on writing.
+    // The state left the RAM out: a copy of the file's bytes, which the VM goes on writing.
     struct stat st;
     if (fstat(vm.shared_memory_fd(), &st) != 0) return ErrnoStatus("stat the guest's memory");
-    auto memory = std::make_shared<UniqueFd>(
-        memfd_create("airlock-fork-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-    if (!memory->valid()) return ErrnoStatus("memfd_create");
-    if (ftruncate(memory->get(), st.st_size) != 0) return ErrnoStatus("size the guest's memory");
-    if (absl::Status s = CopyDisk(vm.shared_memory_fd(), memory->get()); !s.ok()) return s;
-    if (absl::Status s = SealGuestMemory(memory->get()); !s.ok()) return s;
-    if (absl::Status s = FillGuestMemory(memory->get(), st.st_size); !s.ok()) return s;
-    files.memory = std::move(memory);
+    absl::StatusOr<std::shared_ptr<const UniqueFd>> memory =
+        SealedCopy(vm.shared_memory_fd(), st.st_size, "airlock-fork-memory");
+    if (!memory.ok()) return memory.status();
+    if (absl::Status s = FillGuestMemory((*memory)->get(), st.st_size); !s.ok()) return s;
+    files.memory = *std::move(memory);
   }
   // Read from the start by whoever loads it (ReopenFile gives each its own offset).
   if (lseek(files.state.get(), 0, SEEK_SET) != 0) return ErrnoStatus("rewind the VM's state");
@@ -258,11 +282,12 @@ absl::StatusOr<SnapshotManifest> OpenSnapshot(const std::string& dir, const std:
     files->disk = std::move(opened[kSnapshotDiskFile]);
     files->memory = nullptr;
     if (auto it = opened.find(kSnapshotMemoryFile); it != opened.end()) {
-      // kResume: the VM (another uid) opens the file again through its descriptor, read-write
-      // as QEMU asks, and maps it privately. It changes nothing another VM sees: the session's
-      // snapshot is used up by this restore.
+      // kResume: the VM (another uid) opens the file again through its descriptor, read-write,
+      // and maps it shared: it writes its RAM there from now on. It changes nothing another VM
+      // sees: the session's snapshot is used up by this restore.
       if (fchmod(it->second.get(), 0666) != 0) return ErrnoStatus("hand the guest's memory over");
       files->memory = std::make_shared<const UniqueFd>(std::move(it->second));
+      files->memory_own = true;
     } else if (memory) {
       absl::StatusOr<std::shared_ptr<const UniqueFd>> loaded = LoadMemory(dir, *memory, use);
       if (!loaded.ok()) return loaded.status();

@@ -40,11 +40,15 @@ struct SnapshotFiles {
   // checked (VmConfig::memory_fd): a memfd sealed against every change that restores of one
   // snapshot share, or for kResume the memory file itself. Null when the state carries the RAM.
   std::shared_ptr<const UniqueFd> memory;
+  // kResume: `memory` is the session's own file, which the VM maps shared and goes on writing
+  // (VmConfig::memory_holds_ram), so that its next pause writes only what the guest changed.
+  bool memory_own = false;
 };
 
 // Quiesces the channel, saves the VM's state and its disk into dir (the disk's inode becomes
-// the snapshot's, a hard link: for a VM that will not run again). `manifest` supplies the
-// description (image, kernel, shape); its files are filled in. On success the guest is stopped
+// the snapshot's, a hard link: for a VM that will not run again; so does a memory file the
+// guest writes into, after an fsync, which writes only the pages it changed). `manifest` supplies
+// the description (image, kernel, shape); its files are filled in. On success the guest is stopped
 // (Continue it or destroy it); on failure nothing is left under dir and, if the guest was
 // stopped, it is still stopped.
 [[nodiscard]] absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd,
@@ -54,8 +58,9 @@ struct SnapshotFiles {
 
 // Who restores a snapshot, which decides how its memory file reaches the VMs.
 enum class SnapshotUse {
-  // Its own session, once, using it up (resume): the VM maps the checked memory file itself
-  // (nothing is copied), which is made openable by the VM's uid for that.
+  // Its own session, once, using it up (resume): the VM maps the checked memory file itself,
+  // shared (nothing is copied; SnapshotFiles::memory_own), which is made openable by the VM's
+  // uid for that.
   kResume,
   // Several VMs at once (fork): the memory is loaded into a sealed memfd they share.
   kFork,

@@ -61,13 +61,17 @@ struct VmConfig {
   int incoming_state_fd = -1;
   // The guest's RAM as a file (not owned): a memfd the VM maps instead of anonymous memory.
   //   memory_shared: the guest writes into it (a VM whose RAM is to be saved as a file: its
-  //     saved state then leaves the RAM out; see Vm::shared_memory_fd).
+  //     saved state then leaves the RAM out; see Vm::shared_memory_fd). With
+  //     incoming_state_fd the state fills it, unless memory_holds_ram: the file already holds
+  //     the RAM that state left out (a session resumed from its own snapshot, whose memory file
+  //     it goes on writing, so that its next pause saves only the devices).
   //   otherwise: a private, copy-on-write mapping of its bytes (a restore from a snapshot that
   //     keeps the RAM apart, incoming_state_fd then holding only the devices). Every VM restored
   //     from one snapshot shares the pages none of them wrote. Seal the memfd against writes.
   // -1: anonymous RAM, carried in the saved state.
   int memory_fd = -1;
   bool memory_shared = false;
+  bool memory_holds_ram = false;
   // With memory_shared: QEMU gives memory_fd every page when it starts, in one call for the
   // whole range (MADV_POPULATE_WRITE): far faster than a fault for each page the guest or a
   // restore touches, and no page is left a hole (see FillGuestMemory). For a memfd only: a file
@@ -118,8 +122,9 @@ class Vm {
   virtual std::string DiagnosticTail() const = 0;
   // If the VM process has ended, how ("killed by signal 9"); nullopt while it runs.
   virtual std::optional<std::string> ExitReason() = 0;
-  // The memfd holding the guest's RAM when the guest writes into it (VmConfig::memory_shared);
-  // -1 otherwise. Its bytes are what SaveState leaves out.
+  // The file holding the guest's RAM when the guest writes into it (VmConfig::memory_shared):
+  // a memfd, or a resumed session's memory file; -1 otherwise. Its bytes are what SaveState
+  // leaves out.
   virtual int shared_memory_fd() const = 0;
   // The accelerator the VM runs on ("kvm" or "tcg").
   virtual std::string accelerator() const = 0;

@@ -196,6 +196,7 @@ absl::StatusOr<LaunchedVm> RestoreVm(VmDriver& driver, const HostPaths& paths,
   if (!state.ok()) return state.status();
   config->incoming_state_fd = state->get();
   if (files.memory) config->memory_fd = files.memory->get();
+  config->memory_shared = config->memory_holds_ram = files.memory_own;
   return StartAndWait(driver, paths, *std::move(config), std::move(disk), options);
 }
 
