@@ -4,7 +4,7 @@
 // the session runs on; a guest whose disk writes find no space waits, whole, and goes on by
 // itself once space is freed, with every file it had. The VM process killed while a pause
 // saves it: the session fails with how the VM ended, and no part of a snapshot stays to be
-// loaded.
+// loaded. A resume that finds no room for the RAM it will write is refused, never half done.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -108,6 +108,46 @@ TEST(HostFaultTest, AFullHostDiskStopsNothingForGoodAndLosesNothing) {
   home.Free();
   ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
   EXPECT_EQ(ExecUntil(id, {"cat", "/root/kept"}, "kept\n"), "kept\n");
+}
+
+// A resumed session's RAM is a file on the host's disk (its snapshot's memory file, which its VM
+// writes into from then on). The resume takes the room for all of it first, or is refused with
+// what to do and the session stays paused; once resumed, a full disk never ends the VM for a
+// page of its RAM (it would die of SIGBUS).
+TEST(HostFaultTest, AResumeTakesRoomForTheRamOrIsRefusedAndTheVmNeverLacksIt) {
+  // A disk's filesystem: on a tmpfs the RAM set apart fills its holes as it is read anyway.
+  SmallHome home(1536, /*shared_images=*/true, SmallDisk::kExt4);
+  std::string id = CreateSession({"--idle-timeout", "0"});
+  ASSERT_FALSE(id.empty());
+  Result r = RunAirlock({"exec", id, "--", "sh", "-c", "echo kept > /root/kept && sync"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(RunAirlock({"pause", id}).exit_code, 0);
+  std::string memory = home.path() + "/sessions/" + id + "/snapshot/memory";
+  for (int i = 0; i < 600 && access(memory.c_str(), F_OK) != 0; ++i) usleep(100000);
+  ASSERT_EQ(access(memory.c_str(), F_OK), 0) << "the snapshot never kept its RAM apart";
+
+  home.Fill(64);
+  r = RunAirlock({"resume", id});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("reserve disk space for the guest's RAM (512 MiB)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("free some space there"), std::string::npos) << r.err;
+  EXPECT_NE(RunAirlock({"ls", "-a"}).out.find("paused"), std::string::npos);
+  home.Free();
+  r = RunAirlock({"resume", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // The disk full again (what is left is for airlockd's records): the guest takes 200 MiB of RAM
+  // it never used, and runs on.
+  home.Fill(16);
+  r = RunAirlock({"exec", id, "--", "python3", "-c",
+                  "b = bytearray(200 << 20)\n"
+                  "for i in range(0, len(b), 4096): b[i] = 1\n"
+                  "print(b.count(1))"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "51200\n") << r.err;
+  EXPECT_EQ(RunAirlock({"exec", id, "--", "cat", "/root/kept"}).out, "kept\n");
+  home.Free();
 }
 
 // The pid of a running session's VM, from `airlock ps --json` (0: none).

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "src/common/byte_size.h"
 #include "src/common/errno_status.h"
 #include "src/common/file_util.h"
 #include "src/common/hex.h"
@@ -281,6 +282,14 @@ absl::StatusOr<std::shared_ptr<LiveSession>> SessionManager::ResumeHere(
   // The disk checked, made writable through its descriptor (never its path again).
   absl::StatusOr<UniqueFd> disk = ReopenFile(files.disk.get(), /*writable=*/true);
   if (!disk.ok()) return disk.status();
+  if (files.memory_own) {
+    if (absl::Status s = ReserveGuestMemory(files.memory->get()); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("session ", record.id, " cannot be resumed: ", s.message(),
+                                 " (the disk of ", paths_.home, " has ",
+                                 FormatBytes(FreeDiskBytes()), " free: free some space there)"));
+    }
+  }
   if (files.memory_own && rename(memory_path.c_str(), live_memory_path.c_str()) != 0) {
     return ErrnoStatus("rename", memory_path);
   }

@@ -1,13 +1,17 @@
 #include "src/vm/snapshot.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -30,6 +34,38 @@ bool WriteAllAt(int fd, const char* data, size_t size, off_t at) {
   return true;
 }
 
+// Gives back the blocks of fd's unwritten extents (ReserveGuestMemory's, which the guest never
+// wrote): they read as zeros either way, so no byte changes and a paused session holds only
+// what its guest wrote. Nothing to do where the filesystem cannot say (FIEMAP: tmpfs).
+absl::Status GiveBackUnwritten(int fd) {
+  constexpr uint32_t kBatch = 256;
+  // A fiemap and its extents, in one buffer (fm_extents is a flexible array member).
+  std::vector<uint64_t> buffer((sizeof(fiemap) + kBatch * sizeof(fiemap_extent)) / 8 + 1);
+  auto* map = reinterpret_cast<fiemap*>(buffer.data());
+  uint64_t at = 0;
+  for (;;) {
+    std::fill(buffer.begin(), buffer.end(), 0);
+    map->fm_start = at;
+    map->fm_length = FIEMAP_MAX_OFFSET - at;
+    map->fm_extent_count = kBatch;
+    if (ioctl(fd, FS_IOC_FIEMAP, map) != 0) {
+      if (errno == EOPNOTSUPP || errno == ENOTTY) return absl::OkStatus();
+      return ErrnoStatus("list the guest memory's extents");
+    }
+    if (map->fm_mapped_extents == 0) return absl::OkStatus();
+    for (uint32_t i = 0; i < map->fm_mapped_extents; ++i) {
+      const fiemap_extent& e = map->fm_extents[i];
+      if ((e.fe_flags & FIEMAP_EXTENT_UNWRITTEN) != 0 &&
+          fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(e.fe_logical), static_cast<off_t>(e.fe_length)) != 0) {
+        return ErrnoStatus("give back the guest memory's unused blocks");
+      }
+      if ((e.fe_flags & FIEMAP_EXTENT_LAST) != 0) return absl::OkStatus();
+      at = e.fe_logical + e.fe_length;
+    }
+  }
+}
+
 // The RAM of a VM that writes it into a file (Vm::shared_memory_fd) as the snapshot's memory
 // file in dir. A resumed session's memory file becomes the snapshot's, as its disk does: a hard
 // link after an fsync, which writes only the pages the guest changed since it was last written
@@ -42,7 +78,9 @@ absl::Status SaveSharedMemory(int memory_fd, const std::string& dir) {
     // Openable by the VM's uid while it ran (OpenSnapshot); a snapshot file is the host's alone.
     if (fchmod(memory_fd, 0600) != 0) return ErrnoStatus("chmod", path);
     if (fsync(memory_fd) != 0) return ErrnoStatus("fsync", path);
-    return absl::OkStatus();
+    absl::StatusOr<UniqueFd> writable = ReopenFile(memory_fd, /*writable=*/true);
+    if (!writable.ok()) return writable.status();
+    return GiveBackUnwritten(writable->get());
   }
   if (errno != EXDEV) return ErrnoStatus("link the guest's memory as", path);
   UniqueFd memory(open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
@@ -203,6 +241,20 @@ absl::StatusOr<SnapshotFiles> TakeForkSnapshot(Vm& vm, int disk_fd,
   // Read from the start by whoever loads it (ReopenFile gives each its own offset).
   if (lseek(files.state.get(), 0, SEEK_SET) != 0) return ErrnoStatus("rewind the VM's state");
   return files;
+}
+
+absl::Status ReserveGuestMemory(int memory_fd) {
+  struct stat st;
+  if (fstat(memory_fd, &st) != 0) return ErrnoStatus("stat the guest's memory");
+  absl::StatusOr<UniqueFd> writable = ReopenFile(memory_fd, /*writable=*/true);
+  if (!writable.ok()) return writable.status();
+  if (fallocate(writable->get(), 0, 0, st.st_size) != 0) {
+    absl::Status failed = ErrnoStatus(
+        absl::StrCat("reserve disk space for the guest's RAM (", st.st_size >> 20, " MiB)"));
+    LogIfFailed(GiveBackUnwritten(writable->get()), "give back a part of a reservation");
+    return failed;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SealGuestMemory(int memfd) {

@@ -79,6 +79,10 @@ enum class SnapshotUse {
 // A memfd holding a guest's RAM for VMs that map it privately: sealed against every change,
 // then its holes allocated (FillGuestMemory) so that no VM is charged for the pages it reads.
 [[nodiscard]] absl::Status SealGuestMemory(int memfd);
+// Allocates every block of a resumed session's memory file (SnapshotFiles::memory_own) before
+// its VM maps it: a guest that writes a page of its RAM never finds the host's disk full (the
+// VM would die of SIGBUS). The blocks the guest leaves unwritten are given back at its pause.
+[[nodiscard]] absl::Status ReserveGuestMemory(int memory_fd);
 [[nodiscard]] absl::Status FillGuestMemory(int memfd, off_t size);
 
 // Reads and authenticates dir's manifest and checks every file; the error says what is wrong.
