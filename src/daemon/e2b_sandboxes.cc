@@ -212,6 +212,14 @@ E2bSandboxes::Answer E2bSandboxes::Handle(const e2b::Route& route, const Princip
     case e2b::Op::kGetVolume:
     case e2b::Op::kDeleteVolume:
       return Volumes(who, route, body);
+    case e2b::Op::kVolumeList:  // volume content: answered before, by the volume's token
+    case e2b::Op::kVolumeMakeDir:
+    case e2b::Op::kVolumeStat:
+    case e2b::Op::kVolumeSetMetadata:
+    case e2b::Op::kVolumeRemove:
+    case e2b::Op::kVolumeRead:
+    case e2b::Op::kVolumeWrite:
+      break;
   }
   return Failed(absl::InternalError("unreachable"));
 }

@@ -160,14 +160,15 @@ absl::StatusOr<SessionRecord> SessionManager::PauseLocked(const Principal& who,
   }
   live->vm->Kill(absl::CancelledError("the session was paused"));
   live.reset();  // the VM process is reaped here unless a watcher holds it for a moment
+  // Cleared first: whoever sees the session paused at its TTL sees no TTL left.
+  if (at_ttl) {
+    LogIfFailed(store_->sessions().SetTimeToLive(kDaemonPrincipal, record.tenant, record.id, 0),
+                absl::StrCat("session ", record.id, ": its time to live not cleared"));
+  }
   if (absl::Status st = store_->sessions().SetState(
           who, record.tenant, record.id, SessionState::kPaused, reason, 0, "session.pause");
       !st.ok()) {
     return st;
-  }
-  if (at_ttl) {
-    LogIfFailed(store_->sessions().SetTimeToLive(kDaemonPrincipal, record.tenant, record.id, 0),
-                absl::StrCat("session ", record.id, ": its time to live not cleared"));
   }
   LogRecord event{.unix_ms = NowMs(),
                   .stream = LogStream::kEvent,
