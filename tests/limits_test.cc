@@ -77,6 +77,30 @@ TEST_F(LimitsTest, ForkBombIsCappedByThePidsLimit) {
   ExpectUnaffected();
 }
 
+// A command started while the session's commands hold every process their limit allows is
+// refused with the reason: it never runs outside the limit, uncounted beside the agent.
+TEST_F(LimitsTest, ACommandBeyondThePidsLimitIsRefusedNotRunOutsideIt) {
+  std::string id = NewSession({"--pids", "16"});
+  // A shell and fifteen sleeps hold the whole limit; the shell says so without a process of its
+  // own (a redirection), and the file is read by the agent, not by a command.
+  Result r = RunAirlock(
+      {"exec", "-d", id, "--", "sh", "-c",
+       "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do sleep 600 & done; : > /tmp/full; wait"});
+  ASSERT_EQ(r.exit_code, 0) << id << ": " << r.err;
+  for (int i = 0; i < 200; ++i) {
+    r = RunAirlock({"file", "read", id, "/tmp/full"});
+    if (r.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunAirlock({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("as many processes as it allows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--pids"), std::string::npos) << r.err;
+  EXPECT_EQ(RunAirlock({"rm", id}).exit_code, 0);
+  ExpectUnaffected();
+}
+
 TEST_F(LimitsTest, MemoryBombIsKilledWithAClearMessage) {
   std::string id = NewSession({"--memory", "256m"});
   Result r = Attack(id, {"python3", "-c", "a = []\nwhile True: a.append(' ' * 10**6)"});

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     airlock::guest::ConsoleLog("must run as PID 1 inside an Airlock guest");
     return 2;
   }
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);  // ExecChild gives commands back the default
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
