@@ -49,13 +49,19 @@ absl::StatusOr<int64_t> CommandLog::Start(const Principal& who, const SessionRec
 }
 
 absl::Status CommandLog::End(const SessionRecord& s, int64_t exec_id, int exit_code,
-                             const std::string& message) {
+                             const std::string& message,
+                             const std::vector<LogRecord>& last_output) {
   SqliteDb::Locked db(db_);
+  Transaction tx(db);
+  if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  if (absl::Status st = AddOutput(db, s, last_output); !st.ok()) return st;
   Stmt q(db,
          "UPDATE execs SET ended_ms = ?, exit_code = ?, message = ? WHERE id = ? AND tenant = ?");
   q.Bind(1, NowUnixMs()).Bind(2, exit_code).Bind(3, message).Bind(4, exec_id).Bind(5, s.tenant);
   q.Step();
-  if (q.ok() && events_) {
+  if (!q.ok()) return q.status();
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  if (events_) {
     events_->Publish({.kind = SessionEvent::Kind::kExecExit,
                       .tenant = s.tenant,
                       .session_id = s.id,
@@ -64,7 +70,7 @@ absl::Status CommandLog::End(const SessionRecord& s, int64_t exec_id, int exit_c
                       .exit_code = exit_code,
                       .message = message});
   }
-  return q.status();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ExecRecord>> CommandLog::Read(const std::string& tenant,
@@ -120,6 +126,13 @@ absl::Status CommandLog::AppendOutput(const SessionRecord& s, const std::vector<
   SqliteDb::Locked db(db_);
   Transaction tx(db);
   if (absl::Status st = tx.Begun(); !st.ok()) return st;
+  if (absl::Status st = AddOutput(db, s, logs); !st.ok()) return st;
+  return tx.Commit();
+}
+
+absl::Status CommandLog::AddOutput(SqliteDb::Locked& db, const SessionRecord& s,
+                                   const std::vector<LogRecord>& logs) {
+  if (logs.empty()) return absl::OkStatus();
   int64_t added = 0;
   for (const LogRecord& log : logs) {
     Stmt q(db,
@@ -182,7 +195,7 @@ absl::Status CommandLog::AppendOutput(const SessionRecord& s, const std::vector<
     }
     tenant_bytes -= freed;
   }
-  return tx.Commit();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> CommandLog::OutputBytes(const std::string& tenant) {

@@ -34,8 +34,11 @@ class CommandLog {
   // Records the start of a command (e: argv, user, cwd, tty), audited; returns its exec id.
   [[nodiscard]] absl::StatusOr<int64_t> Start(const Principal& who, const SessionRecord& s,
                                               const ExecRecord& e);
+  // Records its end, with the output it left unstored (its exit line): one transaction, one
+  // fsync, before the end is acknowledged.
   [[nodiscard]] absl::Status End(const SessionRecord& s, int64_t exec_id, int exit_code,
-                                 const std::string& message);
+                                 const std::string& message,
+                                 const std::vector<LogRecord>& last_output = {});
   // A session's commands, oldest first (at most kMaxTimelineRows).
   [[nodiscard]] absl::StatusOr<std::vector<ExecRecord>> Read(const std::string& tenant,
                                                              const std::string& id);
@@ -67,6 +70,10 @@ class CommandLog {
   static constexpr int64_t kMaxTimelineRows = 50000;
 
  private:
+  // AppendOutput's work, inside the caller's transaction.
+  absl::Status AddOutput(SqliteDb::Locked& db, const SessionRecord& s,
+                         const std::vector<LogRecord>& logs);
+
   SqliteDb& db_;
   uint64_t log_cap_bytes_;
   std::function<uint64_t(const std::string&)> tenant_log_cap_;

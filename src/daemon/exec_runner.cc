@@ -95,15 +95,19 @@ class LogBatch {
       Flush();
     }
   }
-  void Flush() {
-    if (pending_.empty()) return;
-    // Output is best effort, not state: a failure to store it does not fail the command.
-    LogIfFailed(store_->commands().AppendOutput(
-                    session_, std::vector<LogRecord>(pending_.begin(), pending_.end())),
-                absl::StrCat("session ", session_.id, ": command output not stored"));
+  // What waits, taken to be stored by the caller.
+  std::vector<LogRecord> Take() {
+    std::vector<LogRecord> taken(pending_.begin(), pending_.end());
     pending_.clear();
     bytes_ = 0;
     overflowed_ = false;
+    return taken;
+  }
+  void Flush() {
+    if (pending_.empty()) return;
+    // Output is best effort, not state: a failure to store it does not fail the command.
+    LogIfFailed(store_->commands().AppendOutput(session_, Take()),
+                absl::StrCat("session ", session_.id, ": command output not stored"));
   }
 
  private:
@@ -433,10 +437,18 @@ absl::Status ExecRunner::Run(const Principal& who, const v1::ExecStart& start, E
       if (transcripts) transcripts->Stop();
       logs.Add(LogStream::kEvent, absl::StrCat("exit ", exit.code(),
                                                exit.message().empty() ? "" : ": ", exit.message()));
-      logs.Flush();
-      LogIfFailed(store_->commands().End((*live)->record, *exec_id, exit.code(), exit.message()),
-                  absl::StrCat("session ", (*live)->record.id, ": the end of command ", *exec_id,
-                               " not recorded"));
+      // The end and the output before it in one transaction; output is best effort, so if
+      // that fails the end is recorded alone.
+      std::vector<LogRecord> last_output = logs.Take();
+      absl::Status ended = store_->commands().End((*live)->record, *exec_id, exit.code(),
+                                                  exit.message(), last_output);
+      if (!ended.ok() && !last_output.empty()) {
+        LogIfFailed(ended,
+                    absl::StrCat("session ", (*live)->record.id, ": command output not stored"));
+        ended = store_->commands().End((*live)->record, *exec_id, exit.code(), exit.message());
+      }
+      LogIfFailed(ended, absl::StrCat("session ", (*live)->record.id, ": the end of command ",
+                                      *exec_id, " not recorded"));
       *response.mutable_exit() = exit;
       client.Write(response);
       return finish(absl::OkStatus());

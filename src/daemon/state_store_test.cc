@@ -248,6 +248,41 @@ TEST(StateStoreTest, LogsAreARingPerSessionAndSurviveReopening) {
   EXPECT_TRUE((*store)->commands().ReadOutput("uid:1002", "s1", 0, 0, 0)->empty());
 }
 
+// A command's end and the output it left unstored (its exit line) commit together, and the
+// ring's cap holds for that output too.
+TEST(StateStoreTest, ACommandsEndCommitsWithItsLastOutput) {
+  testing::TempDir dir;
+  Principal alice{1001, 1001};
+  SessionRecord s = NewSession("s1", alice);
+  auto store = StateStore::Open(dir.File("state.db"), 20000);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->sessions().Create(alice, s).ok());
+  ExecRecord run;
+  run.argv = {"true"};
+  absl::StatusOr<int64_t> exec = (*store)->commands().Start(alice, s, run);
+  ASSERT_TRUE(exec.ok());
+  std::vector<LogRecord> last = {
+      {.unix_ms = 1,
+       .exec_id = *exec,
+       .stream = LogStream::kStdout,
+       .data = std::string(15000, 'o')},
+      {.unix_ms = 2, .exec_id = *exec, .stream = LogStream::kEvent, .data = "exit 3: why"}};
+  ASSERT_TRUE((*store)->commands().End(s, *exec, 3, "why", last).ok());
+  ASSERT_TRUE((*store)->commands().End(s, *exec, 3, "why", last).ok());  // past the ring's cap
+  auto logs = (*store)->commands().ReadOutput(alice.Tenant(), "s1", 0, 0, 0);
+  ASSERT_TRUE(logs.ok());
+  ASSERT_FALSE(logs->empty());
+  EXPECT_EQ(logs->back().data, "exit 3: why");
+  size_t total = 0;
+  for (const LogRecord& r : *logs) total += r.data.size();
+  EXPECT_LE(total, 20000u);
+  auto execs = (*store)->commands().Read(alice.Tenant(), "s1");
+  ASSERT_TRUE(execs.ok());
+  ASSERT_EQ(execs->size(), 1u);
+  EXPECT_EQ(execs->front().exit_code, 3);
+  EXPECT_GE(execs->front().ended_ms, 0);
+}
+
 TEST(StateStoreTest, TheAuditLogIsAppendOnly) {
   testing::TempDir dir;
   auto store = StateStore::Open(dir.File("state.db"), 1 << 20);
