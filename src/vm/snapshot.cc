@@ -205,10 +205,13 @@ absl::StatusOr<SnapshotManifest> TakeSnapshot(Vm& vm, int disk_fd, const std::st
       written = ErrnoStatus("move aside the older snapshot", dir);
     } else if (rename(tmp.c_str(), dir.c_str()) != 0) {
       written = ErrnoStatus("rename the snapshot to", dir);
-    } else if (absl::Status s = SyncDirectory(DirName(dir)); !s.ok()) {
-      written = s;
-    } else if (had_old) {
-      LogIfFailed(RemoveTree(old), "remove the older snapshot");
+    } else {
+      MoveVerifiedFiles(tmp, dir);
+      if (absl::Status s = SyncDirectory(DirName(dir)); !s.ok()) {
+        written = s;
+      } else if (had_old) {
+        LogIfFailed(RemoveTree(old), "remove the older snapshot");
+      }
     }
   }
   if (!written.ok()) LogIfFailed(RemoveTree(tmp), "remove a half-written snapshot");

@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,17 +202,34 @@ struct VerifiedFile {
 ABSL_CONST_INIT absl::Mutex verified_mu(absl::kConstInit);
 std::map<std::string, VerifiedFile>* verified ABSL_PT_GUARDED_BY(verified_mu) =
     new std::map<std::string, VerifiedFile>;
+// Files hashed while a process that could write them still ran: verified once it has ended
+// (WritersEnded), if they kept their identity until then.
+std::map<std::string, VerifiedFile>* pending ABSL_PT_GUARDED_BY(verified_mu) =
+    new std::map<std::string, VerifiedFile>;
 
 bool SameTime(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
+// Whether every write to the file changes its mtime, through a shared mapping too (the first
+// write to a clean page faults into the filesystem's page_mkwrite, which updates it): ext4, XFS
+// and Btrfs do; tmpfs does not.
+bool WritesShowInMtime(int fd) {
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0) return false;
+  constexpr long kExt4 = 0xEF53, kXfs = 0x58465342, kBtrfs = 0x9123683E;
+  return fs.f_type == kExt4 || fs.f_type == kXfs || fs.f_type == kBtrfs;
+}
+
+bool SameIdentity(const VerifiedFile& f, const struct stat& st) {
+  return f.dev == st.st_dev && f.ino == st.st_ino && f.size == st.st_size &&
+         SameTime(f.mtime, st.st_mtim) && SameTime(f.ctime, st.st_ctim);
+}
+
 bool KnownGood(const std::string& path, const struct stat& st, const std::string& digest) {
   absl::MutexLock lock(&verified_mu);
   auto it = verified->find(path);
-  return it != verified->end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
-         it->second.size == st.st_size && SameTime(it->second.mtime, st.st_mtim) &&
-         SameTime(it->second.ctime, st.st_ctim) && it->second.digest == digest;
+  return it != verified->end() && SameIdentity(it->second, st) && it->second.digest == digest;
 }
 
 // any_age: the file's writers have ended, so no write can follow the hash in its clock tick.
@@ -225,6 +243,34 @@ void RememberGood(const std::string& path, const struct stat& st, const std::str
   (*verified)[path] = {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, digest};
 }
 
+// Waits (at most a few clock ticks) until the coarse clock that file times come from has left
+// the tick of `changed`: from then on, a write gives the file a ctime other than `changed`.
+bool WaitPastTick(const timespec& changed) {
+  for (int i = 0; i < 100; ++i) {
+    timespec now;
+    clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    if (now.tv_sec > changed.tv_sec ||
+        (now.tv_sec == changed.tv_sec && now.tv_nsec > changed.tv_nsec)) {
+      return true;
+    }
+    usleep(1000);
+  }
+  return false;  // the clock went back
+}
+
+// Moves the entries under from/ of `files` to to/.
+void MoveEntries(std::map<std::string, VerifiedFile>* files, const std::string& from,
+                 const std::string& to) {
+  std::string prefix = from + "/";
+  std::vector<std::pair<std::string, VerifiedFile>> moved;
+  for (auto it = files->lower_bound(prefix);
+       it != files->end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    moved.emplace_back(absl::StrCat(to, "/", it->first.substr(prefix.size())), it->second);
+    it = files->erase(it);
+  }
+  for (auto& [path, file] : moved) (*files)[path] = std::move(file);
+}
+
 }  // namespace
 
 absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::string& name,
@@ -236,25 +282,47 @@ absl::StatusOr<SnapshotFile> DescribeFile(const std::string& dir, const std::str
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path);
   if (!S_ISREG(st.st_mode)) return absl::DataLossError(absl::StrCat(path, " is not a file"));
+  // A writer that goes on may write in the tick of the last change, which leaves the times as
+  // they were: the hash starts after that tick, so that what it reads includes such a write.
+  bool past_tick = !writers_ended && WritesShowInMtime(fd.get()) && WaitPastTick(st.st_mtim);
   absl::StatusOr<std::string> digest = SparseSha256(fd.get());
   if (!digest.ok()) return digest.status();
   struct stat after;
   if (writers_ended && fstat(fd.get(), &after) == 0 && SameTime(after.st_ctim, st.st_ctim)) {
     RememberGood(path, st, *digest, /*any_age=*/true);
+  } else if (past_tick) {
+    absl::MutexLock lock(&verified_mu);
+    if (pending->size() >= 4096) pending->clear();
+    (*pending)[path] = {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, *digest};
   }
   return SnapshotFile{name, static_cast<uint64_t>(st.st_size), *digest};
 }
 
 void MoveVerifiedFiles(const std::string& from, const std::string& to) {
-  std::string prefix = from + "/";
   absl::MutexLock lock(&verified_mu);
-  std::vector<std::pair<std::string, VerifiedFile>> moved;
-  for (auto it = verified->lower_bound(prefix);
-       it != verified->end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
-    moved.emplace_back(absl::StrCat(to, "/", it->first.substr(prefix.size())), it->second);
-    it = verified->erase(it);
+  MoveEntries(verified, from, to);
+  MoveEntries(pending, from, to);
+}
+
+void WritersEnded(const std::string& dir) {
+  std::string prefix = dir + "/";
+  absl::MutexLock lock(&verified_mu);
+  for (auto it = pending->lower_bound(prefix);
+       it != pending->end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    // Unwritten since its hash began: a write after that tick would have changed its mtime (a
+    // write through a mapping too: the fsync before the hash made every page fault on its next
+    // write). Its ctime may have changed by a link's removal, which changes no byte.
+    struct stat st;
+    const VerifiedFile& hashed = it->second;
+    if (stat(it->first.c_str(), &st) == 0 && hashed.dev == st.st_dev && hashed.ino == st.st_ino &&
+        hashed.size == st.st_size && SameTime(hashed.mtime, st.st_mtim)) {
+      if (verified->size() >= 4096) verified->clear();
+      VerifiedFile now = hashed;
+      now.ctime = st.st_ctim;
+      (*verified)[it->first] = now;
+    }
+    it = pending->erase(it);
   }
-  for (auto& [path, file] : moved) (*verified)[path] = std::move(file);
 }
 
 absl::StatusOr<UniqueFd> OpenSnapshotFile(const std::string& dir, const SnapshotFile& expected,

@@ -70,7 +70,14 @@ uint64_t SnapshotBytesHashed();
                                                         const std::string& name,
                                                         bool writers_ended = false);
 
-// After directory `from` was renamed to `to`: what was remembered as verified in from is in to.
+// Hashed while a writer still ran (a stopped VM's files at a pause), a file is remembered once
+// every process that could write it has ended: call this then, and the files of dir that kept
+// their identity since their hash began are verified, however new they are. Only on a
+// filesystem where a write through a mapping changes the mtime (ext4, XFS, Btrfs; not tmpfs).
+void WritersEnded(const std::string& dir);
+
+// After directory `from` was renamed to `to`: what was remembered (or awaits WritersEnded) for
+// files in from is for the same files in to.
 void MoveVerifiedFiles(const std::string& from, const std::string& to);
 
 // Opens a file the manifest names (read-only, never through a symlink) and checks that it is a
