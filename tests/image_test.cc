@@ -68,6 +68,17 @@ json AddBlob(const std::string& layout, const std::string& media_type, const std
           {"size", static_cast<uint64_t>(st.st_size)}};
 }
 
+// Bytes that nothing can compress.
+std::string Noise(size_t bytes) {
+  std::string noise(bytes, '\0');
+  for (size_t done = 0; done < noise.size();) {
+    ssize_t n = getrandom(noise.data() + done, noise.size() - done, 0);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return noise;
+}
+
 // A work directory under /var/tmp (the rootfs cache's filesystem, so layers hard-link).
 std::string WorkDir() {
   char tmpl[] = "/var/tmp/airlock-imagetest-XXXXXX";
@@ -111,12 +122,7 @@ void WriteLayoutArchive(const std::string& work, const std::vector<std::string>&
 TEST(ImageTest, AnImportThatFindsNoRoomLeavesTheStoreAsItWas) {
   std::string work = WorkDir();
   ASSERT_TRUE(MakeDirectories(work + "/big/srv", 0755).ok());
-  std::string noise(24 << 20, '\0');
-  for (size_t done = 0; done < noise.size();) {
-    ssize_t n = getrandom(noise.data() + done, noise.size() - done, 0);
-    ASSERT_GT(n, 0);
-    done += static_cast<size_t>(n);
-  }
+  std::string noise = Noise(24 << 20);
   ASSERT_TRUE(WriteFileAtomically(work + "/big/srv/noise", noise, 0644).ok());
   Tar(work + "/big.tar", work + "/big");
   WriteLayoutArchive(work, {work + "/big.tar"}, {{"Cmd", {"true"}}}, "airlock-test/big:1",
@@ -138,6 +144,44 @@ TEST(ImageTest, AnImportThatFindsNoRoomLeavesTheStoreAsItWas) {
     home.Free();
     r = RunAirlock({"image", "import", work + "/big-image.tar"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  RemoveTree(work).IgnoreError();
+}
+
+// The same for a Dockerfile build (issue 44: every write point): refused with what ran out and
+// what to do, nothing of it left (no image, no temporary file), the space given back; with room,
+// it builds.
+TEST(ImageTest, ABuildThatFindsNoRoomLeavesTheStoreAsItWas) {
+  std::string work = WorkDir();
+  ASSERT_TRUE(MakeDirectories(work + "/ctx", 0755).ok());
+  std::string noise = Noise(24 << 20);
+  ASSERT_TRUE(WriteFileAtomically(work + "/ctx/noise", noise, 0644).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(work + "/ctx/Dockerfile", "FROM scratch\nCOPY noise /srv/noise\n", 0644)
+          .ok());
+  {
+    SmallHome home(160, /*shared_images=*/false);
+    ASSERT_EQ(RunAirlock({"image", "ls"}).exit_code, 0);  // its airlockd is up
+    // No room for the context itself (24 MiB in 12), then room for it but not for the layer
+    // and the image the build makes of it (in 40).
+    for (int room : {12, 40}) {
+      home.Fill(room);
+      int64_t before = home.FreeBytes();
+      Result r = RunAirlock({"image", "build", "-t", "airlock-test/full:1", work + "/ctx"});
+      EXPECT_NE(r.exit_code, 0) << room;
+      EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << room << r.err;
+      EXPECT_NE(r.err.find("free some space there"), std::string::npos) << room << r.err;
+      EXPECT_GE(home.FreeBytes(), before - (2 << 20)) << room;
+      EXPECT_EQ(RunAirlock({"image", "ls"}).out.find("airlock-test/full"), std::string::npos);
+      absl::StatusOr<ProcessResult> left =
+          RunProcess({"/usr/bin/find", home.path(), "-name", "*.tmp*"});
+      ASSERT_TRUE(left.ok());
+      EXPECT_EQ(left->output, "") << room;
+      home.Free();
+    }
+    Result r = RunAirlock({"image", "build", "-t", "airlock-test/full:1", work + "/ctx"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(RunAirlock({"image", "ls"}).out.find("airlock-test/full"), std::string::npos);
   }
   RemoveTree(work).IgnoreError();
 }

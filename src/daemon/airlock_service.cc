@@ -1031,7 +1031,9 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
           who->IsHostRoot() ? ", the most an image may be"
                             : ", what your images quota has left (airlock quota shows it)")));
     }
-    if (absl::Status s = WriteAll(archive->get(), chunk.data()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = WriteAll(archive->get(), chunk.data()); !s.ok()) {
+      return ToGrpc(sessions_->SayDiskSpace(s));
+    }
     if (chunk.last()) break;
   }
   // The unnamed file by its /proc name: nothing to clean up, whatever happens next.
@@ -1048,7 +1050,7 @@ grpc::Status ImagesService::Import(grpc::ServerContext* context,
                             info.ok() ? absl::StrCat("ok; ", info->digest, "; ", received, " bytes")
                                       : absl::StrCat("failed: ", info.status().message())),
       absl::StrCat("image import of ", name, " not audited"));
-  if (!info.ok()) return ToGrpc(info.status());
+  if (!info.ok()) return ToGrpc(sessions_->SayDiskSpace(info.status()));
   ToProto(*info, response);
   return grpc::Status::OK;
 }
@@ -1087,7 +1089,7 @@ grpc::Status ImagesService::Build(grpc::ServerContext* context,
       LogWarning(absl::StrCat("image build of ", spec.tag, " for ", who->Name(),
                               " failed: ", info.status().message()));
     }
-    return ToGrpc(info.status());
+    return ToGrpc(sessions_->SayDiskSpace(info.status()));
   }
   v1::BuildProgress last;
   ToProto(*info, last.mutable_image());
@@ -1149,7 +1151,9 @@ grpc::Status ImagesService::BuildDockerfile(
           absl::StrCat("the build context is larger than ", FormatBytes(cap),
                        "; leave out what the build does not need with .dockerignore")));
     }
-    if (absl::Status s = WriteAll(tar->get(), chunk.context()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = WriteAll(tar->get(), chunk.context()); !s.ok()) {
+      return ToGrpc(sessions_->SayDiskSpace(s));
+    }
     if (chunk.last()) break;
   }
   spec.context_tar = absl::StrCat("/proc/self/fd/", tar->get());
@@ -1166,7 +1170,7 @@ grpc::Status ImagesService::BuildDockerfile(
                                     info.ok() ? absl::StrCat("ok; ", info->digest, "; Dockerfile")
                                               : absl::StrCat("failed: ", info.status().message())),
               absl::StrCat("image build of ", spec.tag, " not audited"));
-  if (!info.ok()) return ToGrpc(info.status());
+  if (!info.ok()) return ToGrpc(sessions_->SayDiskSpace(info.status()));
   v1::BuildProgress last;
   ToProto(*info, last.mutable_image());
   stream->Write(last);

@@ -296,6 +296,8 @@ class SessionManager {
   // " (the disk of HOME has N free: ...)" when it has less than kDiskSpaceToGoOn; else "": what
   // to add to a failure that may have been the host's disk running full.
   std::string DiskSpaceHint() const;
+  // s, and if it is a write that found the host's disk full while it is short, DiskSpaceHint.
+  absl::Status SayDiskSpace(const absl::Status& s) const;
 
  private:
   std::shared_ptr<absl::Mutex> SessionLock(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);

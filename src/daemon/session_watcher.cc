@@ -1,9 +1,12 @@
 // SessionManager's watcher: a thread that ends sessions whose VM died or whose time to live
 // ran out, pauses idle ones, drops egress grants that expired, and lets VMs stopped for lack of
 // disk space go on once there is room.
+#include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "src/common/byte_size.h"
@@ -139,6 +142,11 @@ std::string SessionManager::DiskSpaceHint() const {
   if (free >= kDiskSpaceToGoOn) return "";
   return absl::StrCat(" (the disk of ", paths_.home, " has ", FormatBytes(free),
                       " free: free some space there)");
+}
+
+absl::Status SessionManager::SayDiskSpace(const absl::Status& s) const {
+  if (s.ok() || !absl::StrContains(s.message(), strerror(ENOSPC))) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), DiskSpaceHint()));
 }
 
 std::string SessionManager::WhyVmFailed(LiveSession& live, const absl::Status& status) {
