@@ -244,7 +244,7 @@ void RememberGood(const std::string& path, const struct stat& st, const std::str
 }
 
 // Waits (at most a few clock ticks) until the coarse clock that file times come from has left
-// the tick of `changed`: from then on, a write gives the file a ctime other than `changed`.
+// the tick of `changed` (a file's mtime): from then on, a write gives the file a later mtime.
 bool WaitPastTick(const timespec& changed) {
   for (int i = 0; i < 100; ++i) {
     timespec now;
